@@ -1,0 +1,206 @@
+// The compute interface that every backend implements: the CPU (fast, multithreaded), the plain
+// reference used by tests, and later CUDA. Pure compute: no model knowledge, no allocation policy.
+//
+// Conventions shared by every op:
+//  - Tensors are fp32, row-major. A "row stride" (ld*) is in floats and lets an op read a slice of
+//    a wider buffer (for example the x / B / C slices of a fused in_proj output) without copying.
+//  - Linear weights use PyTorch's nn.Linear layout [out, in]: y = x · Wᵀ (+ b).
+//  - Recurrent state lives in caller-owned buffers and is updated in place, so a sequence can be
+//    checkpointed (copy the buffer) and restored (copy it back) at any token.
+//  - Scratch memory comes from a Workspace so that hot paths allocate nothing per token.
+#ifndef TANDEM_KERNELS_OPS_H_
+#define TANDEM_KERNELS_OPS_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "kernels/workspace.h"
+
+namespace tandem::kernels {
+
+enum class Activation { kSilu, kGelu };
+
+// Where to copy a layer's recurrent state during a multi-token call: the state after the first
+// `after_tokens` tokens of the call (0 = the state passed in) is written to `dst`, which has the
+// layout of the op's `state` buffer. Positions must be in [0, T] and in increasing order.
+struct StateSnapshot {
+  int64_t after_tokens;
+  float* dst;
+};
+
+// One attention layer's view of a sequence's paged KV cache. A page holds `page_tokens` tokens of
+// every attention layer of the model; inside a page, floats are laid out as
+//   [attention_layer][k, v][kv_head][token_in_page][head_dim]
+// so one layer's K for one head is a contiguous page_tokens × head_dim block.
+struct PagedKv {
+  float* const* pages = nullptr;  // pages[i] holds positions [i·page_tokens, (i+1)·page_tokens)
+  int32_t page_tokens = 16;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int64_t layer_offset = 0;  // floats from a page's start to this layer's K block
+
+  int64_t head_block() const { return int64_t{page_tokens} * head_dim; }
+  float* k_block(int64_t page, int32_t head) const {
+    return pages[page] + layer_offset + head * head_block();
+  }
+  float* v_block(int64_t page, int32_t head) const {
+    return pages[page] + layer_offset + (num_kv_heads + head) * head_block();
+  }
+};
+
+// Mamba-1 selective scan (Jamba), for T ≥ 1 tokens continuing from `state`:
+//   dt[d]   = softplus(delta[t,d] + delta_bias[d])
+//   h[d,n]  = exp(dt·A[d,n])·h[d,n] + dt·B[t,n]·u[t,d]
+//   y[t,d]  = (Σ_n h[d,n]·C[t,n] + D[d]·u[t,d]) · silu(z[t,d])      (gate skipped if z is null)
+struct SelectiveScanArgs {
+  int64_t tokens = 0;
+  int32_t inner = 0;  // din
+  int32_t state_size = 0;  // N
+  const float* u = nullptr;  int64_t ld_u = 0;  // [T, din] conv output after activation
+  const float* delta = nullptr;  int64_t ld_delta = 0;  // [T, din] dt_proj output, before bias
+  const float* delta_bias = nullptr;  // [din]
+  const float* a = nullptr;  // [din, N], already -exp(A_log)
+  const float* b = nullptr;  int64_t ld_b = 0;  // [T, N]
+  const float* c = nullptr;  int64_t ld_c = 0;  // [T, N]
+  const float* d = nullptr;  // [din]
+  const float* z = nullptr;  int64_t ld_z = 0;  // [T, din] or null
+  float* state = nullptr;  // [din, N] fp32, in/out
+  float* y = nullptr;  int64_t ld_y = 0;  // [T, din]
+  std::span<const StateSnapshot> snapshots;
+};
+
+// Mamba-2 SSD scan for T ≥ 1 tokens continuing from `state` (heads h, head dim P, groups g):
+//   dt[t,h]    = clamp(softplus(dt_raw[t,h] + dt_bias[h]), dt_min, dt_max)
+//   S[h,p,n]   = exp(dt·A[h])·S[h,p,n] + dt·x[t,h,p]·B[t,grp(h),n],  grp(h) = h / (heads / g)
+//   y[t,h,p]   = Σ_n S[h,p,n]·C[t,grp(h),n] + D[h]·x[t,h,p]
+// computed in chunks of `chunk_size` tokens (the chunked SSD algorithm); snapshots at chunk
+// boundaries are the boundary states themselves, others roll forward from the boundary before.
+struct SsdScanArgs {
+  int64_t tokens = 0;
+  int32_t heads = 0;
+  int32_t head_dim = 0;  // P
+  int32_t groups = 0;  // g
+  int32_t state_size = 0;  // N
+  int32_t chunk_size = 256;
+  const float* x = nullptr;  int64_t ld_x = 0;  // [T, heads·P]
+  const float* dt = nullptr;  int64_t ld_dt = 0;  // [T, heads], before bias and softplus
+  const float* dt_bias = nullptr;  // [heads]
+  float dt_min = 0.0f;
+  float dt_max = 0.0f;  // 0 or +inf: no upper clamp
+  const float* a = nullptr;  // [heads], already -exp(A_log)
+  const float* b = nullptr;  int64_t ld_b = 0;  // [T, g·N]
+  const float* c = nullptr;  int64_t ld_c = 0;  // [T, g·N]
+  const float* d = nullptr;  // [heads]
+  float* state = nullptr;  // [heads, P, N] fp32, in/out
+  float* y = nullptr;  int64_t ld_y = 0;  // [T, heads·P]
+  std::span<const StateSnapshot> snapshots;
+};
+
+// Causal depthwise conv1d over `channels` with kernel width K, continuing from `state`, which
+// holds the K-1 previous raw inputs time-major ([K-1, channels], oldest first; zeros at the start
+// of a sequence):  out[t,c] = act(bias[c] + Σ_k w[c,k]·u[t-(K-1)+k, c]).
+// On return `state` holds the last K-1 raw inputs. Snapshots receive the state after that many
+// tokens, in the same [K-1, channels] layout.
+struct CausalConvArgs {
+  int64_t tokens = 0;
+  int32_t channels = 0;
+  int32_t kernel = 4;
+  const float* u = nullptr;  int64_t ld_u = 0;  // [T, channels] raw inputs
+  const float* weight = nullptr;  // [channels, K]
+  const float* bias = nullptr;  // [channels] or null
+  bool silu = true;
+  float* state = nullptr;  // [K-1, channels], in/out
+  float* out = nullptr;  int64_t ld_out = 0;  // [T, channels]
+  std::span<const StateSnapshot> snapshots;
+};
+
+// Causal attention of T queries at positions start_pos … start_pos+T-1 over the keys at positions
+// 0 … (query position) in the paged cache (the queries' own K/V must already be written).
+// GQA: kv head j serves query heads j·(heads/kv_heads) … (j+1)·(heads/kv_heads)-1. Softmax in fp32.
+struct AttentionArgs {
+  int64_t tokens = 0;
+  int64_t start_pos = 0;
+  int32_t heads = 0;
+  const float* q = nullptr;  int64_t ld_q = 0;  // [T, heads·head_dim]
+  PagedKv kv;
+  float scale = 1.0f;
+  float* out = nullptr;  int64_t ld_out = 0;  // [T, heads·head_dim]
+};
+
+// Top-k mixture of experts with gated-MLP experts: out[t] = Σ_j w_j · Expert_{e_j}(x[t]).
+// Weights are the top-k of softmax(router · x) over all experts; `renormalize` rescales the k
+// weights to sum to 1 (Granite) instead of keeping them as they are (Jamba).
+struct MoeArgs {
+  int64_t tokens = 0;
+  int32_t hidden = 0;
+  int32_t intermediate = 0;
+  int32_t num_experts = 0;
+  int32_t top_k = 0;
+  bool renormalize = false;
+  Activation act = Activation::kSilu;
+  const float* x = nullptr;  int64_t ld_x = 0;  // [T, hidden]
+  const float* router = nullptr;  // [E, hidden]
+  const float* const* gate_up = nullptr;  // per expert [2·intermediate, hidden], rows gate ‖ up
+  const float* const* down = nullptr;  // per expert [hidden, intermediate]
+  float* out = nullptr;  int64_t ld_out = 0;  // [T, hidden]
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string_view name() const = 0;
+
+  // y[M,N] = x[M,K] · w[N,K]ᵀ + bias (bias may be null).
+  virtual void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+                      const float* bias, int64_t n, float* y, int64_t ld_y) = 0;
+
+  // out = weight ⊙ x / sqrt(mean(x²) + eps), per row of `dim` values.
+  virtual void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,
+                       const float* weight, float eps, float* out, int64_t ld_out) = 0;
+
+  // Gated RMSNorm of Mamba-2: v = y ⊙ silu(z), normalised separately in each of `groups`
+  // contiguous channel groups, then scaled by weight.
+  virtual void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z,
+                            int64_t rows, int64_t dim, int32_t groups, const float* weight,
+                            float eps, float* out, int64_t ld_out) = 0;
+
+  // In-place NeoX ("rotate_half") rotary embedding over the full head_dim of each head, for T rows
+  // at positions start_pos … start_pos+T-1.
+  virtual void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
+                    int64_t start_pos, float theta) = 0;
+
+  // out[r,c] = act(gate[r,c]) · up[r,c].
+  virtual void GatedActivation(Activation act, const float* gate, int64_t ld_gate,
+                               const float* up, int64_t ld_up, int64_t rows, int64_t cols,
+                               float* out, int64_t ld_out) = 0;
+
+  // Gated MLP: out = down(act(x·gateᵀ) ⊙ (x·upᵀ)) with gate_up [2I, H] (rows gate ‖ up),
+  // down [H, I]. Scratch from `ws`.
+  virtual void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows, int64_t hidden,
+                        int64_t intermediate, const float* gate_up, const float* down, float* out,
+                        int64_t ld_out, Workspace& ws) = 0;
+
+  virtual void Moe(const MoeArgs& args, Workspace& ws) = 0;
+
+  virtual void CausalConv1d(const CausalConvArgs& args) = 0;
+  // The same op for exactly one token (decode), without the prefill path's bookkeeping.
+  virtual void CausalConv1dStep(const CausalConvArgs& args) = 0;
+
+  virtual void SelectiveScan(const SelectiveScanArgs& args) = 0;
+  virtual void SelectiveStateUpdate(const SelectiveScanArgs& args) = 0;  // tokens == 1
+
+  virtual void SsdScan(const SsdScanArgs& args, Workspace& ws) = 0;
+  virtual void SsdStateUpdate(const SsdScanArgs& args) = 0;  // tokens == 1
+
+  // Copies T rows of K and V (each [T, kv_heads·head_dim]) into the paged cache at positions
+  // start_pos … start_pos+T-1. The pages must exist.
+  virtual void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
+                       int64_t start_pos, const PagedKv& kv) = 0;
+
+  virtual void Attention(const AttentionArgs& args, Workspace& ws) = 0;
+};
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_OPS_H_

@@ -1,0 +1,51 @@
+#include "kernels/workspace.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+namespace tandem::kernels {
+namespace {
+constexpr size_t kAlign = 64;
+size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+void FreeAligned(std::byte* p) { std::free(p); }
+}  // namespace
+
+Workspace::Block Workspace::NewBlock(size_t bytes) {
+  bytes = RoundUp(std::max<size_t>(bytes, kAlign));
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(kAlign, bytes));
+  if (p == nullptr) throw std::bad_alloc();
+  return Block{{p, &FreeAligned}, bytes};
+}
+
+Workspace::Workspace(size_t initial_bytes) { blocks_.push_back(NewBlock(initial_bytes)); }
+
+float* Workspace::Floats(size_t count) {
+  const size_t bytes = RoundUp(std::max<size_t>(count, 1) * sizeof(float));
+  if (used_in_last_ + bytes > blocks_.back().size) {
+    blocks_.push_back(NewBlock(std::max(bytes, blocks_.back().size)));
+    used_in_last_ = 0;
+  }
+  std::byte* p = blocks_.back().data.get() + used_in_last_;
+  used_in_last_ += bytes;
+  used_total_ += bytes;
+  high_water_ = std::max(high_water_, used_total_);
+  return reinterpret_cast<float*>(p);
+}
+
+void Workspace::Reset() {
+  if (blocks_.size() > 1) {
+    blocks_.clear();
+    blocks_.push_back(NewBlock(high_water_));
+  }
+  used_in_last_ = 0;
+  used_total_ = 0;
+}
+
+size_t Workspace::capacity_bytes() const {
+  size_t total = 0;
+  for (const Block& b : blocks_) total += b.size;
+  return total;
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,48 @@
+// Scratch memory for ops and layer graphs. A bump allocator that is reset once per forward pass:
+// it grows only while it warms up (the first passes of each shape), so the steady state performs
+// no heap allocation per token.
+#ifndef TANDEM_KERNELS_WORKSPACE_H_
+#define TANDEM_KERNELS_WORKSPACE_H_
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace tandem::kernels {
+
+class Workspace {
+ public:
+  explicit Workspace(size_t initial_bytes = size_t{1} << 20);
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  // Returns `count` floats aligned to 64 bytes, valid until the next Reset(). Contents undefined.
+  float* Floats(size_t count);
+  template <typename T>
+  T* Array(size_t count) {
+    return reinterpret_cast<T*>(Floats((count * sizeof(T) + sizeof(float) - 1) / sizeof(float)));
+  }
+
+  // Forgets every allocation. If warm-up needed extra blocks, they are merged into one block
+  // big enough for the whole high-water mark, so later passes stay in a single block.
+  void Reset();
+
+  size_t high_water_bytes() const { return high_water_; }
+  size_t capacity_bytes() const;
+
+ private:
+  struct Block {
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> data;
+    size_t size;
+  };
+  static Block NewBlock(size_t bytes);
+
+  std::vector<Block> blocks_;
+  size_t used_in_last_ = 0;  // bytes used in blocks_.back()
+  size_t used_total_ = 0;
+  size_t high_water_ = 0;
+};
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_WORKSPACE_H_

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite:
+#   1. the release build (with CUDA code when nvcc is found) and every test;
+#   2. a CPU-only build under AddressSanitizer + UndefinedBehaviorSanitizer and every test again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+jobs=$(nproc)
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tandem-ccache}
+
+echo "== release build =="
+scripts/build.sh
+ctest --test-dir build/release --output-on-failure -j "$jobs"
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) =="
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON \
+  -DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF >/dev/null
+cmake --build build/asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build/asan --output-on-failure -j "$jobs"
