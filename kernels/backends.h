@@ -1,0 +1,20 @@
+// Factories for the compute backends behind kernels/ops.h. Callers depend on Ops only.
+#ifndef TANDEM_KERNELS_BACKENDS_H_
+#define TANDEM_KERNELS_BACKENDS_H_
+
+#include <memory>
+
+#include "kernels/ops.h"
+
+namespace tandem::kernels {
+
+// Plain single-threaded loops: the oracle for tests. Slow.
+std::unique_ptr<Ops> MakeReferenceOps();
+
+// The fast CPU backend. It owns a pool of `threads` threads (0 = all cores) that every op shares;
+// an Ops object is meant to be used by one caller thread at a time (concurrent calls serialise).
+std::unique_ptr<Ops> MakeCpuOps(int threads = 0);
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_BACKENDS_H_

@@ -1,0 +1,52 @@
+// The fast CPU backend: every op is spread over one ThreadPool owned by this object, and hot paths
+// take their scratch from the Workspace argument or from buffers sized at first use, so steady
+// state performs no heap allocation.
+#ifndef TANDEM_KERNELS_CPU_CPU_OPS_H_
+#define TANDEM_KERNELS_CPU_CPU_OPS_H_
+
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/reference/reference_ops.h"
+
+namespace tandem::kernels {
+
+class CpuOps : public Ops {
+ public:
+  explicit CpuOps(int threads = 0);
+  std::string_view name() const override { return "cpu"; }
+  int threads() const { return pool_.size(); }
+
+  void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+              const float* bias, int64_t n, float* y, int64_t ld_y) override;
+  void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
+               float eps, float* out, int64_t ld_out) override;
+  void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
+                    int64_t dim, int32_t groups, const float* weight, float eps, float* out,
+                    int64_t ld_out) override;
+  void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
+            int64_t start_pos, float theta) override;
+  void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
+                       int64_t ld_up, int64_t rows, int64_t cols, float* out,
+                       int64_t ld_out) override;
+  void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows, int64_t hidden,
+                int64_t intermediate, const float* gate_up, const float* down, float* out,
+                int64_t ld_out, Workspace& ws) override;
+  void Moe(const MoeArgs& args, Workspace& ws) override;
+  void CausalConv1d(const CausalConvArgs& args) override;
+  void CausalConv1dStep(const CausalConvArgs& args) override;
+  void SelectiveScan(const SelectiveScanArgs& args) override;
+  void SelectiveStateUpdate(const SelectiveScanArgs& args) override;
+  void SsdScan(const SsdScanArgs& args, Workspace& ws) override;
+  void SsdStateUpdate(const SsdScanArgs& args) override;
+  void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
+               int64_t start_pos, const PagedKv& kv) override;
+  void Attention(const AttentionArgs& args, Workspace& ws) override;
+
+ private:
+  ThreadPool pool_;
+  ReferenceOps ref_;  // for the ops not yet optimised
+};
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_CPU_CPU_OPS_H_

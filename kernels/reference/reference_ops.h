@@ -1,0 +1,50 @@
+// The reference backend: plain single-threaded loops that follow the formulas of ops.h and
+// research/model_spec.md §2–§3 literally (sequential recurrences, explicit softmax, double
+// accumulation for dot products). It is the oracle for every fast backend's tests; speed is no goal.
+#ifndef TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_
+#define TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_
+
+#include "kernels/ops.h"
+
+namespace tandem::kernels {
+
+class ReferenceOps : public Ops {
+ public:
+  std::string_view name() const override { return "reference"; }
+
+  void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+              const float* bias, int64_t n, float* y, int64_t ld_y) override;
+  void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
+               float eps, float* out, int64_t ld_out) override;
+  void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
+                    int64_t dim, int32_t groups, const float* weight, float eps, float* out,
+                    int64_t ld_out) override;
+  void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
+            int64_t start_pos, float theta) override;
+  void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
+                       int64_t ld_up, int64_t rows, int64_t cols, float* out,
+                       int64_t ld_out) override;
+  void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows, int64_t hidden,
+                int64_t intermediate, const float* gate_up, const float* down, float* out,
+                int64_t ld_out, Workspace& ws) override;
+  void Moe(const MoeArgs& args, Workspace& ws) override;
+  void CausalConv1d(const CausalConvArgs& args) override;
+  void CausalConv1dStep(const CausalConvArgs& args) override;
+  void SelectiveScan(const SelectiveScanArgs& args) override;
+  void SelectiveStateUpdate(const SelectiveScanArgs& args) override;
+  void SsdScan(const SsdScanArgs& args, Workspace& ws) override;
+  void SsdStateUpdate(const SsdScanArgs& args) override;
+  void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
+               int64_t start_pos, const PagedKv& kv) override;
+  void Attention(const AttentionArgs& args, Workspace& ws) override;
+};
+
+// The router's choice for one token: the top-k experts of softmax(logits) over all experts, by
+// descending probability, ties broken towards the lower expert index; weights renormalised to sum
+// to 1 when `renormalize`. Shared by every CPU backend so they route identically.
+void RouteTopK(const float* logits, int32_t num_experts, int32_t top_k, bool renormalize,
+               int32_t* experts, float* weights);
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_
