@@ -48,10 +48,12 @@ def read_corpus():
 
 
 def train_spm(workdir, lines):
-    corpus = os.path.join(workdir, "corpus.txt")
+    # Relative paths: the trainer records them in the model, which must not vary between runs.
+    os.chdir(workdir)
+    corpus = "corpus.txt"
     with open(corpus, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    prefix = os.path.join(workdir, "tiny")
+    prefix = "tiny"
     # Llama/Jamba-style options: identity normalisation, no whitespace squashing, dummy prefix,
     # digits split, byte fallback. These make the HF tokenizer.json conversion exact.
     spm.SentencePieceTrainer.train(
@@ -86,7 +88,7 @@ def train_spm(workdir, lines):
 
 def tokenizer_config(legacy):
     added = {}
-    for i, tok in enumerate([PAD, BOS, EOS, UNK]):
+    for i, tok in enumerate(SPECIAL_STRINGS):
         added[str(i)] = {"content": tok, "lstrip": False, "rstrip": False, "normalized": False,
                          "single_word": False, "special": True}
     return {
@@ -157,7 +159,9 @@ def write_json(path, obj):
 def write_checkpoints():
     lines = read_corpus()
     with tempfile.TemporaryDirectory() as tmp:
-        model = train_spm(tmp, lines)
+        cwd = os.getcwd()
+        model = os.path.join(tmp, train_spm(tmp, lines))
+        os.chdir(cwd)
         d = os.path.join(OUT, "tiny-spm")
         os.makedirs(d, exist_ok=True)
         shutil.copy(model, os.path.join(d, "tokenizer.model"))
@@ -172,8 +176,158 @@ def write_checkpoints():
     return lines
 
 
+WHITESPACE = [" ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \t ", " \n ", "\n  ",
+              "\u00a0", "\u3000", "\u2003", "\u200b", "\ufeff", "\x0b", "\x0c"]
+PUNCT = list(".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`") + ["...", "--", "->", "<|", "|>", "<0x41>", "▁", "▁▁", "\u2014"]
+WORDS_INTL = ["café", "naïve", "résumé", "Straße", "façade", "e\u0301", "a\u0308o\u0308", "Ångström", "Tiếng Việt",
+              "über", "ﬁnance", "Ⅻ", "½", "²", "ｆｕｌｌｗｉｄｔｈ", "Привет", "мир", "Καλημέρα", "שלום", "مرحبا",
+              "नमस्ते", "สวัสดี", "ქართული", "Ελλάδα", "İstanbul", "ǅ", "ß", "ŉ"]
+CJK = ["中文", "你好，世界", "日本語", "こんにちは", "カタカナ", "한국어", "안녕하세요", "漢字", "𠀋", "〜", "「引用」"]
+EMOJI = ["😀", "👍", "👍🏽", "👨\u200d👩\u200d👧", "🇫🇷", "❤️", "✨", "🦀", "🤖", "☃", "©", "™", "€", "∑", "√", "∞"]
+SPECIAL_LIKE = ["<|im_start", "im_end|>", "<|endoftext", "<|im_start|><|im_end|>", "<|IM_START|>", "< |pad|>"]
+
+
+def random_unicode(rng):
+    ranges = [(0x20, 0x7E), (0xA0, 0x24F), (0x370, 0x3FF), (0x400, 0x4FF), (0x590, 0x6FF),
+              (0x900, 0x97F), (0xE00, 0xE7F), (0x2000, 0x206F), (0x3040, 0x30FF), (0x4E00, 0x9FFF),
+              (0xAC00, 0xD7A3), (0xE000, 0xE0FF), (0xFF00, 0xFFEF), (0x1F300, 0x1FAFF), (0x20000, 0x2A6DF),
+              (0x1, 0x1F)]
+    lo, hi = rng.choice(ranges)
+    return chr(rng.randint(lo, hi))
+
+
+def make_strings(corpus_lines, n):
+    rng = random.Random(20261122)
+    words = sorted({w for line in corpus_lines for w in line.split()})
+    out = ["", " ", "  ", "\n", "\t", "a", "▁", " a", "a ", "Hello world", "hello  world", "  leading", "trailing  ",
+           "\n\nnewlines\n", "tab\tseparated\tvalues", "0", "42", "3.14159", "1,000,000", "2026-11-22",
+           "<0xE4>", "<0xFF><0x00>"]
+    out += SPECIAL_STRINGS + [s + "x" for s in SPECIAL_STRINGS] + ["x" + s for s in SPECIAL_STRINGS]
+    out += [" " + s + " " for s in SPECIAL_STRINGS] + SPECIAL_LIKE
+    out += ["<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>",
+            "<|startoftext|><|im_start|>system\nBe brief.<|im_end|>", "<|endoftext|><|endoftext|>",
+            "text<|pad|><|pad|><|pad|>"]
+    out += WORDS_INTL + CJK + EMOJI + WHITESPACE
+    # Whole corpus lines (as the model saw them) and a few long paragraphs.
+    out += rng.sample(corpus_lines, 300)
+    for _ in range(12):
+        start = rng.randrange(len(corpus_lines) - 40)
+        out.append("\n".join(corpus_lines[start:start + rng.randint(10, 40)]))
+    generators = [
+        lambda: rng.choice(words),
+        lambda: rng.choice(words).upper(),
+        lambda: rng.choice(WHITESPACE),
+        lambda: rng.choice(PUNCT),
+        lambda: "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 12))),
+        lambda: rng.choice(WORDS_INTL),
+        lambda: rng.choice(CJK),
+        lambda: rng.choice(EMOJI),
+        lambda: rng.choice(SPECIAL_STRINGS),
+        lambda: rng.choice(SPECIAL_LIKE),
+        lambda: "".join(random_unicode(rng) for _ in range(rng.randint(1, 6))),
+    ]
+    weights = [30, 3, 12, 8, 5, 5, 4, 4, 3, 1, 5]
+    while len(out) < n:
+        parts = []
+        for _ in range(rng.randint(1, 14)):
+            g = rng.choices(generators, weights)[0]
+            parts.append(g())
+            if rng.random() < 0.6:
+                parts.append(" ")
+        s = "".join(parts)
+        if rng.random() < 0.15:
+            s = " " + s
+        if rng.random() < 0.1:
+            s = s.rstrip(" ")
+        out.append(s)
+    return out[:n]
+
+
+def random_id_sequences(rng, vocab_size, n):
+    """Arbitrary id sequences for decode-only checks (partial UTF-8 from byte tokens, specials)."""
+    seqs = []
+    for _ in range(n):
+        k = rng.randint(0, 20)
+        seq = []
+        for _ in range(k):
+            r = rng.random()
+            if r < 0.35:
+                seq.append(rng.randint(6, 6 + 255))  # byte-fallback pieces
+            elif r < 0.45:
+                seq.append(rng.randint(0, 5))  # specials
+            else:
+                seq.append(rng.randint(0, vocab_size - 1))
+        seqs.append(seq)
+    return seqs
+
+
+def dump_jsonl(path, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+def write_fixtures(corpus_lines, n):
+    """One JSONL file; each row is either an encode case or a decode-only case.
+
+    Encode rows: text, sp (sentencepiece ids), sp_dec (its decode), hf (tiny-spm/tokenizer.json ids
+    without special tokens), hf_dec (decode keeping specials); hf_sp / hf_skip only where the
+    add_special_tokens=True ids differ from [BOS]+hf / the skip_special_tokens decode differs; and
+    legacy, legacy_sp, legacy_dec, legacy_skip only where tiny-spm-legacy differs from hf.
+    Decode rows: ids, then per tokenizer the decode keeping and skipping special tokens.
+    SentencePiece "special" ids are the pieces of SPECIAL_STRINGS; skipping drops them before
+    sentencepiece's own decode (which renders control pieces as nothing anyway).
+    """
+    strings = make_strings(corpus_lines, n)
+    rng = random.Random(7)
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(OUT, "tiny-spm", "tokenizer.model"))
+    special = {i for i in range(sp.get_piece_size()) if sp.id_to_piece(i) in SPECIAL_STRINGS}
+    hf = Tokenizer.from_file(os.path.join(OUT, "tiny-spm", "tokenizer.json"))
+    legacy = Tokenizer.from_file(os.path.join(OUT, "tiny-spm-legacy", "tokenizer.json"))
+    bos = sp.bos_id()
+
+    def hf_fields(tok, s):
+        ids = tok.encode(s, add_special_tokens=False).ids
+        with_special = tok.encode(s, add_special_tokens=True).ids
+        dec = tok.decode(ids, skip_special_tokens=False)
+        skip = tok.decode(ids, skip_special_tokens=True)
+        return ids, (None if with_special == [bos] + ids else with_special), dec, (None if skip == dec else skip)
+
+    rows = []
+    for s in strings:
+        ids = sp.encode(s)
+        row = {"text": s, "sp": ids}
+        if sp.decode(ids) != s:
+            row["sp_dec"] = sp.decode(ids)
+        h = hf_fields(hf, s)
+        row["hf"] = h[0]
+        if h[1] is not None:
+            row["hf_sp"] = h[1]
+        if h[2] != s:
+            row["hf_dec"] = h[2]
+        if h[3] is not None:
+            row["hf_skip"] = h[3]
+        g = hf_fields(legacy, s)
+        for key, a, b in zip(["legacy", "legacy_sp", "legacy_dec", "legacy_skip"], g, h):
+            if a != b:
+                row[key] = a
+        rows.append(row)
+    for seq in random_id_sequences(rng, sp.get_piece_size(), 400):
+        rows.append({"ids": seq,
+                     "sp_dec": sp.decode(seq), "sp_skip": sp.decode([i for i in seq if i not in special]),
+                     "hf_dec": hf.decode(seq, skip_special_tokens=False),
+                     "hf_skip": hf.decode(seq, skip_special_tokens=True),
+                     "legacy_dec": legacy.decode(seq, skip_special_tokens=False),
+                     "legacy_skip": legacy.decode(seq, skip_special_tokens=True)})
+    dump_jsonl(os.path.join(OUT, "tiny-spm-fixtures.jsonl"), rows)
+    with open(os.path.join(OUT, "VERSIONS.txt"), "w") as f:
+        f.write(f"sentencepiece {spm.__version__}\ntokenizers {tokenizers.__version__}\n")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--checkpoints-only", action="store_true")
+    ap.add_argument("--count", type=int, default=3000, help="number of test strings")
+    ap.add_argument("--fixtures-only", action="store_true", help="keep the checkpoints, redo fixtures")
     args = ap.parse_args()
-    lines = write_checkpoints()
+    lines = read_corpus() if args.fixtures_only else write_checkpoints()
+    write_fixtures(lines, args.count)
