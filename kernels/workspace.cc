@@ -42,6 +42,13 @@ void Workspace::Reset() {
   used_total_ = 0;
 }
 
+void Workspace::Rewind(const Mark& mark) {
+  // Blocks added after the mark are dropped; Reset() later merges the high-water mark into one.
+  while (blocks_.size() > mark.blocks) blocks_.pop_back();
+  used_in_last_ = mark.used_in_last;
+  used_total_ = mark.used_total;
+}
+
 size_t Workspace::capacity_bytes() const {
   size_t total = 0;
   for (const Block& b : blocks_) total += b.size;

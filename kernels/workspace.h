@@ -27,6 +27,16 @@ class Workspace {
   // big enough for the whole high-water mark, so later passes stay in a single block.
   void Reset();
 
+  // A point to return to: layers of a forward pass take their scratch after a mark and give it
+  // back with Rewind, so a pass needs one layer's scratch, not the sum over all layers.
+  struct Mark {
+    size_t blocks;
+    size_t used_in_last;
+    size_t used_total;
+  };
+  Mark GetMark() const { return {blocks_.size(), used_in_last_, used_total_}; }
+  void Rewind(const Mark& mark);
+
   size_t high_water_bytes() const { return high_water_; }
   size_t capacity_bytes() const;
 
