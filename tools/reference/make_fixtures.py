@@ -1,0 +1,577 @@
+#!/usr/bin/env python3
+"""Builds tandem's model fixtures: tiny random checkpoints and their reference outputs.
+
+For every model in MODELS this script
+  1. builds the model with transformers' own class (JambaForCausalLM, Zamba2ForCausalLM,
+     Mamba2ForCausalLM) and overwrites every parameter with seeded values chosen so that no
+     parameter sits at a default that would hide a wrong formula (norm weights != 1, D != 1,
+     A_log / dt biases spread over slow and fast heads, non-zero conv and dt biases, non-zero
+     LoRA adapters, weight scales that make every sub-layer matter);
+  2. saves it with save_pretrained into tests/data/models/<name>/ and checks the files:
+     reload gives bit-identical logits, nothing missing or unexpected, and (Zamba2) every
+     shared block and every adapter of every hybrid position is stored;
+  3. records reference outputs from the *reloaded* checkpoint, computed in float32 on CPU with
+     transformers' torch paths: full-prefill logits [T, V] per prompt, and an 8-token greedy
+     continuation where every step re-runs the full forward without any cache.
+
+Everything is deterministic: parameter values come from numpy generators seeded per model,
+prompts from one seeded generator. Run it with the pinned versions in requirements.txt
+(see README.md next to this file).
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import struct
+import sys
+
+import numpy as np
+import torch
+import transformers
+from transformers import (
+    GenerationConfig,
+    JambaConfig,
+    JambaForCausalLM,
+    Mamba2Config,
+    Mamba2ForCausalLM,
+    Zamba2Config,
+    Zamba2ForCausalLM,
+)
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MODELS_DIR = os.path.join(REPO_ROOT, "tests", "data", "models")
+REFERENCE_DIR = os.path.join(REPO_ROOT, "tests", "data", "reference")
+TOKENIZER_DIR = os.path.join(REPO_ROOT, "tests", "data", "tokenizers", "tiny-spm")
+
+VOCAB = 1024
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+FIRST_PROMPT_ID = 3  # prompts never contain pad/bos/eos
+GREEDY_STEPS = 8
+PROMPT_SEED = 20260101
+
+# Prompt lengths. Mamba-2 chunk size is 32 in every fixture, so 33 crosses one chunk
+# boundary, 80 spans two full chunks plus a partial one, 157 spans four plus a partial one.
+FULL_PROMPTS = [1, 7, 33, 80, 157]
+SHORT_PROMPTS = [1, 7, 70]
+
+
+# --------------------------------------------------------------------------------------------
+# Model definitions
+
+
+def jamba_config(num_layers, proj_bias):
+    return JambaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_period=4,
+        attn_layer_offset=2,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_dt_rank=8,
+        mamba_conv_bias=True,
+        mamba_proj_bias=proj_bias,
+        use_mamba_kernels=False,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        max_position_embeddings=4096,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+    )
+
+
+def zamba2_config(layers_block_type, num_mem_blocks, adapters, rope, ngroups):
+    return Zamba2Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        num_hidden_layers=len(layers_block_type),
+        layers_block_type=layers_block_type,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_ngroups=ngroups,
+        n_mamba_heads=8,
+        chunk_size=32,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_mem_blocks=num_mem_blocks,
+        use_shared_attention_adapter=adapters,
+        adapter_rank=8,
+        use_mem_rope=rope,
+        rope_theta=10000,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        use_mamba_kernels=False,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+    )
+
+
+def mamba2_config():
+    return Mamba2Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        num_hidden_layers=4,
+        num_heads=8,
+        head_dim=16,
+        expand=2,
+        n_groups=2,
+        state_size=16,
+        conv_kernel=4,
+        chunk_size=32,
+        residual_in_fp32=True,
+        tie_word_embeddings=False,
+        use_bias=False,
+        use_conv_bias=True,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+    )
+
+
+MODELS = {
+    "jamba-tiny": dict(
+        cls=JambaForCausalLM,
+        config=lambda: jamba_config(8, proj_bias=False),
+        seed=101,
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        prompts=FULL_PROMPTS,
+        tokenizer_files=["tokenizer.model"],
+    ),
+    "jamba-tiny-projbias": dict(
+        cls=JambaForCausalLM,
+        config=lambda: jamba_config(4, proj_bias=True),
+        seed=102,
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        prompts=SHORT_PROMPTS,
+        tokenizer_files=["tokenizer.model"],
+    ),
+    "zamba2-tiny": dict(
+        cls=Zamba2ForCausalLM,
+        config=lambda: zamba2_config(
+            ["mamba", "hybrid"] * 3, num_mem_blocks=2, adapters=True, rope=True, ngroups=2
+        ),
+        seed=201,
+        save_dtype=torch.float32,
+        max_shard_size="1MB",
+        prompts=FULL_PROMPTS,
+        tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
+    ),
+    "zamba2-tiny-1block": dict(
+        cls=Zamba2ForCausalLM,
+        config=lambda: zamba2_config(
+            ["mamba", "hybrid", "mamba", "hybrid"],
+            num_mem_blocks=1,
+            adapters=False,
+            rope=False,
+            ngroups=1,
+        ),
+        seed=202,
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        prompts=SHORT_PROMPTS,
+        tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
+    ),
+    "mamba2-tiny": dict(
+        cls=Mamba2ForCausalLM,
+        config=mamba2_config,
+        seed=301,
+        save_dtype=torch.bfloat16,
+        max_shard_size=None,
+        prompts=FULL_PROMPTS,
+        tokenizer_files=["tokenizer.json"],
+    ),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Parameter values
+
+
+def inverse_softplus(y):
+    return y + np.log(-np.expm1(-y))
+
+
+def parameter_values(name, shape, rng, config):
+    """Returns a float64 array for parameter `name`; every parameter of every model goes here."""
+    leaf = name.rsplit(".", 1)[-1]
+    fan_in = shape[-1] if len(shape) >= 2 else None
+
+    if leaf == "A_log":
+        if len(shape) == 2:  # Mamba-1 (Jamba): [din, N], default log(1..N) per row
+            base = np.log(np.arange(1, shape[1] + 1, dtype=np.float64))[None, :]
+            return base + rng.normal(0.0, 0.3, size=shape)
+        # Mamba-2: one scalar per head; spread decays from slow (A=-0.3) to fast (A=-8).
+        return np.log(rng.uniform(0.3, 8.0, size=shape))
+    if leaf == "D":
+        return rng.normal(1.0, 0.5, size=shape)
+    if leaf == "dt_bias":
+        # dt = softplus(dt_raw + dt_bias): some heads well below time_step_min (1e-3) so the
+        # Zamba2 dt clamp is exercised, others up to 0.2.
+        dt = np.exp(rng.uniform(math.log(1e-4), math.log(0.2), size=shape))
+        return inverse_softplus(dt)
+    if name.endswith("dt_proj.bias"):
+        dt = np.exp(rng.uniform(math.log(1e-3), math.log(0.1), size=shape))
+        return inverse_softplus(dt)
+    if name.endswith("conv1d.weight"):
+        return rng.normal(0.0, 0.5, size=shape)
+    if name.endswith("conv1d.bias"):
+        return rng.normal(0.0, 0.3, size=shape)
+    if len(shape) == 1 and ("norm" in name):
+        # every RMSNorm / gated norm weight, including Jamba's dt/B/C norms
+        return rng.uniform(0.5, 1.5, size=shape)
+    if leaf == "bias":
+        return rng.normal(0.0, 0.1, size=shape)
+    if name.endswith("embed_tokens.weight") or name.endswith("embeddings.weight"):
+        # Zamba2 ties lm_head to it: std 0.25 gives logits of std ~2 after the final norm.
+        return rng.normal(0.0, 0.25, size=shape)
+    if name.endswith("lm_head.weight"):
+        return rng.normal(0.0, 2.0 / math.sqrt(fan_in), size=shape)
+    if len(shape) == 2:
+        # every other Linear (projections, experts, router, adapters, Zamba2 `linear`):
+        # unit-variance outputs for unit-variance inputs, so each sub-layer visibly matters.
+        return rng.normal(0.0, 1.0 / math.sqrt(fan_in), size=shape)
+    raise ValueError(f"no initialisation rule for parameter {name} {shape}")
+
+
+def randomize(model, seed):
+    rng = np.random.default_rng(seed)
+    names = []
+    with torch.no_grad():
+        # named_parameters() yields each shared (tied) tensor once.
+        for name, param in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            values = parameter_values(name, tuple(param.shape), rng, model.config)
+            param.copy_(torch.from_numpy(values).to(param.dtype))
+            names.append(name)
+    return names
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoint inspection
+
+
+def read_safetensors_header(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    return header
+
+
+def checkpoint_tensors(model_dir):
+    """name -> (dtype, shape, file) over all shards."""
+    out = {}
+    for fname in sorted(os.listdir(model_dir)):
+        if fname.endswith(".safetensors"):
+            for name, info in read_safetensors_header(os.path.join(model_dir, fname)).items():
+                assert name not in out, f"tensor {name} stored twice"
+                out[name] = (info["dtype"], info["shape"], fname)
+    index_path = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index_path):
+        with open(index_path) as f:
+            weight_map = json.load(f)["weight_map"]
+        assert set(weight_map) == set(out), "index weight_map disagrees with shard contents"
+        for name, fname in weight_map.items():
+            assert out[name][2] == fname, f"index puts {name} in {fname}, found in {out[name][2]}"
+    return out
+
+
+def check_zamba2_storage(config, tensors):
+    """model_spec §4.2: a loader must find every shared block and every adapter in the files."""
+    hybrid = config.hybrid_layer_ids
+    nmb = config.num_mem_blocks
+    block_prefix = {}
+    for b in range(nmb):
+        for k, j in enumerate(hybrid):
+            key = f"model.layers.{j}.shared_transformer.self_attn.q_proj.weight"
+            if k % nmb == b and key in tensors:
+                block_prefix[b] = f"model.layers.{j}.shared_transformer."
+                break
+        assert b in block_prefix, f"shared block {b} not stored"
+    for k in range(len(hybrid)):
+        prefix = block_prefix[k % nmb]
+        needed = [f"{prefix}feed_forward.gate_up_proj_adapter_list.{k}.{i}.weight" for i in (0, 1)]
+        if config.use_shared_attention_adapter:
+            for proj in ("q", "k", "v"):
+                needed += [f"{prefix}self_attn.linear_{proj}_adapter_list.{k}.{i}.weight" for i in (0, 1)]
+        for name in needed:
+            assert name in tensors, f"adapter tensor {name} missing for hybrid position {k}"
+    for j in hybrid:
+        assert f"model.layers.{j}.linear.weight" in tensors
+    return {b: p for b, p in block_prefix.items()}
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Reference computation
+
+
+def make_prompts(lengths):
+    rng = np.random.default_rng(PROMPT_SEED)
+    pool = {n: rng.integers(FIRST_PROMPT_ID, VOCAB, size=n).tolist() for n in sorted(set(FULL_PROMPTS + SHORT_PROMPTS))}
+    return {n: pool[n] for n in lengths}
+
+
+@torch.no_grad()
+def full_logits(model, ids):
+    input_ids = torch.tensor([ids], dtype=torch.long)
+    out = model(input_ids=input_ids, use_cache=False)
+    return out.logits[0].float().numpy().astype(np.float32)
+
+
+@torch.no_grad()
+def greedy_no_cache(model, prompt, steps):
+    ids = list(prompt)
+    tokens, rows, margins = [], [], []
+    for _ in range(steps):
+        row = full_logits(model, ids)[-1]
+        top2 = np.sort(row)[-2:]
+        tok = int(np.argmax(row))
+        tokens.append(tok)
+        rows.append(row)
+        margins.append(float(top2[1] - top2[0]))
+        ids.append(tok)
+    return tokens, np.stack(rows), margins
+
+
+def load_float32(cls, model_dir):
+    model, info = cls.from_pretrained(
+        model_dir, torch_dtype=torch.float32, attn_implementation="eager", output_loading_info=True
+    )
+    for key in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
+        assert not info.get(key), f"{model_dir}: {key} = {info[key]}"
+    model.eval()
+    return model
+
+
+def build_model(name, spec):
+    torch.manual_seed(spec["seed"])
+    config = spec["config"]()
+    config._attn_implementation = "eager"
+    model = spec["cls"](config)
+    model.eval()
+    randomize(model, spec["seed"])
+    return model
+
+
+def zamba2_alias_patterns(config):
+    first_user = {}
+    patterns = []
+    for k, j in enumerate(config.hybrid_layer_ids):
+        b = k % config.num_mem_blocks
+        if b in first_user:
+            patterns.append(rf"^model\.layers\.{j}\.shared_transformer\.")
+        else:
+            first_user[b] = j
+    return patterns
+
+
+def save_model(name, spec, model):
+    out_dir = os.path.join(MODELS_DIR, name)
+    if os.path.isdir(out_dir):
+        shutil.rmtree(out_dir)
+    os.makedirs(out_dir)
+    model = model.to(spec["save_dtype"])
+    if isinstance(model, Zamba2ForCausalLM):
+        # transformers 4.57.1 cannot save a Zamba2 model whose shared block is used by more than
+        # one hybrid layer: Zamba2Model._tied_weights_keys holds compiled regexes which
+        # _get_tied_weight_keys turns into "model.re.compile(...)" strings that match nothing,
+        # so save_pretrained raises on the aliased tensors. Declare the aliases ourselves: keep
+        # each shared block (with all its adapters) under the FIRST hybrid layer that uses it,
+        # as hub checkpoints do (model_spec §4.2), drop the other hybrid layers' aliases.
+        model._dynamic_tied_weights_keys = zamba2_alias_patterns(model.config)
+    kwargs = {"safe_serialization": True}
+    if spec["max_shard_size"]:
+        kwargs["max_shard_size"] = spec["max_shard_size"]
+    model.save_pretrained(out_dir, **kwargs)
+    GenerationConfig(
+        bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID, do_sample=False
+    ).save_pretrained(out_dir)
+    return out_dir
+
+
+def copy_tokenizer(name, spec, out_dir):
+    copied = []
+    for fname in spec["tokenizer_files"]:
+        src = os.path.join(TOKENIZER_DIR, fname)
+        if os.path.exists(src):
+            shutil.copyfile(src, os.path.join(out_dir, fname))
+            copied.append(fname)
+    return copied
+
+
+def generate(name, spec):
+    print(f"== {name}", flush=True)
+    model = build_model(name, spec)
+    prompts = make_prompts(spec["prompts"])
+    probe = prompts[spec["prompts"][-1]][:40]
+    before = full_logits(model, probe) if spec["save_dtype"] == torch.float32 else None
+
+    out_dir = save_model(name, spec, model)
+    tensors = checkpoint_tensors(out_dir)
+    shards = sorted(f for f in os.listdir(out_dir) if f.endswith(".safetensors"))
+    if spec["max_shard_size"]:
+        assert len(shards) >= 2 and os.path.exists(os.path.join(out_dir, "model.safetensors.index.json"))
+    want_dtype = {torch.float32: "F32", torch.bfloat16: "BF16"}[spec["save_dtype"]]
+    assert all(t[0] == want_dtype for t in tensors.values()), "unexpected tensor dtype in checkpoint"
+
+    ref = load_float32(spec["cls"], out_dir)
+    if spec["cls"] is Zamba2ForCausalLM:
+        check_zamba2_storage(ref.config, tensors)
+    if before is not None:
+        after = full_logits(ref, probe)
+        assert np.array_equal(before, after), f"reloaded {name} differs: {np.abs(before - after).max()}"
+
+    ref_dir = os.path.join(REFERENCE_DIR, name)
+    if os.path.isdir(ref_dir):
+        shutil.rmtree(ref_dir)
+    os.makedirs(ref_dir)
+    cases = []
+    for n, ids in prompts.items():
+        case = f"len{n:03d}"
+        logits = full_logits(ref, ids)
+        assert logits.shape == (n, VOCAB) and np.isfinite(logits).all()
+        tokens, rows, margins = greedy_no_cache(ref, ids, GREEDY_STEPS)
+        assert np.array_equal(rows[0], logits[-1])
+        np.save(os.path.join(ref_dir, f"{case}.prefill_logits.npy"), logits)
+        np.save(os.path.join(ref_dir, f"{case}.greedy_logits.npy"), rows)
+        cases.append(
+            {
+                "name": case,
+                "prompt_ids": ids,
+                "prefill_logits_file": f"{case}.prefill_logits.npy",
+                "prefill_logits_shape": [n, VOCAB],
+                "greedy_ids": tokens,
+                "greedy_logits_file": f"{case}.greedy_logits.npy",
+                "greedy_logits_shape": [GREEDY_STEPS, VOCAB],
+                "greedy_min_top2_margin": min(margins),
+            }
+        )
+        print(f"   {case}: greedy {tokens} (min top-2 margin {min(margins):.3g})", flush=True)
+
+    cfg = ref.config
+    notes = [
+        "Logits are float32, computed on CPU in float32 with transformers' torch (non-kernel) paths "
+        "and eager attention, from the checkpoint as stored on disk.",
+        "greedy_ids: argmax of the last logits row; every step re-runs the full forward over "
+        "prompt + tokens so far with use_cache=False (no KV/SSM cache is involved); EOS does not stop it.",
+        "greedy logits row 0 equals the last row of the prefill logits.",
+    ]
+    extra = {}
+    if spec["cls"] is Zamba2ForCausalLM:
+        extra["zamba2_dt_min_clamp"] = "time_step_min"
+        extra["time_step_min"] = cfg.time_step_min
+        notes.append(
+            "Zamba2: transformers 4.57.1's torch path clamps dt = max(softplus(dt_raw + dt_bias), "
+            "time_step_min) in prefill (and decode). These fixtures include that clamp; several "
+            "heads have softplus values below time_step_min, so parity needs zamba2_dt_min_clamp=time_step_min."
+        )
+        notes.append("Zamba2 gated RMSNorm is grouped (mamba_ngroups groups of din/ngroups channels).")
+    if spec["cls"] is Mamba2ForCausalLM:
+        extra["time_step_limit"] = list(cfg.time_step_limit)
+        notes.append(
+            "Mamba2: checkpoint stored in bfloat16; references come from loading it with "
+            "torch_dtype=float32 (exact upcast) and running in float32. The gated RMSNorm is "
+            "full-width over din (transformers Mamba2 semantics), not grouped. time_step_limit "
+            "(0, inf) makes the dt clamp a no-op."
+        )
+    if spec["cls"] is JambaForCausalLM:
+        notes.append("Jamba: use_mamba_kernels=False (slow_forward path); attention has no positional encoding.")
+    manifest = {
+        "model": name,
+        "model_dir": os.path.relpath(out_dir, REPO_ROOT),
+        "architecture": cfg.architectures[0] if cfg.architectures else spec["cls"].__name__,
+        "checkpoint_dtype": str(spec["save_dtype"]).replace("torch.", ""),
+        "compute_dtype": "float32",
+        "device": "cpu",
+        "attn_implementation": "eager",
+        "vocab_size": VOCAB,
+        "generation": {
+            "method": "greedy",
+            "do_sample": False,
+            "max_new_tokens": GREEDY_STEPS,
+            "stop_on_eos": False,
+            "use_cache": False,
+        },
+        "versions": {
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+        },
+        "checkpoint_sha256": {f: sha256_file(os.path.join(out_dir, f)) for f in shards},
+        **extra,
+        "notes": notes,
+        "cases": cases,
+    }
+    with open(os.path.join(ref_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    return out_dir
+
+
+def describe(name):
+    model_dir = os.path.join(MODELS_DIR, name)
+    tensors = checkpoint_tensors(model_dir)
+    total = 0
+    for tname, (dtype, shape, fname) in sorted(tensors.items(), key=lambda kv: natural_key(kv[0])):
+        print(f"{tname:80s} {dtype:5s} {str(shape):16s} {fname}")
+        total += int(np.prod(shape))
+    print(f"{len(tensors)} tensors, {total} parameters")
+
+
+def natural_key(s):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("models", nargs="*", help=f"subset of {sorted(MODELS)} (default: all)")
+    parser.add_argument("--describe", action="store_true", help="print tensor names/shapes of saved checkpoints")
+    parser.add_argument(
+        "--tokenizers-only", action="store_true", help="only copy tokenizer files into existing checkpoints"
+    )
+    args = parser.parse_args()
+    names = args.models or list(MODELS)
+    for n in names:
+        if n not in MODELS:
+            sys.exit(f"unknown model {n}; choose from {sorted(MODELS)}")
+    if args.describe:
+        for n in names:
+            print(f"== {n}")
+            describe(n)
+        return
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    for n in names:
+        out_dir = os.path.join(MODELS_DIR, n) if args.tokenizers_only else generate(n, MODELS[n])
+        copied = copy_tokenizer(n, MODELS[n], out_dir)
+        print(f"   tokenizer files copied into {n}: {copied or 'none (tests/data/tokenizers/tiny-spm missing)'}")
+
+
+if __name__ == "__main__":
+    main()
