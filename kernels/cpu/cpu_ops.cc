@@ -1,49 +1,224 @@
+// CpuOps: dense ops (Linear, norms, RoPE, activations, MLP, MoE, KV writes). The scans are in
+// cpu_scan.cc and attention in cpu_attention.cc.
 #include "kernels/cpu/cpu_ops.h"
 
-namespace tandem::kernels {
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 
-CpuOps::CpuOps(int threads) : pool_(threads) {}
+#include "kernels/cpu/gemm.h"
+#include "kernels/scalar_math.h"
+
+namespace tandem::kernels {
+namespace {
+
+// Elementwise loops get a thread only for this many floats of work or more.
+constexpr int64_t kElementGrain = 16 * 1024;
+
+int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(cols, 1)); }
+
+// Linear problems below this many multiply-adds run on the calling thread only.
+constexpr int64_t kSerialMacs = 64 * 1024;
+
+// Rows of x up to which our own kernel beats OpenBLAS (GEMV and small-batch decode); measured by
+// bench/kernels/linear_bench.cc on the development machine.
+constexpr int64_t kOwnMaxRows = 8;
+
+}  // namespace
+
+CpuOps::CpuOps(int threads) : pool_(threads) { SetBlasThreads(1); }
 
 void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
                     const float* bias, int64_t n, float* y, int64_t ld_y) {
-  ref_.Linear(x, ld_x, m, k, w, bias, n, y, ld_y);
+  if (m <= 0 || n <= 0) return;
+  const bool own = gemm_impl_ == GemmImpl::kOwn || (gemm_impl_ == GemmImpl::kAuto && m <= kOwnMaxRows);
+  auto slice = [&](int64_t n0, int64_t n1) {
+    if (own) {
+      OwnGemmNT(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+    } else {
+      BlasGemmNT(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+    }
+  };
+  if (m * n * k <= kSerialMacs || pool_.size() == 1) {
+    slice(0, n);
+    return;
+  }
+  // Column slices in multiples of 24 (the kernels' tile widths divide it), a few per thread so a
+  // thread slowed by a neighbour on a shared core does not hold the others up.
+  const int64_t units = (n + 23) / 24;
+  const int64_t tasks = std::min<int64_t>(units, int64_t{pool_.size()} * (m == 1 ? 2 : 4));
+  const int64_t per = (units + tasks - 1) / tasks * 24;
+  pool_.Run(tasks, [&](int64_t t) {
+    const int64_t n0 = t * per, n1 = std::min(n, n0 + per);
+    if (n0 < n1) slice(n0, n1);
+  });
 }
+
 void CpuOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                      float eps, float* out, int64_t ld_out) {
-  ref_.RmsNorm(x, ld_x, rows, dim, weight, eps, out, ld_out);
+  pool_.ParallelFor(rows, RowGrain(dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict xr = x + r * ld_x;
+      float* __restrict o = out + r * ld_out;
+      float ss = 0.0f;
+      for (int64_t c = 0; c < dim; ++c) ss += xr[c] * xr[c];
+      const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+      for (int64_t c = 0; c < dim; ++c) o[c] = weight[c] * (xr[c] * inv);
+    }
+  });
 }
+
 void CpuOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z,
                           int64_t rows, int64_t dim, int32_t groups, const float* weight,
                           float eps, float* out, int64_t ld_out) {
-  ref_.GatedRmsNorm(y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out, ld_out);
+  const int64_t gsize = dim / groups;
+  pool_.ParallelFor(rows, RowGrain(dim), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict yr = y + r * ld_y;
+      const float* __restrict zr = z + r * ld_z;
+      float* __restrict o = out + r * ld_out;
+      // The gated values go to `out` first, then are normalised in place.
+      for (int64_t c = 0; c < dim; ++c) o[c] = yr[c] * Silu(zr[c]);
+      for (int32_t g = 0; g < groups; ++g) {
+        float* __restrict v = o + g * gsize;
+        const float* __restrict wg = weight + g * gsize;
+        float ss = 0.0f;
+        for (int64_t c = 0; c < gsize; ++c) ss += v[c] * v[c];
+        const float inv = 1.0f / std::sqrt(ss / static_cast<float>(gsize) + eps);
+        for (int64_t c = 0; c < gsize; ++c) v[c] = wg[c] * (v[c] * inv);
+      }
+    }
+  });
 }
+
 void CpuOps::Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
                   int64_t start_pos, float theta) {
-  ref_.Rope(x, ld_x, tokens, heads, head_dim, start_pos, theta);
+  const int32_t half = head_dim / 2;
+  constexpr int32_t kMaxHalf = 512;
+  pool_.ParallelFor(tokens, RowGrain(int64_t{heads} * head_dim), [&](int64_t t0, int64_t t1) {
+    float cs[kMaxHalf], sn[kMaxHalf];
+    for (int64_t t = t0; t < t1; ++t) {
+      for (int32_t i0 = 0; i0 < half; i0 += kMaxHalf) {
+        const int32_t i1 = std::min(half, i0 + kMaxHalf);
+        for (int32_t i = i0; i < i1; ++i) {
+          RopeCosSin(start_pos + t, RopeInvFreq(theta, i, head_dim), &cs[i - i0], &sn[i - i0]);
+        }
+        for (int32_t h = 0; h < heads; ++h) {
+          float* __restrict lo = x + t * ld_x + int64_t{h} * head_dim;
+          float* __restrict hi = lo + half;
+          for (int32_t i = i0; i < i1; ++i) {
+            const float a = lo[i], b = hi[i], c = cs[i - i0], s = sn[i - i0];
+            lo[i] = a * c - b * s;
+            hi[i] = b * c + a * s;
+          }
+        }
+      }
+    }
+  });
 }
+
 void CpuOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                              int64_t ld_up, int64_t rows, int64_t cols, float* out,
                              int64_t ld_out) {
-  ref_.GatedActivation(act, gate, ld_gate, up, ld_up, rows, cols, out, ld_out);
+  pool_.ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* g = gate + r * ld_gate;
+      const float* u = up + r * ld_up;
+      float* o = out + r * ld_out;
+      if (act == Activation::kSilu) {
+        for (int64_t c = 0; c < cols; ++c) o[c] = Silu(g[c]) * u[c];
+      } else {
+        for (int64_t c = 0; c < cols; ++c) o[c] = Gelu(g[c]) * u[c];
+      }
+    }
+  });
 }
+
 void CpuOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows, int64_t hidden,
                       int64_t intermediate, const float* gate_up, const float* down, float* out,
                       int64_t ld_out, Workspace& ws) {
-  ref_.GatedMlp(act, x, ld_x, rows, hidden, intermediate, gate_up, down, out, ld_out, ws);
+  const int64_t I = intermediate;
+  float* gu = ws.Floats(rows * 2 * I);
+  Linear(x, ld_x, rows, hidden, gate_up, nullptr, 2 * I, gu, 2 * I);
+  // The activated product overwrites the gate half in place (row stride 2I).
+  GatedActivation(act, gu, 2 * I, gu + I, 2 * I, rows, I, gu, 2 * I);
+  Linear(gu, 2 * I, rows, I, down, nullptr, hidden, out, ld_out);
 }
-void CpuOps::Moe(const MoeArgs& args, Workspace& ws) { ref_.Moe(args, ws); }
-void CpuOps::CausalConv1d(const CausalConvArgs& args) { ref_.CausalConv1d(args); }
-void CpuOps::CausalConv1dStep(const CausalConvArgs& args) { ref_.CausalConv1dStep(args); }
-void CpuOps::SelectiveScan(const SelectiveScanArgs& args) { ref_.SelectiveScan(args); }
-void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& args) {
-  ref_.SelectiveStateUpdate(args);
+
+void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
+  const int64_t T = a.tokens, H = a.hidden, I = a.intermediate;
+  const int32_t E = a.num_experts, K = a.top_k;
+  float* logits = ws.Floats(T * E);
+  Linear(a.x, a.ld_x, T, H, a.router, nullptr, E, logits, E);
+  int32_t* experts = ws.Array<int32_t>(T * K);
+  float* weights = ws.Floats(T * K);
+  pool_.ParallelFor(T, 64, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      RouteTopK(logits + t * E, E, K, a.renormalize, experts + t * K, weights + t * K);
+    }
+  });
+  // Bucket the (token, weight) pairs by expert, tokens in increasing order within a bucket.
+  int64_t* offset = ws.Array<int64_t>(E + 1);
+  std::fill(offset, offset + E + 1, 0);
+  for (int64_t i = 0; i < T * K; ++i) ++offset[experts[i] + 1];
+  for (int32_t e = 0; e < E; ++e) offset[e + 1] += offset[e];
+  int64_t* fill = ws.Array<int64_t>(E);
+  std::copy(offset, offset + E, fill);
+  int64_t* rows = ws.Array<int64_t>(T * K);
+  float* row_weight = ws.Floats(T * K);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int32_t j = 0; j < K; ++j) {
+      const int64_t pos = fill[experts[t * K + j]]++;
+      rows[pos] = t;
+      row_weight[pos] = weights[t * K + j];
+    }
+  }
+  int64_t max_rows = 0;
+  for (int32_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offset[e + 1] - offset[e]);
+  float* xin = ws.Floats(max_rows * H);
+  float* gu = ws.Floats(max_rows * 2 * I);
+  float* yout = ws.Floats(max_rows * H);
+  for (int64_t t = 0; t < T; ++t) std::fill(a.out + t * a.ld_out, a.out + t * a.ld_out + H, 0.0f);
+  for (int32_t e = 0; e < E; ++e) {
+    const int64_t r0 = offset[e], cnt = offset[e + 1] - r0;
+    if (cnt == 0) continue;
+    const float* src = a.x + rows[r0] * a.ld_x;
+    int64_t ld_src = a.ld_x;
+    if (cnt > 1) {  // a single token is used in place
+      for (int64_t r = 0; r < cnt; ++r) {
+        std::memcpy(xin + r * H, a.x + rows[r0 + r] * a.ld_x, H * sizeof(float));
+      }
+      src = xin;
+      ld_src = H;
+    }
+    Linear(src, ld_src, cnt, H, a.gate_up[e], nullptr, 2 * I, gu, 2 * I);
+    GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, cnt, I, gu, 2 * I);
+    Linear(gu, 2 * I, cnt, I, a.down[e], nullptr, H, yout, H);
+    // Rows within an expert belong to distinct tokens, so the scatter parallelises safely.
+    pool_.ParallelFor(cnt, RowGrain(H), [&](int64_t q0, int64_t q1) {
+      for (int64_t r = q0; r < q1; ++r) {
+        float* o = a.out + rows[r0 + r] * a.ld_out;
+        const float wr = row_weight[r0 + r];
+        const float* yr = yout + r * H;
+        for (int64_t c = 0; c < H; ++c) o[c] += wr * yr[c];
+      }
+    });
+  }
 }
-void CpuOps::SsdScan(const SsdScanArgs& args, Workspace& ws) { ref_.SsdScan(args, ws); }
-void CpuOps::SsdStateUpdate(const SsdScanArgs& args) { ref_.SsdStateUpdate(args); }
+
 void CpuOps::WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                      int64_t start_pos, const PagedKv& kv) {
-  ref_.WriteKv(k, ld_k, v, ld_v, tokens, start_pos, kv);
+  const int64_t dh = kv.head_dim;
+  pool_.ParallelFor(tokens, RowGrain(2 * kv.num_kv_heads * dh), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pos = start_pos + t;
+      const int64_t page = pos / kv.page_tokens, slot = pos % kv.page_tokens;
+      for (int32_t h = 0; h < kv.num_kv_heads; ++h) {
+        std::memcpy(kv.k_block(page, h) + slot * dh, k + t * ld_k + h * dh, dh * sizeof(float));
+        std::memcpy(kv.v_block(page, h) + slot * dh, v + t * ld_v + h * dh, dh * sizeof(float));
+      }
+    }
+  });
 }
-void CpuOps::Attention(const AttentionArgs& args, Workspace& ws) { ref_.Attention(args, ws); }
 
 }  // namespace tandem::kernels

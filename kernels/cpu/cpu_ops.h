@@ -10,9 +10,16 @@
 
 namespace tandem::kernels {
 
+// Which GEMM implementation Linear uses: kAuto picks per shape from measurements (see
+// docs/BENCHMARKS.md); the others force one for benchmarks and tests.
+enum class GemmImpl { kAuto, kBlas, kOwn };
+
 class CpuOps : public Ops {
  public:
+  // Limits OpenBLAS to one thread process-wide: Linear runs OpenBLAS on per-thread column slices
+  // from our own pool instead.
   explicit CpuOps(int threads = 0);
+  void set_gemm_impl(GemmImpl impl) { gemm_impl_ = impl; }
   std::string_view name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
 
@@ -44,7 +51,7 @@ class CpuOps : public Ops {
 
  private:
   ThreadPool pool_;
-  ReferenceOps ref_;  // for the ops not yet optimised
+  GemmImpl gemm_impl_ = GemmImpl::kAuto;
 };
 
 }  // namespace tandem::kernels

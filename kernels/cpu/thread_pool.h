@@ -37,6 +37,21 @@ class ThreadPool {
             const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
+  // Calls fn(slot, item) once for every item in [0, items); `slot` < size() identifies the
+  // participant, so per-slot scratch (allocated once per call) needs no locking.
+  template <typename F>
+  void ForEach(int64_t items, F&& fn) {
+    if (items <= 0) return;
+    const int64_t slots = std::min<int64_t>(items, size_);
+    std::atomic<int64_t> next{0};
+    Run(slots, [&](int64_t slot) {
+      for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < items;
+           i = next.fetch_add(1, std::memory_order_relaxed)) {
+        fn(slot, i);
+      }
+    });
+  }
+
   // Calls fn(begin, end) on disjoint sub-ranges covering [0, n), each at least `grain` long
   // (except the last), about `tasks_per_thread` ranges per participant.
   template <typename F>

@@ -1,0 +1,300 @@
+// CpuOps: the recurrent ops — causal conv1d, Mamba-1 selective scan, Mamba-2 chunked SSD scan.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/scalar_math.h"
+
+namespace tandem::kernels {
+namespace {
+
+// Channels per task for the per-channel recurrences: enough to amortise a task, small enough to
+// keep the block's state in L1.
+constexpr int64_t kChannelBlock = 64;
+
+}  // namespace
+
+// ---- Causal depthwise conv1d ----------------------------------------------------------------
+
+void CpuOps::CausalConv1d(const CausalConvArgs& a) {
+  const int64_t C = a.channels, K = a.kernel, T = a.tokens, S = K - 1;
+  // Row r of the virtual window [state ‖ u] (r < K-1: state row, else token r-(K-1)).
+  auto row = [&](int64_t r) { return r < S ? a.state + r * C : a.u + (r - S) * a.ld_u; };
+  pool_.ParallelFor(C, kChannelBlock, [&](int64_t c0, int64_t c1) {
+    // Snapshots and outputs read the incoming state, so it is overwritten last.
+    for (const StateSnapshot& snap : a.snapshots) {
+      for (int64_t r = 0; r < S; ++r) {
+        std::memcpy(snap.dst + r * C + c0, row(snap.after_tokens + r) + c0, (c1 - c0) * sizeof(float));
+      }
+    }
+    constexpr int64_t kMaxK = 8;
+    for (int64_t t = 0; t < T; ++t) {
+      float* __restrict o = a.out + t * a.ld_out;
+      const float* rows[kMaxK];
+      if (K <= kMaxK) {
+        for (int64_t k = 0; k < K; ++k) rows[k] = row(t + k);
+        for (int64_t c = c0; c < c1; ++c) {
+          float s = a.bias != nullptr ? a.bias[c] : 0.0f;
+          for (int64_t k = 0; k < K; ++k) s += a.weight[c * K + k] * rows[k][c];
+          o[c] = a.silu ? Silu(s) : s;
+        }
+      } else {
+        for (int64_t c = c0; c < c1; ++c) {
+          float s = a.bias != nullptr ? a.bias[c] : 0.0f;
+          for (int64_t k = 0; k < K; ++k) s += a.weight[c * K + k] * row(t + k)[c];
+          o[c] = a.silu ? Silu(s) : s;
+        }
+      }
+    }
+    // New state = window rows [T, T+K-1). Rows still inside the old state shift down, which
+    // is safe in increasing order because the source row index is ≥ the destination's.
+    for (int64_t r = 0; r < S; ++r) {
+      const float* src = row(T + r);
+      if (src != a.state + r * C) std::memmove(a.state + r * C + c0, src + c0, (c1 - c0) * sizeof(float));
+    }
+  });
+}
+
+void CpuOps::CausalConv1dStep(const CausalConvArgs& a) {
+  const int64_t C = a.channels, K = a.kernel, S = K - 1;
+  pool_.ParallelFor(C, 512, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const float* w = a.weight + c * K;
+      const float u = a.u[c];
+      float s = a.bias != nullptr ? a.bias[c] : 0.0f;
+      for (int64_t k = 0; k < S; ++k) s += w[k] * a.state[k * C + c];
+      s += w[S] * u;
+      a.out[c] = a.silu ? Silu(s) : s;
+      for (const StateSnapshot& snap : a.snapshots) {
+        if (snap.after_tokens == 0) {
+          for (int64_t k = 0; k < S; ++k) snap.dst[k * C + c] = a.state[k * C + c];
+        }
+      }
+      for (int64_t k = 0; k + 1 < S; ++k) a.state[k * C + c] = a.state[(k + 1) * C + c];
+      if (S > 0) a.state[(S - 1) * C + c] = u;
+      for (const StateSnapshot& snap : a.snapshots) {
+        if (snap.after_tokens == 1) {
+          for (int64_t k = 0; k < S; ++k) snap.dst[k * C + c] = a.state[k * C + c];
+        }
+      }
+    }
+  });
+}
+
+// ---- Mamba-1 selective scan -----------------------------------------------------------------
+
+void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
+  const int64_t D = a.inner, N = a.state_size, T = a.tokens;
+  const int64_t grain = T == 1 ? 256 : 16;
+  pool_.ParallelFor(D, grain, [&](int64_t d0, int64_t d1) {
+    size_t next = 0;
+    auto emit = [&](int64_t done) {
+      while (next < a.snapshots.size() && a.snapshots[next].after_tokens == done) {
+        std::memcpy(a.snapshots[next].dst + d0 * N, a.state + d0 * N, (d1 - d0) * N * sizeof(float));
+        ++next;
+      }
+    };
+    emit(0);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* __restrict bt = a.b + t * a.ld_b;
+      const float* __restrict ct = a.c + t * a.ld_c;
+      const float* __restrict ut = a.u + t * a.ld_u;
+      const float* __restrict delta = a.delta + t * a.ld_delta;
+      float* __restrict yt = a.y + t * a.ld_y;
+      for (int64_t d = d0; d < d1; ++d) {
+        const float u = ut[d];
+        const float dt = Softplus(delta[d] + a.delta_bias[d]);
+        const float dtu = dt * u;
+        float* __restrict h = a.state + d * N;
+        const float* __restrict ad = a.a + d * N;
+        float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t n = 0; n < N; ++n) {
+          const float hn = std::exp(dt * ad[n]) * h[n] + dtu * bt[n];
+          h[n] = hn;
+          acc += hn * ct[n];
+        }
+        float y = acc + a.d[d] * u;
+        if (a.z != nullptr) y *= Silu(a.z[t * a.ld_z + d]);
+        yt[d] = y;
+      }
+      emit(t + 1);
+    }
+  });
+}
+
+void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a); }
+
+// ---- Mamba-2 SSD ----------------------------------------------------------------------------
+//
+// Per head, the tokens are cut into chunks of Q = chunk_size. With a_t = dt_t·A (log-decay),
+// cum_i = Σ_{τ≤i} a_τ inside the chunk and x̃_j = dt_j·x_j:
+//   Y[i]  = Σ_{j≤i} (C_i·B_j)·exp(cum_i − cum_j)·x̃_j      intra-chunk (masked CBᵀ times x̃)
+//         + exp(cum_i)·(C_i · S_prev)                       inter-chunk, from the passed state
+//         + D·x_i
+//   S_new = exp(cum_{L-1})·S_prev + Σ_j exp(cum_{L-1} − cum_j)·x̃_j ⊗ B_j     state passing
+// Heads are independent, so the pool splits heads and each head walks its chunks in order. A
+// snapshot strictly inside a chunk rolls the chunk's starting state forward token by token.
+
+namespace {
+
+struct SsdHeadScratch {
+  float* dt;   // [Q]
+  float* cum;  // [Q]
+  float* xt;   // [Q, P]  x̃
+  float* m;    // [Q, Q]  masked, decayed C·Bᵀ
+};
+
+// One recurrent step for one head: s[P,N] ← decay·s + dt·x ⊗ b.
+inline void SsdStep(float* __restrict s, int64_t P, int64_t N, float decay, float dt,
+                    const float* __restrict x, const float* __restrict b) {
+  for (int64_t p = 0; p < P; ++p) {
+    const float dx = dt * x[p];
+    float* __restrict sp = s + p * N;
+#pragma omp simd
+    for (int64_t n = 0; n < N; ++n) sp[n] = decay * sp[n] + dx * b[n];
+  }
+}
+
+}  // namespace
+
+void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
+  const int64_t T = a.tokens, H = a.heads, P = a.head_dim, N = a.state_size;
+  const int64_t Q = std::max<int64_t>(1, std::min<int64_t>(a.chunk_size, T));
+  const int64_t heads_per_group = H / a.groups;
+  const int64_t slots = std::min<int64_t>(H, pool_.size());
+  SsdHeadScratch* scratch = ws.Array<SsdHeadScratch>(slots);
+  for (int64_t s = 0; s < slots; ++s) {
+    scratch[s].dt = ws.Floats(Q);
+    scratch[s].cum = ws.Floats(Q);
+    scratch[s].xt = ws.Floats(Q * P);
+    scratch[s].m = ws.Floats(Q * Q);
+  }
+  pool_.ForEach(H, [&](int64_t slot, int64_t h) {
+    SsdHeadScratch& sc = scratch[slot];
+    const int64_t g = h / heads_per_group;
+    const float A = a.a[h], Dh = a.d[h];
+    float* __restrict S = a.state + h * P * N;
+    size_t next = 0;
+    auto snapshot_dst = [&](size_t i) { return a.snapshots[i].dst + h * P * N; };
+    while (next < a.snapshots.size() && a.snapshots[next].after_tokens == 0) {
+      std::memcpy(snapshot_dst(next++), S, P * N * sizeof(float));
+    }
+    for (int64_t t0 = 0; t0 < T; t0 += Q) {
+      const int64_t L = std::min(Q, T - t0);
+      const float* bptr = a.b + t0 * a.ld_b + g * N;
+      const float* cptr = a.c + t0 * a.ld_c + g * N;
+      // Discretisation and the in-chunk cumulative log-decay.
+      float run = 0.0f;
+      for (int64_t i = 0; i < L; ++i) {
+        const float dt = SsdDt(a.dt[(t0 + i) * a.ld_dt + h], a.dt_bias[h], a.dt_min, a.dt_max);
+        sc.dt[i] = dt;
+        run += dt * A;
+        sc.cum[i] = run;
+        const float* __restrict xi = a.x + (t0 + i) * a.ld_x + h * P;
+        float* __restrict xti = sc.xt + i * P;
+        for (int64_t p = 0; p < P; ++p) xti[p] = dt * xi[p];
+      }
+      // Snapshots strictly inside this chunk: roll the chunk's starting state forward.
+      while (next < a.snapshots.size() && a.snapshots[next].after_tokens < t0 + L) {
+        float* dst = snapshot_dst(next);
+        std::memcpy(dst, S, P * N * sizeof(float));
+        for (int64_t i = 0; i < a.snapshots[next].after_tokens - t0; ++i) {
+          SsdStep(dst, P, N, std::exp(sc.dt[i] * A), sc.dt[i], a.x + (t0 + i) * a.ld_x + h * P,
+                  bptr + i * a.ld_b);
+        }
+        // Later snapshots in the same chunk restart from S; chunks are short, so this is cheap.
+        ++next;
+      }
+      // M[i][j] = (C_i·B_j)·exp(cum_i − cum_j) for j ≤ i.
+      for (int64_t i = 0; i < L; ++i) {
+        const float* __restrict ci = cptr + i * a.ld_c;
+        float* __restrict mi = sc.m + i * Q;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float* __restrict bj = bptr + j * a.ld_b;
+          float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t n = 0; n < N; ++n) dot += ci[n] * bj[n];
+          mi[j] = dot * std::exp(sc.cum[i] - sc.cum[j]);
+        }
+      }
+      // Outputs: inter-chunk term from S_prev, then the intra-chunk sum and the skip.
+      for (int64_t i = 0; i < L; ++i) {
+        const float* __restrict ci = cptr + i * a.ld_c;
+        const float* __restrict xi = a.x + (t0 + i) * a.ld_x + h * P;
+        float* __restrict yi = a.y + (t0 + i) * a.ld_y + h * P;
+        const float decay_in = std::exp(sc.cum[i]);
+        for (int64_t p = 0; p < P; ++p) {
+          const float* __restrict sp = S + p * N;
+          float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t n = 0; n < N; ++n) dot += sp[n] * ci[n];
+          yi[p] = decay_in * dot + Dh * xi[p];
+        }
+        const float* __restrict mi = sc.m + i * Q;
+        for (int64_t j = 0; j <= i; ++j) {
+          const float mij = mi[j];
+          const float* __restrict xtj = sc.xt + j * P;
+#pragma omp simd
+          for (int64_t p = 0; p < P; ++p) yi[p] += mij * xtj[p];
+        }
+      }
+      // State passing: S ← exp(cum_last)·S + Σ_j exp(cum_last − cum_j)·x̃_j ⊗ B_j.
+      const float cum_last = sc.cum[L - 1];
+      const float decay_all = std::exp(cum_last);
+      for (int64_t j = 0; j < L; ++j) sc.dt[j] = std::exp(cum_last - sc.cum[j]);  // reuse dt
+      for (int64_t p = 0; p < P; ++p) {
+        float* __restrict sp = S + p * N;
+#pragma omp simd
+        for (int64_t n = 0; n < N; ++n) sp[n] *= decay_all;
+        for (int64_t j = 0; j < L; ++j) {
+          const float w = sc.dt[j] * sc.xt[j * P + p];
+          const float* __restrict bj = bptr + j * a.ld_b;
+#pragma omp simd
+          for (int64_t n = 0; n < N; ++n) sp[n] += w * bj[n];
+        }
+      }
+      while (next < a.snapshots.size() && a.snapshots[next].after_tokens == t0 + L) {
+        std::memcpy(snapshot_dst(next++), S, P * N * sizeof(float));
+      }
+    }
+  });
+}
+
+void CpuOps::SsdStateUpdate(const SsdScanArgs& a) {
+  const int64_t H = a.heads, P = a.head_dim, N = a.state_size;
+  const int64_t heads_per_group = H / a.groups;
+  pool_.ParallelFor(H, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t g = h / heads_per_group;
+      const float* __restrict b = a.b + g * N;
+      const float* __restrict c = a.c + g * N;
+      const float* __restrict x = a.x + h * P;
+      float* __restrict S = a.state + h * P * N;
+      float* __restrict y = a.y + h * P;
+      for (const StateSnapshot& snap : a.snapshots) {
+        if (snap.after_tokens == 0) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
+      }
+      const float dt = SsdDt(a.dt[h], a.dt_bias[h], a.dt_min, a.dt_max);
+      const float decay = std::exp(dt * a.a[h]);
+      for (int64_t p = 0; p < P; ++p) {
+        const float dx = dt * x[p];
+        float* __restrict sp = S + p * N;
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t n = 0; n < N; ++n) {
+          const float s = decay * sp[n] + dx * b[n];
+          sp[n] = s;
+          dot += s * c[n];
+        }
+        y[p] = dot + a.d[h] * x[p];
+      }
+      for (const StateSnapshot& snap : a.snapshots) {
+        if (snap.after_tokens == 1) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
+      }
+    }
+  });
+}
+
+}  // namespace tandem::kernels

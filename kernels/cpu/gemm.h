@@ -1,0 +1,26 @@
+// Single-threaded GEMM kernels for y[:, n0:n1] = x · w[n0:n1]ᵀ + bias[n0:n1] with PyTorch's
+// [out, in] weight layout (both operands contiguous along k). CpuOps::Linear splits the output
+// columns over its thread pool and calls one of these per slice.
+#ifndef TANDEM_KERNELS_CPU_GEMM_H_
+#define TANDEM_KERNELS_CPU_GEMM_H_
+
+#include <cstdint>
+
+namespace tandem::kernels {
+
+// Our own kernel: register tiles of dot products over k (AVX2/FMA when the build has them,
+// plain loops otherwise).
+void OwnGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+               const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y);
+
+// OpenBLAS sgemm (sgemv when m == 1) on the same slice. The caller must have limited OpenBLAS to
+// one thread (see CpuOps) so that its threads and ours do not oversubscribe the cores.
+void BlasGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+                const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y);
+
+// Limits OpenBLAS's own threading (process-wide).
+void SetBlasThreads(int threads);
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_CPU_GEMM_H_

@@ -1,0 +1,239 @@
+// CpuOps vs ReferenceOps for the dense ops, plus hand-computed values for the reference itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/reference/reference_ops.h"
+#include "kernels/scalar_math.h"
+#include "tests/kernels/test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::AllClose;
+using testing::AllCloseStrided;
+using testing::Rng;
+
+TEST(ScalarMathTest, SoftplusIsLinearAboveTwenty) {
+  EXPECT_EQ(Softplus(25.0f), 25.0f);
+  EXPECT_FLOAT_EQ(Softplus(0.0f), std::log(2.0f));
+  EXPECT_NEAR(Softplus(-30.0f), std::exp(-30.0f), 1e-18);
+}
+
+TEST(ScalarMathTest, ActivationsMatchClosedForms) {
+  EXPECT_FLOAT_EQ(Silu(1.0f), 1.0f / (1.0f + std::exp(-1.0f)));
+  EXPECT_NEAR(Gelu(1.0f), 0.8413447460685429f, 1e-6);  // x·Φ(x), exact erf form
+  EXPECT_NEAR(Gelu(-2.0f), -0.0455002638963584f, 1e-6);
+}
+
+TEST(ScalarMathTest, SsdDtClamps) {
+  EXPECT_FLOAT_EQ(SsdDt(-30.0f, 0.0f, 1e-3f, 0.0f), 1e-3f);
+  EXPECT_FLOAT_EQ(SsdDt(5.0f, 0.0f, 0.0f, 0.1f), 0.1f);
+  EXPECT_FLOAT_EQ(SsdDt(5.0f, 0.0f, 0.0f, INFINITY), Softplus(5.0f));
+  EXPECT_FLOAT_EQ(SsdDt(5.0f, 0.0f, 0.0f, 0.0f), Softplus(5.0f));
+}
+
+TEST(ReferenceOpsTest, LinearKnownValues) {
+  ReferenceOps ref;
+  const float x[] = {1, 2, 3, 4, 5, 6};      // [2, 3]
+  const float w[] = {1, 0, -1, 0.5, 0.5, 0.5};  // [2, 3]
+  const float b[] = {10, 20};
+  float y[4];
+  ref.Linear(x, 3, 2, 3, w, b, 2, y, 2);
+  EXPECT_FLOAT_EQ(y[0], 8.0f);
+  EXPECT_FLOAT_EQ(y[1], 23.0f);
+  EXPECT_FLOAT_EQ(y[2], 8.0f);
+  EXPECT_FLOAT_EQ(y[3], 27.5f);
+}
+
+TEST(ReferenceOpsTest, RopeRotatesHalves) {
+  ReferenceOps ref;
+  // head_dim 4: pairs (0,2) at inv_freq 1 and (1,3) at inv_freq 1/theta^(1/2) = 0.01.
+  float x[] = {1, 1, 0, 0};
+  ref.Rope(x, 4, 1, 1, 4, /*start_pos=*/3, 10000.0f);
+  EXPECT_NEAR(x[0], std::cos(3.0f), 1e-6);
+  EXPECT_NEAR(x[2], std::sin(3.0f), 1e-6);
+  EXPECT_NEAR(x[1], std::cos(0.03f), 1e-6);
+  EXPECT_NEAR(x[3], std::sin(0.03f), 1e-6);
+}
+
+TEST(ReferenceOpsTest, MoeRoutesTopKWithAndWithoutRenormalisation) {
+  float logits[] = {0.0f, 2.0f, 1.0f, 2.0f};
+  int32_t e[2];
+  float w[2];
+  RouteTopK(logits, 4, 2, false, e, w);
+  EXPECT_EQ(e[0], 1);  // tie with expert 3: lower index first
+  EXPECT_EQ(e[1], 3);
+  const float z = 1 + 2 * std::exp(2.0f) + std::exp(1.0f);
+  EXPECT_NEAR(w[0], std::exp(2.0f) / z, 1e-6);
+  RouteTopK(logits, 4, 2, true, e, w);
+  EXPECT_NEAR(w[0], 0.5f, 1e-6);
+  EXPECT_NEAR(w[1], 0.5f, 1e-6);
+}
+
+class LinearTest : public ::testing::TestWithParam<std::tuple<int, int, int, GemmImpl>> {};
+
+TEST_P(LinearTest, MatchesReference) {
+  const auto [m, k, n, impl] = GetParam();
+  Rng rng(m * 1000 + k * 10 + n);
+  const int64_t ld_x = k + 3, ld_y = n + 5;
+  auto x = rng.Uniform(m * ld_x), w = rng.Uniform(int64_t{n} * k), b = rng.Uniform(n);
+  ReferenceOps ref;
+  CpuOps cpu(3);
+  cpu.set_gemm_impl(impl);
+  for (const float* bias : {static_cast<const float*>(nullptr), static_cast<const float*>(b.data())}) {
+    std::vector<float> want(m * ld_y, 7.0f), got(m * ld_y, 7.0f);
+    ref.Linear(x.data(), ld_x, m, k, w.data(), bias, n, want.data(), ld_y);
+    cpu.Linear(x.data(), ld_x, m, k, w.data(), bias, n, got.data(), ld_y);
+    EXPECT_TRUE(AllClose(got, want, 1e-5f * k, 1e-5f));  // padding (7.0) must be untouched too
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LinearTest,
+    ::testing::Combine(::testing::Values(1, 2, 3, 5, 17, 64), ::testing::Values(1, 7, 33, 200),
+                       ::testing::Values(1, 5, 50, 130),
+                       ::testing::Values(GemmImpl::kAuto, GemmImpl::kBlas, GemmImpl::kOwn)));
+
+TEST(CpuOpsTest, LinearLargeMatchesReference) {
+  Rng rng(7);
+  const int m = 70, k = 300, n = 777;
+  auto x = rng.Uniform(m * k), w = rng.Uniform(n * k), b = rng.Uniform(n);
+  ReferenceOps ref;
+  CpuOps cpu(2);
+  for (GemmImpl impl : {GemmImpl::kBlas, GemmImpl::kOwn}) {
+    cpu.set_gemm_impl(impl);
+    std::vector<float> want(m * n), got(m * n);
+    ref.Linear(x.data(), k, m, k, w.data(), b.data(), n, want.data(), n);
+    cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, got.data(), n);
+    EXPECT_TRUE(AllClose(got, want, 1e-4f, 1e-5f));
+  }
+}
+
+TEST(CpuOpsTest, RmsNormMatchesReference) {
+  Rng rng(1);
+  for (int rows : {1, 3, 70}) {
+    for (int dim : {1, 17, 768}) {
+      const int ld = dim + 2;
+      auto x = rng.Uniform(rows * ld, -3, 3), w = rng.Uniform(dim);
+      std::vector<float> want(rows * ld, 0.0f), got(rows * ld, 0.0f);
+      ReferenceOps().RmsNorm(x.data(), ld, rows, dim, w.data(), 1e-6f, want.data(), ld);
+      CpuOps(2).RmsNorm(x.data(), ld, rows, dim, w.data(), 1e-6f, got.data(), ld);
+      EXPECT_TRUE(AllClose(got, want, 1e-6f, 1e-5f)) << rows << "x" << dim;
+    }
+  }
+}
+
+TEST(CpuOpsTest, GatedRmsNormMatchesReferenceForOneAndTwoGroups) {
+  Rng rng(2);
+  for (int groups : {1, 2, 4}) {
+    const int rows = 9, dim = 40, ld = 45;
+    auto y = rng.Uniform(rows * ld, -2, 2), z = rng.Uniform(rows * ld, -4, 4), w = rng.Uniform(dim);
+    std::vector<float> want(rows * ld), got(rows * ld);
+    ReferenceOps().GatedRmsNorm(y.data(), ld, z.data(), ld, rows, dim, groups, w.data(), 1e-5f,
+                                want.data(), ld);
+    CpuOps(2).GatedRmsNorm(y.data(), ld, z.data(), ld, rows, dim, groups, w.data(), 1e-5f,
+                           got.data(), ld);
+    EXPECT_TRUE(AllCloseStrided(got, want, rows, dim, ld, 1e-6f, 1e-5f)) << groups;
+  }
+  // Groups really are normalised separately: 1 group and 2 groups differ.
+  auto y = rng.Uniform(8), z = rng.Uniform(8);
+  y[0] = 10.0f;
+  std::vector<float> w(8, 1.0f), one(8), two(8);
+  ReferenceOps().GatedRmsNorm(y.data(), 8, z.data(), 8, 1, 8, 1, w.data(), 1e-5f, one.data(), 8);
+  ReferenceOps().GatedRmsNorm(y.data(), 8, z.data(), 8, 1, 8, 2, w.data(), 1e-5f, two.data(), 8);
+  EXPECT_FALSE(AllClose(one, two, 1e-3f, 1e-3f));
+}
+
+TEST(CpuOpsTest, RopeMatchesReference) {
+  Rng rng(3);
+  for (int head_dim : {4, 64, 96}) {
+    for (int64_t start : {0, 1, 4000}) {
+      const int tokens = 5, heads = 3, ld = heads * head_dim + 4;
+      auto x = rng.Uniform(tokens * ld);
+      auto want = x, got = x;
+      ReferenceOps().Rope(want.data(), ld, tokens, heads, head_dim, start, 10000.0f);
+      CpuOps(2).Rope(got.data(), ld, tokens, heads, head_dim, start, 10000.0f);
+      EXPECT_TRUE(AllClose(got, want, 1e-6f, 1e-6f));
+    }
+  }
+}
+
+TEST(CpuOpsTest, GatedActivationMatchesReference) {
+  Rng rng(4);
+  for (Activation act : {Activation::kSilu, Activation::kGelu}) {
+    const int rows = 33, cols = 101, ld = 2 * cols + 1;
+    auto in = rng.Uniform(rows * ld, -6, 6);
+    std::vector<float> want(rows * cols), got(rows * cols);
+    ReferenceOps().GatedActivation(act, in.data(), ld, in.data() + cols, ld, rows, cols,
+                                   want.data(), cols);
+    CpuOps(2).GatedActivation(act, in.data(), ld, in.data() + cols, ld, rows, cols, got.data(),
+                              cols);
+    EXPECT_TRUE(AllClose(got, want, 1e-6f, 1e-6f));
+  }
+}
+
+TEST(CpuOpsTest, GatedMlpMatchesReference) {
+  Rng rng(5);
+  for (int rows : {1, 6, 40}) {
+    const int H = 24, I = 37, ld_x = 30, ld_out = 26;
+    auto x = rng.Uniform(rows * ld_x), gu = rng.Uniform(2 * I * H), down = rng.Uniform(H * I);
+    std::vector<float> want(rows * ld_out), got(rows * ld_out);
+    Workspace ws;
+    ReferenceOps().GatedMlp(Activation::kGelu, x.data(), ld_x, rows, H, I, gu.data(), down.data(),
+                            want.data(), ld_out, ws);
+    ws.Reset();
+    CpuOps(2).GatedMlp(Activation::kGelu, x.data(), ld_x, rows, H, I, gu.data(), down.data(),
+                       got.data(), ld_out, ws);
+    EXPECT_TRUE(AllCloseStrided(got, want, rows, H, ld_out, 1e-5f, 1e-5f));
+  }
+}
+
+TEST(CpuOpsTest, MoeMatchesReference) {
+  Rng rng(6);
+  const int H = 20, I = 13, E = 5;
+  std::vector<std::vector<float>> gu(E), down(E);
+  std::vector<const float*> gu_ptr(E), down_ptr(E);
+  for (int e = 0; e < E; ++e) {
+    gu[e] = rng.Uniform(2 * I * H);
+    down[e] = rng.Uniform(H * I);
+    gu_ptr[e] = gu[e].data();
+    down_ptr[e] = down[e].data();
+  }
+  auto router = rng.Uniform(E * H, -2, 2);
+  for (int tokens : {1, 2, 9, 64}) {
+    for (int top_k : {1, 2, 5}) {
+      for (bool renorm : {false, true}) {
+        auto x = rng.Uniform(tokens * (H + 1));
+        MoeArgs args;
+        args.tokens = tokens;
+        args.hidden = H;
+        args.intermediate = I;
+        args.num_experts = E;
+        args.top_k = top_k;
+        args.renormalize = renorm;
+        args.x = x.data();
+        args.ld_x = H + 1;
+        args.router = router.data();
+        args.gate_up = gu_ptr.data();
+        args.down = down_ptr.data();
+        args.ld_out = H + 2;
+        std::vector<float> want(tokens * (H + 2), 3.0f), got(tokens * (H + 2), 3.0f);
+        Workspace ws;
+        args.out = want.data();
+        ReferenceOps().Moe(args, ws);
+        ws.Reset();
+        args.out = got.data();
+        CpuOps(2).Moe(args, ws);
+        EXPECT_TRUE(AllClose(got, want, 1e-5f, 1e-5f))
+            << tokens << " tokens, k=" << top_k << " renorm=" << renorm;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
