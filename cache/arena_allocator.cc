@@ -1,9 +1,10 @@
 #include "cache/arena_allocator.h"
 
+#include "cache/check.h"
+
 #include <cstdlib>
 #include <limits>
 
-#include "absl/log/check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -67,11 +68,10 @@ absl::StatusOr<Handle> ArenaAllocator::Allocate(Pool pool) {
 }
 
 void ArenaAllocator::Free(Handle handle) {
-  CHECK(handle.valid()) << "freeing an invalid handle";
+  TANDEM_CHECK(handle.valid(), "freeing an invalid handle");
   Arena& a = arena(handle.pool());
-  CHECK_LT(handle.index(), a.live.size()) << "handle out of range";
-  CHECK(a.live[handle.index()]) << "double free of " << PoolName(handle.pool()) << " "
-                                << handle.index();
+  TANDEM_CHECK(handle.index() < a.live.size(), "handle out of range");
+  TANDEM_CHECK(a.live[handle.index()], "double free");
   a.live[handle.index()] = false;
   a.free_list.push_back(handle.index());
   --a.stats.used_units;
@@ -79,7 +79,7 @@ void ArenaAllocator::Free(Handle handle) {
 
 std::byte* ArenaAllocator::Resolve(Handle handle) const {
   const Arena& a = arena(handle.pool());
-  DCHECK(handle.index() < a.live.size() && a.live[handle.index()]);
+  TANDEM_CHECK(handle.index() < a.live.size() && a.live[handle.index()], "resolving a free handle");
   return a.memory.get() + size_t{handle.index()} * a.stride;
 }
 
