@@ -49,6 +49,21 @@ struct PoolStats {
   uint64_t oom_events = 0;  // allocations refused for lack of memory
 };
 
+// Whole-allocator figures, including the capacity that moved between pools.
+struct AllocatorStats {
+  PoolStats pools[kNumPools];
+  size_t budget_bytes = 0;         // the memory this allocator was given
+  size_t reserved_bytes = 0;       // virtual/physical range reserved for the pools
+  size_t peak_reserved_bytes = 0;  // the most ever reserved at once
+  size_t committed_bytes = 0;      // physically backed now (granules in use since last decommit)
+  size_t peak_committed_bytes = 0;
+  uint64_t migrations = 0;          // capacity moves between pools
+  uint64_t migrations_aborted = 0;  // wanted a move but no donor granule was free
+  uint64_t bytes_migrated = 0;      // capacity moved, in bytes of address range
+  uint64_t bytes_wasted_to_alignment = 0;  // recipient bytes unusable for lack of a whole unit
+  uint64_t operations = 0;                 // Allocate + Free calls (the logical clock)
+};
+
 class BlockAllocator {
  public:
   virtual ~BlockAllocator() = default;
@@ -62,6 +77,18 @@ class BlockAllocator {
 
   virtual size_t unit_bytes(Pool pool) const = 0;
   virtual PoolStats stats(Pool pool) const = 0;
+
+  // Everything above and below in one snapshot. The default covers allocators that never move
+  // capacity.
+  virtual AllocatorStats allocator_stats() const {
+    AllocatorStats s;
+    for (int p = 0; p < kNumPools; ++p) {
+      s.pools[p] = stats(static_cast<Pool>(p));
+      s.reserved_bytes += s.pools[p].capacity_units * s.pools[p].unit_bytes;
+    }
+    s.budget_bytes = s.peak_reserved_bytes = s.reserved_bytes;
+    return s;
+  }
 };
 
 }  // namespace tandem::cache

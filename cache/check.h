@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #define TANDEM_CHECK(cond, msg)                                                        \
   do {                                                                                 \
@@ -16,5 +17,40 @@
       std::abort();                                                                    \
     }                                                                                  \
   } while (0)
+
+
+// The streaming form, for messages that need values: CACHE_CHECK(cond) << "index " << i;
+// CACHE_DCHECK compiles to nothing under NDEBUG (hot paths only).
+
+namespace tandem::cache::internal {
+
+class CheckFailure {
+ public:
+  CheckFailure(const char* file, int line, const char* condition);
+  [[noreturn]] ~CheckFailure();
+  std::ostream& stream() { return stream_; }
+
+ private:
+  std::ostringstream stream_;
+};
+
+// Makes `cond ? (void)0 : Voidify() & stream` well-typed.
+struct Voidify {
+  void operator&(std::ostream&) {}
+};
+
+}  // namespace tandem::cache::internal
+
+#define CACHE_CHECK(condition)                        \
+  (condition) ? (void)0                               \
+              : ::tandem::cache::internal::Voidify() & \
+                    ::tandem::cache::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
+
+#ifdef NDEBUG
+#define CACHE_DCHECK(condition) \
+  while (false) CACHE_CHECK(condition)
+#else
+#define CACHE_DCHECK(condition) CACHE_CHECK(condition)
+#endif
 
 #endif  // TANDEM_CACHE_CHECK_H_

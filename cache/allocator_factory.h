@@ -1,0 +1,40 @@
+// Builds an allocator from its command-line name and a model spec:
+//   padded-unified | fixed-dual:R | avmp-static:R | avmp-dynamic[:R]
+// R is SGLang's mamba_full_memory_ratio (SSM:KV bytes; SSM share = R/(1+R)). avmp-dynamic
+// starts from R (default 1, an even split) and migrates from there.
+#ifndef TANDEM_CACHE_ALLOCATOR_FACTORY_H_
+#define TANDEM_CACHE_ALLOCATOR_FACTORY_H_
+
+#include <memory>
+#include <string>
+
+#include "cache/block_allocator.h"
+#include "cache/memory_backing.h"
+#include "cache/model_spec.h"
+
+namespace tandem::cache {
+
+struct AllocatorOptions {
+  size_t budget_bytes = 0;
+  size_t page_tokens = 16;
+  BackingKind backing = BackingKind::kAccounting;
+  // AVMP knobs (ignored by the baselines).
+  size_t migration_batch_size = 128;
+  double threshold_high = 0.30;
+  uint64_t min_rebalance_interval_ops = 1000;
+};
+
+struct NamedAllocator {
+  std::string name;
+  std::unique_ptr<BlockAllocator> allocator;
+  // Tokens one kKvPage unit holds (padded-unified enlarges pages to the SSM state's size).
+  size_t kv_page_tokens = 0;
+};
+
+// INVALID_ARGUMENT for an unknown name or a malformed ratio.
+absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const ModelSpec& spec,
+                                               const AllocatorOptions& options);
+
+}  // namespace tandem::cache
+
+#endif  // TANDEM_CACHE_ALLOCATOR_FACTORY_H_

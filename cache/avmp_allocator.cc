@@ -1,0 +1,196 @@
+#include "cache/avmp_allocator.h"
+#include "cache/check.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::cache {
+namespace {
+constexpr size_t kAlign = 64;
+constexpr size_t kGranuleAlign = 4096;
+size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(const AvmpConfig& config) {
+  if (config.kv_page_bytes == 0 && config.ssm_block_bytes == 0) {
+    return absl::InvalidArgumentError("avmp: both unit sizes are 0");
+  }
+  if (!(config.initial_ssm_fraction >= 0 && config.initial_ssm_fraction <= 1)) {
+    return absl::InvalidArgumentError("avmp: initial_ssm_fraction must be in [0, 1]");
+  }
+  if (!(config.threshold_high >= 0 && config.threshold_high < 1)) {
+    return absl::InvalidArgumentError("avmp: threshold_high must be in [0, 1)");
+  }
+  if (config.dynamic && config.migration_batch_size == 0) {
+    return absl::InvalidArgumentError("avmp: migration_batch_size must be positive");
+  }
+  std::unique_ptr<AvmpAllocator> a(new AvmpAllocator());
+  a->config_ = config;
+  const size_t units[kNumPools] = {config.kv_page_bytes, config.ssm_block_bytes};
+  size_t largest = 0;
+  for (int p = 0; p < kNumPools; ++p) {
+    a->pools_[p].unit_bytes = units[p];
+    a->pools_[p].stride = RoundUp(units[p], kAlign);
+    largest = std::max(largest, a->pools_[p].stride);
+  }
+  size_t g = config.granule_bytes == 0 ? RoundUp(largest, kGranuleAlign) : config.granule_bytes;
+  if (g < largest || g % kGranuleAlign != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("avmp: granule_bytes ", g,
+                                                   " must be a multiple of 4096 and hold one ",
+                                                   largest, "-byte unit"));
+  }
+  a->granule_bytes_ = g;
+  const size_t n = config.budget_bytes / g;
+  for (int p = 0; p < kNumPools; ++p) {
+    PoolState& ps = a->pools_[p];
+    ps.units_per_granule = ps.stride == 0 ? 0 : g / ps.stride;
+    if (ps.units_per_granule > 0 && n > 0x7fffffffu / ps.units_per_granule) {
+      return absl::InvalidArgumentError(absl::StrCat("avmp: pool ", PoolName(Pool(p)),
+                                                     " would exceed the 31-bit handle space"));
+    }
+    ps.live.assign(n * ps.units_per_granule, 0);
+  }
+  auto backing = CreateBacking(config.backing, n * g);
+  if (!backing.ok()) return backing.status();
+  a->backing_ = *std::move(backing);
+  a->owner_.assign(n, kNoPool);
+  a->granule_live_.assign(n, 0);
+  a->committed_.assign(n, 0);
+
+  // Initial split; a pool whose unit size is 0 gets nothing.
+  size_t ssm = static_cast<size_t>(std::llround(config.initial_ssm_fraction * double(n)));
+  if (a->pools_[int(Pool::kSsmBlock)].units_per_granule == 0) ssm = 0;
+  if (a->pools_[int(Pool::kKvPage)].units_per_granule == 0) ssm = n;
+  for (size_t i = 0; i < n; ++i) {
+    a->AddGranule(i < n - ssm ? Pool::kKvPage : Pool::kSsmBlock, static_cast<uint32_t>(i));
+  }
+  a->totals_.budget_bytes = config.budget_bytes;
+  a->totals_.reserved_bytes = a->totals_.peak_reserved_bytes = n * g;
+  return a;
+}
+
+void AvmpAllocator::AddGranule(Pool pool, uint32_t granule) {
+  PoolState& p = pools_[int(pool)];
+  owner_[granule] = static_cast<uint8_t>(pool);
+  p.granules.insert(granule);
+  const uint32_t first = granule * static_cast<uint32_t>(p.units_per_granule);
+  for (size_t s = 0; s < p.units_per_granule; ++s) p.free.insert(first + static_cast<uint32_t>(s));
+}
+
+void AvmpAllocator::RemoveGranule(Pool pool, uint32_t granule) {
+  PoolState& p = pools_[int(pool)];
+  CACHE_DCHECK(granule_live_[granule] == 0u);
+  owner_[granule] = kNoPool;
+  p.granules.erase(granule);
+  const uint32_t first = granule * static_cast<uint32_t>(p.units_per_granule);
+  for (size_t s = 0; s < p.units_per_granule; ++s) p.free.erase(first + static_cast<uint32_t>(s));
+}
+
+bool AvmpAllocator::TryMigrate(Pool recipient) {
+  if (!config_.dynamic) return false;
+  const Pool donor = recipient == Pool::kKvPage ? Pool::kSsmBlock : Pool::kKvPage;
+  PoolState& r = pools_[int(recipient)];
+  PoolState& d = pools_[int(donor)];
+  if (r.units_per_granule == 0 || d.units_per_granule == 0) return false;
+  if (migrated_once_ && ops_ - last_migration_op_ < config_.min_rebalance_interval_ops) return false;
+  const size_t d_cap = capacity_units(donor);
+  if (d_cap == 0) return false;
+  const double donor_free = double(d_cap - d.used) / double(d_cap);
+  if (donor_free <= config_.threshold_high) return false;
+
+  std::vector<uint32_t> drained;  // fully free donor granules, highest first
+  for (auto it = d.granules.rbegin(); it != d.granules.rend(); ++it) {
+    if (granule_live_[*it] == 0) drained.push_back(*it);
+  }
+  if (drained.empty()) {
+    ++totals_.migrations_aborted;
+    return false;
+  }
+  const size_t wanted = (config_.migration_batch_size + r.units_per_granule - 1) /
+                        r.units_per_granule;
+  const size_t moved = std::min(wanted, std::max<size_t>(1, drained.size() / 2));
+  for (size_t i = 0; i < moved; ++i) {
+    const uint32_t gi = drained[i];
+    RemoveGranule(donor, gi);
+    if (committed_[gi]) {
+      // Decommit failing leaves the memory mapped; it is still correct, only not returned.
+      (void)backing_->Decommit(size_t{gi} * granule_bytes_, granule_bytes_);
+      committed_[gi] = 0;
+      totals_.committed_bytes -= granule_bytes_;
+    }
+    AddGranule(recipient, gi);
+  }
+  ++totals_.migrations;
+  totals_.bytes_migrated += moved * granule_bytes_;
+  totals_.bytes_wasted_to_alignment += moved * (granule_bytes_ - r.units_per_granule * r.stride);
+  last_migration_op_ = ops_;
+  migrated_once_ = true;
+  return true;
+}
+
+absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
+  ++ops_;
+  PoolState& p = pools_[int(pool)];
+  if (p.free.empty() && !TryMigrate(pool)) {
+    ++p.oom_events;
+    return absl::ResourceExhaustedError(absl::StrCat("pool ", PoolName(pool), " is full (",
+                                                     capacity_units(pool), " units)"));
+  }
+  const uint32_t index = *p.free.begin();
+  p.free.erase(p.free.begin());
+  p.live[index] = 1;
+  ++p.used;
+  const uint32_t gi = index / static_cast<uint32_t>(p.units_per_granule);
+  ++granule_live_[gi];
+  if (!committed_[gi]) {
+    (void)backing_->Commit(size_t{gi} * granule_bytes_, granule_bytes_);
+    committed_[gi] = 1;
+    totals_.committed_bytes += granule_bytes_;
+    totals_.peak_committed_bytes = std::max(totals_.peak_committed_bytes, totals_.committed_bytes);
+  }
+  return Handle(pool, index);
+}
+
+void AvmpAllocator::Free(Handle handle) {
+  CACHE_CHECK(handle.valid()) << "freeing an invalid handle";
+  PoolState& p = pools_[int(handle.pool())];
+  const uint32_t index = handle.index();
+  CACHE_CHECK(index < p.live.size()) << "handle out of range";
+  CACHE_CHECK(p.live[index]) << "double free of " << PoolName(handle.pool()) << " " << index;
+  ++ops_;
+  p.live[index] = 0;
+  p.free.insert(index);
+  --p.used;
+  --granule_live_[index / p.units_per_granule];
+}
+
+std::byte* AvmpAllocator::Resolve(Handle handle) const {
+  const PoolState& p = pools_[int(handle.pool())];
+  CACHE_DCHECK(handle.index() < p.live.size() && p.live[handle.index()]);
+  std::byte* base = backing_->base();
+  if (base == nullptr) return nullptr;
+  const size_t gi = handle.index() / p.units_per_granule;
+  const size_t slot = handle.index() % p.units_per_granule;
+  return base + gi * granule_bytes_ + slot * p.stride;
+}
+
+size_t AvmpAllocator::unit_bytes(Pool pool) const { return pools_[int(pool)].unit_bytes; }
+
+PoolStats AvmpAllocator::stats(Pool pool) const {
+  const PoolState& p = pools_[int(pool)];
+  return {.unit_bytes = p.unit_bytes,
+          .used_units = p.used,
+          .capacity_units = capacity_units(pool),
+          .oom_events = p.oom_events};
+}
+
+AllocatorStats AvmpAllocator::allocator_stats() const {
+  AllocatorStats s = totals_;
+  for (int p = 0; p < kNumPools; ++p) s.pools[p] = stats(Pool(p));
+  s.operations = ops_;
+  return s;
+}
+
+}  // namespace tandem::cache

@@ -1,0 +1,104 @@
+// Asymmetric Virtual Memory Paging (AVMP): KV pages and SSM blocks in two pools carved from one
+// reserved address range, trading capacity at run time.
+//
+// The range is cut into equal granules (the larger unit's stride rounded up to 4 KiB). Every
+// granule belongs to at most one pool and is split into that pool's units; a handle's index is
+// granule × units_per_granule + slot, so the granule table is the page table. When an Allocate
+// finds its pool full and the other pool's free fraction exceeds threshold_high, fully free
+// granules of the donor (highest first) are decommitted and handed to the recipient: nothing is
+// copied and nothing beyond the budget is reserved (the prototype reserved 2×). Allocation takes
+// the lowest free index, which keeps live units packed at the low granules so high granules
+// drain and can move. Migrations are throttled by a count of Allocate/Free calls, not by time,
+// so a replay is deterministic.
+#ifndef TANDEM_CACHE_AVMP_ALLOCATOR_H_
+#define TANDEM_CACHE_AVMP_ALLOCATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "cache/block_allocator.h"
+#include "cache/memory_backing.h"
+
+namespace tandem::cache {
+
+struct AvmpConfig {
+  size_t kv_page_bytes = 0;    // 0 for a model without attention
+  size_t ssm_block_bytes = 0;  // 0 for a model without SSM layers
+  size_t budget_bytes = 0;     // reserved exactly once (rounded down to whole granules)
+  // The SSM pool's initial share of granules.
+  double initial_ssm_fraction = 0.5;
+  // false = a static split (avmp-static): capacity never moves.
+  bool dynamic = true;
+  // A full pool may take capacity only from a donor whose free fraction exceeds this.
+  double threshold_high = 0.30;
+  // Units of the pool that ran out that one migration tries to add. A migration moves at most
+  // half of the donor's fully free granules (and at least one), so one pool's burst cannot
+  // drain the other.
+  size_t migration_batch_size = 128;
+  // Allocate/Free calls that must pass between two migrations (the paper's
+  // min_rebalance_interval_ops).
+  uint64_t min_rebalance_interval_ops = 1000;
+  size_t granule_bytes = 0;  // 0 = the larger stride rounded up to 4 KiB
+  BackingKind backing = BackingKind::kHost;
+};
+
+class AvmpAllocator final : public BlockAllocator {
+ public:
+  // INVALID_ARGUMENT for inconsistent sizes; RESOURCE_EXHAUSTED if the range cannot be
+  // reserved.
+  static absl::StatusOr<std::unique_ptr<AvmpAllocator>> Create(const AvmpConfig& config);
+
+  absl::StatusOr<Handle> Allocate(Pool pool) override;
+  void Free(Handle handle) override;
+  std::byte* Resolve(Handle handle) const override;
+  size_t unit_bytes(Pool pool) const override;
+  PoolStats stats(Pool pool) const override;
+  AllocatorStats allocator_stats() const override;
+
+  size_t granule_bytes() const { return granule_bytes_; }
+  size_t num_granules() const { return owner_.size(); }
+  // Granules currently owned by `pool`.
+  size_t granules(Pool pool) const { return pools_[int(pool)].granules.size(); }
+
+ private:
+  static constexpr uint8_t kNoPool = 0xff;
+  struct PoolState {
+    size_t unit_bytes = 0;
+    size_t stride = 0;
+    size_t units_per_granule = 0;
+    std::set<uint32_t> granules;  // owned granules
+    std::set<uint32_t> free;      // free unit indices, lowest first
+    std::vector<uint8_t> live;    // by unit index over all granules
+    size_t used = 0;
+    uint64_t oom_events = 0;
+  };
+
+  AvmpAllocator() = default;
+  // Moves capacity to `recipient` if the rules allow; true if any granule moved.
+  bool TryMigrate(Pool recipient);
+  void AddGranule(Pool pool, uint32_t granule);
+  void RemoveGranule(Pool pool, uint32_t granule);
+  size_t capacity_units(Pool pool) const {
+    const PoolState& p = pools_[int(pool)];
+    return p.granules.size() * p.units_per_granule;
+  }
+
+  AvmpConfig config_;
+  size_t granule_bytes_ = 0;
+  std::unique_ptr<MemoryBacking> backing_;
+  std::vector<uint8_t> owner_;          // pool of each granule, or kNoPool
+  std::vector<uint32_t> granule_live_;  // live units in each granule
+  std::vector<uint8_t> committed_;      // granule touched since its last decommit
+  std::array<PoolState, kNumPools> pools_;
+  uint64_t ops_ = 0;
+  uint64_t last_migration_op_ = 0;
+  bool migrated_once_ = false;
+  AllocatorStats totals_;
+};
+
+}  // namespace tandem::cache
+
+#endif  // TANDEM_CACHE_AVMP_ALLOCATOR_H_

@@ -1,0 +1,221 @@
+#include "cache/avmp_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "cache/allocator_factory.h"
+#include "cache/baseline_allocators.h"
+
+namespace tandem::cache {
+namespace {
+
+// 4 KiB granules: one SSM block (4 KiB) or four KV pages (1 KiB) each.
+AvmpConfig SmallConfig() {
+  return {.kv_page_bytes = 1024,
+          .ssm_block_bytes = 4096,
+          .budget_bytes = 16 * 4096,
+          .initial_ssm_fraction = 0.5,
+          .dynamic = true,
+          .threshold_high = 0.30,
+          .migration_batch_size = 4,
+          .min_rebalance_interval_ops = 0};
+}
+
+TEST(AvmpAllocatorTest, ReservesExactlyTheBudget) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  AllocatorStats s = a->allocator_stats();
+  EXPECT_EQ(a->granule_bytes(), 4096u);
+  EXPECT_EQ(s.reserved_bytes, 16u * 4096);
+  EXPECT_EQ(s.peak_reserved_bytes, s.budget_bytes);
+  EXPECT_EQ(a->stats(Pool::kKvPage).capacity_units, 32u);
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).capacity_units, 8u);
+}
+
+TEST(AvmpAllocatorTest, HandlesResolveToDistinctWritableMemory) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  std::vector<Handle> hs;
+  for (int i = 0; i < 8; ++i) hs.push_back(*a->Allocate(Pool::kKvPage));
+  for (int i = 0; i < 3; ++i) hs.push_back(*a->Allocate(Pool::kSsmBlock));
+  std::set<std::byte*> seen;
+  for (Handle h : hs) {
+    std::byte* p = a->Resolve(h);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    std::memset(p, 0x5a, a->unit_bytes(h.pool()));
+    EXPECT_TRUE(seen.insert(p).second);
+  }
+  for (Handle h : hs) a->Free(h);
+  EXPECT_EQ(a->stats(Pool::kKvPage).used_units, 0u);
+}
+
+TEST(AvmpAllocatorTest, MigratesCapacityUnderPressure) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  std::vector<Handle> ssm;
+  for (int i = 0; i < 8; ++i) ssm.push_back(*a->Allocate(Pool::kSsmBlock));
+  // The SSM pool is full; the KV pool is entirely free, so capacity moves.
+  auto h = a->Allocate(Pool::kSsmBlock);
+  ASSERT_TRUE(h.ok()) << h.status();
+  AllocatorStats s = a->allocator_stats();
+  EXPECT_EQ(s.migrations, 1u);
+  // batch 4 SSM blocks = 4 granules, within half of the 8 free KV granules.
+  EXPECT_EQ(s.bytes_migrated, 4u * 4096);
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).capacity_units, 12u);
+  EXPECT_EQ(a->stats(Pool::kKvPage).capacity_units, 16u);
+  EXPECT_EQ(s.pools[1].oom_events, 0u);
+  EXPECT_EQ(s.reserved_bytes, 16u * 4096);  // still 1.0× the budget
+  // The moved memory is usable by its new owner.
+  std::memset(a->Resolve(*h), 1, 4096);
+}
+
+TEST(AvmpAllocatorTest, RefusesWhenNeitherPoolHasSlack) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  std::vector<Handle> kv, ssm;
+  for (int i = 0; i < 8; ++i) ssm.push_back(*a->Allocate(Pool::kSsmBlock));
+  // Use 80% of the KV pool (free fraction 0.2 < 0.3): no donor.
+  for (int i = 0; i < 26; ++i) kv.push_back(*a->Allocate(Pool::kKvPage));
+  auto h = a->Allocate(Pool::kSsmBlock);
+  EXPECT_EQ(h.status().code(), absl::StatusCode::kResourceExhausted);
+  AllocatorStats s = a->allocator_stats();
+  EXPECT_EQ(s.migrations, 0u);
+  EXPECT_EQ(s.pools[1].oom_events, 1u);
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).capacity_units, 8u);
+}
+
+TEST(AvmpAllocatorTest, LiveUnitsPinTheirGranules) {
+  // The KV pool is 40% used, so it has slack, but one live page in every granule means no
+  // granule can move without copying: the migration is aborted.
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  std::vector<Handle> kv;
+  for (int i = 0; i < 32; ++i) kv.push_back(*a->Allocate(Pool::kKvPage));
+  for (int i = 0; i < 32; ++i) {
+    if (i % 4 != 0 && i % 4 != 1) a->Free(kv[i]);
+  }
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_FALSE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_EQ(a->allocator_stats().migrations_aborted, 1u);
+}
+
+TEST(AvmpAllocatorTest, StaticSplitNeverMigrates) {
+  AvmpConfig c = SmallConfig();
+  c.dynamic = false;
+  auto a = *AvmpAllocator::Create(c);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_FALSE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_EQ(a->allocator_stats().migrations, 0u);
+}
+
+TEST(AvmpAllocatorTest, MigrationIsThrottledByOperationCount) {
+  AvmpConfig c = SmallConfig();
+  c.min_rebalance_interval_ops = 100;
+  c.migration_batch_size = 1;
+  auto a = *AvmpAllocator::Create(c);
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());  // 1 migration
+  EXPECT_EQ(a->allocator_stats().migrations, 1u);
+  EXPECT_FALSE(a->Allocate(Pool::kSsmBlock).ok());  // too soon
+  for (int i = 0; i < 50; ++i) a->Free(*a->Allocate(Pool::kKvPage));  // 100 operations
+  EXPECT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_EQ(a->allocator_stats().migrations, 2u);
+}
+
+TEST(AvmpAllocatorDeathTest, DoubleFreeIsCaught) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  Handle h = *a->Allocate(Pool::kKvPage);
+  a->Free(h);
+  EXPECT_DEATH(a->Free(h), "double free");
+}
+
+TEST(AvmpAllocatorTest, RandomOperationsAreDeterministicAndConsistent) {
+  auto run = [](uint64_t seed) -> std::vector<uint64_t> {
+    AvmpConfig c = SmallConfig();
+    c.budget_bytes = 64 * 4096;
+    c.backing = BackingKind::kAccounting;
+    c.min_rebalance_interval_ops = 7;
+    auto a = *AvmpAllocator::Create(c);
+    std::mt19937_64 rng(seed);
+    std::vector<Handle> live[2];
+    std::set<uint32_t> raw;
+    for (int step = 0; step < 20000; ++step) {
+      const int p = rng() % 3 == 0 ? 1 : 0;
+      if (rng() % 2 == 0 || live[p].empty()) {
+        auto h = a->Allocate(Pool(p));
+        if (h.ok()) {
+          EXPECT_TRUE(raw.insert(h->raw()).second) << "handle given out twice";
+          live[p].push_back(*h);
+        }
+      } else {
+        size_t i = rng() % live[p].size();
+        raw.erase(live[p][i].raw());
+        a->Free(live[p][i]);
+        live[p][i] = live[p].back();
+        live[p].pop_back();
+      }
+      for (int q = 0; q < 2; ++q) {
+        PoolStats s = a->stats(Pool(q));
+        EXPECT_EQ(s.used_units, live[q].size());
+        EXPECT_LE(s.used_units, s.capacity_units);
+      }
+      EXPECT_EQ(a->granules(Pool::kKvPage) + a->granules(Pool::kSsmBlock), a->num_granules());
+      if (::testing::Test::HasFailure()) return {};
+    }
+    AllocatorStats s = a->allocator_stats();
+    return std::vector<uint64_t>{s.migrations, s.bytes_migrated, s.pools[0].oom_events,
+                                 s.pools[1].oom_events, s.pools[0].capacity_units};
+  };
+  auto first = run(7);
+  EXPECT_EQ(first, run(7));
+  EXPECT_GT(first[0], 0u);
+}
+
+TEST(BaselineAllocatorTest, FixedDualUsesSglangsRatio) {
+  auto a = *FixedDualAllocator::Create({.kv_page_bytes = 1024,
+                                        .ssm_block_bytes = 4096,
+                                        .budget_bytes = 190 * 4096,
+                                        .mamba_full_memory_ratio = 0.9,
+                                        .backing = BackingKind::kAccounting});
+  // SSM share = 0.9 / 1.9 ≈ 47%, not 90%.
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).capacity_units, 90u);
+  EXPECT_EQ(a->stats(Pool::kKvPage).capacity_units, 400u);
+  for (int i = 0; i < 90; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_FALSE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).oom_events, 1u);
+}
+
+TEST(BaselineAllocatorTest, PaddedUnifiedPadsEverySlotToTheStateSize) {
+  auto a = *PaddedUnifiedAllocator::Create({.kv_page_bytes = 1000,
+                                            .ssm_block_bytes = 4000,
+                                            .budget_bytes = 10 * 4032,
+                                            .backing = BackingKind::kHost});
+  EXPECT_EQ(a->kv_pages_per_slot(), 4u);
+  EXPECT_EQ(a->slot_bytes(), 4032u);
+  EXPECT_EQ(a->unit_bytes(Pool::kKvPage), 4000u);
+  std::vector<Handle> hs;
+  for (int i = 0; i < 6; ++i) hs.push_back(*a->Allocate(Pool::kKvPage));
+  for (int i = 0; i < 4; ++i) hs.push_back(*a->Allocate(Pool::kSsmBlock));
+  EXPECT_FALSE(a->Allocate(Pool::kKvPage).ok());
+  for (Handle h : hs) std::memset(a->Resolve(h), 3, a->unit_bytes(h.pool()));
+  for (Handle h : hs) a->Free(h);
+  EXPECT_EQ(a->stats(Pool::kKvPage).used_units + a->stats(Pool::kSsmBlock).used_units, 0u);
+}
+
+TEST(AllocatorFactoryTest, ParsesNames) {
+  ModelSpec spec = *ModelSpec::Builtin("jamba-1.5-mini");
+  AllocatorOptions o{.budget_bytes = size_t{1} << 30};
+  for (const char* name : {"padded-unified", "fixed-dual:0.9", "avmp-static:0.5", "avmp-dynamic"}) {
+    auto a = CreateAllocator(name, spec, o);
+    ASSERT_TRUE(a.ok()) << name << ": " << a.status();
+    EXPECT_LE(a->allocator->allocator_stats().reserved_bytes, o.budget_bytes) << name;
+  }
+  EXPECT_EQ(CreateAllocator("fixed-dual:x", spec, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateAllocator("buddy", spec, o).status().code(), absl::StatusCode::kInvalidArgument);
+  auto padded = *CreateAllocator("padded-unified", spec, o);
+  // 16 MB of state / 256 KiB pages: 62 pages per slot.
+  EXPECT_EQ(padded.kv_page_tokens, 16u * 62);
+}
+
+}  // namespace
+}  // namespace tandem::cache
