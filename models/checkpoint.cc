@@ -241,7 +241,7 @@ absl::StatusOr<Checkpoint::Entry> Checkpoint::FindChecked(
   const std::vector<int64_t>& shape = entry->info->shape;
   if (!std::equal(shape.begin(), shape.end(), expected_shape.begin(), expected_shape.end())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        entry->file->path(), ": tensor ", Quote(name), ": expected shape ",
+        entry->file->path(), ": tensor ", Quote(name), ": shape mismatch: expected ",
         ShapeToString(expected_shape), ", found ", ShapeToString(shape)));
   }
   return entry;
