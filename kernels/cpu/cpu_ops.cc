@@ -22,7 +22,7 @@ constexpr int64_t kSerialMacs = 64 * 1024;
 
 // Rows of x up to which our own kernel beats OpenBLAS (GEMV and small-batch decode); measured by
 // bench/kernels/linear_bench.cc on the development machine.
-constexpr int64_t kOwnMaxRows = 8;
+constexpr int64_t kOwnMaxRows = 32;
 
 }  // namespace
 

@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <cblas.h>
+
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/fast_math.h"
 #include "kernels/scalar_math.h"
 
 namespace tandem::kernels {
@@ -128,23 +131,18 @@ void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a)
 
 // ---- Mamba-2 SSD ----------------------------------------------------------------------------
 //
-// Per head, the tokens are cut into chunks of Q = chunk_size. With a_t = dt_t·A (log-decay),
+// Tokens are cut into chunks of Q = chunk_size. Per head, with a_t = dt_t·A (log-decay),
 // cum_i = Σ_{τ≤i} a_τ inside the chunk and x̃_j = dt_j·x_j:
-//   Y[i]  = Σ_{j≤i} (C_i·B_j)·exp(cum_i − cum_j)·x̃_j      intra-chunk (masked CBᵀ times x̃)
+//   Y[i]  = Σ_{j≤i} (C_i·B_j)·exp(cum_i − cum_j)·x̃_j      intra-chunk: (CBᵀ ∘ decay mask) · x̃
 //         + exp(cum_i)·(C_i · S_prev)                       inter-chunk, from the passed state
 //         + D·x_i
 //   S_new = exp(cum_{L-1})·S_prev + Σ_j exp(cum_{L-1} − cum_j)·x̃_j ⊗ B_j     state passing
-// Heads are independent, so the pool splits heads and each head walks its chunks in order. A
-// snapshot strictly inside a chunk rolls the chunk's starting state forward token by token.
+// Chunks run in order. Per chunk, phase 1 computes CBᵀ once per group (shared by the group's
+// heads), phase 2 runs the heads in parallel; the four products per head are single-threaded
+// sgemm calls. The state buffer holds S at chunk boundaries; a snapshot strictly inside a chunk
+// rolls the chunk's starting state forward with the recurrent step.
 
 namespace {
-
-struct SsdHeadScratch {
-  float* dt;   // [Q]
-  float* cum;  // [Q]
-  float* xt;   // [Q, P]  x̃
-  float* m;    // [Q, Q]  masked, decayed C·Bᵀ
-};
 
 // One recurrent step for one head: s[P,N] ← decay·s + dt·x ⊗ b.
 inline void SsdStep(float* __restrict s, int64_t P, int64_t N, float decay, float dt,
@@ -157,109 +155,112 @@ inline void SsdStep(float* __restrict s, int64_t P, int64_t N, float decay, floa
   }
 }
 
+struct SsdSlot {
+  float* dt;   // [Q]
+  float* cum;  // [Q]
+  float* xt;   // [Q, P]  x̃, later rescaled for the state update
+  float* m;    // [Q, Q]  masked, decayed CBᵀ
+  float* cs;   // [Q, P]  C·S_prevᵀ
+};
+
+// Row blocks of CBᵀ per task in phase 1.
+constexpr int64_t kCbRows = 32;
+
 }  // namespace
 
 void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
-  const int64_t T = a.tokens, H = a.heads, P = a.head_dim, N = a.state_size;
+  const int64_t T = a.tokens, H = a.heads, P = a.head_dim, N = a.state_size, G = a.groups;
   const int64_t Q = std::max<int64_t>(1, std::min<int64_t>(a.chunk_size, T));
-  const int64_t heads_per_group = H / a.groups;
+  const int64_t heads_per_group = H / G;
   const int64_t slots = std::min<int64_t>(H, pool_.size());
-  SsdHeadScratch* scratch = ws.Array<SsdHeadScratch>(slots);
+  float* cb = ws.Floats(G * Q * Q);  // CBᵀ of the current chunk, per group
+  SsdSlot* slot_mem = ws.Array<SsdSlot>(slots);
   for (int64_t s = 0; s < slots; ++s) {
-    scratch[s].dt = ws.Floats(Q);
-    scratch[s].cum = ws.Floats(Q);
-    scratch[s].xt = ws.Floats(Q * P);
-    scratch[s].m = ws.Floats(Q * Q);
+    slot_mem[s] = {ws.Floats(Q), ws.Floats(Q), ws.Floats(Q * P), ws.Floats(Q * Q), ws.Floats(Q * P)};
   }
-  pool_.ForEach(H, [&](int64_t slot, int64_t h) {
-    SsdHeadScratch& sc = scratch[slot];
-    const int64_t g = h / heads_per_group;
-    const float A = a.a[h], Dh = a.d[h];
-    float* __restrict S = a.state + h * P * N;
-    size_t next = 0;
-    auto snapshot_dst = [&](size_t i) { return a.snapshots[i].dst + h * P * N; };
-    while (next < a.snapshots.size() && a.snapshots[next].after_tokens == 0) {
-      std::memcpy(snapshot_dst(next++), S, P * N * sizeof(float));
-    }
-    for (int64_t t0 = 0; t0 < T; t0 += Q) {
-      const int64_t L = std::min(Q, T - t0);
+  for (const StateSnapshot& snap : a.snapshots) {
+    if (snap.after_tokens == 0) std::memcpy(snap.dst, a.state, H * P * N * sizeof(float));
+  }
+  for (int64_t t0 = 0; t0 < T; t0 += Q) {
+    const int64_t L = std::min(Q, T - t0);
+    const int64_t row_blocks = (L + kCbRows - 1) / kCbRows;
+    // Phase 1: CBᵀ, lower triangle by row blocks (rows [i0, i1) need columns [0, i1)).
+    pool_.Run(G * row_blocks, [&](int64_t task) {
+      const int64_t g = task / row_blocks, i0 = (task % row_blocks) * kCbRows;
+      const int64_t i1 = std::min(L, i0 + kCbRows);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, N, 1.0f,
+                  a.c + (t0 + i0) * a.ld_c + g * N, a.ld_c, a.b + t0 * a.ld_b + g * N, a.ld_b,
+                  0.0f, cb + g * Q * Q + i0 * Q, Q);
+    });
+    // Phase 2: the heads.
+    pool_.ForEach(H, [&](int64_t slot, int64_t h) {
+      SsdSlot& sc = slot_mem[slot];
+      const int64_t g = h / heads_per_group;
+      const float A = a.a[h], Dh = a.d[h];
+      float* __restrict S = a.state + h * P * N;
       const float* bptr = a.b + t0 * a.ld_b + g * N;
       const float* cptr = a.c + t0 * a.ld_c + g * N;
-      // Discretisation and the in-chunk cumulative log-decay.
+      const float* xptr = a.x + t0 * a.ld_x + h * P;
+      float* yptr = a.y + t0 * a.ld_y + h * P;
       float run = 0.0f;
       for (int64_t i = 0; i < L; ++i) {
         const float dt = SsdDt(a.dt[(t0 + i) * a.ld_dt + h], a.dt_bias[h], a.dt_min, a.dt_max);
         sc.dt[i] = dt;
         run += dt * A;
         sc.cum[i] = run;
-        const float* __restrict xi = a.x + (t0 + i) * a.ld_x + h * P;
+        const float* __restrict xi = xptr + i * a.ld_x;
         float* __restrict xti = sc.xt + i * P;
+#pragma omp simd
         for (int64_t p = 0; p < P; ++p) xti[p] = dt * xi[p];
       }
-      // Snapshots strictly inside this chunk: roll the chunk's starting state forward.
-      while (next < a.snapshots.size() && a.snapshots[next].after_tokens < t0 + L) {
-        float* dst = snapshot_dst(next);
+      for (const StateSnapshot& snap : a.snapshots) {
+        if (snap.after_tokens <= t0 || snap.after_tokens >= t0 + L) continue;
+        float* dst = snap.dst + h * P * N;
         std::memcpy(dst, S, P * N * sizeof(float));
-        for (int64_t i = 0; i < a.snapshots[next].after_tokens - t0; ++i) {
-          SsdStep(dst, P, N, std::exp(sc.dt[i] * A), sc.dt[i], a.x + (t0 + i) * a.ld_x + h * P,
+        for (int64_t i = 0; i < snap.after_tokens - t0; ++i) {
+          SsdStep(dst, P, N, std::exp(sc.dt[i] * A), sc.dt[i], xptr + i * a.ld_x,
                   bptr + i * a.ld_b);
         }
-        // Later snapshots in the same chunk restart from S; chunks are short, so this is cheap.
-        ++next;
       }
-      // M[i][j] = (C_i·B_j)·exp(cum_i − cum_j) for j ≤ i.
+      // M = CBᵀ ∘ exp(cum_i − cum_j), zero above the diagonal.
+      const float* cbg = cb + g * Q * Q;
       for (int64_t i = 0; i < L; ++i) {
-        const float* __restrict ci = cptr + i * a.ld_c;
+        const float* __restrict gi = cbg + i * Q;
         float* __restrict mi = sc.m + i * Q;
-        for (int64_t j = 0; j <= i; ++j) {
-          const float* __restrict bj = bptr + j * a.ld_b;
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t n = 0; n < N; ++n) dot += ci[n] * bj[n];
-          mi[j] = dot * std::exp(sc.cum[i] - sc.cum[j]);
-        }
+        const float ci = sc.cum[i];
+        const float* __restrict cum = sc.cum;
+#pragma omp simd
+        for (int64_t j = 0; j <= i; ++j) mi[j] = gi[j] * FastExp(ci - cum[j]);
+        for (int64_t j = i + 1; j < L; ++j) mi[j] = 0.0f;
       }
-      // Outputs: inter-chunk term from S_prev, then the intra-chunk sum and the skip.
+      // Y = M·x̃ ; CS = C·S_prevᵀ ; Y += exp(cum_i)·CS + D·x.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, P, L, 1.0f, sc.m, Q, sc.xt, P,
+                  0.0f, yptr, a.ld_y);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, P, N, 1.0f, cptr, a.ld_c, S, N,
+                  0.0f, sc.cs, P);
       for (int64_t i = 0; i < L; ++i) {
-        const float* __restrict ci = cptr + i * a.ld_c;
-        const float* __restrict xi = a.x + (t0 + i) * a.ld_x + h * P;
-        float* __restrict yi = a.y + (t0 + i) * a.ld_y + h * P;
-        const float decay_in = std::exp(sc.cum[i]);
-        for (int64_t p = 0; p < P; ++p) {
-          const float* __restrict sp = S + p * N;
-          float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t n = 0; n < N; ++n) dot += sp[n] * ci[n];
-          yi[p] = decay_in * dot + Dh * xi[p];
-        }
-        const float* __restrict mi = sc.m + i * Q;
-        for (int64_t j = 0; j <= i; ++j) {
-          const float mij = mi[j];
-          const float* __restrict xtj = sc.xt + j * P;
+        const float decay_in = FastExp(sc.cum[i]);
+        const float* __restrict csi = sc.cs + i * P;
+        const float* __restrict xi = xptr + i * a.ld_x;
+        float* __restrict yi = yptr + i * a.ld_y;
 #pragma omp simd
-          for (int64_t p = 0; p < P; ++p) yi[p] += mij * xtj[p];
-        }
+        for (int64_t p = 0; p < P; ++p) yi[p] += decay_in * csi[p] + Dh * xi[p];
       }
-      // State passing: S ← exp(cum_last)·S + Σ_j exp(cum_last − cum_j)·x̃_j ⊗ B_j.
+      // S ← exp(cum_last)·S + (exp(cum_last − cum_j)·x̃_j)ᵀ · B.
       const float cum_last = sc.cum[L - 1];
-      const float decay_all = std::exp(cum_last);
-      for (int64_t j = 0; j < L; ++j) sc.dt[j] = std::exp(cum_last - sc.cum[j]);  // reuse dt
-      for (int64_t p = 0; p < P; ++p) {
-        float* __restrict sp = S + p * N;
+      for (int64_t j = 0; j < L; ++j) {
+        const float w = FastExp(cum_last - sc.cum[j]);
+        float* __restrict xtj = sc.xt + j * P;
 #pragma omp simd
-        for (int64_t n = 0; n < N; ++n) sp[n] *= decay_all;
-        for (int64_t j = 0; j < L; ++j) {
-          const float w = sc.dt[j] * sc.xt[j * P + p];
-          const float* __restrict bj = bptr + j * a.ld_b;
-#pragma omp simd
-          for (int64_t n = 0; n < N; ++n) sp[n] += w * bj[n];
-        }
+        for (int64_t p = 0; p < P; ++p) xtj[p] *= w;
       }
-      while (next < a.snapshots.size() && a.snapshots[next].after_tokens == t0 + L) {
-        std::memcpy(snapshot_dst(next++), S, P * N * sizeof(float));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, P, N, L, 1.0f, sc.xt, P, bptr, a.ld_b,
+                  FastExp(cum_last), S, N);
+      for (const StateSnapshot& snap : a.snapshots) {
+        if (snap.after_tokens == t0 + L) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
       }
-    }
-  });
+    });
+  }
 }
 
 void CpuOps::SsdStateUpdate(const SsdScanArgs& a) {
