@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace tandem::kernels {
 
@@ -44,16 +45,20 @@ void CpuOps::Attention(const AttentionArgs& a, Workspace& ws) {
           block_max = std::max(block_max, s[r]);
         }
         const float new_max = std::max(mx[gi], block_max);
-        const float correction = std::exp(mx[gi] - new_max);  // exp(-inf) = 0 on the first block
+        const float correction = FastExp(mx[gi] - new_max);  // exp(-inf) = 0 on the first block
         mx[gi] = new_max;
         float* __restrict ag = acc + gi * dh;
         float block_sum = 0.0f;
         if (correction != 1.0f) {
           for (int64_t i = 0; i < dh; ++i) ag[i] *= correction;
         }
+#pragma omp simd reduction(+ : block_sum)
         for (int64_t r = 0; r < cnt; ++r) {
-          const float p = std::exp(s[r] - new_max);
-          block_sum += p;
+          s[r] = FastExp(s[r] - new_max);
+          block_sum += s[r];
+        }
+        for (int64_t r = 0; r < cnt; ++r) {
+          const float p = s[r];
           const float* __restrict vr = vb + r * dh;
 #pragma omp simd
           for (int64_t i = 0; i < dh; ++i) ag[i] += p * vr[i];

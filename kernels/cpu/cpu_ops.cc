@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/scalar_math.h"
 
@@ -61,6 +62,7 @@ void CpuOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, co
       const float* __restrict xr = x + r * ld_x;
       float* __restrict o = out + r * ld_out;
       float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
       for (int64_t c = 0; c < dim; ++c) ss += xr[c] * xr[c];
       const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
       for (int64_t c = 0; c < dim; ++c) o[c] = weight[c] * (xr[c] * inv);
@@ -78,11 +80,13 @@ void CpuOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t 
       const float* __restrict zr = z + r * ld_z;
       float* __restrict o = out + r * ld_out;
       // The gated values go to `out` first, then are normalised in place.
-      for (int64_t c = 0; c < dim; ++c) o[c] = yr[c] * Silu(zr[c]);
+#pragma omp simd
+      for (int64_t c = 0; c < dim; ++c) o[c] = yr[c] * FastSilu(zr[c]);
       for (int32_t g = 0; g < groups; ++g) {
         float* __restrict v = o + g * gsize;
         const float* __restrict wg = weight + g * gsize;
         float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
         for (int64_t c = 0; c < gsize; ++c) ss += v[c] * v[c];
         const float inv = 1.0f / std::sqrt(ss / static_cast<float>(gsize) + eps);
         for (int64_t c = 0; c < gsize; ++c) v[c] = wg[c] * (v[c] * inv);
@@ -126,7 +130,8 @@ void CpuOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate,
       const float* u = up + r * ld_up;
       float* o = out + r * ld_out;
       if (act == Activation::kSilu) {
-        for (int64_t c = 0; c < cols; ++c) o[c] = Silu(g[c]) * u[c];
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) o[c] = FastSilu(g[c]) * u[c];
       } else {
         for (int64_t c = 0; c < cols; ++c) o[c] = Gelu(g[c]) * u[c];
       }

@@ -24,29 +24,48 @@ void CpuOps::CausalConv1d(const CausalConvArgs& a) {
   const int64_t C = a.channels, K = a.kernel, T = a.tokens, S = K - 1;
   // Row r of the virtual window [state ‖ u] (r < K-1: state row, else token r-(K-1)).
   auto row = [&](int64_t r) { return r < S ? a.state + r * C : a.u + (r - S) * a.ld_u; };
+  constexpr int64_t kMaxK = 8;
   pool_.ParallelFor(C, kChannelBlock, [&](int64_t c0, int64_t c1) {
     // Snapshots and outputs read the incoming state, so it is overwritten last.
     for (const StateSnapshot& snap : a.snapshots) {
       for (int64_t r = 0; r < S; ++r) {
-        std::memcpy(snap.dst + r * C + c0, row(snap.after_tokens + r) + c0, (c1 - c0) * sizeof(float));
+        std::memcpy(snap.dst + r * C + c0, row(snap.after_tokens + r) + c0,
+                    (c1 - c0) * sizeof(float));
       }
     }
-    constexpr int64_t kMaxK = 8;
-    for (int64_t t = 0; t < T; ++t) {
-      float* __restrict o = a.out + t * a.ld_out;
-      const float* rows[kMaxK];
-      if (K <= kMaxK) {
-        for (int64_t k = 0; k < K; ++k) rows[k] = row(t + k);
-        for (int64_t c = c0; c < c1; ++c) {
-          float s = a.bias != nullptr ? a.bias[c] : 0.0f;
-          for (int64_t k = 0; k < K; ++k) s += a.weight[c * K + k] * rows[k][c];
-          o[c] = a.silu ? Silu(s) : s;
+    // Weights transposed to [K, block] so the channel loop is contiguous (vectorises).
+    float wt[kMaxK * kChannelBlock];
+    for (int64_t cb = c0; cb < c1; cb += kChannelBlock) {
+      const int64_t ce = std::min(c1, cb + kChannelBlock), w = ce - cb;
+      if (K > kMaxK) {
+        for (int64_t t = 0; t < T; ++t) {
+          for (int64_t c = cb; c < ce; ++c) {
+            float s = a.bias != nullptr ? a.bias[c] : 0.0f;
+            for (int64_t k = 0; k < K; ++k) s += a.weight[c * K + k] * row(t + k)[c];
+            a.out[t * a.ld_out + c] = a.silu ? Silu(s) : s;
+          }
         }
-      } else {
-        for (int64_t c = c0; c < c1; ++c) {
-          float s = a.bias != nullptr ? a.bias[c] : 0.0f;
-          for (int64_t k = 0; k < K; ++k) s += a.weight[c * K + k] * row(t + k)[c];
-          o[c] = a.silu ? Silu(s) : s;
+        continue;
+      }
+      for (int64_t k = 0; k < K; ++k) {
+        for (int64_t c = 0; c < w; ++c) wt[k * kChannelBlock + c] = a.weight[(cb + c) * K + k];
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        float* __restrict o = a.out + t * a.ld_out + cb;
+        if (a.bias != nullptr) {
+          std::memcpy(o, a.bias + cb, w * sizeof(float));
+        } else {
+          std::fill(o, o + w, 0.0f);
+        }
+        for (int64_t k = 0; k < K; ++k) {
+          const float* __restrict in = row(t + k) + cb;
+          const float* __restrict wk = wt + k * kChannelBlock;
+#pragma omp simd
+          for (int64_t c = 0; c < w; ++c) o[c] += wk[c] * in[c];
+        }
+        if (a.silu) {
+#pragma omp simd
+          for (int64_t c = 0; c < w; ++c) o[c] = FastSilu(o[c]);
         }
       }
     }
@@ -54,14 +73,16 @@ void CpuOps::CausalConv1d(const CausalConvArgs& a) {
     // is safe in increasing order because the source row index is ≥ the destination's.
     for (int64_t r = 0; r < S; ++r) {
       const float* src = row(T + r);
-      if (src != a.state + r * C) std::memmove(a.state + r * C + c0, src + c0, (c1 - c0) * sizeof(float));
+      if (src != a.state + r * C) {
+        std::memmove(a.state + r * C + c0, src + c0, (c1 - c0) * sizeof(float));
+      }
     }
   });
 }
 
 void CpuOps::CausalConv1dStep(const CausalConvArgs& a) {
   const int64_t C = a.channels, K = a.kernel, S = K - 1;
-  pool_.ParallelFor(C, 512, [&](int64_t c0, int64_t c1) {
+  pool_.ParallelFor(C, 4096, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const float* w = a.weight + c * K;
       const float u = a.u[c];
@@ -89,7 +110,8 @@ void CpuOps::CausalConv1dStep(const CausalConvArgs& a) {
 
 void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
   const int64_t D = a.inner, N = a.state_size, T = a.tokens;
-  const int64_t grain = T == 1 ? 256 : 16;
+  // At least ~16K (channel, state) updates per task, so decode steps do not pay for wake-ups.
+  const int64_t grain = std::max<int64_t>(16, 16384 / std::max<int64_t>(1, N * T));
   pool_.ParallelFor(D, grain, [&](int64_t d0, int64_t d1) {
     size_t next = 0;
     auto emit = [&](int64_t done) {
@@ -114,12 +136,12 @@ void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
         float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
         for (int64_t n = 0; n < N; ++n) {
-          const float hn = std::exp(dt * ad[n]) * h[n] + dtu * bt[n];
+          const float hn = FastExp(dt * ad[n]) * h[n] + dtu * bt[n];
           h[n] = hn;
           acc += hn * ct[n];
         }
         float y = acc + a.d[d] * u;
-        if (a.z != nullptr) y *= Silu(a.z[t * a.ld_z + d]);
+        if (a.z != nullptr) y *= FastSilu(a.z[t * a.ld_z + d]);
         yt[d] = y;
       }
       emit(t + 1);
@@ -266,7 +288,8 @@ void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
 void CpuOps::SsdStateUpdate(const SsdScanArgs& a) {
   const int64_t H = a.heads, P = a.head_dim, N = a.state_size;
   const int64_t heads_per_group = H / a.groups;
-  pool_.ParallelFor(H, 1, [&](int64_t h0, int64_t h1) {
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, P * N));
+  pool_.ParallelFor(H, grain, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       const int64_t g = h / heads_per_group;
       const float* __restrict b = a.b + g * N;
