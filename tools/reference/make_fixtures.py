@@ -52,6 +52,9 @@ VOCAB = 1024
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 FIRST_PROMPT_ID = 3  # prompts never contain pad/bos/eos
 GREEDY_STEPS = 8
+# Max |logit| difference accepted between the prefill references and transformers' own
+# token-by-token cached decode of the same prompt (float32 rounding only; logits are O(10)).
+STEPWISE_TOLERANCE = 1e-3
 PROMPT_SEED = 20260101
 
 # Prompt lengths. Mamba-2 chunk size is 32 in every fixture, so 33 crosses one chunk
@@ -336,8 +339,31 @@ def make_prompts(lengths):
     return {n: pool[n] for n in lengths}
 
 
+ZAMBA2_SINGLE_CHUNK_NOTE = (
+    "Zamba2: transformers 4.57.1's torch prefill (Zamba2MambaMixer.torch_forward) passes SSD "
+    "states between chunks wrongly: it sums the chunk-decay products over the target-chunk axis "
+    "instead of the source-chunk axis (`.sum(dim=2)` where Mamba2's equivalent sums over the source), "
+    "so every prompt longer than chunk_size gets wrong logits (max |diff| of several units here), "
+    "while prompts of <= chunk_size tokens and the single-token decode recurrence are right. "
+    "These references therefore run the mixer with chunk_size raised at run time to cover the whole "
+    "prompt (one chunk, no state passing; config.json keeps chunk_size 32 so an engine's multi-chunk "
+    "SSD is still exercised); they were cross-checked against 4.57.1's own token-by-token cached "
+    "decode (see stepwise_max_abs_diff)."
+)
+
+
+def set_zamba2_chunk(model, seq_len):
+    """Makes the 4.57.1 Zamba2 torch prefill use a single SSD chunk (see ZAMBA2_SINGLE_CHUNK_NOTE)."""
+    chunk = max(32, -(-seq_len // 32) * 32)
+    for m in model.modules():
+        if type(m).__name__ == "Zamba2MambaMixer":
+            m.chunk_size = chunk
+
+
 @torch.no_grad()
-def full_logits(model, ids):
+def full_logits(model, ids, zamba2_single_chunk=True):
+    if zamba2_single_chunk and isinstance(model, Zamba2ForCausalLM):
+        set_zamba2_chunk(model, len(ids))
     input_ids = torch.tensor([ids], dtype=torch.long)
     out = model(input_ids=input_ids, use_cache=False)
     return out.logits[0].float().numpy().astype(np.float32)
@@ -356,6 +382,39 @@ def greedy_no_cache(model, prompt, steps):
         margins.append(float(top2[1] - top2[0]))
         ids.append(tok)
     return tokens, np.stack(rows), margins
+
+
+@torch.no_grad()
+def stepwise_logits(model, ids):
+    """Logits of every position from transformers' own cached path, one token per call.
+
+    An independent oracle for the prefill references: it uses the recurrent single-token
+    decode code (conv-state roll + SSM state update) instead of the chunked/parallel prefill.
+    """
+    cfg = model.config
+    if isinstance(model, JambaForCausalLM):
+        from transformers.models.jamba.modeling_jamba import HybridMambaAttentionDynamicCache as Cache
+
+        cache_kw = "past_key_values"
+    elif isinstance(model, Zamba2ForCausalLM):
+        from transformers.models.zamba2.modeling_zamba2 import Zamba2HybridDynamicCache as Cache
+
+        cache_kw = "past_key_values"
+    else:
+        from transformers.models.mamba2.modeling_mamba2 import Mamba2Cache as Cache
+
+        cache_kw = "cache_params"
+    cache = Cache(cfg, 1, dtype=torch.float32, device="cpu")
+    rows = []
+    for t, tok in enumerate(ids):
+        out = model(
+            input_ids=torch.tensor([[tok]], dtype=torch.long),
+            use_cache=True,
+            cache_position=torch.tensor([t], dtype=torch.long),
+            **{cache_kw: cache},
+        )
+        rows.append(out.logits[0, -1].float().numpy())
+    return np.stack(rows).astype(np.float32)
 
 
 def load_float32(cls, model_dir):
@@ -457,6 +516,9 @@ def generate(name, spec):
         assert logits.shape == (n, VOCAB) and np.isfinite(logits).all()
         tokens, rows, margins = greedy_no_cache(ref, ids, GREEDY_STEPS)
         assert np.array_equal(rows[0], logits[-1])
+        stepwise = stepwise_logits(ref, ids)
+        step_diff = float(np.abs(stepwise - logits).max())
+        assert step_diff < STEPWISE_TOLERANCE, f"{name} {case}: prefill vs cached decode differ by {step_diff}"
         np.save(os.path.join(ref_dir, f"{case}.prefill_logits.npy"), logits)
         np.save(os.path.join(ref_dir, f"{case}.greedy_logits.npy"), rows)
         cases.append(
@@ -469,9 +531,14 @@ def generate(name, spec):
                 "greedy_logits_file": f"{case}.greedy_logits.npy",
                 "greedy_logits_shape": [GREEDY_STEPS, VOCAB],
                 "greedy_min_top2_margin": min(margins),
+                "stepwise_max_abs_diff": step_diff,
             }
         )
-        print(f"   {case}: greedy {tokens} (min top-2 margin {min(margins):.3g})", flush=True)
+        print(
+            f"   {case}: greedy {tokens} (min top-2 margin {min(margins):.3g}, "
+            f"prefill vs cached decode {step_diff:.2g})",
+            flush=True,
+        )
 
     cfg = ref.config
     notes = [
@@ -480,6 +547,9 @@ def generate(name, spec):
         "greedy_ids: argmax of the last logits row; every step re-runs the full forward over "
         "prompt + tokens so far with use_cache=False (no KV/SSM cache is involved); EOS does not stop it.",
         "greedy logits row 0 equals the last row of the prefill logits.",
+        "stepwise_max_abs_diff: max |difference| between the prefill logits and transformers' own "
+        "token-by-token cached decode of the same prompt (an independent check of the reference; it "
+        "also shows the float32 noise level to expect between two correct implementations).",
     ]
     extra = {}
     if spec["cls"] is Zamba2ForCausalLM:
@@ -491,6 +561,8 @@ def generate(name, spec):
             "heads have softplus values below time_step_min, so parity needs zamba2_dt_min_clamp=time_step_min."
         )
         notes.append("Zamba2 gated RMSNorm is grouped (mamba_ngroups groups of din/ngroups channels).")
+        notes.append(ZAMBA2_SINGLE_CHUNK_NOTE)
+        extra["ssd_chunking_of_reference"] = "single chunk covering the prompt (4.57.1 multi-chunk bug)"
     if spec["cls"] is Mamba2ForCausalLM:
         extra["time_step_limit"] = list(cfg.time_step_limit)
         notes.append(
