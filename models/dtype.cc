@@ -55,18 +55,20 @@ inline uint16_t LoadU16(const uint8_t* p) {
   return v;
 }
 
-// Branch-free so the bulk loop vectorises: each case is computed and one is selected.
+// Branch-free (masks, not ternaries, which GCC turns into jumps) so the bulk loop vectorises:
+// every case is computed and one is selected.
 inline uint32_t F16BitsToF32Bits(uint32_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;
   const uint32_t magnitude = h & 0x7fffu;  // exponent and mantissa
   // Normal numbers: move the fields into place and rebias the exponent (15 -> 127).
   uint32_t normal = (magnitude << 13) + ((127u - 15u) << 23);
   // Inf / NaN (exponent all ones): the rebias must land on exponent 255, keeping the payload.
-  normal = magnitude >= 0x7c00u ? normal + ((128u - 16u) << 23) : normal;
+  const uint32_t inf_nan_mask = 0u - static_cast<uint32_t>(magnitude >= 0x7c00u);
+  normal += inf_nan_mask & ((128u - 16u) << 23);
   // Zero and subnormals: the value is mantissa * 2^-24, exact in fp32.
-  const float sub = static_cast<float>(magnitude) * 0x1p-24f;
-  const uint32_t sub_bits = std::bit_cast<uint32_t>(sub);
-  return sign | (magnitude < 0x0400u ? sub_bits : normal);
+  const float sub = static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f;
+  const uint32_t sub_mask = 0u - static_cast<uint32_t>(magnitude < 0x0400u);
+  return sign | (std::bit_cast<uint32_t>(sub) & sub_mask) | (normal & ~sub_mask);
 }
 
 }  // namespace
