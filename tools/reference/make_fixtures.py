@@ -417,6 +417,31 @@ def stepwise_logits(model, ids):
     return np.stack(rows).astype(np.float32)
 
 
+class RoutingGap:
+    """Smallest gap, over all tokens and MoE layers of one forward, between the k-th and the
+    (k+1)-th routing probability: how far the reference is from a top-k tie an engine could
+    resolve differently under float32 rounding."""
+
+    def __init__(self, model):
+        self.min_gap = None
+        self.handles = []
+        for m in model.modules():
+            if type(m).__name__ == "JambaSparseMoeBlock":
+                self.handles.append(m.router.register_forward_hook(self._hook(m.top_k)))
+
+    def _hook(self, k):
+        def hook(module, inputs, output):
+            probs = torch.softmax(output.float(), dim=-1).sort(dim=-1, descending=True).values
+            gap = float((probs[..., k - 1] - probs[..., k]).min())
+            self.min_gap = gap if self.min_gap is None else min(self.min_gap, gap)
+
+        return hook
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
 def load_float32(cls, model_dir):
     model, info = cls.from_pretrained(
         model_dir, torch_dtype=torch.float32, attn_implementation="eager", output_loading_info=True
@@ -512,7 +537,9 @@ def generate(name, spec):
     cases = []
     for n, ids in prompts.items():
         case = f"len{n:03d}"
+        routing = RoutingGap(ref)
         logits = full_logits(ref, ids)
+        routing.close()
         assert logits.shape == (n, VOCAB) and np.isfinite(logits).all()
         tokens, rows, margins = greedy_no_cache(ref, ids, GREEDY_STEPS)
         assert np.array_equal(rows[0], logits[-1])
@@ -534,6 +561,8 @@ def generate(name, spec):
                 "stepwise_max_abs_diff": step_diff,
             }
         )
+        if routing.min_gap is not None:
+            cases[-1]["moe_min_routing_gap"] = routing.min_gap
         print(
             f"   {case}: greedy {tokens} (min top-2 margin {min(margins):.3g}, "
             f"prefill vs cached decode {step_diff:.2g})",
