@@ -37,6 +37,38 @@ inline float FastExp(float x) {
 
 inline float FastSilu(float x) { return x / (1.0f + FastExp(-x)); }
 
+// Natural log of a positive, finite, normal float: exponent split, then
+// log(m) = 2·atanh(s), s = (m − 1)/(m + 1), m ∈ [√½, √2), by an odd series to s⁹.
+inline float FastLog(float y) {
+  const int32_t bits = std::bit_cast<int32_t>(y);
+  int32_t e = ((bits >> 23) & 0xff) - 127;
+  float m = std::bit_cast<float>((bits & 0x7fffff) | 0x3f800000);  // [1, 2)
+  const bool high = m > 1.41421356f;
+  m = high ? m * 0.5f : m;
+  e = high ? e + 1 : e;
+  const float s = (m - 1.0f) / (m + 1.0f);
+  const float s2 = s * s;
+  float poly = 1.0f / 9.0f;
+  poly = poly * s2 + 1.0f / 7.0f;
+  poly = poly * s2 + 1.0f / 5.0f;
+  poly = poly * s2 + 1.0f / 3.0f;
+  const float fe = static_cast<float>(e);
+  return fe * 0.693145751953125f + (2.0f * s + 2.0f * s * s2 * poly) +
+         fe * 1.42860682030941723212e-6f;
+}
+
+// softplus with PyTorch's threshold 20; log1p(e) = log(u)·e/(u − 1), u = 1 + e, stays accurate
+// when e is tiny (Goldberg's trick).
+inline float FastSoftplus(float x) {
+  const float e = FastExp(x);
+  const float u = 1.0f + e;
+  // Every operand is computed unconditionally and merged by selects, so loops vectorise.
+  const float denom = u == 1.0f ? 1.0f : u - 1.0f;
+  const float lp = FastLog(u) * (e / denom);
+  const float r = u == 1.0f ? e : lp;
+  return x > 20.0f ? x : r;
+}
+
 }  // namespace tandem::kernels
 
 #endif  // TANDEM_KERNELS_CPU_FAST_MATH_H_

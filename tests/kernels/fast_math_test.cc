@@ -31,5 +31,24 @@ TEST(FastMathTest, SiluMatchesDefinition) {
   }
 }
 
+TEST(FastMathTest, LogIsAccurate) {
+  double worst = 0.0;
+  for (float y = 1e-30f; y < 1e30f; y *= 1.0137f) {
+    const double want = std::log(static_cast<double>(y));
+    worst = std::max(worst, std::fabs(FastLog(y) - want) / std::max(1.0, std::fabs(want)));
+  }
+  EXPECT_LT(worst, 4e-7);
+}
+
+TEST(FastMathTest, SoftplusMatchesTorchDefinition) {
+  double worst = 0.0;
+  for (float x = -80.0f; x < 30.0f; x += 0.00731f) {
+    const double want = x > 20.0f ? x : std::log1p(std::exp(static_cast<double>(x)));
+    worst = std::max(worst, std::fabs(FastSoftplus(x) - want) / want);
+  }
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_EQ(FastSoftplus(25.0f), 25.0f);
+}
+
 }  // namespace
 }  // namespace tandem::kernels
