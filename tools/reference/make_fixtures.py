@@ -417,6 +417,30 @@ def stepwise_logits(model, ids):
     return np.stack(rows).astype(np.float32)
 
 
+class LayerOutputs:
+    """Residual stream after every decoder layer (before the final norm), for locating the
+    first layer where an engine diverges."""
+
+    def __init__(self, model):
+        base = model.backbone if hasattr(model, "backbone") else model.model
+        self.outputs = [None] * len(base.layers)
+        self.handles = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(base.layers)]
+
+    def _hook(self, i):
+        def hook(module, inputs, output):
+            out = output[0] if isinstance(output, tuple) else output
+            self.outputs[i] = out[0].detach().float().numpy().astype(np.float32)
+
+        return hook
+
+    def stacked(self):
+        return np.stack(self.outputs)
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
 class RoutingGap:
     """Smallest gap, over all tokens and MoE layers of one forward, between the k-th and the
     (k+1)-th routing probability: how far the reference is from a top-k tie an engine could
@@ -535,11 +559,15 @@ def generate(name, spec):
         shutil.rmtree(ref_dir)
     os.makedirs(ref_dir)
     cases = []
+    layer_dump_len = 33 if 33 in prompts else max(prompts)
     for n, ids in prompts.items():
         case = f"len{n:03d}"
         routing = RoutingGap(ref)
+        layers = LayerOutputs(ref) if n == layer_dump_len else None
         logits = full_logits(ref, ids)
         routing.close()
+        if layers is not None:
+            layers.close()
         assert logits.shape == (n, VOCAB) and np.isfinite(logits).all()
         tokens, rows, margins = greedy_no_cache(ref, ids, GREEDY_STEPS)
         assert np.array_equal(rows[0], logits[-1])
@@ -563,6 +591,11 @@ def generate(name, spec):
         )
         if routing.min_gap is not None:
             cases[-1]["moe_min_routing_gap"] = routing.min_gap
+        if layers is not None:
+            stack = layers.stacked()
+            np.save(os.path.join(ref_dir, f"{case}.layer_outputs.npy"), stack)
+            cases[-1]["layer_outputs_file"] = f"{case}.layer_outputs.npy"
+            cases[-1]["layer_outputs_shape"] = list(stack.shape)
         print(
             f"   {case}: greedy {tokens} (min top-2 margin {min(margins):.3g}, "
             f"prefill vs cached decode {step_diff:.2g})",
@@ -576,6 +609,9 @@ def generate(name, spec):
         "greedy_ids: argmax of the last logits row; every step re-runs the full forward over "
         "prompt + tokens so far with use_cache=False (no KV/SSM cache is involved); EOS does not stop it.",
         "greedy logits row 0 equals the last row of the prefill logits.",
+        "layer_outputs (one case per model): float32 [num_layers, T, hidden]; row i is the residual "
+        "stream after decoder layer i (mixer + FFN for Jamba; for Zamba2 hybrid layers, after the "
+        "shared block, linear and mamba), before the final norm; from the same prefill as the logits.",
         "stepwise_max_abs_diff: max |difference| between the prefill logits and transformers' own "
         "token-by-token cached decode of the same prompt (an independent check of the reference; it "
         "also shows the float32 noise level to expect between two correct implementations).",
