@@ -624,6 +624,53 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
   return absl::OkStatus();
 }
 
+absl::Status PrefixCache::CheckVictimChoice() const {
+  const NodeId picked = PickVictim();
+  if (by_time_.empty()) {
+    return picked == kNone ? absl::OkStatus() : absl::InternalError("victim without candidates");
+  }
+  NodeId best = kNone;
+  if (config_.eviction == EvictionPolicy::kLruLeaves) {
+    best = by_time_.begin()->second;
+  } else {
+    const double now = double(clock_) + 1;
+    double r_lo = std::numeric_limits<double>::infinity(), r_hi = -r_lo, e_lo = r_lo, e_hi = -r_lo;
+    for (NodeId id = 0; id < nodes_.size(); ++id) {
+      const Node& n = nodes_[id];
+      if (!n.candidate) continue;
+      const double r = 1.0 / (now - double(n.last_access));
+      r_lo = std::min(r_lo, r);
+      r_hi = std::max(r_hi, r);
+      e_lo = std::min(e_lo, n.efficiency);
+      e_hi = std::max(e_hi, n.efficiency);
+    }
+    double best_score = std::numeric_limits<double>::infinity();
+    for (NodeId id = 0; id < nodes_.size(); ++id) {
+      const Node& n = nodes_[id];
+      if (!n.candidate) continue;
+      const double s = Normalize(1.0 / (now - double(n.last_access)), r_lo, r_hi) +
+                       alpha_ * Normalize(n.efficiency, e_lo, e_hi);
+      if (s < best_score) {
+        best_score = s;
+        best = id;
+      }
+    }
+    if (picked != best) {
+      // Ties may resolve differently; only a strictly better candidate is an error.
+      const Node& p = nodes_[picked];
+      const double ps = Normalize(1.0 / (now - double(p.last_access)), r_lo, r_hi) +
+                        alpha_ * Normalize(p.efficiency, e_lo, e_hi);
+      if (ps > best_score + 1e-12) {
+        return absl::InternalError(absl::StrCat("picked node ", picked, " (score ", ps,
+                                                ") but node ", best, " scores ", best_score));
+      }
+      return absl::OkStatus();
+    }
+  }
+  return picked == best ? absl::OkStatus()
+                        : absl::InternalError(absl::StrCat("picked ", picked, " not ", best));
+}
+
 // ---- Invariants ---------------------------------------------------------------------------
 
 absl::Status PrefixCache::CheckInvariants() const {

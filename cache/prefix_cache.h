@@ -151,6 +151,8 @@ class PrefixCache {
 
   // Checks every structural invariant; returns the first violation (for tests).
   absl::Status CheckInvariants() const;
+  // Compares the eviction choice with a brute-force scan of all candidates (for tests).
+  absl::Status CheckVictimChoice() const;
 
  private:
   using NodeId = uint32_t;

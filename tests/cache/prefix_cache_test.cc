@@ -274,6 +274,32 @@ TEST(PrefixCacheTest, AHitRefreshesOnlyTheAccessedNode) {
   e.cache().Abort(again.lease);
 }
 
+TEST(PrefixCacheTest, FlopAwareEvictionWeighsEfficiencyByAlpha) {
+  // A long sequence saves many FLOPs per byte of its state; a short one few. With α = 0 the
+  // older (long) one goes; with a large α the newer, less efficient (short) one does.
+  for (double alpha : {0.0, 2.0}) {
+    PrefixCacheConfig c;
+    c.alpha = alpha;
+    FakeEngine e(TinyHybrid(), c);
+    const auto long_seq = Range(1, 301);
+    const auto short_seq = Range(5000, 5010);
+    e.Serve(long_seq);
+    e.Serve(short_seq);
+    e.cache().Evict(Pool::kSsmBlock, 1);
+    auto l = e.cache().Lookup(long_seq);
+    auto s = e.cache().Lookup(short_seq);
+    if (alpha == 0) {
+      EXPECT_EQ(l.usable_tokens, 0u);
+      EXPECT_EQ(s.usable_tokens, 10u);
+    } else {
+      EXPECT_EQ(l.usable_tokens, 300u);
+      EXPECT_EQ(s.usable_tokens, 0u);
+    }
+    e.cache().Abort(l.lease);
+    e.cache().Abort(s.lease);
+  }
+}
+
 TEST(PrefixCacheTest, LruLeavesRefreshesThePathAndEvictsLeavesOnly) {
   PrefixCacheConfig c;
   c.eviction = EvictionPolicy::kLruLeaves;
@@ -427,6 +453,9 @@ PropertyResult RunProperty(ModelSpec spec, EvictionPolicy policy, AdmissionPolic
     } else {
       e.cache().Evict(rng() % 2 ? Pool::kKvPage : Pool::kSsmBlock, 1 + rng() % 3);
     }
+    if (step % 3 == 0) e.cache().set_alpha(double(rng() % 5) / 2);
+    const absl::Status victim = e.cache().CheckVictimChoice();
+    EXPECT_TRUE(victim.ok()) << "step " << step << ": " << victim;
     const absl::Status inv = e.cache().CheckInvariants();
     EXPECT_TRUE(inv.ok()) << "step " << step << ": " << inv;
     if (!inv.ok()) return out;
