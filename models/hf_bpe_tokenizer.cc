@@ -1,0 +1,878 @@
+#include "models/hf_bpe_tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <queue>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "models/unicode_utf8.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::models {
+namespace {
+
+using json = nlohmann::json;
+
+#define RETURN_IF_ERROR_(expr)                         \
+  do {                                                 \
+    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
+  } while (0)
+
+// Debian's Abseil has its own string_view type; the flat_hash_maps are looked up through it.
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+struct AddedToken {
+  std::string content;
+  int32_t id = -1;
+  bool special = false;
+  bool lstrip = false;
+  bool rstrip = false;
+  bool single_word = false;
+  bool normalized = false;
+};
+
+struct NormalizerStep {
+  enum Kind { kPrepend, kReplace, kStrip } kind;
+  std::string a, b;  // Prepend: a = prefix. Replace: a -> b.
+  bool left = false, right = false;
+};
+
+enum class PrependScheme { kAlways, kFirst, kNever };
+
+struct Metaspace {
+  std::string replacement = "\xE2\x96\x81";
+  PrependScheme prepend = PrependScheme::kAlways;
+  bool split = true;
+};
+
+struct DecoderStep {
+  enum Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind;
+  std::string a, b;  // Replace: a -> b. Strip: a = content (one character). Metaspace: a = rep.
+  size_t start = 0, stop = 0;
+  PrependScheme prepend = PrependScheme::kAlways;
+};
+
+// A piece of the input after added-token splitting: either an added token or text to
+// normalize, pre-tokenize and run through BPE. `offset` is its byte offset in the input.
+struct Segment {
+  std::string_view text;
+  size_t offset = 0;
+  int32_t added_id = -1;
+};
+
+// Leftmost-longest matching of added tokens, as `tokenizers`' AddedVocabulary does.
+class AddedTokenMatcher {
+ public:
+  void Add(const AddedToken* token) {
+    if (token->content.empty()) return;
+    auto& list = by_first_byte_[static_cast<unsigned char>(token->content[0])];
+    list.push_back(token);
+    std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {
+      return x->content.size() > y->content.size();
+    });
+    empty_ = false;
+  }
+
+  // Splits `text` (at byte `base` of the input) into segments; unmatched text keeps added_id -1.
+  void Split(std::string_view text, size_t base, std::vector<Segment>* out) const {
+    if (empty_) {
+      out->push_back({text, base, -1});
+      return;
+    }
+    size_t last = 0;  // end of the previous match
+    size_t i = 0;
+    while (i < text.size()) {
+      const AddedToken* match = nullptr;
+      for (const AddedToken* t : by_first_byte_[static_cast<unsigned char>(text[i])]) {
+        if (text.compare(i, t->content.size(), t->content) == 0 && SingleWordOk(*t, text, i)) {
+          match = t;
+          break;
+        }
+      }
+      if (match == nullptr) {
+        ++i;
+        continue;
+      }
+      size_t start = i, stop = i + match->content.size();
+      if (match->lstrip) {
+        while (start > last) {
+          size_t p = start - 1;
+          while (p > last && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
+          const size_t n = Utf8SequenceLength(text, p);
+          if (n == 0 || !IsUnicodeWhitespace(DecodeUtf8(text, p, n))) break;
+          start = p;
+        }
+      }
+      if (match->rstrip) {
+        while (stop < text.size()) {
+          const size_t n = Utf8SequenceLength(text, stop);
+          if (n == 0 || !IsUnicodeWhitespace(DecodeUtf8(text, stop, n))) break;
+          stop += n;
+        }
+      }
+      if (start > last) out->push_back({text.substr(last, start - last), base + last, -1});
+      out->push_back({text.substr(start, stop - start), base + start, match->id});
+      last = stop;
+      i = stop;
+    }
+    if (last < text.size()) out->push_back({text.substr(last), base + last, -1});
+  }
+
+ private:
+  // Approximation of `tokenizers`' word test (Unicode alphanumeric or '_'): ASCII letters,
+  // digits, '_' and any non-whitespace non-ASCII character.
+  static bool IsWordChar(std::string_view s, size_t pos, size_t n) {
+    const char32_t c = DecodeUtf8(s, pos, n);
+    if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    return !IsUnicodeWhitespace(c);
+  }
+
+  static bool SingleWordOk(const AddedToken& t, std::string_view s, size_t start) {
+    if (!t.single_word) return true;
+    const size_t stop = start + t.content.size();
+    if (start > 0) {
+      size_t p = start - 1;
+      while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+      const size_t n = Utf8SequenceLength(s, p);
+      if (n != 0 && IsWordChar(s, p, n)) return false;
+    }
+    if (stop < s.size()) {
+      const size_t n = Utf8SequenceLength(s, stop);
+      if (n != 0 && IsWordChar(s, stop, n)) return false;
+    }
+    return true;
+  }
+
+  std::array<std::vector<const AddedToken*>, 256> by_first_byte_;
+  bool empty_ = true;
+};
+
+class HfBpeTokenizer final : public Tokenizer {
+ public:
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
+                                              bool add_special_tokens) const override;
+  std::string Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const override;
+  std::string TokenToPiece(int32_t id) const override {
+    return (id >= 0 && id < vocab_size()) ? id_to_token_[id] : std::string();
+  }
+  std::string TokenBytes(int32_t id) const override;
+  bool strips_leading_space() const override { return strips_leading_space_; }
+  int32_t PieceToId(std::string_view piece) const override {
+    if (auto it = added_by_content_.find(AV(piece)); it != added_by_content_.end()) return it->second;
+    if (auto it = vocab_.find(AV(piece)); it != vocab_.end()) return it->second;
+    return -1;
+  }
+  int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
+  bool IsSpecial(int32_t id) const override {
+    return id >= 0 && id < vocab_size() && special_[id];
+  }
+
+ private:
+  friend class HfBpeLoader;
+
+  std::string Normalize(std::string_view text) const;
+  void PreTokenize(std::string_view text, size_t offset, std::vector<std::string>* words) const;
+  void Bpe(std::string_view word, std::vector<int32_t>* ids) const;
+  std::vector<std::string> RunDecoders(std::vector<std::string> tokens, bool per_token) const;
+
+  // Model.
+  absl::flat_hash_map<std::string, int32_t> vocab_;
+  absl::flat_hash_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (a,b) -> (rank, new)
+  std::array<int32_t, 256> byte_ids_;
+  bool byte_fallback_ = false;
+  bool fuse_unk_ = false;
+  bool ignore_merges_ = false;
+  int32_t model_unk_id_ = -1;
+  // Pipeline.
+  std::vector<AddedToken> added_;
+  absl::flat_hash_map<std::string, int32_t> added_by_content_;
+  AddedTokenMatcher raw_matcher_;         // added tokens with normalized = false
+  AddedTokenMatcher normalized_matcher_;  // added tokens with normalized = true
+  std::vector<NormalizerStep> normalizers_;
+  std::vector<Metaspace> pre_tokenizers_;
+  std::vector<DecoderStep> decoders_;
+  bool has_decoder_ = false;
+  std::vector<int32_t> prefix_ids_, suffix_ids_;
+  // id -> token string (added tokens win), and whether the id is a special added token.
+  std::vector<std::string> id_to_token_;
+  std::vector<bool> special_;
+  bool strips_leading_space_ = false;
+};
+
+uint64_t PairKey(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+std::string Normalized(std::string text, const std::vector<NormalizerStep>& steps) {
+  for (const NormalizerStep& s : steps) {
+    switch (s.kind) {
+      case NormalizerStep::kPrepend:
+        if (!text.empty()) text.insert(0, s.a);
+        break;
+      case NormalizerStep::kReplace:
+        if (!s.a.empty()) text = absl::StrReplaceAll(text, {{s.a, s.b}});
+        break;
+      case NormalizerStep::kStrip: {
+        size_t begin = 0, end = text.size();
+        if (s.left) {
+          while (begin < end) {
+            const size_t n = Utf8SequenceLength(text, begin);
+            if (n == 0 || !IsUnicodeWhitespace(DecodeUtf8(text, begin, n))) break;
+            begin += n;
+          }
+        }
+        if (s.right) {
+          while (end > begin) {
+            size_t p = end - 1;
+            while (p > begin && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
+            const size_t n = Utf8SequenceLength(text, p);
+            if (n == 0 || !IsUnicodeWhitespace(DecodeUtf8(text, p, n))) break;
+            end = p;
+          }
+        }
+        text = text.substr(begin, end - begin);
+        break;
+      }
+    }
+  }
+  return text;
+}
+
+std::string HfBpeTokenizer::Normalize(std::string_view text) const {
+  return Normalized(std::string(text), normalizers_);
+}
+
+void HfBpeTokenizer::PreTokenize(std::string_view text, size_t offset,
+                                 std::vector<std::string>* words) const {
+  std::vector<std::string> current = {std::string(text)};
+  for (const Metaspace& m : pre_tokenizers_) {
+    std::vector<std::string> next;
+    for (std::string& piece : current) {
+      std::string s = absl::StrReplaceAll(piece, {{" ", m.replacement}});
+      const bool starts = s.compare(0, m.replacement.size(), m.replacement) == 0;
+      if (!starts && (m.prepend == PrependScheme::kAlways ||
+                      (m.prepend == PrependScheme::kFirst && offset == 0))) {
+        s.insert(0, m.replacement);
+      }
+      if (!m.split) {
+        next.push_back(std::move(s));
+        continue;
+      }
+      // Each replacement character starts a new word (SplitDelimiterBehavior::MergedWithNext).
+      size_t begin = 0;
+      for (size_t pos = s.find(m.replacement, 1); pos != std::string::npos;
+           pos = s.find(m.replacement, pos + 1)) {
+        if (pos > begin) {
+          next.push_back(s.substr(begin, pos - begin));
+          begin = pos;
+        }
+      }
+      if (begin < s.size()) next.push_back(s.substr(begin));
+    }
+    current = std::move(next);
+  }
+  for (std::string& w : current) {
+    if (!w.empty()) words->push_back(std::move(w));
+  }
+}
+
+void HfBpeTokenizer::Bpe(std::string_view word, std::vector<int32_t>* ids) const {
+  if (ignore_merges_) {
+    if (auto it = vocab_.find(AV(word)); it != vocab_.end()) {
+      ids->push_back(it->second);
+      return;
+    }
+  }
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;
+    bool removed;
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  const auto push = [&](int32_t id) {
+    const int32_t n = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, n - 1, n + 1, false});
+  };
+  bool last_is_unk = false;
+  for (size_t i = 0; i < word.size();) {
+    size_t n = Utf8SequenceLength(word, i);
+    if (n == 0) n = 1;  // unreachable: input is validated
+    const std::string_view ch = word.substr(i, n);
+    i += n;
+    if (auto it = vocab_.find(AV(ch)); it != vocab_.end()) {
+      push(it->second);
+      last_is_unk = false;
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all = true;
+      for (char c : ch) all = all && byte_ids_[static_cast<unsigned char>(c)] >= 0;
+      if (all) {
+        for (char c : ch) push(byte_ids_[static_cast<unsigned char>(c)]);
+        last_is_unk = false;
+        continue;
+      }
+    }
+    if (model_unk_id_ >= 0) {
+      if (!(fuse_unk_ && last_is_unk)) push(model_unk_id_);
+      last_is_unk = true;
+    }
+    // Without an unk token the character is dropped, as `tokenizers` does.
+  }
+  if (symbols.empty()) return;
+  symbols.back().next = -1;
+
+  struct Merge {
+    int32_t pos, rank, new_id;
+  };
+  // Lowest rank first, then leftmost.
+  const auto later = [](const Merge& x, const Merge& y) {
+    return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos;
+  };
+  std::priority_queue<Merge, std::vector<Merge>, decltype(later)> queue(later);
+  for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+    if (auto it = merges_.find(PairKey(symbols[i].id, symbols[i + 1].id)); it != merges_.end()) {
+      queue.push({static_cast<int32_t>(i), it->second.first, it->second.second});
+    }
+  }
+  const int32_t count = static_cast<int32_t>(symbols.size());
+  while (!queue.empty()) {
+    const Merge top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.pos];
+    if (left.removed || left.next < 0) continue;
+    Symbol& right = symbols[left.next];
+    auto it = merges_.find(PairKey(left.id, right.id));
+    if (it == merges_.end() || it->second.second != top.new_id) continue;  // stale entry
+    left.id = top.new_id;
+    right.removed = true;
+    left.next = right.next;
+    if (right.next >= 0 && right.next < count) symbols[right.next].prev = top.pos;
+    if (left.prev >= 0) {
+      if (auto m = merges_.find(PairKey(symbols[left.prev].id, left.id)); m != merges_.end()) {
+        queue.push({left.prev, m->second.first, m->second.second});
+      }
+    }
+    if (left.next >= 0 && left.next < count) {
+      if (auto m = merges_.find(PairKey(left.id, symbols[left.next].id)); m != merges_.end()) {
+        queue.push({top.pos, m->second.first, m->second.second});
+      }
+    }
+  }
+  for (int32_t i = 0; i >= 0 && i < count; i = symbols[i].next) ids->push_back(symbols[i].id);
+}
+
+absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::Encode(std::string_view text,
+                                                            bool add_special_tokens) const {
+  if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids = prefix_ids_;
+  std::vector<Segment> raw;
+  raw_matcher_.Split(text, 0, &raw);
+  std::vector<std::string> words;
+  std::vector<Segment> parts;
+  for (const Segment& seg : raw) {
+    if (seg.added_id >= 0) {
+      ids.push_back(seg.added_id);
+      continue;
+    }
+    if (seg.text.empty()) continue;
+    const std::string normalized = Normalize(seg.text);
+    parts.clear();
+    normalized_matcher_.Split(normalized, seg.offset, &parts);
+    for (const Segment& part : parts) {
+      if (part.added_id >= 0) {
+        ids.push_back(part.added_id);
+        continue;
+      }
+      if (part.text.empty()) continue;
+      words.clear();
+      // After normalization only "is this the input's first piece" survives of the offset.
+      PreTokenize(part.text, part.offset == seg.offset ? seg.offset : seg.offset + 1, &words);
+      for (const std::string& w : words) Bpe(w, &ids);
+    }
+  }
+  if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+  return ids;
+}
+
+std::vector<std::string> HfBpeTokenizer::RunDecoders(std::vector<std::string> tokens,
+                                                     bool per_token) const {
+  for (const DecoderStep& d : decoders_) {
+    switch (d.kind) {
+      case DecoderStep::kReplace:
+        for (std::string& t : tokens) t = absl::StrReplaceAll(t, {{d.a, d.b}});
+        break;
+      case DecoderStep::kMetaspace:
+        for (size_t i = 0; i < tokens.size(); ++i) {
+          // `tokenizers` drops every replacement character of the first token.
+          const bool drop = !per_token && i == 0 && d.prepend != PrependScheme::kNever;
+          tokens[i] = absl::StrReplaceAll(tokens[i], {{d.a, drop ? "" : " "}});
+        }
+        break;
+      case DecoderStep::kByteFallback: {
+        std::vector<std::string> out;
+        out.reserve(tokens.size());
+        std::string pending;
+        const auto flush = [&] {
+          if (pending.empty()) return;
+          if (per_token || IsValidUtf8(pending)) {
+            out.push_back(pending);
+          } else {
+            for (size_t i = 0; i < pending.size(); ++i) out.push_back("\xEF\xBF\xBD");
+          }
+          pending.clear();
+        };
+        for (std::string& t : tokens) {
+          unsigned char byte;
+          if (ParseByteFallbackPiece(t, &byte)) {
+            pending.push_back(static_cast<char>(byte));
+          } else {
+            flush();
+            out.push_back(std::move(t));
+          }
+        }
+        flush();
+        tokens = std::move(out);
+        break;
+      }
+      case DecoderStep::kFuse:
+        if (!per_token) {
+          std::string all;
+          for (const std::string& t : tokens) all += t;
+          tokens.assign(1, std::move(all));
+        }
+        break;
+      case DecoderStep::kStrip:
+        if (per_token) break;
+        for (std::string& t : tokens) {
+          size_t begin = 0, end = t.size();
+          for (size_t k = 0; k < d.start && t.compare(begin, d.a.size(), d.a) == 0; ++k) {
+            begin += d.a.size();
+          }
+          for (size_t k = 0; k < d.stop && end >= begin + d.a.size() &&
+                             t.compare(end - d.a.size(), d.a.size(), d.a) == 0;
+               ++k) {
+            end -= d.a.size();
+          }
+          t = t.substr(begin, end - begin);
+        }
+        break;
+    }
+  }
+  return tokens;
+}
+
+std::string HfBpeTokenizer::Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size() || (id_to_token_[id].empty() && !special_[id])) continue;
+    if (skip_special_tokens && special_[id]) continue;
+    tokens.push_back(id_to_token_[id]);
+  }
+  if (!has_decoder_) {
+    std::string out;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (i > 0) out += ' ';
+      out += tokens[i];
+    }
+    return out;
+  }
+  std::string out;
+  for (const std::string& t : RunDecoders(std::move(tokens), /*per_token=*/false)) out += t;
+  return out;
+}
+
+std::string HfBpeTokenizer::TokenBytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return "";
+  if (!has_decoder_) return id_to_token_[id];
+  std::string out;
+  for (const std::string& t : RunDecoders({id_to_token_[id]}, /*per_token=*/true)) out += t;
+  return out;
+}
+
+// ---- Loading --------------------------------------------------------------------------------
+
+class HfBpeLoader {
+ public:
+  HfBpeLoader(std::string path, const TokenizerConfig& config) : path_(std::move(path)) {
+    t_ = std::make_unique<HfBpeTokenizer>();
+    t_->config_ = config;
+  }
+
+  absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const json& j) {
+    if (!j.is_object()) return Bad("top level is not an object");
+    RETURN_IF_ERROR_(LoadModel(Get(j, "model")));
+    RETURN_IF_ERROR_(LoadAddedTokens(Get(j, "added_tokens")));
+    RETURN_IF_ERROR_(LoadNormalizer(Get(j, "normalizer")));
+    RETURN_IF_ERROR_(LoadPreTokenizer(Get(j, "pre_tokenizer")));
+    RETURN_IF_ERROR_(LoadPostProcessor(Get(j, "post_processor")));
+    t_->has_decoder_ = !Get(j, "decoder").is_null();
+    RETURN_IF_ERROR_(LoadDecoder(Get(j, "decoder")));
+    for (const DecoderStep& d : t_->decoders_) {
+      if ((d.kind == DecoderStep::kStrip && d.a == " " && d.start > 0) ||
+          (d.kind == DecoderStep::kMetaspace && d.prepend != PrependScheme::kNever)) {
+        t_->strips_leading_space_ = true;
+      }
+    }
+    ResolveSpecialIds();
+    return std::unique_ptr<Tokenizer>(std::move(t_));
+  }
+
+ private:
+  static const json& Get(const json& j, const char* key) {
+    static const json kNull;
+    auto it = j.find(key);
+    return it == j.end() ? kNull : *it;
+  }
+
+  absl::Status Bad(absl::string_view what) const {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what));
+  }
+  absl::Status Unsupported(absl::string_view component, const json& j) const {
+    return absl::UnimplementedError(absl::StrCat(path_, ": unsupported ", component, " \"",
+                                                 j.is_object() ? j.value("type", "?") : "?", "\""));
+  }
+
+  absl::Status LoadModel(const json& m) {
+    if (!m.is_object()) return Bad("no \"model\" object");
+    const std::string type = m.value("type", "BPE");
+    if (type != "BPE") return Unsupported("model", m);
+    if (!Get(m, "dropout").is_null() && !(Get(m, "dropout").is_number() && Get(m, "dropout") == 0)) {
+      return Bad("BPE dropout is not supported");
+    }
+    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+      const json& v = Get(m, key);
+      if (!v.is_null() && !(v.is_string() && v.get<std::string>().empty())) {
+        return Bad(absl::StrCat("BPE ", key, " is not supported"));
+      }
+    }
+    const json& vocab = Get(m, "vocab");
+    if (!vocab.is_object() || vocab.empty()) return Bad("model.vocab is missing or empty");
+    int32_t max_id = -1;
+    for (const auto& [token, id] : vocab.items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 30)) {
+        return Bad(absl::StrCat("model.vocab[\"", token, "\"] is not a valid id"));
+      }
+      t_->vocab_[token] = id.get<int32_t>();
+      max_id = std::max(max_id, id.get<int32_t>());
+    }
+    t_->id_to_token_.assign(max_id + 1, std::string());
+    for (const auto& [token, id] : t_->vocab_) t_->id_to_token_[id] = token;
+
+    const json& merges = Get(m, "merges");
+    if (!merges.is_array() && !merges.is_null()) return Bad("model.merges is not a list");
+    int32_t rank = 0;
+    for (const json& merge : merges.is_array() ? merges : json::array()) {
+      std::string a, b;
+      if (merge.is_string()) {
+        // "a b": exactly one space, as `tokenizers` requires.
+        const std::string s = merge.get<std::string>();
+        const size_t sp = s.find(' ');
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
+          return Bad(absl::StrCat("model.merges[", rank, "] \"", s, "\" is not \"a b\""));
+        }
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+                 merge[1].is_string()) {
+        a = merge[0].get<std::string>();
+        b = merge[1].get<std::string>();
+      } else {
+        return Bad(absl::StrCat("model.merges[", rank, "] is neither \"a b\" nor [a, b]"));
+      }
+      auto ia = t_->vocab_.find(a), ib = t_->vocab_.find(b), ic = t_->vocab_.find(a + b);
+      if (ia == t_->vocab_.end() || ib == t_->vocab_.end() || ic == t_->vocab_.end()) {
+        return Bad(absl::StrCat("model.merges[", rank, "] (\"", a, "\", \"", b,
+                                "\") uses a token missing from model.vocab"));
+      }
+      // The first occurrence of a pair keeps its rank.
+      t_->merges_.try_emplace(PairKey(ia->second, ib->second), rank, ic->second);
+      ++rank;
+    }
+
+    t_->byte_fallback_ = m.value("byte_fallback", false);
+    t_->fuse_unk_ = m.value("fuse_unk", false);
+    t_->ignore_merges_ = m.value("ignore_merges", false);
+    t_->byte_ids_.fill(-1);
+    for (int b = 0; b < 256; ++b) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      const std::string piece = absl::StrCat("<0x", std::string(1, kHex[b >> 4]),
+                                             std::string(1, kHex[b & 15]), ">");
+      if (auto it = t_->vocab_.find(piece); it != t_->vocab_.end()) t_->byte_ids_[b] = it->second;
+    }
+    const json& unk = Get(m, "unk_token");
+    if (unk.is_string()) {
+      auto it = t_->vocab_.find(unk.get<std::string>());
+      if (it == t_->vocab_.end()) return Bad("model.unk_token is not in model.vocab");
+      t_->model_unk_id_ = it->second;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadAddedTokens(const json& list) {
+    t_->special_.assign(t_->id_to_token_.size(), false);
+    if (list.is_null()) return absl::OkStatus();
+    if (!list.is_array()) return Bad("\"added_tokens\" is not a list");
+    t_->added_.reserve(list.size());
+    for (const json& e : list) {
+      if (!e.is_object() || !Get(e, "id").is_number_integer() || !Get(e, "content").is_string() ||
+          e["id"].get<int64_t>() < 0 || e["id"].get<int64_t>() > (1 << 30)) {
+        return Bad("an added_tokens entry lacks a valid id or content");
+      }
+      AddedToken t;
+      t.id = e["id"].get<int32_t>();
+      t.content = e["content"].get<std::string>();
+      t.special = e.value("special", false);
+      t.lstrip = e.value("lstrip", false);
+      t.rstrip = e.value("rstrip", false);
+      t.single_word = e.value("single_word", false);
+      t.normalized = e.value("normalized", !t.special);
+      t_->added_.push_back(std::move(t));
+    }
+    int32_t max_id = t_->vocab_size() - 1;
+    for (const AddedToken& t : t_->added_) max_id = std::max(max_id, t.id);
+    t_->id_to_token_.resize(max_id + 1);
+    t_->special_.assign(max_id + 1, false);
+    for (const AddedToken& t : t_->added_) {
+      t_->id_to_token_[t.id] = t.content;
+      t_->special_[t.id] = t.special;
+      t_->added_by_content_[t.content] = t.id;
+      (t.normalized ? t_->normalized_matcher_ : t_->raw_matcher_).Add(&t);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadNormalizer(const json& n) {
+    if (n.is_null()) return absl::OkStatus();
+    const std::string type = n.is_object() ? n.value("type", "") : "";
+    if (type == "Sequence") {
+      const json& list = Get(n, "normalizers");
+      if (!list.is_array()) return Bad("normalizer Sequence has no list");
+      for (const json& e : list) RETURN_IF_ERROR_(LoadNormalizer(e));
+      return absl::OkStatus();
+    }
+    NormalizerStep s{};
+    if (type == "Prepend") {
+      if (!Get(n, "prepend").is_string()) return Bad("Prepend normalizer has no string");
+      s.kind = NormalizerStep::kPrepend;
+      s.a = n["prepend"].get<std::string>();
+    } else if (type == "Replace") {
+      const json& pattern = Get(n, "pattern");
+      if (!pattern.is_object() || !Get(pattern, "String").is_string() ||
+          !Get(n, "content").is_string()) {
+        return Bad("Replace normalizer: only a String pattern is supported");
+      }
+      s.kind = NormalizerStep::kReplace;
+      s.a = pattern["String"].get<std::string>();
+      s.b = n["content"].get<std::string>();
+    } else if (type == "Strip") {
+      s.kind = NormalizerStep::kStrip;
+      s.left = n.value("strip_left", n.value("left", true));
+      s.right = n.value("strip_right", n.value("right", true));
+    } else {
+      return Unsupported("normalizer", n);
+    }
+    t_->normalizers_.push_back(std::move(s));
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<PrependScheme> ReadPrependScheme(const json& j) {
+    const json& scheme = Get(j, "prepend_scheme");
+    if (scheme.is_string()) {
+      const std::string s = scheme.get<std::string>();
+      if (s == "always") return PrependScheme::kAlways;
+      if (s == "first") return PrependScheme::kFirst;
+      if (s == "never") return PrependScheme::kNever;
+      return absl::InvalidArgumentError(absl::StrCat("unknown prepend_scheme \"", s, "\""));
+    }
+    return j.value("add_prefix_space", true) ? PrependScheme::kAlways : PrependScheme::kNever;
+  }
+
+  absl::Status LoadPreTokenizer(const json& p) {
+    if (p.is_null()) return absl::OkStatus();
+    const std::string type = p.is_object() ? p.value("type", "") : "";
+    if (type == "Sequence") {
+      const json& list = Get(p, "pretokenizers");
+      if (!list.is_array()) return Bad("pre_tokenizer Sequence has no list");
+      for (const json& e : list) RETURN_IF_ERROR_(LoadPreTokenizer(e));
+      return absl::OkStatus();
+    }
+    if (type != "Metaspace") return Unsupported("pre_tokenizer", p);
+    Metaspace m;
+    if (!Get(p, "replacement").is_string() || p["replacement"].get<std::string>().empty()) {
+      return Bad("Metaspace pre_tokenizer has no replacement");
+    }
+    m.replacement = p["replacement"].get<std::string>();
+    auto scheme = ReadPrependScheme(p);
+    if (!scheme.ok()) return Bad(scheme.status().message());
+    m.prepend = *scheme;
+    m.split = p.value("split", true);
+    t_->pre_tokenizers_.push_back(std::move(m));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int32_t> TokenId(const json& name) const {
+    if (!name.is_string()) return Bad("post_processor names a token that is not a string");
+    const int32_t id = t_->PieceToId(name.get<std::string>());
+    if (id < 0) return Bad(absl::StrCat("post_processor token \"", name.get<std::string>(), "\" is unknown"));
+    return id;
+  }
+
+  absl::Status LoadPostProcessor(const json& p) {
+    if (p.is_null()) return absl::OkStatus();
+    const std::string type = p.is_object() ? p.value("type", "") : "";
+    if (type == "Sequence") {
+      const json& list = Get(p, "processors");
+      if (!list.is_array()) return Bad("post_processor Sequence has no list");
+      for (const json& e : list) RETURN_IF_ERROR_(LoadPostProcessor(e));
+      return absl::OkStatus();
+    }
+    if (type == "ByteLevel") return absl::OkStatus();
+    if (type == "BertProcessing" || type == "RobertaProcessing") {
+      const json& cls = Get(p, "cls");
+      const json& sep = Get(p, "sep");
+      if (!cls.is_array() || cls.size() != 2 || !sep.is_array() || sep.size() != 2 ||
+          !cls[1].is_number_integer() || !sep[1].is_number_integer()) {
+        return Bad(absl::StrCat(type, " post_processor lacks cls/sep"));
+      }
+      t_->prefix_ids_.insert(t_->prefix_ids_.begin(), cls[1].get<int32_t>());
+      t_->suffix_ids_.push_back(sep[1].get<int32_t>());
+      return absl::OkStatus();
+    }
+    if (type != "TemplateProcessing") return Unsupported("post_processor", p);
+    const json& single = Get(p, "single");
+    const json& specials = Get(p, "special_tokens");
+    if (!single.is_array()) return Bad("TemplateProcessing has no \"single\" template");
+    std::vector<int32_t> prefix, suffix;
+    bool seen_sequence = false;
+    for (const json& piece : single) {
+      if (piece.is_object() && piece.contains("Sequence")) {
+        if (seen_sequence) return Bad("TemplateProcessing single template has two sequences");
+        seen_sequence = true;
+        continue;
+      }
+      if (!piece.is_object() || !piece.contains("SpecialToken") ||
+          !Get(piece["SpecialToken"], "id").is_string()) {
+        return Bad("TemplateProcessing template piece is neither Sequence nor SpecialToken");
+      }
+      const std::string name = piece["SpecialToken"]["id"].get<std::string>();
+      std::vector<int32_t> ids;
+      const json& entry = specials.is_object() ? Get(specials, name.c_str()) : json();
+      if (entry.is_object() && Get(entry, "ids").is_array()) {
+        for (const json& id : entry["ids"]) {
+          if (!id.is_number_integer()) return Bad("TemplateProcessing special token id is not an int");
+          ids.push_back(id.get<int32_t>());
+        }
+      } else {
+        absl::StatusOr<int32_t> id = TokenId(json(name));
+        if (!id.ok()) return id.status();
+        ids.push_back(*id);
+      }
+      auto& dst = seen_sequence ? suffix : prefix;
+      dst.insert(dst.end(), ids.begin(), ids.end());
+    }
+    t_->prefix_ids_.insert(t_->prefix_ids_.end(), prefix.begin(), prefix.end());
+    t_->suffix_ids_.insert(t_->suffix_ids_.begin(), suffix.begin(), suffix.end());
+    return absl::OkStatus();
+  }
+
+  absl::Status LoadDecoder(const json& d) {
+    if (d.is_null()) return absl::OkStatus();
+    const std::string type = d.is_object() ? d.value("type", "") : "";
+    if (type == "Sequence") {
+      const json& list = Get(d, "decoders");
+      if (!list.is_array()) return Bad("decoder Sequence has no list");
+      for (const json& e : list) RETURN_IF_ERROR_(LoadDecoder(e));
+      return absl::OkStatus();
+    }
+    DecoderStep s{};
+    if (type == "Replace") {
+      const json& pattern = Get(d, "pattern");
+      if (!pattern.is_object() || !Get(pattern, "String").is_string() ||
+          !Get(d, "content").is_string()) {
+        return Bad("Replace decoder: only a String pattern is supported");
+      }
+      s.kind = DecoderStep::kReplace;
+      s.a = pattern["String"].get<std::string>();
+      s.b = d["content"].get<std::string>();
+      if (s.a.empty()) return Bad("Replace decoder has an empty pattern");
+    } else if (type == "ByteFallback") {
+      s.kind = DecoderStep::kByteFallback;
+    } else if (type == "Fuse") {
+      s.kind = DecoderStep::kFuse;
+    } else if (type == "Strip") {
+      s.kind = DecoderStep::kStrip;
+      if (!Get(d, "content").is_string()) return Bad("Strip decoder has no content");
+      s.a = d["content"].get<std::string>();
+      if (Utf8SequenceLength(s.a, 0) != s.a.size()) return Bad("Strip decoder content is not one character");
+      s.start = d.value("start", 0u);
+      s.stop = d.value("stop", 0u);
+    } else if (type == "Metaspace") {
+      s.kind = DecoderStep::kMetaspace;
+      s.a = d.value("replacement", std::string("\xE2\x96\x81"));
+      if (s.a.empty()) return Bad("Metaspace decoder has no replacement");
+      auto scheme = ReadPrependScheme(d);
+      if (!scheme.ok()) return Bad(scheme.status().message());
+      s.prepend = *scheme;
+    } else {
+      return Unsupported("decoder", d);
+    }
+    t_->decoders_.push_back(std::move(s));
+    return absl::OkStatus();
+  }
+
+  // bos/eos/pad/unk from tokenizer_config.json, else from the BOS/EOS the post-processor adds.
+  void ResolveSpecialIds() {
+    HfBpeTokenizer& t = *t_;
+    const TokenizerConfig& c = t.config_;
+    const auto lookup = [&](const std::string& s) { return s.empty() ? -1 : t.PieceToId(s); };
+    const std::vector<int32_t> template_prefix = t.prefix_ids_, template_suffix = t.suffix_ids_;
+    t.bos_id_ = lookup(c.bos_token);
+    if (t.bos_id_ < 0 && !template_prefix.empty()) t.bos_id_ = template_prefix.front();
+    t.eos_id_ = lookup(c.eos_token);
+    if (t.eos_id_ < 0 && !template_suffix.empty()) t.eos_id_ = template_suffix.back();
+    t.pad_id_ = lookup(c.pad_token);
+    t.unk_id_ = lookup(c.unk_token);
+    if (t.unk_id_ < 0) t.unk_id_ = t.model_unk_id_;
+    if (c.add_bos_token.has_value() || c.add_eos_token.has_value()) {
+      t.prefix_ids_.clear();
+      t.suffix_ids_.clear();
+      const bool add_bos = c.add_bos_token.value_or(!template_prefix.empty());
+      const bool add_eos = c.add_eos_token.value_or(false);
+      if (add_bos && t.bos_id_ >= 0) t.prefix_ids_.push_back(t.bos_id_);
+      if (add_eos && t.eos_id_ >= 0) t.suffix_ids_.push_back(t.eos_id_);
+    }
+  }
+
+  std::string path_;
+  std::unique_ptr<HfBpeTokenizer> t_;
+};
+
+#undef RETURN_IF_ERROR_
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfBpeTokenizer(const std::string& json_path,
+                                                              const TokenizerConfig& config) {
+  absl::StatusOr<json> j = ReadTokenizerJson(json_path);
+  if (!j.ok()) return j.status();
+  try {
+    return HfBpeLoader(json_path, config).Load(*j);
+  } catch (const std::exception& e) {
+    // nlohmann throws on a type mismatch the checks above did not anticipate.
+    return absl::InvalidArgumentError(absl::StrCat(json_path, ": ", e.what()));
+  }
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,37 @@
+// Tokenizer over a Hugging Face tokenizer.json with a BPE model, as Llama-family SentencePiece
+// conversions ship it (Zamba2/Mistral, Jamba): our own implementation of the `tokenizers`
+// pipeline for that subset, matching it id for id.
+//
+// Supported (anything else is a load error naming the file and the component):
+//   added_tokens     split out before everything else (leftmost-longest; lstrip, rstrip,
+//                    normalized; single_word with an approximate word-character test);
+//   normalizer       null, Sequence, Prepend, Replace (string pattern), Strip;
+//   pre_tokenizer    null, Metaspace (prepend_scheme always/first/never or the older
+//                    add_prefix_space, split), Sequence of those;
+//   model            BPE: vocab, merges as "a b" strings or [a, b] lists, byte_fallback,
+//                    unk_token + fuse_unk, ignore_merges (no continuing_subword_prefix /
+//                    end_of_word_suffix, no dropout);
+//   post_processor   null, TemplateProcessing (single), BertProcessing, RobertaProcessing,
+//                    ByteLevel (ids unchanged), Sequence of those;
+//   decoder          null, Sequence, Replace, ByteFallback, Fuse, Strip, Metaspace.
+// When tokenizer_config.json sets add_bos_token / add_eos_token explicitly, those decide what
+// add_special_tokens adds (transformers rebuilds the post-processor for Llama-style tokenizers
+// the same way); otherwise the post_processor does.
+#ifndef TANDEM_MODELS_HF_BPE_TOKENIZER_H_
+#define TANDEM_MODELS_HF_BPE_TOKENIZER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/tokenizer.h"
+#include "models/tokenizer_config.h"
+
+namespace tandem::models {
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfBpeTokenizer(const std::string& json_path,
+                                                              const TokenizerConfig& config);
+
+}  // namespace tandem::models
+
+#endif  // TANDEM_MODELS_HF_BPE_TOKENIZER_H_
