@@ -29,6 +29,13 @@ constexpr int64_t kOwnMaxRows = 32;
 
 CpuOps::CpuOps(int threads) : pool_(threads) { SetBlasThreads(1); }
 
+float* CpuOps::SlotScratch(int64_t floats_per_slot) {
+  // Rounded to whole cache lines so that slots never share one.
+  slot_scratch_floats_ = (floats_per_slot + 15) / 16 * 16;
+  slot_scratch_.Reset();
+  return slot_scratch_.Floats(slot_scratch_floats_ * pool_.size());
+}
+
 void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
                     const float* bias, int64_t n, float* y, int64_t ld_y) {
   if (m <= 0 || n <= 0) return;

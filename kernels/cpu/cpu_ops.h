@@ -50,8 +50,14 @@ class CpuOps : public Ops {
   void Attention(const AttentionArgs& args, Workspace& ws) override;
 
  private:
+  // Per-slot scratch for ops without a Workspace argument: `floats_per_slot` floats for each of
+  // the pool's slots, 64-byte aligned; grows only when a larger shape first appears.
+  float* SlotScratch(int64_t floats_per_slot);
+
   ThreadPool pool_;
   GemmImpl gemm_impl_ = GemmImpl::kAuto;
+  Workspace slot_scratch_{0};
+  int64_t slot_scratch_floats_ = 0;
 };
 
 }  // namespace tandem::kernels

@@ -108,55 +108,76 @@ void CpuOps::CausalConv1dStep(const CausalConvArgs& a) {
 
 // ---- Mamba-1 selective scan -----------------------------------------------------------------
 
+// A block of channels is transposed to state-major ([N, block]) in per-slot scratch, so that
+// every inner loop runs across channels: vertical SIMD, no horizontal reductions (N is often
+// only 16, too short to vectorise over).
 void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
   const int64_t D = a.inner, N = a.state_size, T = a.tokens;
-  // At least ~16K (channel, state) updates per task, so decode steps do not pay for wake-ups.
-  const int64_t grain = std::max<int64_t>(16, 16384 / std::max<int64_t>(1, N * T));
-  pool_.ParallelFor(D, grain, [&](int64_t r0, int64_t r1) {
-    // Sub-blocks of channels keep their state in L1 across all tokens.
-    float dtv[kChannelBlock], gate[kChannelBlock];
-    for (int64_t d0 = r0; d0 < r1; d0 += kChannelBlock) {
-      const int64_t d1 = std::min(r1, d0 + kChannelBlock), w = d1 - d0;
-      size_t next = 0;
-      auto emit = [&](int64_t done) {
-        while (next < a.snapshots.size() && a.snapshots[next].after_tokens == done) {
-          std::memcpy(a.snapshots[next].dst + d0 * N, a.state + d0 * N, w * N * sizeof(float));
-          ++next;
-        }
-      };
-      emit(0);
-      for (int64_t t = 0; t < T; ++t) {
-        const float* __restrict bt = a.b + t * a.ld_b;
-        const float* __restrict ct = a.c + t * a.ld_c;
-        const float* __restrict ut = a.u + t * a.ld_u + d0;
-        const float* __restrict delta = a.delta + t * a.ld_delta + d0;
-        const float* __restrict dbias = a.delta_bias + d0;
-        float* __restrict yt = a.y + t * a.ld_y + d0;
-#pragma omp simd
-        for (int64_t i = 0; i < w; ++i) dtv[i] = FastSoftplus(delta[i] + dbias[i]);
-        if (a.z != nullptr) {
-          const float* __restrict zt = a.z + t * a.ld_z + d0;
-#pragma omp simd
-          for (int64_t i = 0; i < w; ++i) gate[i] = FastSilu(zt[i]);
-        }
-        for (int64_t i = 0; i < w; ++i) {
-          const int64_t d = d0 + i;
-          const float dt = dtv[i], u = ut[i], dtu = dt * u;
-          float* __restrict h = a.state + d * N;
-          const float* __restrict ad = a.a + d * N;
-          float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-          for (int64_t n = 0; n < N; ++n) {
-            const float hn = FastExp(dt * ad[n]) * h[n] + dtu * bt[n];
-            h[n] = hn;
-            acc += hn * ct[n];
-          }
-          const float y = acc + a.d[d] * u;
-          yt[i] = a.z != nullptr ? y * gate[i] : y;
-        }
-        emit(t + 1);
+  constexpr int64_t kWidth = kChannelBlock;
+  const int64_t blocks = (D + kWidth - 1) / kWidth;
+  float* scratch = SlotScratch((2 * N + 4) * kWidth);
+  const int64_t slot_floats = slot_scratch_floats_;
+  pool_.ForEach(blocks, [&](int64_t slot, int64_t blk) {
+    const int64_t d0 = blk * kWidth, w = std::min(kWidth, D - d0);
+    float* __restrict ht = scratch + slot * slot_floats;  // [N, kWidth]
+    float* __restrict at = ht + N * kWidth;                // [N, kWidth]
+    float* __restrict dtv = at + N * kWidth;
+    float* __restrict dtu = dtv + kWidth;
+    float* __restrict acc = dtu + kWidth;
+    for (int64_t i = 0; i < w; ++i) {
+      for (int64_t n = 0; n < N; ++n) {
+        ht[n * kWidth + i] = a.state[(d0 + i) * N + n];
+        at[n * kWidth + i] = a.a[(d0 + i) * N + n];
       }
     }
+    auto store = [&](float* dst) {  // block back to [channel, N] layout
+      for (int64_t i = 0; i < w; ++i) {
+        for (int64_t n = 0; n < N; ++n) dst[(d0 + i) * N + n] = ht[n * kWidth + i];
+      }
+    };
+    size_t next = 0;
+    auto emit = [&](int64_t done) {
+      while (next < a.snapshots.size() && a.snapshots[next].after_tokens == done) {
+        store(a.snapshots[next++].dst);
+      }
+    };
+    emit(0);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* __restrict bt = a.b + t * a.ld_b;
+      const float* __restrict ct = a.c + t * a.ld_c;
+      const float* __restrict ut = a.u + t * a.ld_u + d0;
+      const float* __restrict delta = a.delta + t * a.ld_delta + d0;
+      const float* __restrict dbias = a.delta_bias + d0;
+      const float* __restrict dskip = a.d + d0;
+#pragma omp simd
+      for (int64_t i = 0; i < w; ++i) {
+        const float dt = FastSoftplus(delta[i] + dbias[i]);
+        dtv[i] = dt;
+        dtu[i] = dt * ut[i];
+        acc[i] = dskip[i] * ut[i];
+      }
+      for (int64_t n = 0; n < N; ++n) {
+        const float bn = bt[n], cn = ct[n];
+        float* __restrict hn = ht + n * kWidth;
+        const float* __restrict an = at + n * kWidth;
+#pragma omp simd
+        for (int64_t i = 0; i < w; ++i) {
+          const float h = FastExp(dtv[i] * an[i]) * hn[i] + dtu[i] * bn;
+          hn[i] = h;
+          acc[i] += h * cn;
+        }
+      }
+      float* __restrict yt = a.y + t * a.ld_y + d0;
+      if (a.z != nullptr) {
+        const float* __restrict zt = a.z + t * a.ld_z + d0;
+#pragma omp simd
+        for (int64_t i = 0; i < w; ++i) yt[i] = acc[i] * FastSilu(zt[i]);
+      } else {
+        for (int64_t i = 0; i < w; ++i) yt[i] = acc[i];
+      }
+      emit(t + 1);
+    }
+    store(a.state);
   });
 }
 
