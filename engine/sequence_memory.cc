@@ -1,0 +1,106 @@
+#include "engine/sequence_memory.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
+
+namespace tandem::engine {
+
+absl::StatusOr<SsmCheckpoint> SsmCheckpoint::Allocate(cache::BlockAllocator& allocator) {
+  TANDEM_ASSIGN_OR_RETURN(cache::Handle handle, allocator.Allocate(cache::Pool::kSsmBlock));
+  return SsmCheckpoint(&allocator, handle, reinterpret_cast<float*>(allocator.Resolve(handle)));
+}
+
+SsmCheckpoint::SsmCheckpoint(SsmCheckpoint&& other) noexcept
+    : allocator_(other.allocator_), handle_(other.handle_), data_(other.data_) {
+  other.allocator_ = nullptr;
+}
+
+SsmCheckpoint& SsmCheckpoint::operator=(SsmCheckpoint&& other) noexcept {
+  if (this != &other) {
+    if (allocator_ != nullptr) allocator_->Free(handle_);
+    allocator_ = std::exchange(other.allocator_, nullptr);
+    handle_ = other.handle_;
+    data_ = other.data_;
+  }
+  return *this;
+}
+
+SsmCheckpoint::~SsmCheckpoint() {
+  if (allocator_ != nullptr) allocator_->Free(handle_);
+}
+
+absl::StatusOr<SequenceMemory> SequenceMemory::Create(cache::BlockAllocator& allocator,
+                                                      const models::Model& model) {
+  SequenceMemory memory(allocator, model);
+  if (model.config().num_ssm_layers > 0) {
+    TANDEM_ASSIGN_OR_RETURN(memory.ssm_handle_, allocator.Allocate(cache::Pool::kSsmBlock));
+    memory.state_.ssm = reinterpret_cast<float*>(allocator.Resolve(memory.ssm_handle_));
+    model.ClearSsmBlock(memory.state_.ssm);
+  }
+  return memory;
+}
+
+SequenceMemory::SequenceMemory(SequenceMemory&& other) noexcept
+    : allocator_(other.allocator_),
+      model_(other.model_),
+      ssm_handle_(std::exchange(other.ssm_handle_, cache::Handle())),
+      owned_handles_(std::move(other.owned_handles_)),
+      state_(std::move(other.state_)) {
+  other.owned_handles_.clear();
+  other.state_ = {};
+}
+
+SequenceMemory::~SequenceMemory() {
+  for (cache::Handle h : owned_handles_) allocator_->Free(h);
+  if (ssm_handle_.valid()) allocator_->Free(ssm_handle_);
+}
+
+absl::StatusOr<float*> SequenceMemory::NewPage() {
+  TANDEM_ASSIGN_OR_RETURN(cache::Handle h, allocator_->Allocate(cache::Pool::kKvPage));
+  owned_handles_.push_back(h);
+  return reinterpret_cast<float*>(allocator_->Resolve(h));
+}
+
+absl::Status SequenceMemory::Reserve(int64_t tokens) {
+  if (model_->config().num_attention_layers == 0) return absl::OkStatus();
+  const int64_t needed = model_->layout().PagesFor(tokens);
+  while (static_cast<int64_t>(state_.kv_pages.size()) < needed) {
+    TANDEM_ASSIGN_OR_RETURN(float* page, NewPage());
+    state_.kv_pages.push_back(page);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SequenceMemory::RestoreFrom(const float* checkpoint,
+                                         std::span<float* const> source_pages, int64_t position) {
+  if (state_.tokens != 0 || !state_.kv_pages.empty()) {
+    return absl::FailedPreconditionError("restore needs a fresh sequence");
+  }
+  const models::StateLayout& layout = model_->layout();
+  if (model_->config().num_attention_layers > 0 &&
+      static_cast<int64_t>(source_pages.size()) < layout.PagesFor(position)) {
+    return absl::InvalidArgumentError(absl::StrCat(source_pages.size(),
+                                                   " source KV pages cannot hold ", position,
+                                                   " positions"));
+  }
+  if (state_.ssm != nullptr) {
+    std::memcpy(state_.ssm, checkpoint, layout.ssm_block_bytes());
+  }
+  if (model_->config().num_attention_layers > 0) {
+    const int64_t full = position / layout.page_tokens();
+    for (int64_t i = 0; i < full; ++i) state_.kv_pages.push_back(source_pages[i]);
+    if (position % layout.page_tokens() != 0) {
+      TANDEM_ASSIGN_OR_RETURN(float* page, NewPage());
+      std::memcpy(page, source_pages[full], layout.kv_page_bytes());
+      state_.kv_pages.push_back(page);
+    }
+  }
+  state_.tokens = position;
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::engine

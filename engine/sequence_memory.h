@@ -1,0 +1,78 @@
+// Binds a sequence's state (models::SequenceState) to memory from a cache::BlockAllocator: one
+// SSM block for its recurrent state and KV pages grown on demand. Everything it allocated is
+// returned when it is destroyed, so a cancelled or failed sequence cannot leak pool memory.
+#ifndef TANDEM_ENGINE_SEQUENCE_MEMORY_H_
+#define TANDEM_ENGINE_SEQUENCE_MEMORY_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/block_allocator.h"
+#include "models/model.h"
+
+namespace tandem::engine {
+
+// One SSM block that holds a checkpoint: every SSM layer's state at one position.
+class SsmCheckpoint {
+ public:
+  static absl::StatusOr<SsmCheckpoint> Allocate(cache::BlockAllocator& allocator);
+  SsmCheckpoint(SsmCheckpoint&& other) noexcept;
+  SsmCheckpoint& operator=(SsmCheckpoint&& other) noexcept;
+  ~SsmCheckpoint();
+
+  float* data() const { return data_; }
+
+ private:
+  SsmCheckpoint(cache::BlockAllocator* allocator, cache::Handle handle, float* data)
+      : allocator_(allocator), handle_(handle), data_(data) {}
+  cache::BlockAllocator* allocator_ = nullptr;
+  cache::Handle handle_;
+  float* data_ = nullptr;
+};
+
+class SequenceMemory {
+ public:
+  // Takes the SSM block (zeroed: the state before any token). RESOURCE_EXHAUSTED if none is free.
+  static absl::StatusOr<SequenceMemory> Create(cache::BlockAllocator& allocator,
+                                               const models::Model& model);
+  SequenceMemory(SequenceMemory&& other) noexcept;
+  SequenceMemory& operator=(SequenceMemory&&) = delete;
+  SequenceMemory(const SequenceMemory&) = delete;
+  ~SequenceMemory();
+
+  models::SequenceState& state() { return state_; }
+  const models::SequenceState& state() const { return state_; }
+
+  // Makes sure KV pages exist for `tokens` positions. RESOURCE_EXHAUSTED leaves the pages that
+  // were already there.
+  absl::Status Reserve(int64_t tokens);
+
+  // Sets this (fresh) sequence to position `position` of another one: the SSM block is copied
+  // from `checkpoint` (taken after `position` tokens) and the KV of positions [0, position) comes
+  // from `source_pages`. Full pages are shared, never written (later tokens go to later
+  // positions); the page that `position` falls inside is copied into a page of our own, since
+  // the next tokens will write into it.
+  absl::Status RestoreFrom(const float* checkpoint, std::span<float* const> source_pages,
+                           int64_t position);
+
+  // KV pages this sequence owns (excludes shared ones).
+  size_t owned_pages() const { return owned_handles_.size(); }
+
+ private:
+  SequenceMemory(cache::BlockAllocator& allocator, const models::Model& model)
+      : allocator_(&allocator), model_(&model) {}
+  absl::StatusOr<float*> NewPage();
+
+  cache::BlockAllocator* allocator_;
+  const models::Model* model_;
+  cache::Handle ssm_handle_;
+  std::vector<cache::Handle> owned_handles_;
+  models::SequenceState state_;
+};
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_SEQUENCE_MEMORY_H_

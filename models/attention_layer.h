@@ -1,0 +1,44 @@
+// Causal self-attention over the paged KV cache: fused q‖k‖v projection, optional LoRA adapters
+// on q/k/v (Zamba2's per-position adapters), optional rotary embedding (Zamba2), GQA, o_proj.
+// Jamba's attention has no positional encoding at all.
+#ifndef TANDEM_MODELS_ATTENTION_LAYER_H_
+#define TANDEM_MODELS_ATTENTION_LAYER_H_
+
+#include <array>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/forward_context.h"
+#include "models/model_config.h"
+#include "models/weight_store.h"
+
+namespace tandem::models {
+
+// q += B_q·(A_q·x), and likewise for k and v. `down` stacks A_q ‖ A_k ‖ A_v: [3r, in].
+struct QkvAdapter {
+  int32_t rank = 0;
+  const float* down = nullptr;
+  std::array<const float*, 3> up = {};  // [width_q, r], [width_k, r], [width_v, r]
+};
+
+class AttentionLayer {
+ public:
+  // `prefix` is e.g. "model.layers.4.self_attn."
+  static absl::StatusOr<AttentionLayer> Load(WeightStore& weights, const std::string& prefix,
+                                             const AttentionDims& dims, int32_t hidden);
+
+  // x: [rows, dims.input_width]; out: [rows, hidden]. Writes this layer's K/V for the new
+  // positions into each sequence's pages at `attention_index`.
+  void Forward(const ForwardContext& ctx, const float* x, const QkvAdapter* adapter,
+               int32_t attention_index, float* out) const;
+
+ private:
+  AttentionDims dims_;
+  int32_t hidden_ = 0;
+  const float* qkv_ = nullptr;  // [(heads + 2·kv_heads)·head_dim, input_width]
+  const float* o_ = nullptr;    // [hidden, heads·head_dim]
+};
+
+}  // namespace tandem::models
+
+#endif  // TANDEM_MODELS_ATTENTION_LAYER_H_

@@ -1,0 +1,68 @@
+#include "models/feed_forward.h"
+
+#include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
+
+namespace tandem::models {
+
+absl::StatusOr<GatedMlp> GatedMlp::Load(WeightStore& w, const std::string& p, int32_t hidden,
+                                        int32_t intermediate, kernels::Activation act) {
+  GatedMlp mlp;
+  mlp.hidden_ = hidden;
+  mlp.intermediate_ = intermediate;
+  mlp.act_ = act;
+  TANDEM_ASSIGN_OR_RETURN(
+      mlp.gate_up_,
+      w.Stack({{p + "gate_proj.weight", intermediate}, {p + "up_proj.weight", intermediate}},
+              hidden));
+  TANDEM_ASSIGN_OR_RETURN(mlp.down_, w.Get(p + "down_proj.weight", {hidden, intermediate}));
+  return mlp;
+}
+
+void GatedMlp::Forward(const ForwardContext& ctx, const float* x, float* out) const {
+  ctx.ops.GatedMlp(act_, x, hidden_, ctx.rows, hidden_, intermediate_, gate_up_, down_, out,
+                   hidden_, ctx.ws);
+}
+
+absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const std::string& p,
+                                                        const ModelConfig& config) {
+  MixtureOfExperts moe;
+  moe.hidden_ = config.hidden_size;
+  moe.intermediate_ = config.intermediate_size;
+  moe.top_k_ = config.experts_per_token;
+  moe.act_ = config.ffn_activation;
+  const int64_t h = config.hidden_size, i = config.intermediate_size;
+  TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Get(p + "router.weight", {config.num_experts, h}));
+  for (int32_t e = 0; e < config.num_experts; ++e) {
+    const std::string ep = absl::StrCat(p, "experts.", e, ".");
+    const float* gate_up;
+    const float* down;
+    TANDEM_ASSIGN_OR_RETURN(
+        gate_up, w.Stack({{ep + "gate_proj.weight", i}, {ep + "up_proj.weight", i}}, h));
+    TANDEM_ASSIGN_OR_RETURN(down, w.Get(ep + "down_proj.weight", {h, i}));
+    moe.gate_up_.push_back(gate_up);
+    moe.down_.push_back(down);
+  }
+  return moe;
+}
+
+void MixtureOfExperts::Forward(const ForwardContext& ctx, const float* x, float* out) const {
+  kernels::MoeArgs args;
+  args.tokens = ctx.rows;
+  args.hidden = hidden_;
+  args.intermediate = intermediate_;
+  args.num_experts = static_cast<int32_t>(gate_up_.size());
+  args.top_k = top_k_;
+  args.renormalize = false;  // Jamba keeps the top-k softmax weights as they are
+  args.act = act_;
+  args.x = x;
+  args.ld_x = hidden_;
+  args.router = router_;
+  args.gate_up = gate_up_.data();
+  args.down = down_.data();
+  args.out = out;
+  args.ld_out = hidden_;
+  ctx.ops.Moe(args, ctx.ws);
+}
+
+}  // namespace tandem::models

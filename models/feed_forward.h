@@ -1,0 +1,51 @@
+// Feed-forward parts of a decoder layer: the gated MLP down(act(gate·x) ⊙ up·x) and Jamba's
+// top-k mixture of such experts (softmax over all experts, top-k weights not renormalised).
+#ifndef TANDEM_MODELS_FEED_FORWARD_H_
+#define TANDEM_MODELS_FEED_FORWARD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/forward_context.h"
+#include "models/model_config.h"
+#include "models/weight_store.h"
+
+namespace tandem::models {
+
+class GatedMlp {
+ public:
+  // Separate gate_proj / up_proj / down_proj tensors under `prefix` (Jamba layout).
+  static absl::StatusOr<GatedMlp> Load(WeightStore& weights, const std::string& prefix,
+                                       int32_t hidden, int32_t intermediate,
+                                       kernels::Activation act);
+  void Forward(const ForwardContext& ctx, const float* x, float* out) const;
+
+ private:
+  int32_t hidden_ = 0;
+  int32_t intermediate_ = 0;
+  kernels::Activation act_ = kernels::Activation::kSilu;
+  const float* gate_up_ = nullptr;  // [2I, H]
+  const float* down_ = nullptr;     // [H, I]
+};
+
+class MixtureOfExperts {
+ public:
+  // router.weight and experts.{e}.{gate,up,down}_proj.weight under `prefix`.
+  static absl::StatusOr<MixtureOfExperts> Load(WeightStore& weights, const std::string& prefix,
+                                               const ModelConfig& config);
+  void Forward(const ForwardContext& ctx, const float* x, float* out) const;
+
+ private:
+  int32_t hidden_ = 0;
+  int32_t intermediate_ = 0;
+  int32_t top_k_ = 0;
+  kernels::Activation act_ = kernels::Activation::kSilu;
+  const float* router_ = nullptr;
+  std::vector<const float*> gate_up_;
+  std::vector<const float*> down_;
+};
+
+}  // namespace tandem::models
+
+#endif  // TANDEM_MODELS_FEED_FORWARD_H_

@@ -1,0 +1,41 @@
+// What every layer of a forward pass sees. A pass runs a batch of sequences at once: their new
+// tokens are stacked into one matrix of `rows` rows (so the linear layers run as single GEMMs),
+// and each sequence's rows form a Segment for the per-sequence parts (conv, scan, attention).
+#ifndef TANDEM_MODELS_FORWARD_CONTEXT_H_
+#define TANDEM_MODELS_FORWARD_CONTEXT_H_
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/ops.h"
+#include "kernels/workspace.h"
+#include "models/state_layout.h"
+
+namespace tandem::models {
+
+// Copy every SSM layer's state into `block` (an SSM block, StateLayout layout) after the first
+// `after_tokens` tokens of this pass's segment.
+struct SsmSnapshot {
+  int64_t after_tokens;
+  float* block;
+};
+
+struct Segment {
+  SequenceState* state = nullptr;
+  int64_t row = 0;        // first row of this sequence in the batch matrices
+  int64_t tokens = 0;     // rows it owns
+  int64_t start_pos = 0;  // absolute position of its first row
+  std::span<const SsmSnapshot> snapshots;
+};
+
+struct ForwardContext {
+  kernels::Ops& ops;
+  kernels::Workspace& ws;
+  const StateLayout& layout;
+  std::span<const Segment> segments;
+  int64_t rows = 0;
+};
+
+}  // namespace tandem::models
+
+#endif  // TANDEM_MODELS_FORWARD_CONTEXT_H_

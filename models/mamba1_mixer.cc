@@ -1,0 +1,119 @@
+#include "models/mamba1_mixer.h"
+
+#include <cmath>
+
+#include "models/ssm_snapshots.h"
+#include "models/status_macros.h"
+
+namespace tandem::models {
+
+absl::StatusOr<Mamba1Mixer> Mamba1Mixer::Load(WeightStore& w, const std::string& p,
+                                              const ModelConfig& config, int32_t ssm_index) {
+  Mamba1Mixer m;
+  m.dims_ = config.mamba1;
+  m.hidden_ = config.hidden_size;
+  m.eps_ = config.rms_norm_eps;
+  m.ssm_index_ = ssm_index;
+  const int64_t h = config.hidden_size, din = m.dims_.inner, n = m.dims_.state_size,
+                k = m.dims_.conv_kernel, r = m.dims_.dt_rank;
+  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Get(p + "in_proj.weight", {2 * din, h}));
+  if (m.dims_.proj_bias) {
+    TANDEM_ASSIGN_OR_RETURN(m.in_proj_bias_, w.Get(p + "in_proj.bias", {2 * din}));
+    TANDEM_ASSIGN_OR_RETURN(m.out_proj_bias_, w.Get(p + "out_proj.bias", {h}));
+  }
+  TANDEM_ASSIGN_OR_RETURN(m.conv_weight_, w.Get(p + "conv1d.weight", {din, 1, k}));
+  if (m.dims_.conv_bias) {
+    TANDEM_ASSIGN_OR_RETURN(m.conv_bias_, w.Get(p + "conv1d.bias", {din}));
+  }
+  TANDEM_ASSIGN_OR_RETURN(m.x_proj_, w.Get(p + "x_proj.weight", {r + 2 * n, din}));
+  TANDEM_ASSIGN_OR_RETURN(m.dt_norm_, w.Get(p + "dt_layernorm.weight", {r}));
+  TANDEM_ASSIGN_OR_RETURN(m.b_norm_, w.Get(p + "b_layernorm.weight", {n}));
+  TANDEM_ASSIGN_OR_RETURN(m.c_norm_, w.Get(p + "c_layernorm.weight", {n}));
+  TANDEM_ASSIGN_OR_RETURN(m.dt_proj_, w.Get(p + "dt_proj.weight", {din, r}));
+  TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_proj.bias", {din}));
+  TANDEM_ASSIGN_OR_RETURN(m.a_, w.Map(p + "A_log", {din, n}, [](float v) { return -std::exp(v); }));
+  TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {din}));
+  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Get(p + "out_proj.weight", {h, din}));
+  return m;
+}
+
+void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out) const {
+  kernels::Ops& ops = ctx.ops;
+  const int64_t rows = ctx.rows, h = hidden_, din = dims_.inner, n = dims_.state_size,
+                r = dims_.dt_rank;
+  const int64_t p_width = r + 2 * n;
+
+  float* xz = ctx.ws.Floats(rows * 2 * din);  // [rows, x ‖ z]
+  ops.Linear(x, h, rows, h, in_proj_, in_proj_bias_, 2 * din, xz, 2 * din);
+
+  // Causal conv over the x half, per sequence, continuing from each sequence's conv state.
+  float* u = ctx.ws.Floats(rows * din);
+  const SsmLayerState& layout = ctx.layout.ssm_layer(ssm_index_);
+  auto* snaps = ctx.ws.Array<LayerSnapshots>(ctx.segments.size());
+  for (size_t s = 0; s < ctx.segments.size(); ++s) {
+    const Segment& seg = ctx.segments[s];
+    snaps[s] = LayerSnapshotsFor(seg, layout, ctx.ws);
+    kernels::CausalConvArgs conv;
+    conv.tokens = seg.tokens;
+    conv.channels = static_cast<int32_t>(din);
+    conv.kernel = dims_.conv_kernel;
+    conv.u = xz + seg.row * 2 * din;
+    conv.ld_u = 2 * din;
+    conv.weight = conv_weight_;
+    conv.bias = conv_bias_;
+    conv.silu = true;
+    conv.state = seg.state->ssm + layout.conv_offset;
+    conv.out = u + seg.row * din;
+    conv.ld_out = din;
+    conv.snapshots = snaps[s].conv;
+    if (seg.tokens == 1 && conv.snapshots.empty()) {
+      ops.CausalConv1dStep(conv);
+    } else {
+      ops.CausalConv1d(conv);
+    }
+  }
+
+  // x_proj → dt ‖ B ‖ C, each RMS-normalised (Jamba's inner norms), then dt_proj without bias.
+  float* p = ctx.ws.Floats(rows * p_width);
+  ops.Linear(u, din, rows, din, x_proj_, nullptr, p_width, p, p_width);
+  float* pn = ctx.ws.Floats(rows * p_width);
+  ops.RmsNorm(p, p_width, rows, r, dt_norm_, eps_, pn, p_width);
+  ops.RmsNorm(p + r, p_width, rows, n, b_norm_, eps_, pn + r, p_width);
+  ops.RmsNorm(p + r + n, p_width, rows, n, c_norm_, eps_, pn + r + n, p_width);
+  float* delta = ctx.ws.Floats(rows * din);
+  ops.Linear(pn, p_width, rows, r, dt_proj_, nullptr, din, delta, din);
+
+  float* y = ctx.ws.Floats(rows * din);
+  for (size_t s = 0; s < ctx.segments.size(); ++s) {
+    const Segment& seg = ctx.segments[s];
+    kernels::SelectiveScanArgs scan;
+    scan.tokens = seg.tokens;
+    scan.inner = static_cast<int32_t>(din);
+    scan.state_size = static_cast<int32_t>(n);
+    scan.u = u + seg.row * din;
+    scan.ld_u = din;
+    scan.delta = delta + seg.row * din;
+    scan.ld_delta = din;
+    scan.delta_bias = dt_bias_;
+    scan.a = a_;
+    scan.b = pn + seg.row * p_width + r;
+    scan.ld_b = p_width;
+    scan.c = pn + seg.row * p_width + r + n;
+    scan.ld_c = p_width;
+    scan.d = d_;
+    scan.z = xz + seg.row * 2 * din + din;
+    scan.ld_z = 2 * din;
+    scan.state = seg.state->ssm + layout.ssm_offset;
+    scan.y = y + seg.row * din;
+    scan.ld_y = din;
+    scan.snapshots = snaps[s].ssm;
+    if (seg.tokens == 1 && scan.snapshots.empty()) {
+      ops.SelectiveStateUpdate(scan);
+    } else {
+      ops.SelectiveScan(scan);
+    }
+  }
+  ops.Linear(y, din, rows, din, out_proj_, out_proj_bias_, h, out, h);
+}
+
+}  // namespace tandem::models

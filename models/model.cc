@@ -1,0 +1,318 @@
+#include "models/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/status_macros.h"
+
+namespace tandem::models {
+namespace {
+
+// Tensor-name prefixes of each family's checkpoints (model_spec §4).
+struct Names {
+  std::string embed;
+  std::vector<std::string> embed_alternatives;
+  std::string final_norm;
+};
+
+Names NamesFor(Family family) {
+  switch (family) {
+    case Family::kJamba:
+      return {"model.embed_tokens.weight", {}, "model.final_layernorm.weight"};
+    case Family::kZamba2:
+      return {"model.embed_tokens.weight", {}, "model.final_layernorm.weight"};
+    case Family::kMamba2:
+      // Original state-spaces checkpoints call it backbone.embedding.
+      return {"backbone.embeddings.weight", {"backbone.embedding.weight"},
+              "backbone.norm_f.weight"};
+  }
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
+                                                   const LoadOptions& options) {
+  if (options.page_tokens <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page size must be positive, got ", options.page_tokens));
+  }
+  TANDEM_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir, options.config));
+  std::unique_ptr<Model> model(new Model(std::move(config), options.page_tokens));
+  model->dir_ = dir;
+  TANDEM_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
+  model->weights_ = std::make_unique<WeightStore>(*model->checkpoint_);
+  TANDEM_RETURN_IF_ERROR(model->LoadWeights(options));
+  return model;
+}
+
+absl::Status Model::LoadWeights(const LoadOptions& options) {
+  WeightStore& w = *weights_;
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size, v = c.vocab_size;
+  auto progress = [&](const std::string& what) {
+    if (options.progress) options.progress(what);
+  };
+
+  const Names names = NamesFor(c.family);
+  std::string embed_name = names.embed;
+  for (const std::string& alt : names.embed_alternatives) {
+    if (!w.Has(embed_name) && w.Has(alt)) embed_name = alt;
+  }
+  progress("embeddings");
+  TANDEM_ASSIGN_OR_RETURN(embed_, w.Get(embed_name, {v, h}));
+  TANDEM_ASSIGN_OR_RETURN(final_norm_, w.Get(names.final_norm, {h}));
+  if (c.tie_word_embeddings) {
+    lm_head_ = embed_;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Get("lm_head.weight", {v, h}));
+  }
+
+  // Zamba2: each tied shared tensor is stored once, under the prefix of one of the hybrid
+  // layers that use it (model_spec §4.2); try them in order.
+  SharedTensorResolver resolve = [&](int32_t block, const std::string& suffix) -> std::string {
+    for (size_t k = 0; k < c.hybrid_layer_ids.size(); ++k) {
+      if (static_cast<int32_t>(k) % c.num_mem_blocks != block) continue;
+      std::string name = absl::StrCat("model.layers.", c.hybrid_layer_ids[k],
+                                      ".shared_transformer.", suffix);
+      if (w.Has(name)) return name;
+    }
+    return "";
+  };
+  if (c.family == Family::kZamba2) {
+    const int32_t blocks = std::min<int32_t>(c.num_mem_blocks, c.hybrid_layer_ids.size());
+    for (int32_t b = 0; b < blocks; ++b) {
+      progress(absl::StrCat("shared block ", b + 1, "/", blocks));
+      TANDEM_ASSIGN_OR_RETURN(Zamba2SharedBlock block, Zamba2SharedBlock::Load(w, resolve, b, c));
+      shared_blocks_.push_back(std::move(block));
+    }
+  }
+
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    progress(absl::StrCat("layer ", i + 1, "/", c.num_layers));
+    DecoderLayer layer;
+    layer.spec = c.layers[i];
+    const std::string base = absl::StrCat("model.layers.", i, ".");
+    switch (c.family) {
+      case Family::kJamba: {
+        TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(base + "input_layernorm.weight", {h}));
+        if (layer.spec.mixer == MixerKind::kAttention) {
+          TANDEM_ASSIGN_OR_RETURN(layer.attention,
+                                  AttentionLayer::Load(w, base + "self_attn.", c.attention,
+                                                       c.hidden_size));
+        } else {
+          TANDEM_ASSIGN_OR_RETURN(layer.mamba1,
+                                  Mamba1Mixer::Load(w, base + "mamba.", c, layer.spec.ssm_index));
+        }
+        TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm, w.Get(base + "pre_ff_layernorm.weight", {h}));
+        if (layer.spec.ffn == FfnKind::kMoe) {
+          TANDEM_ASSIGN_OR_RETURN(layer.moe,
+                                  MixtureOfExperts::Load(w, base + "feed_forward.", c));
+        } else {
+          TANDEM_ASSIGN_OR_RETURN(layer.mlp,
+                                  GatedMlp::Load(w, base + "feed_forward.", c.hidden_size,
+                                                 c.intermediate_size, c.ffn_activation));
+        }
+        break;
+      }
+      case Family::kZamba2: {
+        const std::string mp = layer.spec.zamba2_hybrid ? base + "mamba_decoder." : base;
+        TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(mp + "input_layernorm.weight", {h}));
+        TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
+                                Mamba2Mixer::Load(w, mp + "mamba.", c, layer.spec.ssm_index));
+        if (layer.spec.zamba2_hybrid) {
+          TANDEM_ASSIGN_OR_RETURN(layer.adapters, Zamba2SharedBlock::LoadAdapters(
+                                                      w, resolve, layer.spec.hybrid_position, c));
+          TANDEM_ASSIGN_OR_RETURN(layer.hybrid_linear, w.Get(base + "linear.weight", {h, h}));
+        }
+        break;
+      }
+      case Family::kMamba2: {
+        const std::string bp = absl::StrCat("backbone.layers.", i, ".");
+        TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(bp + "norm.weight", {h}));
+        TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
+                                Mamba2Mixer::Load(w, bp + "mixer.", c, layer.spec.ssm_index));
+        break;
+      }
+    }
+    layers_.push_back(std::move(layer));
+  }
+
+  // A tensor the graph did not read means the config and the checkpoint disagree (say, biases
+  // the config does not declare). Zamba2 checkpoints may repeat tied shared-block tensors under
+  // every hybrid layer; those copies are expected.
+  std::vector<std::string> unused;
+  for (const std::string& name : checkpoint_->UnusedTensors()) {
+    if (c.family == Family::kZamba2 && name.find(".shared_transformer.") != std::string::npos) {
+      continue;
+    }
+    if (c.tie_word_embeddings && name == "lm_head.weight") continue;
+    unused.push_back(name);
+  }
+  if (!unused.empty()) {
+    const size_t shown = std::min<size_t>(unused.size(), 5);
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir_, ": ", unused.size(), " tensor(s) not used by the ", c.architecture,
+        " graph built from config.json, e.g. ",
+        absl::StrJoin(unused.begin(), unused.begin() + shown, ", ")));
+  }
+  progress("done");
+  return absl::OkStatus();
+}
+
+int64_t Model::LogitRows(std::span<const SequenceInput> batch) {
+  int64_t rows = 0;
+  for (const SequenceInput& in : batch) {
+    rows += in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
+  }
+  return rows;
+}
+
+void Model::ClearSsmBlock(float* block) const {
+  std::fill(block, block + layout_.ssm_block_floats(), 0.0f);
+}
+
+absl::Status Model::Validate(std::span<const SequenceInput> batch) const {
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const SequenceInput& in = batch[s];
+    if (in.state == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": no state"));
+    }
+    if (in.tokens.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": no tokens to run"));
+    }
+    for (size_t t = 0; t < in.tokens.size(); ++t) {
+      if (in.tokens[t] < 0 || in.tokens[t] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", s, ": token id ", in.tokens[t], " at index ", t,
+            " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+      }
+    }
+    const int64_t end = in.state->tokens + static_cast<int64_t>(in.tokens.size());
+    if (config_.num_attention_layers > 0 &&
+        static_cast<int64_t>(in.state->kv_pages.size()) < layout_.PagesFor(end)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("sequence ", s, ": ", in.state->kv_pages.size(), " KV pages hold fewer than ",
+                       end, " positions (", layout_.PagesFor(end), " pages needed)"));
+    }
+    if (config_.num_ssm_layers > 0 && in.state->ssm == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("sequence ", s, ": no SSM block"));
+    }
+    int64_t previous = -1;
+    for (const SsmSnapshot& snap : in.snapshots) {
+      if (snap.after_tokens < 0 || snap.after_tokens > static_cast<int64_t>(in.tokens.size()) ||
+          snap.after_tokens <= previous || snap.block == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", s, ": checkpoint after ", snap.after_tokens,
+            " tokens is out of order, outside [0, ", in.tokens.size(), "] or has no block"));
+      }
+      previous = snap.after_tokens;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
+                            std::span<const SequenceInput> batch, float* logits) const {
+  TANDEM_RETURN_IF_ERROR(Validate(batch));
+  ws.Reset();
+  const int64_t h = config_.hidden_size, v = config_.vocab_size;
+
+  Segment* segments = ws.Array<Segment>(batch.size());
+  int64_t rows = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const int64_t tokens = static_cast<int64_t>(batch[s].tokens.size());
+    new (&segments[s]) Segment{batch[s].state, rows, tokens, batch[s].state->tokens,
+                               batch[s].snapshots};
+    rows += tokens;
+  }
+  const ForwardContext ctx{ops, ws, layout_, {segments, batch.size()}, rows};
+
+  float* hidden = ws.Floats(rows * h);
+  for (const Segment& seg : ctx.segments) {
+    const std::span<const int32_t> tokens = batch[&seg - segments].tokens;
+    for (int64_t t = 0; t < seg.tokens; ++t) {
+      std::memcpy(hidden + (seg.row + t) * h, embed_ + int64_t{tokens[t]} * h, h * sizeof(float));
+    }
+  }
+  // Zamba2's shared blocks read the original embedding at every hybrid layer.
+  float* embedding = nullptr;
+  if (config_.family == Family::kZamba2) {
+    embedding = ws.Floats(rows * h);
+    std::memcpy(embedding, hidden, rows * h * sizeof(float));
+  }
+
+  for (const DecoderLayer& layer : layers_) {
+    const kernels::Workspace::Mark mark = ws.GetMark();
+    RunLayer(layer, ctx, hidden, embedding);
+    ws.Rewind(mark);
+  }
+
+  // Final norm and LM head, only for the rows whose logits are wanted.
+  const int64_t out_rows = LogitRows(batch);
+  float* selected = ws.Floats(out_rows * h);
+  int64_t r = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const Segment& seg = segments[s];
+    const int64_t first = batch[s].all_logits ? 0 : seg.tokens - 1;
+    for (int64_t t = first; t < seg.tokens; ++t, ++r) {
+      std::memcpy(selected + r * h, hidden + (seg.row + t) * h, h * sizeof(float));
+    }
+  }
+  float* normed = ws.Floats(out_rows * h);
+  ops.RmsNorm(selected, h, out_rows, h, final_norm_, config_.rms_norm_eps, normed, h);
+  ops.Linear(normed, h, out_rows, h, lm_head_, nullptr, v, logits, v);
+
+  for (size_t s = 0; s < batch.size(); ++s) batch[s].state->tokens += segments[s].tokens;
+  return absl::OkStatus();
+}
+
+void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float* hidden,
+                     const float* embedding) const {
+  kernels::Ops& ops = ctx.ops;
+  const int64_t rows = ctx.rows, h = config_.hidden_size;
+  const float eps = config_.rms_norm_eps;
+  float* x = ctx.ws.Floats(rows * h);
+  float* mixed = ctx.ws.Floats(rows * h);
+  auto add_into_hidden = [&](const float* delta) {
+    for (int64_t e = 0; e < rows * h; ++e) hidden[e] += delta[e];
+  };
+
+  if (layer.spec.zamba2_hybrid) {
+    // h + linear(shared_block(h, e)) feeds the mixer's norm; the residual is h alone.
+    float* shared = ctx.ws.Floats(rows * h);
+    shared_blocks_[layer.spec.shared_block].Forward(ctx, hidden, embedding, layer.adapters,
+                                                    layer.spec.attention_index, shared);
+    float* projected = ctx.ws.Floats(rows * h);
+    ops.Linear(shared, h, rows, h, layer.hybrid_linear, nullptr, h, projected, h);
+    for (int64_t e = 0; e < rows * h; ++e) projected[e] += hidden[e];
+    ops.RmsNorm(projected, h, rows, h, layer.input_norm, eps, x, h);
+  } else {
+    ops.RmsNorm(hidden, h, rows, h, layer.input_norm, eps, x, h);
+  }
+
+  if (layer.attention) {
+    layer.attention->Forward(ctx, x, nullptr, layer.spec.attention_index, mixed);
+  } else if (layer.mamba1) {
+    layer.mamba1->Forward(ctx, x, mixed);
+  } else {
+    layer.mamba2->Forward(ctx, x, mixed);
+  }
+  add_into_hidden(mixed);
+
+  if (layer.ffn_norm != nullptr) {
+    ops.RmsNorm(hidden, h, rows, h, layer.ffn_norm, eps, x, h);
+    if (layer.moe) {
+      layer.moe->Forward(ctx, x, mixed);
+    } else {
+      layer.mlp->Forward(ctx, x, mixed);
+    }
+    add_into_hidden(mixed);
+  }
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,113 @@
+// A loaded hybrid model: its layer graph (built from config.json) and weights, and the forward
+// pass over a batch of sequences whose state (KV pages, SSM block) lives in caller-owned memory.
+//
+// Exactness contract (DESIGN §4): running tokens [0, n) in one call, in several calls, or from a
+// restored checkpoint gives the same state and logits up to fp32 rounding, for any page size.
+#ifndef TANDEM_MODELS_MODEL_H_
+#define TANDEM_MODELS_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/ops.h"
+#include "kernels/workspace.h"
+#include "models/attention_layer.h"
+#include "models/checkpoint.h"
+#include "models/feed_forward.h"
+#include "models/forward_context.h"
+#include "models/mamba1_mixer.h"
+#include "models/mamba2_mixer.h"
+#include "models/model_config.h"
+#include "models/state_layout.h"
+#include "models/weight_store.h"
+#include "models/zamba2_shared_block.h"
+
+namespace tandem::models {
+
+struct LoadOptions {
+  int32_t page_tokens = 16;
+  ConfigOptions config;
+  // Called with a short description of each loading step ("layer 3/32", ...), for progress.
+  std::function<void(const std::string&)> progress;
+};
+
+// One sequence's part of a forward pass: its state, the new tokens to run, where to copy the SSM
+// state along the way (checkpoints), and whether logits are wanted for every new token or only
+// for the last one.
+struct SequenceInput {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  std::span<const SsmSnapshot> snapshots;
+  bool all_logits = false;
+};
+
+class Model {
+ public:
+  // Loads DIR (config.json + safetensors). Errors name the file and the tensor at fault; an
+  // unknown architecture is refused by name; tensors the graph does not use are an error.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
+                                                     const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  const StateLayout& layout() const { return layout_; }
+  const std::string& dir() const { return dir_; }
+  size_t weight_bytes() const { return weights_->bytes(); }
+
+  // Rows of logits Forward writes for `batch`: per sequence, its token count if all_logits,
+  // else 1.
+  static int64_t LogitRows(std::span<const SequenceInput> batch);
+
+  // Runs every sequence's new tokens, appending them to its state (KV pages must already exist
+  // for the new positions; the SSM block must hold the state after state->tokens tokens, zeroed
+  // for a new sequence). Writes LogitRows(batch) × vocab logits, in batch order.
+  // INVALID_ARGUMENT for out-of-vocabulary ids or bad snapshot positions, FAILED_PRECONDITION
+  // for missing pages or SSM block; on error no state has been modified.
+  absl::Status Forward(kernels::Ops& ops, kernels::Workspace& ws,
+                       std::span<const SequenceInput> batch, float* logits) const;
+
+  // Zeroes an SSM block: the state of a sequence before its first token.
+  void ClearSsmBlock(float* block) const;
+
+ private:
+  struct DecoderLayer {
+    LayerSpec spec;
+    const float* input_norm = nullptr;
+    std::optional<AttentionLayer> attention;
+    std::optional<Mamba1Mixer> mamba1;
+    std::optional<Mamba2Mixer> mamba2;
+    const float* ffn_norm = nullptr;
+    std::optional<GatedMlp> mlp;
+    std::optional<MixtureOfExperts> moe;
+    // Zamba2 hybrid layers: the shared block (by index), this position's adapters, `linear`.
+    Zamba2Adapters adapters;
+    const float* hybrid_linear = nullptr;
+  };
+
+  Model(ModelConfig config, int32_t page_tokens) : config_(std::move(config)), layout_(config_, page_tokens) {}
+  absl::Status LoadWeights(const LoadOptions& options);
+  absl::Status Validate(std::span<const SequenceInput> batch) const;
+  void RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float* h,
+                const float* embedding) const;
+
+  std::string dir_;
+  ModelConfig config_;
+  StateLayout layout_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  std::unique_ptr<WeightStore> weights_;
+  const float* embed_ = nullptr;       // [V, H]
+  const float* final_norm_ = nullptr;  // [H]
+  const float* lm_head_ = nullptr;     // [V, H] (the embedding when tied)
+  std::vector<Zamba2SharedBlock> shared_blocks_;
+  std::vector<DecoderLayer> layers_;
+};
+
+}  // namespace tandem::models
+
+#endif  // TANDEM_MODELS_MODEL_H_

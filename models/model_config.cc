@@ -1,0 +1,489 @@
+#include "models/model_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/json_file.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::models {
+namespace {
+
+using Json = nlohmann::json;
+
+// Typed access to config fields with errors that name the file and the field.
+class Fields {
+ public:
+  Fields(const Json& json, const std::string& source) : json_(json), source_(source) {}
+
+  absl::Status Error(const std::string& field, const std::string& problem) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_, ": field '", field, "' ", problem));
+  }
+  bool Has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
+
+  absl::StatusOr<int64_t> Int(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+    if (!Has(key)) {
+      if (fallback) return *fallback;
+      return Error(key, "is missing");
+    }
+    const Json& v = json_[key];
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) {
+      return static_cast<int64_t>(v.get<double>());
+    }
+    return Error(key, absl::StrCat("must be an integer, found ", v.dump()));
+  }
+
+  absl::StatusOr<int32_t> Positive(const char* key,
+                                   std::optional<int64_t> fallback = std::nullopt) const {
+    auto v = Int(key, fallback);
+    if (!v.ok()) return v.status();
+    if (*v <= 0 || *v > std::numeric_limits<int32_t>::max()) {
+      return Error(key, absl::StrCat("must be a positive 32-bit integer, found ", *v));
+    }
+    return static_cast<int32_t>(*v);
+  }
+
+  absl::StatusOr<double> Number(const char* key, std::optional<double> fallback) const {
+    if (!Has(key)) {
+      if (fallback) return *fallback;
+      return Error(key, "is missing");
+    }
+    const Json& v = json_[key];
+    if (!v.is_number()) return Error(key, absl::StrCat("must be a number, found ", v.dump()));
+    return v.get<double>();
+  }
+
+  absl::StatusOr<bool> Bool(const char* key, bool fallback) const {
+    if (!Has(key)) return fallback;
+    const Json& v = json_[key];
+    if (!v.is_boolean()) return Error(key, absl::StrCat("must be true or false, found ", v.dump()));
+    return v.get<bool>();
+  }
+
+  absl::StatusOr<std::string> String(const char* key, std::string fallback) const {
+    if (!Has(key)) return fallback;
+    const Json& v = json_[key];
+    if (!v.is_string()) return Error(key, absl::StrCat("must be a string, found ", v.dump()));
+    return v.get<std::string>();
+  }
+
+  // An id or a list of ids (eos_token_id may be either).
+  absl::StatusOr<std::vector<int32_t>> IdList(const char* key) const {
+    std::vector<int32_t> ids;
+    if (!Has(key)) return ids;
+    const Json& v = json_[key];
+    auto add = [&](const Json& e) -> absl::Status {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
+          e.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        return Error(key, absl::StrCat("must hold non-negative token ids, found ", e.dump()));
+      }
+      ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+      return absl::OkStatus();
+    };
+    if (v.is_array()) {
+      for (const Json& e : v) {
+        if (absl::Status s = add(e); !s.ok()) return s;
+      }
+    } else if (absl::Status s = add(v); !s.ok()) {
+      return s;
+    }
+    return ids;
+  }
+
+  const Json& json() const { return json_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  const Json& json_;
+  const std::string& source_;
+};
+
+#define TANDEM_ASSIGN(lhs, expr)           \
+  do {                                     \
+    auto _v = (expr);                      \
+    if (!_v.ok()) return _v.status();      \
+    lhs = *std::move(_v);                  \
+  } while (0)
+
+absl::StatusOr<kernels::Activation> ParseActivation(const Fields& f, const char* key,
+                                                    const char* fallback) {
+  std::string name;
+  TANDEM_ASSIGN(name, f.String(key, fallback));
+  if (name == "silu" || name == "swish") return kernels::Activation::kSilu;
+  if (name == "gelu") return kernels::Activation::kGelu;
+  return f.Error(key, absl::StrCat("names an unsupported activation '", name,
+                                   "' (supported: silu, gelu)"));
+}
+
+absl::Status RequireDivides(const Fields& f, const char* key, int64_t divisor,
+                            const std::string& what, int64_t value) {
+  if (divisor <= 0 || value % divisor != 0) {
+    return f.Error(key, absl::StrCat("= ", divisor, " must divide ", what, " = ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseCommon(const Fields& f, ModelConfig& c) {
+  TANDEM_ASSIGN(c.vocab_size, f.Positive("vocab_size"));
+  TANDEM_ASSIGN(c.hidden_size, f.Positive("hidden_size"));
+  TANDEM_ASSIGN(c.num_layers, f.Positive("num_hidden_layers"));
+  int64_t bos = -1, pad = -1;
+  TANDEM_ASSIGN(bos, f.Int("bos_token_id", -1));
+  TANDEM_ASSIGN(pad, f.Int("pad_token_id", -1));
+  c.bos_token_id = static_cast<int32_t>(bos);
+  c.pad_token_id = static_cast<int32_t>(pad);
+  TANDEM_ASSIGN(c.eos_token_ids, f.IdList("eos_token_id"));
+  return absl::OkStatus();
+}
+
+absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
+  c.family = Family::kJamba;
+  double eps;
+  TANDEM_ASSIGN(eps, f.Number("rms_norm_eps", 1e-6));
+  c.rms_norm_eps = static_cast<float>(eps);
+  TANDEM_ASSIGN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_ASSIGN(c.intermediate_size, f.Positive("intermediate_size", 14336));
+  TANDEM_ASSIGN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
+
+  AttentionDims& a = c.attention;
+  TANDEM_ASSIGN(a.heads, f.Positive("num_attention_heads", 32));
+  TANDEM_ASSIGN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
+  if (absl::Status s = RequireDivides(f, "num_key_value_heads", a.kv_heads,
+                                      "num_attention_heads", a.heads);
+      !s.ok()) {
+    return s;
+  }
+  if (f.Has("head_dim")) {
+    TANDEM_ASSIGN(a.head_dim, f.Positive("head_dim"));
+  } else {
+    if (absl::Status s = RequireDivides(f, "num_attention_heads", a.heads, "hidden_size",
+                                        c.hidden_size);
+        !s.ok()) {
+      return s;
+    }
+    a.head_dim = c.hidden_size / a.heads;
+  }
+  a.input_width = c.hidden_size;
+  a.rope = false;  // Jamba has no positional encoding at all (model_spec §8.1)
+  a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+
+  Mamba1Dims& m = c.mamba1;
+  int32_t expand;
+  TANDEM_ASSIGN(m.state_size, f.Positive("mamba_d_state", 16));
+  TANDEM_ASSIGN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
+  TANDEM_ASSIGN(expand, f.Positive("mamba_expand", 2));
+  m.inner = expand * c.hidden_size;
+  if (f.Has("mamba_dt_rank") && f.json()["mamba_dt_rank"].is_string()) {
+    std::string rank;
+    TANDEM_ASSIGN(rank, f.String("mamba_dt_rank", "auto"));
+    if (rank != "auto") return f.Error("mamba_dt_rank", "must be an integer or \"auto\"");
+    m.dt_rank = (c.hidden_size + 15) / 16;
+  } else {
+    TANDEM_ASSIGN(m.dt_rank, f.Positive("mamba_dt_rank", (c.hidden_size + 15) / 16));
+  }
+  TANDEM_ASSIGN(m.conv_bias, f.Bool("mamba_conv_bias", true));
+  TANDEM_ASSIGN(m.proj_bias, f.Bool("mamba_proj_bias", false));
+
+  int32_t attn_period, attn_offset, expert_period, expert_offset;
+  TANDEM_ASSIGN(attn_period, f.Positive("attn_layer_period", 8));
+  TANDEM_ASSIGN(expert_period, f.Positive("expert_layer_period", 2));
+  int64_t v;
+  TANDEM_ASSIGN(v, f.Int("attn_layer_offset", 4));
+  attn_offset = static_cast<int32_t>(v);
+  TANDEM_ASSIGN(v, f.Int("expert_layer_offset", 1));
+  expert_offset = static_cast<int32_t>(v);
+  if (attn_offset < 0 || attn_offset >= attn_period) {
+    return f.Error("attn_layer_offset", absl::StrCat("= ", attn_offset,
+                                                     " must be in [0, attn_layer_period = ",
+                                                     attn_period, ")"));
+  }
+  if (expert_offset < 0 || expert_offset >= expert_period) {
+    return f.Error("expert_layer_offset",
+                   absl::StrCat("= ", expert_offset, " must be in [0, expert_layer_period = ",
+                                expert_period, ")"));
+  }
+  const char* experts_key = f.Has("num_experts") ? "num_experts" : "num_local_experts";
+  TANDEM_ASSIGN(c.num_experts, f.Positive(experts_key, 16));
+  TANDEM_ASSIGN(c.experts_per_token, f.Positive("num_experts_per_tok", 2));
+  if (c.num_experts > 1 && c.experts_per_token > c.num_experts) {
+    return f.Error("num_experts_per_tok",
+                   absl::StrCat("= ", c.experts_per_token, " exceeds ", experts_key, " = ",
+                                c.num_experts));
+  }
+
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    LayerSpec layer;
+    if (i % attn_period == attn_offset) {
+      layer.mixer = MixerKind::kAttention;
+      layer.attention_index = c.num_attention_layers++;
+    } else {
+      layer.mixer = MixerKind::kMamba1;
+      layer.ssm_index = c.num_ssm_layers++;
+    }
+    // A layer scheduled for experts with num_experts == 1 is a plain MLP in transformers.
+    layer.ffn = (i % expert_period == expert_offset && c.num_experts > 1) ? FfnKind::kMoe
+                                                                         : FfnKind::kDense;
+    c.layers.push_back(layer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelConfig& c) {
+  c.family = Family::kZamba2;
+  const int32_t h = c.hidden_size;
+  double eps;
+  TANDEM_ASSIGN(eps, f.Number("rms_norm_eps", 1e-5));
+  c.rms_norm_eps = static_cast<float>(eps);
+  TANDEM_ASSIGN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", true));
+  TANDEM_ASSIGN(c.intermediate_size, f.Positive("intermediate_size", int64_t{4} * h));
+  TANDEM_ASSIGN(c.ffn_activation, ParseActivation(f, "hidden_act", "gelu"));
+  bool bias_linear;
+  TANDEM_ASSIGN(bias_linear, f.Bool("add_bias_linear", false));
+  if (bias_linear) {
+    return absl::UnimplementedError(absl::StrCat(
+        f.source(), ": field 'add_bias_linear' = true is not supported (no released Zamba2 "
+                    "checkpoint uses biases on its linear layers)"));
+  }
+
+  Mamba2Dims& m = c.mamba2;
+  int32_t expand;
+  TANDEM_ASSIGN(m.state_size, f.Positive("mamba_d_state", 64));
+  TANDEM_ASSIGN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
+  TANDEM_ASSIGN(expand, f.Positive("mamba_expand", 2));
+  m.inner = expand * h;
+  TANDEM_ASSIGN(m.groups, f.Positive("mamba_ngroups", 1));
+  TANDEM_ASSIGN(m.heads, f.Positive("n_mamba_heads", 8));
+  if (absl::Status s = RequireDivides(f, "n_mamba_heads", m.heads, "mamba_expand·hidden_size",
+                                      m.inner);
+      !s.ok()) {
+    return s;
+  }
+  TANDEM_ASSIGN(m.head_dim, f.Positive("mamba_headdim", m.inner / m.heads));
+  if (m.head_dim * m.heads != m.inner) {
+    return f.Error("mamba_headdim", absl::StrCat("= ", m.head_dim, " times n_mamba_heads = ",
+                                                 m.heads, " must equal ", m.inner));
+  }
+  if (absl::Status s = RequireDivides(f, "mamba_ngroups", m.groups, "n_mamba_heads", m.heads);
+      !s.ok()) {
+    return s;
+  }
+  TANDEM_ASSIGN(m.chunk_size, f.Positive("chunk_size", 256));
+  m.conv_bias = true;  // Zamba2's mixer always builds its conv with a bias
+  m.proj_bias = false;
+  m.norm_groups = m.groups;  // grouped gated norm, as mamba_ssm and Zyphra define it
+  m.norm_eps = 1e-5f;        // hard-coded in transformers' Zamba2 gated norm
+  double step_min;
+  TANDEM_ASSIGN(step_min, f.Number("time_step_min", 0.001));
+  m.dt_min = options.zamba2_dt_clamp == Zamba2DtClamp::kTimeStepMin ? static_cast<float>(step_min)
+                                                                   : 0.0f;
+  m.dt_max = 0.0f;
+
+  AttentionDims& a = c.attention;
+  TANDEM_ASSIGN(a.heads, f.Positive("num_attention_heads", 32));
+  TANDEM_ASSIGN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
+  if (absl::Status s = RequireDivides(f, "num_key_value_heads", a.kv_heads,
+                                      "num_attention_heads", a.heads);
+      !s.ok()) {
+    return s;
+  }
+  TANDEM_ASSIGN(a.input_width, f.Positive("attention_hidden_size", int64_t{2} * h));
+  if (a.input_width != 2 * h) {
+    return f.Error("attention_hidden_size",
+                   absl::StrCat("= ", a.input_width, " must be 2·hidden_size = ", 2 * h,
+                                " (the shared block reads concat(hidden, embedding))"));
+  }
+  const char* head_dim_key = f.Has("attention_head_dim") ? "attention_head_dim" : "head_dim";
+  TANDEM_ASSIGN(a.head_dim, f.Positive(head_dim_key, a.input_width / a.heads));
+  if (a.head_dim * a.heads != a.input_width) {
+    return f.Error(head_dim_key, absl::StrCat("= ", a.head_dim, " times num_attention_heads = ",
+                                              a.heads, " must equal ", a.input_width));
+  }
+  a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim) / 2.0f);  // (dh/2)^-1/2
+  TANDEM_ASSIGN(a.rope, f.Bool("use_mem_rope", false));
+  double theta = 10000.0;
+  if (f.Has("rope_parameters") && f.json()["rope_parameters"].is_object()) {
+    Fields rope(f.json()["rope_parameters"], f.source());
+    TANDEM_ASSIGN(theta, rope.Number("rope_theta", 10000.0));
+  } else {
+    TANDEM_ASSIGN(theta, f.Number("rope_theta", 10000.0));
+  }
+  bool long_context;
+  TANDEM_ASSIGN(long_context, f.Bool("use_long_context", false));
+  if (long_context && a.rope) {
+    // transformers v4 (our reference) rescales the base for long context; v5 dropped this.
+    const double dh = a.head_dim;
+    theta *= std::pow(8.0, dh / (dh - 2.0));
+  }
+  a.rope_theta = static_cast<float>(theta);
+
+  TANDEM_ASSIGN(c.num_mem_blocks, f.Positive("num_mem_blocks", 1));
+  TANDEM_ASSIGN(c.attention_adapter, f.Bool("use_shared_attention_adapter", false));
+  TANDEM_ASSIGN(c.adapter_rank, f.Positive("adapter_rank", 128));
+
+  if (!f.Has("layers_block_type") || !f.json()["layers_block_type"].is_array()) {
+    return f.Error("layers_block_type", "must be a list of \"mamba\" / \"hybrid\" entries");
+  }
+  const Json& types = f.json()["layers_block_type"];
+  if (static_cast<int64_t>(types.size()) != c.num_layers) {
+    return f.Error("layers_block_type", absl::StrCat("has ", types.size(),
+                                                     " entries but num_hidden_layers = ",
+                                                     c.num_layers));
+  }
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
+    LayerSpec layer;
+    layer.mixer = MixerKind::kMamba2;
+    layer.ssm_index = c.num_ssm_layers++;
+    if (t == "hybrid" || t == "g") {
+      layer.zamba2_hybrid = true;
+      layer.hybrid_position = static_cast<int32_t>(c.hybrid_layer_ids.size());
+      layer.shared_block = layer.hybrid_position % c.num_mem_blocks;
+      layer.attention_index = c.num_attention_layers++;
+      c.hybrid_layer_ids.push_back(i);
+    } else if (t != "mamba" && t != "m" && t != "linear_attention") {
+      return f.Error("layers_block_type",
+                     absl::StrCat("entry ", i, " is ", types[i].dump(),
+                                  "; expected \"mamba\" or \"hybrid\""));
+    }
+    c.layers.push_back(layer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
+  c.family = Family::kMamba2;
+  double eps;
+  TANDEM_ASSIGN(eps, f.Number("layer_norm_epsilon", 1e-5));
+  c.rms_norm_eps = static_cast<float>(eps);
+  TANDEM_ASSIGN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+
+  Mamba2Dims& m = c.mamba2;
+  int32_t expand;
+  TANDEM_ASSIGN(m.heads, f.Positive("num_heads", 128));
+  TANDEM_ASSIGN(m.head_dim, f.Positive("head_dim", 64));
+  TANDEM_ASSIGN(m.state_size, f.Positive("state_size", 128));
+  TANDEM_ASSIGN(expand, f.Positive("expand", 2));
+  m.inner = expand * c.hidden_size;
+  if (m.heads * m.head_dim != m.inner) {
+    return f.Error("num_heads", absl::StrCat("= ", m.heads, " times head_dim = ", m.head_dim,
+                                             " must equal expand·hidden_size = ", m.inner));
+  }
+  TANDEM_ASSIGN(m.conv_kernel, f.Positive("conv_kernel", 4));
+  TANDEM_ASSIGN(m.groups, f.Positive("n_groups", 8));
+  if (absl::Status s = RequireDivides(f, "n_groups", m.groups, "num_heads", m.heads); !s.ok()) {
+    return s;
+  }
+  TANDEM_ASSIGN(m.chunk_size, f.Positive("chunk_size", 256));
+  TANDEM_ASSIGN(m.conv_bias, f.Bool("use_conv_bias", true));
+  TANDEM_ASSIGN(m.proj_bias, f.Bool("use_bias", false));
+  m.norm_groups = 1;  // transformers' Mamba2 gated norm spans all channels (model_spec §2.0)
+  m.norm_eps = c.rms_norm_eps;
+  if (f.Has("time_step_limit")) {
+    const Json& lim = f.json()["time_step_limit"];
+    if (!lim.is_array() || lim.size() != 2 || !lim[0].is_number() || !lim[1].is_number()) {
+      return f.Error("time_step_limit", absl::StrCat("must be [min, max], found ", lim.dump()));
+    }
+    const double lo = lim[0].get<double>(), hi = lim[1].get<double>();
+    if (lo < 0 || hi < lo) {
+      return f.Error("time_step_limit", absl::StrCat("must satisfy 0 <= min <= max, found ",
+                                                     lim.dump()));
+    }
+    m.dt_min = static_cast<float>(lo);
+    // Infinity (read as DBL_MAX) or anything beyond float range means no upper clamp.
+    m.dt_max = hi >= std::numeric_limits<float>::max() ? 0.0f : static_cast<float>(hi);
+  }
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    LayerSpec layer;
+    layer.mixer = MixerKind::kMamba2;
+    layer.ssm_index = c.num_ssm_layers++;
+    c.layers.push_back(layer);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string FamilyName(Family family) {
+  switch (family) {
+    case Family::kJamba:
+      return "jamba";
+    case Family::kZamba2:
+      return "zamba2";
+    case Family::kMamba2:
+      return "mamba2";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const std::string& source,
+                                             const ConfigOptions& options) {
+  if (!json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": expected a JSON object"));
+  }
+  const Json* input = &json;
+  Fields f(json, source);
+
+  std::string arch;
+  if (f.Has("architectures") && (*input)["architectures"].is_array() &&
+      !(*input)["architectures"].empty() && (*input)["architectures"][0].is_string()) {
+    arch = (*input)["architectures"][0].get<std::string>();
+  }
+  std::string model_type;
+  TANDEM_ASSIGN(model_type, f.String("model_type", ""));
+
+  ModelConfig c;
+  c.architecture = arch.empty() ? model_type : arch;
+  if (absl::Status s = ParseCommon(f, c); !s.ok()) return s;
+
+  absl::Status s;
+  if (arch == "JambaForCausalLM" || (arch.empty() && model_type == "jamba")) {
+    s = ParseJamba(f, c);
+  } else if (arch == "Zamba2ForCausalLM" || (arch.empty() && model_type == "zamba2")) {
+    s = ParseZamba2(f, options, c);
+  } else if (arch == "Mamba2ForCausalLM" || (arch.empty() && model_type == "mamba2")) {
+    s = ParseMamba2(f, c);
+  } else {
+    return absl::UnimplementedError(absl::StrCat(
+        source, ": architecture '", c.architecture.empty() ? "(none given)" : c.architecture,
+        "' is not supported; tandem runs JambaForCausalLM, Zamba2ForCausalLM and "
+        "Mamba2ForCausalLM"));
+  }
+  if (!s.ok()) return s;
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir, const ConfigOptions& options) {
+  const std::string path = dir + "/config.json";
+  absl::StatusOr<Json> json = ReadJsonFile(path);
+  if (!json.ok()) return json.status();
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(*json, path, options);
+  if (!config.ok()) return config.status();
+
+  const std::string gen_path = dir + "/generation_config.json";
+  if (std::ifstream(gen_path).good()) {
+    absl::StatusOr<Json> gen = ReadJsonFile(gen_path);
+    if (!gen.ok()) return gen.status();
+    Fields f(*gen, gen_path);
+    std::vector<int32_t> eos;
+    TANDEM_ASSIGN(eos, f.IdList("eos_token_id"));
+    if (!eos.empty()) config->eos_token_ids = eos;
+  }
+  for (int32_t id : config->eos_token_ids) {
+    if (id >= config->vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": eos token id ", id,
+                                                     " is outside the vocabulary of ",
+                                                     config->vocab_size));
+    }
+  }
+  return config;
+}
+
+}  // namespace tandem::models

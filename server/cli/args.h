@@ -1,0 +1,45 @@
+// A small command-line parser for the subcommands: `--name value`, `--name=value` and boolean
+// `--name`. Unknown flags, missing values and malformed numbers are errors that name the flag.
+#ifndef TANDEM_SERVER_CLI_ARGS_H_
+#define TANDEM_SERVER_CLI_ARGS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tandem::cli {
+
+struct FlagSpec {
+  std::string name;  // without the leading dashes
+  bool takes_value = true;
+  std::string help;
+};
+
+class Args {
+ public:
+  // argv[0] is the subcommand name; flags follow.
+  static absl::StatusOr<Args> Parse(int argc, char** argv, const std::vector<FlagSpec>& specs);
+
+  bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  std::optional<std::string> String(const std::string& name) const;
+  absl::StatusOr<std::optional<int64_t>> Int(const std::string& name) const;
+  absl::StatusOr<std::optional<double>> Double(const std::string& name) const;
+  // A comma-separated list of integers, e.g. "1,2,3".
+  absl::StatusOr<std::optional<std::vector<int64_t>>> IntList(const std::string& name) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// "Usage: tandem NAME [flags]" followed by one line per flag.
+std::string Usage(const std::string& command, const std::string& synopsis,
+                  const std::vector<FlagSpec>& specs);
+
+}  // namespace tandem::cli
+
+#endif  // TANDEM_SERVER_CLI_ARGS_H_

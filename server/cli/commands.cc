@@ -1,0 +1,46 @@
+#include "server/cli/commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace tandem::cli {
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"generate", RunGenerate, "run a checkpoint on a prompt and print the generated text"},
+};
+
+void PrintHelp(FILE* out) {
+  std::fprintf(out, "Usage: tandem COMMAND [flags]   (tandem COMMAND --help for its flags)\n\n");
+  std::fprintf(out, "Commands:\n");
+  for (const Command& c : kCommands) std::fprintf(out, "  %-16s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintHelp(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    PrintHelp(stdout);
+    return 0;
+  }
+  for (const Command& c : kCommands) {
+    if (name == c.name) return c.run(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "tandem: unknown command '%s'\n\n", name.c_str());
+  PrintHelp(stderr);
+  return 2;
+}
+
+}  // namespace tandem::cli
