@@ -6,25 +6,20 @@
 #include <random>
 #include <vector>
 
+#include "bench/kernels/bench_util.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tandem::kernels {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using bench::Random;
 
 void BM_Linear(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const GemmImpl impl = state.range(3) == 0   ? GemmImpl::kBlas
                         : state.range(3) == 1 ? GemmImpl::kOwn
                                               : GemmImpl::kAuto;
-  static CpuOps cpu(0);
+  static CpuOps cpu(bench::ThreadsFromEnv());
   cpu.set_gemm_impl(impl);
   auto x = Random(m * k, 1), w = Random(n * k, 2), b = Random(n, 3);
   std::vector<float> y(m * n);

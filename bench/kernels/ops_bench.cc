@@ -5,26 +5,22 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <string>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "bench/kernels/bench_util.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/reference/reference_ops.h"
 
 namespace tandem::kernels {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
-  return v;
-}
+using bench::Random;
 
 Ops& Backend(int which) {
-  static CpuOps cpu(0);
+  static CpuOps cpu(bench::ThreadsFromEnv());
   static ReferenceOps ref;
   if (which == 1) return ref;
   return cpu;
@@ -310,6 +306,24 @@ void BM_WriteKv(benchmark::State& state) {
   Rate(state, "GB/s", 16.0 * T * kvh * dh * 1e-9);
 }
 BENCHMARK(BM_WriteKv)->Arg(1)->Arg(512)->UseRealTime();
+
+}  // namespace
+}  // namespace tandem::kernels
+
+namespace tandem::kernels {
+namespace {
+
+// The cost of one parallel loop with trivial bodies: the floor under every multithreaded op.
+void BM_ThreadPoolRun(benchmark::State& state) {
+  ThreadPool pool(bench::ThreadsFromEnv());
+  std::vector<int64_t> sink(64 * pool.size());
+  for (auto _ : state) {
+    pool.Run(pool.size(), [&](int64_t i) { sink[i * 64] += i; });
+  }
+  benchmark::DoNotOptimize(sink.data());
+  state.SetLabel(std::to_string(pool.size()) + " threads");
+}
+BENCHMARK(BM_ThreadPoolRun)->UseRealTime();
 
 }  // namespace
 }  // namespace tandem::kernels
