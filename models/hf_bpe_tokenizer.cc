@@ -127,12 +127,26 @@ class AddedTokenMatcher {
   }
 
  private:
-  // Approximation of `tokenizers`' word test (Unicode alphanumeric or '_'): ASCII letters,
-  // digits, '_' and any non-whitespace non-ASCII character.
+  // `tokenizers`' word test is Unicode alphanumeric or '_'. Without Unicode tables this treats
+  // ASCII exactly and non-ASCII as a word character unless it is whitespace or in a common
+  // punctuation / symbol / emoji block.
   static bool IsWordChar(std::string_view s, size_t pos, size_t n) {
     const char32_t c = DecodeUtf8(s, pos, n);
     if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    return !IsUnicodeWhitespace(c);
+    if (IsUnicodeWhitespace(c)) return false;
+    if (c >= 0xA0 && c <= 0xBF) {
+      return c == 0xAA || c == 0xB2 || c == 0xB3 || c == 0xB5 || c == 0xB9 || c == 0xBA ||
+             c == 0xBC || c == 0xBD || c == 0xBE;
+    }
+    static constexpr std::pair<char32_t, char32_t> kNonWord[] = {
+        {0xD7, 0xD7},       {0xF7, 0xF7},       {0x2000, 0x206F},   {0x20A0, 0x20CF},
+        {0x2190, 0x23FF},   {0x2500, 0x27BF},   {0x2900, 0x2BFF},   {0x2E00, 0x2E7F},
+        {0x3000, 0x3004},   {0x3008, 0x3020},   {0xFE30, 0xFE4F},   {0xFF01, 0xFF0F},
+        {0xFF1A, 0xFF20},   {0xFF3B, 0xFF40},   {0xFF5B, 0xFF65},   {0x1F000, 0x1FAFF}};
+    for (const auto& [lo, hi] : kNonWord) {
+      if (c >= lo && c <= hi) return false;
+    }
+    return true;
   }
 
   static bool SingleWordOk(const AddedToken& t, std::string_view s, size_t start) {
@@ -536,6 +550,19 @@ class HfBpeLoader {
     return it == j.end() ? kNull : *it;
   }
 
+  // A boolean field: absent or null gives `fallback`, anything but a boolean is an error.
+  absl::Status ReadBool(const json& j, const char* key, bool fallback, bool* out) const {
+    const json& v = Get(j, key);
+    if (v.is_null()) {
+      *out = fallback;
+    } else if (v.is_boolean()) {
+      *out = v.get<bool>();
+    } else {
+      return Bad(absl::StrCat("\"", key, "\" is not a boolean"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Bad(absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(path_, ": ", what));
   }
@@ -601,9 +628,9 @@ class HfBpeLoader {
       ++rank;
     }
 
-    t_->byte_fallback_ = m.value("byte_fallback", false);
-    t_->fuse_unk_ = m.value("fuse_unk", false);
-    t_->ignore_merges_ = m.value("ignore_merges", false);
+    RETURN_IF_ERROR_(ReadBool(m, "byte_fallback", false, &t_->byte_fallback_));
+    RETURN_IF_ERROR_(ReadBool(m, "fuse_unk", false, &t_->fuse_unk_));
+    RETURN_IF_ERROR_(ReadBool(m, "ignore_merges", false, &t_->ignore_merges_));
     t_->byte_ids_.fill(-1);
     for (int b = 0; b < 256; ++b) {
       static constexpr char kHex[] = "0123456789ABCDEF";
@@ -633,11 +660,11 @@ class HfBpeLoader {
       AddedToken t;
       t.id = e["id"].get<int32_t>();
       t.content = e["content"].get<std::string>();
-      t.special = e.value("special", false);
-      t.lstrip = e.value("lstrip", false);
-      t.rstrip = e.value("rstrip", false);
-      t.single_word = e.value("single_word", false);
-      t.normalized = e.value("normalized", !t.special);
+      RETURN_IF_ERROR_(ReadBool(e, "special", false, &t.special));
+      RETURN_IF_ERROR_(ReadBool(e, "lstrip", false, &t.lstrip));
+      RETURN_IF_ERROR_(ReadBool(e, "rstrip", false, &t.rstrip));
+      RETURN_IF_ERROR_(ReadBool(e, "single_word", false, &t.single_word));
+      RETURN_IF_ERROR_(ReadBool(e, "normalized", !t.special, &t.normalized));
       t_->added_.push_back(std::move(t));
     }
     int32_t max_id = t_->vocab_size() - 1;
@@ -717,7 +744,7 @@ class HfBpeLoader {
     auto scheme = ReadPrependScheme(p);
     if (!scheme.ok()) return Bad(scheme.status().message());
     m.prepend = *scheme;
-    m.split = p.value("split", true);
+    RETURN_IF_ERROR_(ReadBool(p, "split", true, &m.split));
     t_->pre_tokenizers_.push_back(std::move(m));
     return absl::OkStatus();
   }
@@ -816,8 +843,14 @@ class HfBpeLoader {
       if (!Get(d, "content").is_string()) return Bad("Strip decoder has no content");
       s.a = d["content"].get<std::string>();
       if (Utf8SequenceLength(s.a, 0) != s.a.size()) return Bad("Strip decoder content is not one character");
-      s.start = d.value("start", 0u);
-      s.stop = d.value("stop", 0u);
+      for (auto [key, dst] : {std::pair{"start", &s.start}, std::pair{"stop", &s.stop}}) {
+        const json& v = Get(d, key);
+        if (v.is_null()) continue;
+        if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+          return Bad(absl::StrCat("Strip decoder \"", key, "\" is not a non-negative integer"));
+        }
+        *dst = v.get<size_t>();
+      }
     } else if (type == "Metaspace") {
       s.kind = DecoderStep::kMetaspace;
       s.a = d.value("replacement", std::string("\xE2\x96\x81"));

@@ -31,6 +31,7 @@ using ::testing::HasSubstr;
 const std::string kData = std::string(TANDEM_TEST_DATA) + "/tokenizers";
 const std::string kSpmDir = kData + "/tiny-spm";
 const std::string kLegacyDir = kData + "/tiny-spm-legacy";
+const std::string kVariantsDir = kData + "/tiny-spm-variants";
 constexpr int32_t kBos = 1;
 
 std::vector<json> ReadFixtures() {
@@ -62,8 +63,9 @@ struct Expected {
   std::string decoded, decoded_skip;
 };
 
-// Encode rows. `which` is "sp", "hf" or "legacy"; legacy fields are present only where they
-// differ from hf (null meaning "the default").
+// Encode rows. `which` is "sp", "hf", "legacy" or "var". hf ids are present only where they
+// differ from sp's; legacy and var fields only where they differ from hf's (null meaning "the
+// default" where hf's is not).
 Expected ExpectedFor(const json& row, const std::string& which) {
   const std::string text = row["text"].get<std::string>();
   Expected e;
@@ -76,11 +78,15 @@ Expected ExpectedFor(const json& row, const std::string& which) {
     return e;
   }
   const auto field = [&](const std::string& name) -> const json* {
-    if (which == "legacy" && row.contains("legacy_" + name)) return &row["legacy_" + name];
+    if (which != "hf" && row.contains(which + "_" + name)) return &row[which + "_" + name];
     if (row.contains("hf_" + name)) return &row["hf_" + name];
     return nullptr;
   };
-  e.ids = Ids(which == "legacy" && row.contains("legacy") ? row["legacy"] : row["hf"]);
+  if (which != "hf" && row.contains(which)) {
+    e.ids = Ids(row[which]);
+  } else {
+    e.ids = Ids(row.contains("hf") ? row["hf"] : row["sp"]);
+  }
   const json* sp = field("sp");
   if (sp != nullptr && !sp->is_null()) {
     e.ids_special = Ids(*sp);
@@ -106,7 +112,7 @@ std::unique_ptr<Tokenizer> Load(const std::string& which) {
   if (which == "sp") {
     t = LoadSentencePieceTokenizer(kSpmDir + "/tokenizer.model", Config(kSpmDir));
   } else {
-    t = LoadTokenizer(which == "hf" ? kSpmDir : kLegacyDir);
+    t = LoadTokenizer(which == "hf" ? kSpmDir : which == "legacy" ? kLegacyDir : kVariantsDir);
   }
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
@@ -168,7 +174,7 @@ TEST_P(FixtureTest, EncodeAndDecodeMatchPython) {
   EXPECT_GE(decode_rows, 400);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizers, FixtureTest, ::testing::Values("sp", "hf", "legacy"));
+INSTANTIATE_TEST_SUITE_P(Tokenizers, FixtureTest, ::testing::Values("sp", "hf", "legacy", "var"));
 
 // The incremental-detokenizer contract: TokenBytes of the ids, concatenated, minus one leading
 // space when strips_leading_space(), equals Decode for text without special tokens.
@@ -225,7 +231,7 @@ TEST(TokenizerTest, SpecialTokens) {
     ASSERT_TRUE(ids.ok()) << ids.status();
     EXPECT_THAT(*ids, ::testing::Contains(4));
     EXPECT_THAT(*ids, ::testing::Contains(5));
-    EXPECT_EQ(tok->Decode(*ids, /*skip_special_tokens=*/true), which == "sp" ? "user\nhi" : "user\nhi");
+    EXPECT_EQ(tok->Decode(*ids, /*skip_special_tokens=*/true), "user\nhi");
     // Out-of-range ids are ignored.
     EXPECT_EQ(tok->Decode({-1, 99999}, false), "");
     auto empty = tok->Encode("", true);

@@ -150,6 +150,28 @@ def make_legacy(hf):
     return hf
 
 
+def make_variant(hf):
+    """Exercises the options the Llama conversions leave off: Metaspace prepend_scheme "always"
+    with split, a Metaspace decoder, lstrip/rstrip special tokens, a normalized added token and a
+    single_word added token (both beyond the model's vocabulary)."""
+    hf = json.loads(json.dumps(hf))
+    hf["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always",
+                           "split": True}
+    hf["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "ByteFallback"},
+        {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}]}
+    for t in hf["added_tokens"]:
+        if t["content"] == "<|im_start|>":
+            t["rstrip"] = True
+        if t["content"] == "<|im_end|>":
+            t["lstrip"] = True
+    base = dict(single_word=False, lstrip=False, rstrip=False)
+    hf["added_tokens"].append(dict(base, id=1024, content="<tool>", normalized=True, special=False))
+    hf["added_tokens"].append(dict(base, id=1025, content="word", normalized=False, special=False,
+                                   single_word=True))
+    return hf
+
+
 def write_json(path, obj):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, ensure_ascii=False, indent=2)
@@ -173,6 +195,9 @@ def write_checkpoints():
     os.makedirs(d, exist_ok=True)
     write_json(os.path.join(d, "tokenizer.json"), make_legacy(hf))
     write_json(os.path.join(d, "tokenizer_config.json"), tokenizer_config(True))
+    d = os.path.join(OUT, "tiny-spm-variants")
+    os.makedirs(d, exist_ok=True)
+    write_json(os.path.join(d, "tokenizer.json"), make_variant(hf))
     return lines
 
 
@@ -184,7 +209,8 @@ WORDS_INTL = ["café", "naïve", "résumé", "Straße", "façade", "e\u0301", "a
               "नमस्ते", "สวัสดี", "ქართული", "Ελλάδα", "İstanbul", "ǅ", "ß", "ŉ"]
 CJK = ["中文", "你好，世界", "日本語", "こんにちは", "カタカナ", "한국어", "안녕하세요", "漢字", "𠀋", "〜", "「引用」"]
 EMOJI = ["😀", "👍", "👍🏽", "👨\u200d👩\u200d👧", "🇫🇷", "❤️", "✨", "🦀", "🤖", "☃", "©", "™", "€", "∑", "√", "∞"]
-SPECIAL_LIKE = ["<|im_start", "im_end|>", "<|endoftext", "<|im_start|><|im_end|>", "<|IM_START|>", "< |pad|>"]
+SPECIAL_LIKE = ["<|im_start", "im_end|>", "<|endoftext", "<|im_start|><|im_end|>", "<|IM_START|>", "< |pad|>",
+                "<tool>", "word", "words", "sword", "word_", "<tool"]
 
 
 def random_unicode(rng):
@@ -270,10 +296,12 @@ def dump_jsonl(path, rows):
 def write_fixtures(corpus_lines, n):
     """One JSONL file; each row is either an encode case or a decode-only case.
 
-    Encode rows: text, sp (sentencepiece ids), sp_dec (its decode), hf (tiny-spm/tokenizer.json ids
-    without special tokens), hf_dec (decode keeping specials); hf_sp / hf_skip only where the
-    add_special_tokens=True ids differ from [BOS]+hf / the skip_special_tokens decode differs; and
-    legacy, legacy_sp, legacy_dec, legacy_skip only where tiny-spm-legacy differs from hf.
+    Encode rows: text; sp (sentencepiece ids) and sp_dec (its decode, when it differs from text);
+    hf (tiny-spm/tokenizer.json ids without special tokens, when they differ from sp), hf_dec
+    (decode keeping specials, when it differs from text); hf_sp / hf_skip only where the
+    add_special_tokens=True ids differ from [BOS]+hf / the skip_special_tokens decode differs;
+    then legacy* (tiny-spm-legacy) and var* (tiny-spm-variants) only where they differ from the
+    hf value (null: "the default" where hf's is not).
     Decode rows: ids, then per tokenizer the decode keeping and skipping special tokens.
     SentencePiece "special" ids are the pieces of SPECIAL_STRINGS; skipping drops them before
     sentencepiece's own decode (which renders control pieces as nothing anyway).
@@ -284,6 +312,7 @@ def write_fixtures(corpus_lines, n):
     special = {i for i in range(sp.get_piece_size()) if sp.id_to_piece(i) in SPECIAL_STRINGS}
     hf = Tokenizer.from_file(os.path.join(OUT, "tiny-spm", "tokenizer.json"))
     legacy = Tokenizer.from_file(os.path.join(OUT, "tiny-spm-legacy", "tokenizer.json"))
+    variant = Tokenizer.from_file(os.path.join(OUT, "tiny-spm-variants", "tokenizer.json"))
     bos = sp.bos_id()
 
     def hf_fields(tok, s):
@@ -300,17 +329,19 @@ def write_fixtures(corpus_lines, n):
         if sp.decode(ids) != s:
             row["sp_dec"] = sp.decode(ids)
         h = hf_fields(hf, s)
-        row["hf"] = h[0]
+        if h[0] != ids:
+            row["hf"] = h[0]
         if h[1] is not None:
             row["hf_sp"] = h[1]
         if h[2] != s:
             row["hf_dec"] = h[2]
         if h[3] is not None:
             row["hf_skip"] = h[3]
-        g = hf_fields(legacy, s)
-        for key, a, b in zip(["legacy", "legacy_sp", "legacy_dec", "legacy_skip"], g, h):
-            if a != b:
-                row[key] = a
+        for prefix, tok in [("legacy", legacy), ("var", variant)]:
+            g = hf_fields(tok, s)
+            for key, a, b in zip(["", "_sp", "_dec", "_skip"], g, h):
+                if a != b:
+                    row[prefix + key] = a
         rows.append(row)
     for seq in random_id_sequences(rng, sp.get_piece_size(), 400):
         rows.append({"ids": seq,
@@ -318,7 +349,9 @@ def write_fixtures(corpus_lines, n):
                      "hf_dec": hf.decode(seq, skip_special_tokens=False),
                      "hf_skip": hf.decode(seq, skip_special_tokens=True),
                      "legacy_dec": legacy.decode(seq, skip_special_tokens=False),
-                     "legacy_skip": legacy.decode(seq, skip_special_tokens=True)})
+                     "legacy_skip": legacy.decode(seq, skip_special_tokens=True),
+                     "var_dec": variant.decode(seq, skip_special_tokens=False),
+                     "var_skip": variant.decode(seq, skip_special_tokens=True)})
     dump_jsonl(os.path.join(OUT, "tiny-spm-fixtures.jsonl"), rows)
     with open(os.path.join(OUT, "VERSIONS.txt"), "w") as f:
         f.write(f"sentencepiece {spm.__version__}\ntokenizers {tokenizers.__version__}\n")
