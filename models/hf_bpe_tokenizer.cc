@@ -75,10 +75,16 @@ class AddedTokenMatcher {
     if (token->content.empty()) return;
     auto& list = by_first_byte_[static_cast<unsigned char>(token->content[0])];
     list.push_back(token);
-    std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {
-      return x->content.size() > y->content.size();
-    });
     empty_ = false;
+  }
+
+  // Longest first, so the first candidate that matches at a position is the longest there.
+  void Finish() {
+    for (auto& list : by_first_byte_) {
+      std::stable_sort(list.begin(), list.end(), [](const AddedToken* x, const AddedToken* y) {
+        return x->content.size() > y->content.size();
+      });
+    }
   }
 
   // Splits `text` (at byte `base` of the input) into segments; unmatched text keeps added_id -1.
@@ -132,17 +138,18 @@ class AddedTokenMatcher {
   // punctuation / symbol / emoji block.
   static bool IsWordChar(std::string_view s, size_t pos, size_t n) {
     const char32_t c = DecodeUtf8(s, pos, n);
-    if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (c < 0x80)
+      return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
     if (IsUnicodeWhitespace(c)) return false;
     if (c >= 0xA0 && c <= 0xBF) {
       return c == 0xAA || c == 0xB2 || c == 0xB3 || c == 0xB5 || c == 0xB9 || c == 0xBA ||
              c == 0xBC || c == 0xBD || c == 0xBE;
     }
     static constexpr std::pair<char32_t, char32_t> kNonWord[] = {
-        {0xD7, 0xD7},       {0xF7, 0xF7},       {0x2000, 0x206F},   {0x20A0, 0x20CF},
-        {0x2190, 0x23FF},   {0x2500, 0x27BF},   {0x2900, 0x2BFF},   {0x2E00, 0x2E7F},
-        {0x3000, 0x3004},   {0x3008, 0x3020},   {0xFE30, 0xFE4F},   {0xFF01, 0xFF0F},
-        {0xFF1A, 0xFF20},   {0xFF3B, 0xFF40},   {0xFF5B, 0xFF65},   {0x1F000, 0x1FAFF}};
+        {0xD7, 0xD7},     {0xF7, 0xF7},     {0x2000, 0x206F}, {0x20A0, 0x20CF},
+        {0x2190, 0x23FF}, {0x2500, 0x27BF}, {0x2900, 0x2BFF}, {0x2E00, 0x2E7F},
+        {0x3000, 0x3004}, {0x3008, 0x3020}, {0xFE30, 0xFE4F}, {0xFF01, 0xFF0F},
+        {0xFF1A, 0xFF20}, {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65}, {0x1F000, 0x1FAFF}};
     for (const auto& [lo, hi] : kNonWord) {
       if (c >= lo && c <= hi) return false;
     }
@@ -180,14 +187,13 @@ class HfBpeTokenizer final : public Tokenizer {
   std::string TokenBytes(int32_t id) const override;
   bool strips_leading_space() const override { return strips_leading_space_; }
   int32_t PieceToId(std::string_view piece) const override {
-    if (auto it = added_by_content_.find(AV(piece)); it != added_by_content_.end()) return it->second;
+    if (auto it = added_by_content_.find(AV(piece)); it != added_by_content_.end())
+      return it->second;
     if (auto it = vocab_.find(AV(piece)); it != vocab_.end()) return it->second;
     return -1;
   }
   int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
-  bool IsSpecial(int32_t id) const override {
-    return id >= 0 && id < vocab_size() && special_[id];
-  }
+  bool IsSpecial(int32_t id) const override { return id >= 0 && id < vocab_size() && special_[id]; }
 
  private:
   friend class HfBpeLoader;
@@ -575,7 +581,8 @@ class HfBpeLoader {
     if (!m.is_object()) return Bad("no \"model\" object");
     const std::string type = m.value("type", "BPE");
     if (type != "BPE") return Unsupported("model", m);
-    if (!Get(m, "dropout").is_null() && !(Get(m, "dropout").is_number() && Get(m, "dropout") == 0)) {
+    if (!Get(m, "dropout").is_null() &&
+        !(Get(m, "dropout").is_number() && Get(m, "dropout") == 0)) {
       return Bad("BPE dropout is not supported");
     }
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -634,8 +641,8 @@ class HfBpeLoader {
     t_->byte_ids_.fill(-1);
     for (int b = 0; b < 256; ++b) {
       static constexpr char kHex[] = "0123456789ABCDEF";
-      const std::string piece = absl::StrCat("<0x", std::string(1, kHex[b >> 4]),
-                                             std::string(1, kHex[b & 15]), ">");
+      const std::string piece =
+          absl::StrCat("<0x", std::string(1, kHex[b >> 4]), std::string(1, kHex[b & 15]), ">");
       if (auto it = t_->vocab_.find(piece); it != t_->vocab_.end()) t_->byte_ids_[b] = it->second;
     }
     const json& unk = Get(m, "unk_token");
@@ -677,6 +684,8 @@ class HfBpeLoader {
       t_->added_by_content_[t.content] = t.id;
       (t.normalized ? t_->normalized_matcher_ : t_->raw_matcher_).Add(&t);
     }
+    t_->normalized_matcher_.Finish();
+    t_->raw_matcher_.Finish();
     return absl::OkStatus();
   }
 
@@ -752,7 +761,8 @@ class HfBpeLoader {
   absl::StatusOr<int32_t> TokenId(const json& name) const {
     if (!name.is_string()) return Bad("post_processor names a token that is not a string");
     const int32_t id = t_->PieceToId(name.get<std::string>());
-    if (id < 0) return Bad(absl::StrCat("post_processor token \"", name.get<std::string>(), "\" is unknown"));
+    if (id < 0)
+      return Bad(absl::StrCat("post_processor token \"", name.get<std::string>(), "\" is unknown"));
     return id;
   }
 
@@ -798,7 +808,8 @@ class HfBpeLoader {
       const json& entry = specials.is_object() ? Get(specials, name.c_str()) : json();
       if (entry.is_object() && Get(entry, "ids").is_array()) {
         for (const json& id : entry["ids"]) {
-          if (!id.is_number_integer()) return Bad("TemplateProcessing special token id is not an int");
+          if (!id.is_number_integer())
+            return Bad("TemplateProcessing special token id is not an int");
           ids.push_back(id.get<int32_t>());
         }
       } else {
@@ -842,7 +853,8 @@ class HfBpeLoader {
       s.kind = DecoderStep::kStrip;
       if (!Get(d, "content").is_string()) return Bad("Strip decoder has no content");
       s.a = d["content"].get<std::string>();
-      if (Utf8SequenceLength(s.a, 0) != s.a.size()) return Bad("Strip decoder content is not one character");
+      if (Utf8SequenceLength(s.a, 0) != s.a.size())
+        return Bad("Strip decoder content is not one character");
       for (auto [key, dst] : {std::pair{"start", &s.start}, std::pair{"stop", &s.stop}}) {
         const json& v = Get(d, key);
         if (v.is_null()) continue;

@@ -25,7 +25,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& mode
   }
   if (fs::exists(json_path, ec)) return LoadHfBpeTokenizer(json_path.string(), config);
   if (fs::exists(model_path, ec)) return LoadSentencePieceTokenizer(model_path.string(), config);
-  return absl::NotFoundError(absl::StrCat(model_dir, ": neither tokenizer.json nor tokenizer.model found"));
+  return absl::NotFoundError(
+      absl::StrCat(model_dir, ": neither tokenizer.json nor tokenizer.model found"));
 }
 
 }  // namespace tandem::models

@@ -12,8 +12,8 @@
 namespace tandem::models {
 namespace {
 
-#define RETURN_IF_ERROR_(expr)                  \
-  do {                                          \
+#define RETURN_IF_ERROR_(expr)                         \
+  do {                                                 \
     if (absl::Status s_ = (expr); !s_.ok()) return s_; \
   } while (0)
 

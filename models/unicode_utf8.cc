@@ -50,7 +50,9 @@ size_t CompleteUtf8PrefixLength(std::string_view s) {
 }
 
 char32_t DecodeUtf8(std::string_view s, size_t pos, size_t len) {
-  const auto b = [&](size_t i) { return static_cast<char32_t>(static_cast<unsigned char>(s[pos + i])); };
+  const auto b = [&](size_t i) {
+    return static_cast<char32_t>(static_cast<unsigned char>(s[pos + i]));
+  };
   switch (len) {
     case 1:
       return b(0);
@@ -83,8 +85,20 @@ void AppendUtf8(char32_t cp, std::string* out) {
 
 bool IsUnicodeWhitespace(char32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0x85: case 0xA0:
-    case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return cp >= 0x2000 && cp <= 0x200A;

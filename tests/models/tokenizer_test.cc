@@ -1,5 +1,9 @@
 // Tokenizers against the fixtures tools/tokenizer_fixtures/make_tokenizer_fixtures.py recorded
 // from Python's `sentencepiece` and `tokenizers` (tests/data/tokenizers/tiny-spm-fixtures.jsonl).
+#include "models/tokenizer.h"
+
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -8,13 +12,10 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/hf_bpe_tokenizer.h"
-#include "models/tokenizer.h"
 #include "models/tokenizer_config.h"
 #include "models/tokenizer_sentencepiece.h"
 #include "models/unicode_utf8.h"
@@ -136,8 +137,8 @@ TEST_P(FixtureTest, EncodeAndDecodeMatchPython) {
       const Expected e = ExpectedFor(row, which);
       auto ids = tok->Encode(text, /*add_special_tokens=*/false);
       if (!ids.ok() || *ids != e.ids) {
-        fail("Encode(" + json(text).dump() + ") = " + (ids.ok() ? Show(*ids) : ids.status().ToString()) +
-             ", want " + Show(e.ids));
+        fail("Encode(" + json(text).dump() +
+             ") = " + (ids.ok() ? Show(*ids) : ids.status().ToString()) + ", want " + Show(e.ids));
       }
       auto with_special = tok->Encode(text, /*add_special_tokens=*/true);
       if (!with_special.ok() || *with_special != e.ids_special) {
@@ -147,7 +148,8 @@ TEST_P(FixtureTest, EncodeAndDecodeMatchPython) {
       }
       const std::string decoded = tok->Decode(e.ids, /*skip_special_tokens=*/false);
       if (decoded != e.decoded) {
-        fail("Decode(" + Show(e.ids) + ") = " + json(decoded).dump() + ", want " + json(e.decoded).dump());
+        fail("Decode(" + Show(e.ids) + ") = " + json(decoded).dump() + ", want " +
+             json(e.decoded).dump());
       }
       if (which != "sp") {
         const std::string skipped = tok->Decode(e.ids, /*skip_special_tokens=*/true);
@@ -225,7 +227,9 @@ TEST(TokenizerTest, SpecialTokens) {
     const int32_t byte_e4 = tok->PieceToId("<0xE4>");
     ASSERT_GE(byte_e4, 0);
     EXPECT_EQ(tok->TokenBytes(byte_e4), "\xE4");
-    EXPECT_EQ(tok->TokenBytes(tok->PieceToId("\xE2\x96\x81" "the")), " the");
+    EXPECT_EQ(tok->TokenBytes(tok->PieceToId("\xE2\x96\x81"
+                                             "the")),
+              " the");
     // Chat markers inside text become their ids in every tokenizer.
     auto ids = tok->Encode("<|im_start|>user\nhi<|im_end|>", false);
     ASSERT_TRUE(ids.ok()) << ids.status();
@@ -320,8 +324,9 @@ TEST(TokenizerLoadTest, PicksSentencePieceWhenNoJson) {
 TEST(TokenizerLoadTest, ConfigDecidesBosAndEos) {
   TempDir dir;
   dir.Write("tokenizer.json", ReadAll(kSpmDir + "/tokenizer.json"));
-  dir.Write("tokenizer_config.json",
-            R"({"add_bos_token": false, "add_eos_token": true, "eos_token": {"content": "<|im_end|>"}})");
+  dir.Write(
+      "tokenizer_config.json",
+      R"({"add_bos_token": false, "add_eos_token": true, "eos_token": {"content": "<|im_end|>"}})");
   auto tok = LoadTokenizer(dir.path());
   ASSERT_TRUE(tok.ok()) << tok.status();
   EXPECT_EQ((*tok)->eos_id(), 5);
@@ -345,7 +350,8 @@ TEST(TokenizerLoadTest, MissingFilesNameThePath) {
   EXPECT_THAT(sp.status().message(), HasSubstr(dir.path() + "/tokenizer.model"));
 }
 
-void ExpectErrorNaming(const absl::StatusOr<std::unique_ptr<Tokenizer>>& t, const std::string& file) {
+void ExpectErrorNaming(const absl::StatusOr<std::unique_ptr<Tokenizer>>& t,
+                       const std::string& file) {
   ASSERT_FALSE(t.ok()) << file << " loaded";
   EXPECT_THAT(t.status().message(), HasSubstr(file));
 }
@@ -376,7 +382,9 @@ TEST(TokenizerLoadTest, TruncatedOrCorruptTokenizerJson) {
   j["model"]["merges"][0] = "a b c";
   bad.push_back(j.dump());
   j = parsed;
-  j["model"]["vocab"]["\xE2\x96\x81" "the"] = "seven";
+  j["model"]["vocab"]
+   ["\xE2\x96\x81"
+    "the"] = "seven";
   bad.push_back(j.dump());
   j = parsed;
   j["added_tokens"][0]["id"] = "zero";
@@ -401,9 +409,10 @@ TEST(TokenizerLoadTest, TruncatedOrCorruptTokenizerJson) {
 TEST(TokenizerLoadTest, CorruptConfigNamesTheFile) {
   TempDir dir;
   dir.Write("tokenizer.json", ReadAll(kSpmDir + "/tokenizer.json"));
-  for (const std::string& bytes : {std::string("{\"add_bos_token\": "), std::string("{\"add_bos_token\": 1}"),
-                                   std::string("{\"bos_token\": [1]}"),
-                                   std::string("{\"added_tokens_decoder\": {\"x\": {}}}")}) {
+  for (const std::string& bytes :
+       {std::string("{\"add_bos_token\": "), std::string("{\"add_bos_token\": 1}"),
+        std::string("{\"bos_token\": [1]}"),
+        std::string("{\"added_tokens_decoder\": {\"x\": {}}}")}) {
     const std::string path = dir.Write("tokenizer_config.json", bytes);
     auto tok = LoadTokenizer(dir.path());
     ASSERT_FALSE(tok.ok()) << bytes;
