@@ -45,8 +45,8 @@ bool IsRegularFile(const std::string& path) {
 
 // A shard named by the index must be a plain file name inside the checkpoint directory.
 bool IsPlainFileName(std::string_view name) {
-  return !name.empty() && name != "." && name != ".." &&
-         name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
 }
 
 // Reads the index and returns weight_map as (tensor, shard file name) pairs.
@@ -64,8 +64,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadIndex(
   }
   auto map_it = root.find("weight_map");
   if (map_it == root.end() || !map_it->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(index_path, ": missing \"weight_map\" object"));
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing \"weight_map\" object"));
   }
   std::vector<std::pair<std::string, std::string>> entries;
   for (auto it = map_it->begin(); it != map_it->end(); ++it) {
@@ -161,10 +160,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
       if (e.path().extension() == ".safetensors") found.push_back(e.path().filename().string());
     }
     std::sort(found.begin(), found.end());
-    std::string hint = found.empty()
-                           ? std::string(" and no other .safetensors file")
-                           : absl::StrCat(" (found ", absl::StrJoin(found, ", "),
-                                          " but shards need the index)");
+    std::string hint = found.empty() ? std::string(" and no other .safetensors file")
+                                     : absl::StrCat(" (found ", absl::StrJoin(found, ", "),
+                                                    " but shards need the index)");
     return absl::NotFoundError(
         absl::StrCat(dir, ": no ", Sv(kSingleName), " or ", Sv(kIndexName), hint));
   }
@@ -240,9 +238,9 @@ absl::StatusOr<Checkpoint::Entry> Checkpoint::FindChecked(
   if (!entry.ok()) return entry.status();
   const std::vector<int64_t>& shape = entry->info->shape;
   if (!std::equal(shape.begin(), shape.end(), expected_shape.begin(), expected_shape.end())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        entry->file->path(), ": tensor ", Quote(name), ": shape mismatch: expected ",
-        ShapeToString(expected_shape), ", found ", ShapeToString(shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(entry->file->path(), ": tensor ", Quote(name), ": shape mismatch: expected ",
+                     ShapeToString(expected_shape), ", found ", ShapeToString(shape)));
   }
   return entry;
 }
@@ -258,9 +256,9 @@ absl::StatusOr<FloatTensor> Checkpoint::LoadFloat(std::string_view name,
   if (!entry.ok()) return entry.status();
   const TensorInfo& info = *entry->info;
   if (!IsFloatConvertible(info.dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(entry->file->path(), ": tensor ", Quote(name), ": dtype ",
-                     Sv(DTypeName(info.dtype)), " cannot be loaded as float (F32, F16 or BF16 can)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        entry->file->path(), ": tensor ", Quote(name), ": dtype ", Sv(DTypeName(info.dtype)),
+        " cannot be loaded as float (F32, F16 or BF16 can)"));
   }
   MarkUsed(name);
   const std::span<const uint8_t> bytes = entry->file->Data(info);

@@ -31,7 +31,8 @@ class FloatTensor {
   // Owns `data`; data.size() must equal the product of `shape`.
   FloatTensor(std::vector<int64_t> shape, std::vector<float> data);
   // Borrows `data` (product-of-shape floats), which stays valid while `keep_alive` lives.
-  FloatTensor(std::vector<int64_t> shape, const float* data, std::shared_ptr<const void> keep_alive);
+  FloatTensor(std::vector<int64_t> shape, const float* data,
+              std::shared_ptr<const void> keep_alive);
 
   // Moving leaves the source empty.
   FloatTensor(FloatTensor&& other) noexcept;
@@ -62,7 +63,7 @@ class FloatTensor {
 struct RawTensor {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  std::span<const uint8_t> bytes;              // little-endian, row-major; any alignment
+  std::span<const uint8_t> bytes;                // little-endian, row-major; any alignment
   std::shared_ptr<const MappedFile> keep_alive;  // owns `bytes`
 };
 

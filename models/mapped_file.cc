@@ -61,8 +61,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   }
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   if (addr == MAP_FAILED) return ErrnoError(errno, path, "mmap");
-  return std::unique_ptr<MappedFile>(
-      new MappedFile(path, static_cast<const uint8_t*>(addr), size));
+  return std::unique_ptr<MappedFile>(new MappedFile(path, static_cast<const uint8_t*>(addr), size));
 }
 
 MappedFile::~MappedFile() {

@@ -125,8 +125,8 @@ absl::StatusOr<NpyHeader> ParseHeaderDict(std::string_view text, std::string_vie
   bool have_descr = false, have_order = false, have_shape = false;
   const auto bad = [&](std::string_view what) {
     std::string shown(text.substr(0, 200));
-    return Error(path, absl::StrCat("malformed header (", Sv(what), "): \"",
-                                    absl::CHexEscape(shown), "\""));
+    return Error(
+        path, absl::StrCat("malformed header (", Sv(what), "): \"", absl::CHexEscape(shown), "\""));
   };
   if (!p.Consume('{')) return bad("no opening brace");
   while (!p.Consume('}')) {
@@ -162,8 +162,8 @@ absl::StatusOr<NpyHeader> ParseHeaderDict(std::string_view text, std::string_vie
 }  // namespace
 
 std::string NpyFloat32Header(std::span<const int64_t> shape) {
-  std::string dict = absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': ",
-                                  TupleRepr(shape), ", }");
+  std::string dict =
+      absl::StrCat("{'descr': '<f4', 'fortran_order': False, 'shape': ", TupleRepr(shape), ", }");
   if (!shape.empty()) {
     const size_t digits = absl::StrCat(shape[0]).size();
     if (digits < kGrowthAxisMaxDigits) dict.append(kGrowthAxisMaxDigits - digits, ' ');
@@ -209,7 +209,8 @@ absl::Status WriteNpy(const std::string& path, std::span<const int64_t> shape,
                         absl::StrCat(path, ": cannot create: ", std::strerror(err)));
   }
   bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  if (ok && !data.empty()) ok = std::fwrite(data.data(), sizeof(float), data.size(), f) == data.size();
+  if (ok && !data.empty())
+    ok = std::fwrite(data.data(), sizeof(float), data.size(), f) == data.size();
   const int err = errno;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) {
@@ -267,8 +268,8 @@ absl::StatusOr<NpyArray> ParseNpy(std::span<const uint8_t> bytes, std::string_vi
   uint64_t needed;
   if (__builtin_mul_overflow(count, item_size, &needed) || needed != data_bytes) {
     return Error(path, absl::StrCat("shape ", TupleRepr(header->shape), " of ", header->descr,
-                                    " needs ", count, " x ", item_size, " bytes but the file holds ",
-                                    data_bytes, " after the header"));
+                                    " needs ", count, " x ", item_size,
+                                    " bytes but the file holds ", data_bytes, " after the header"));
   }
   NpyArray out;
   out.shape = std::move(header->shape);

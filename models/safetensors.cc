@@ -38,7 +38,8 @@ absl::Status FileError(std::string_view path, std::string_view msg) {
 }
 
 absl::Status TensorError(std::string_view path, std::string_view name, std::string_view msg) {
-  return absl::InvalidArgumentError(absl::StrCat(Sv(path), ": tensor ", Quote(name), ": ", Sv(msg)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(Sv(path), ": tensor ", Quote(name), ": ", Sv(msg)));
 }
 
 // Maximum nesting of objects/arrays in `text`, stopping early once it exceeds `limit`.
@@ -92,8 +93,7 @@ std::string JsonSnippet(const Json& v) {
 }
 
 absl::StatusOr<TensorInfo> ParseTensor(std::string_view path, const std::string& name,
-                                       const Json& entry, uint64_t data_start,
-                                       uint64_t data_size) {
+                                       const Json& entry, uint64_t data_start, uint64_t data_size) {
   if (!entry.is_object()) {
     return TensorError(path, name, absl::StrCat("entry is not an object: ", JsonSnippet(entry)));
   }
@@ -155,17 +155,16 @@ absl::StatusOr<TensorInfo> ParseTensor(std::string_view path, const std::string&
                        absl::StrCat("data_offsets [", begin, ", ", end, "] end before they begin"));
   }
   if (end - begin != expected_bytes) {
-    return TensorError(
-        path, name,
-        absl::StrCat("data_offsets [", begin, ", ", end, "] hold ", end - begin,
-                     " bytes but shape ", ShapeToString(info.shape), " of ",
-                     Sv(DTypeName(info.dtype)), " needs ", expected_bytes));
+    return TensorError(path, name,
+                       absl::StrCat("data_offsets [", begin, ", ", end, "] hold ", end - begin,
+                                    " bytes but shape ", ShapeToString(info.shape), " of ",
+                                    Sv(DTypeName(info.dtype)), " needs ", expected_bytes));
   }
   if (end > data_size) {
-    return TensorError(path, name,
-                       absl::StrCat("data_offsets [", begin, ", ", end,
-                                    "] reach beyond the end of the data (", data_size,
-                                    " bytes): the file is truncated"));
+    return TensorError(
+        path, name,
+        absl::StrCat("data_offsets [", begin, ", ", end, "] reach beyond the end of the data (",
+                     data_size, " bytes): the file is truncated"));
   }
   info.file_offset = data_start + begin;
   info.byte_size = expected_bytes;
@@ -187,8 +186,8 @@ absl::StatusOr<SafetensorsHeader> ParseUnguarded(std::span<const uint8_t> bytes,
                                         " bytes (corrupt or not a safetensors file)"));
   }
   if (header_len > available) {
-    return FileError(path, absl::StrCat("header length ", header_len, " exceeds the ",
-                                        available, " bytes after it (truncated file?)"));
+    return FileError(path, absl::StrCat("header length ", header_len, " exceeds the ", available,
+                                        " bytes after it (truncated file?)"));
   }
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
   if (JsonDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
@@ -241,12 +240,12 @@ absl::StatusOr<SafetensorsHeader> ParseUnguarded(std::span<const uint8_t> bytes,
     const TensorInfo& prev = *by_offset[i - 1];
     const TensorInfo& cur = *by_offset[i];
     if (cur.file_offset < prev.file_offset + prev.byte_size) {
-      return TensorError(path, cur.name,
-                         absl::StrCat("data_offsets [", cur.file_offset - data_start, ", ",
-                                      cur.file_offset - data_start + cur.byte_size,
-                                      "] overlap those of tensor ", Quote(prev.name), " [",
-                                      prev.file_offset - data_start, ", ",
-                                      prev.file_offset - data_start + prev.byte_size, "]"));
+      return TensorError(
+          path, cur.name,
+          absl::StrCat("data_offsets [", cur.file_offset - data_start, ", ",
+                       cur.file_offset - data_start + cur.byte_size, "] overlap those of tensor ",
+                       Quote(prev.name), " [", prev.file_offset - data_start, ", ",
+                       prev.file_offset - data_start + prev.byte_size, "]"));
     }
   }
   // nlohmann objects iterate in key order already; sort anyway so Find can rely on it.

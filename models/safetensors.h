@@ -34,7 +34,7 @@ struct TensorInfo {
 
 // Result of parsing a header out of an in-memory copy of the file.
 struct SafetensorsHeader {
-  std::vector<TensorInfo> tensors;           // sorted by name
+  std::vector<TensorInfo> tensors;              // sorted by name
   std::map<std::string, std::string> metadata;  // string values of "__metadata__"
 };
 

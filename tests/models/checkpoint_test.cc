@@ -89,12 +89,11 @@ TEST(CheckpointTest, ConvertsBf16AndF16) {
   absl::StatusOr<FloatTensor> b = c->LoadFloat("w.bf16", {2, 2});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_FALSE(b->borrowed());
-  EXPECT_THAT(Values(*b),
-              ElementsAre(1.0f, -2.0f, 0.375f, std::numeric_limits<float>::infinity()));
+  EXPECT_THAT(Values(*b), ElementsAre(1.0f, -2.0f, 0.375f, std::numeric_limits<float>::infinity()));
   absl::StatusOr<FloatTensor> h = c->LoadFloat("w.f16", {3});
   ASSERT_TRUE(h.ok()) << h.status();
-  EXPECT_THAT(Values(*h), ElementsAre(1.0f, std::ldexp(1.0f, -24),
-                                      -std::numeric_limits<float>::infinity()));
+  EXPECT_THAT(Values(*h),
+              ElementsAre(1.0f, std::ldexp(1.0f, -24), -std::numeric_limits<float>::infinity()));
 }
 
 TEST(CheckpointTest, EmptyTensorLoads) {
@@ -161,8 +160,7 @@ TEST(CheckpointTest, ShapeMismatchNamesFileTensorAndBothShapes) {
               AllOf(HasSubstr(dir.File("model.safetensors")), HasSubstr("\"w.f32\""),
                     HasSubstr("shape mismatch: expected [2, 4], found [2, 3]")));
   // Rank differences too.
-  EXPECT_THAT(Msg(c->LoadFloat("w.f32", {6}).status()),
-              HasSubstr("expected [6], found [2, 3]"));
+  EXPECT_THAT(Msg(c->LoadFloat("w.f32", {6}).status()), HasSubstr("expected [6], found [2, 3]"));
   EXPECT_FALSE(c->LoadRaw("w.f32", std::vector<int64_t>{3, 2}).ok());
 }
 
@@ -287,8 +285,8 @@ TEST(CheckpointTest, CorruptSingleFileNamesIt) {
   dir.Write("model.safetensors", bytes);
   absl::StatusOr<std::unique_ptr<Checkpoint>> c = Checkpoint::Open(dir.path());
   ASSERT_FALSE(c.ok());
-  EXPECT_THAT(Msg(c.status()), AllOf(HasSubstr(dir.File("model.safetensors")),
-                                     HasSubstr("truncated")));
+  EXPECT_THAT(Msg(c.status()),
+              AllOf(HasSubstr(dir.File("model.safetensors")), HasSubstr("truncated")));
 }
 
 // ---- Sharded checkpoints -------------------------------------------------------------------
@@ -361,18 +359,17 @@ TEST(ShardedCheckpointTest, WeightMapNamingUnknownShard) {
             Index(R"({"embed": "model-00003-of-00002.safetensors"})"));
   absl::StatusOr<std::unique_ptr<Checkpoint>> c = Checkpoint::Open(dir.path());
   ASSERT_FALSE(c.ok());
-  EXPECT_THAT(Msg(c.status()), AllOf(HasSubstr("model.safetensors.index.json"),
-                                     HasSubstr("model-00003-of-00002.safetensors"),
-                                     HasSubstr("\"embed\"")));
+  EXPECT_THAT(Msg(c.status()),
+              AllOf(HasSubstr("model.safetensors.index.json"),
+                    HasSubstr("model-00003-of-00002.safetensors"), HasSubstr("\"embed\"")));
 }
 
 TEST(ShardedCheckpointTest, TensorAbsentFromItsShardNamesBoth) {
   TempDir dir;
   WriteSharded(dir);
   // "layer1" lives in shard 2, but the index says shard 1.
-  dir.Write("model.safetensors.index.json",
-            Index(std::string(R"({"embed": ")") + kShard1 + R"(", "layer1": ")" + kShard1 +
-                  R"("})"));
+  dir.Write("model.safetensors.index.json", Index(std::string(R"({"embed": ")") + kShard1 +
+                                                  R"(", "layer1": ")" + kShard1 + R"("})"));
   absl::StatusOr<std::unique_ptr<Checkpoint>> c = Checkpoint::Open(dir.path());
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
@@ -413,8 +410,8 @@ TEST(ShardedCheckpointTest, InvalidIndexFiles) {
     dir.Write("model.safetensors.index.json", k.index);
     absl::StatusOr<std::unique_ptr<Checkpoint>> c = Checkpoint::Open(dir.path());
     ASSERT_FALSE(c.ok()) << k.index;
-    EXPECT_THAT(Msg(c.status()), AllOf(HasSubstr(dir.File("model.safetensors.index.json")),
-                                       HasSubstr(k.expected)))
+    EXPECT_THAT(Msg(c.status()),
+                AllOf(HasSubstr(dir.File("model.safetensors.index.json")), HasSubstr(k.expected)))
         << k.index;
   }
 }

@@ -74,8 +74,7 @@ TEST(NpyTest, HeaderLayoutForManyShapes) {
     ASSERT_EQ(h.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
     const size_t stored = static_cast<uint8_t>(h[8]) | (static_cast<uint8_t>(h[9]) << 8);
     EXPECT_EQ(stored, h.size() - 10);
-    const std::string dict =
-        "{'descr': '<f4', 'fortran_order': False, 'shape': " + repr + ", }";
+    const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + repr + ", }";
     EXPECT_EQ(h.substr(10, dict.size()), dict);
     EXPECT_EQ(h.back(), '\n');
     const std::string padding = h.substr(10 + dict.size(), h.size() - 11 - dict.size());
@@ -127,21 +126,21 @@ TEST(NpyTest, ScalarAndEmptyArrays) {
 
 TEST(NpyTest, WriteRejectsSizeMismatchAndBadShape) {
   TempDir dir;
-  absl::Status s = WriteNpy(dir.File("bad.npy"), std::vector<int64_t>{2, 2},
-                            std::vector<float>{1, 2, 3});
+  absl::Status s =
+      WriteNpy(dir.File("bad.npy"), std::vector<int64_t>{2, 2}, std::vector<float>{1, 2, 3});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Msg(s), AllOf(HasSubstr("bad.npy"), HasSubstr("(2, 2)"), HasSubstr("3")));
   EXPECT_FALSE(WriteNpy(dir.File("neg.npy"), std::vector<int64_t>{-1}, {}).ok());
-  absl::Status nodir = WriteNpy(dir.File("no/such/dir.npy"), std::vector<int64_t>{1},
-                                std::vector<float>{1});
+  absl::Status nodir =
+      WriteNpy(dir.File("no/such/dir.npy"), std::vector<int64_t>{1}, std::vector<float>{1});
   EXPECT_THAT(Msg(nodir), HasSubstr("no/such/dir.npy"));
 }
 
 TEST(NpyTest, ReadsFloat64AsFloat) {
   TempDir dir;
-  const std::string path = dir.Write(
-      "d.npy", NpyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
-                        DoubleBytes({0.1, -1e300, 2.5})));
+  const std::string path =
+      dir.Write("d.npy", NpyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
+                                  DoubleBytes({0.1, -1e300, 2.5})));
   absl::StatusOr<NpyArray> a = ReadNpy(path);
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_THAT(a->shape, ElementsAre(3));
@@ -213,8 +212,8 @@ TEST(NpyTest, TruncationsNeverCrash) {
   std::string bytes = NpyFloat32Header(shape) + std::string(24, '\x01');
   for (size_t len = 0; len < bytes.size(); ++len) {
     const std::string cut = bytes.substr(0, len);
-    absl::StatusOr<NpyArray> a = ParseNpy(
-        {reinterpret_cast<const uint8_t*>(cut.data()), cut.size()}, "cut.npy");
+    absl::StatusOr<NpyArray> a =
+        ParseNpy({reinterpret_cast<const uint8_t*>(cut.data()), cut.size()}, "cut.npy");
     ASSERT_FALSE(a.ok()) << len;
     ASSERT_THAT(Msg(a.status()), HasSubstr("cut.npy"));
   }

@@ -86,9 +86,9 @@ TEST(MappedFileTest, UnreadableFileIsPermissionDenied) {
 
 TEST(DTypeTest, ParsesEverySafetensorsName) {
   const std::vector<std::pair<std::string, size_t>> names = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},     {"I32", 4},
-      {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},     {"U8", 1},
-      {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   for (const auto& [name, size] : names) {
     absl::StatusOr<DType> d = ParseDType(name);
     ASSERT_TRUE(d.ok()) << name;
@@ -114,7 +114,7 @@ TEST(DTypeTest, Bf16KnownValues) {
   EXPECT_EQ(Bf16ToF32(0xc000), -2.0f);
   EXPECT_EQ(Bf16ToF32(0x3ec0), 0.375f);
   EXPECT_EQ(Bf16ToF32(0x7f7f), std::bit_cast<float>(0x7f7f0000u));  // largest finite
-  EXPECT_EQ(Bf16ToF32(0x0001), std::ldexp(1.0f, -133));           // smallest subnormal
+  EXPECT_EQ(Bf16ToF32(0x0001), std::ldexp(1.0f, -133));             // smallest subnormal
   EXPECT_EQ(Bf16ToF32(0x7f80), std::numeric_limits<float>::infinity());
   EXPECT_EQ(Bf16ToF32(0xff80), -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(Bf16ToF32(0x7fc0)));
@@ -127,10 +127,10 @@ TEST(DTypeTest, F16KnownValues) {
   EXPECT_EQ(F16ToF32(0x3c00), 1.0f);
   EXPECT_EQ(F16ToF32(0xc000), -2.0f);
   EXPECT_EQ(F16ToF32(0x3555), 0.333251953125f);
-  EXPECT_EQ(F16ToF32(0x7bff), 65504.0f);                          // largest finite
-  EXPECT_EQ(F16ToF32(0x0400), std::ldexp(1.0f, -14));             // smallest normal
-  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));             // smallest subnormal
-  EXPECT_EQ(F16ToF32(0x03ff), std::ldexp(1023.0f, -24));          // largest subnormal
+  EXPECT_EQ(F16ToF32(0x7bff), 65504.0f);                  // largest finite
+  EXPECT_EQ(F16ToF32(0x0400), std::ldexp(1.0f, -14));     // smallest normal
+  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));     // smallest subnormal
+  EXPECT_EQ(F16ToF32(0x03ff), std::ldexp(1023.0f, -24));  // largest subnormal
   EXPECT_EQ(F16ToF32(0x8001), -std::ldexp(1.0f, -24));
   EXPECT_EQ(F16ToF32(0x7c00), std::numeric_limits<float>::infinity());
   EXPECT_EQ(F16ToF32(0xfc00), -std::numeric_limits<float>::infinity());
@@ -300,8 +300,8 @@ class SafetensorsErrorTest : public ::testing::TestWithParam<BadHeaderCase> {};
 TEST_P(SafetensorsErrorTest, RejectsWithPreciseMessage) {
   const BadHeaderCase& c = GetParam();
   TempDir dir;
-  const std::string path = dir.Write("bad_" + c.label + ".safetensors",
-                                     RawSafetensors(c.header, c.data));
+  const std::string path =
+      dir.Write("bad_" + c.label + ".safetensors", RawSafetensors(c.header, c.data));
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::Open(path);
   ASSERT_FALSE(f.ok()) << c.label;
   EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
@@ -464,8 +464,8 @@ TEST(SafetensorsFuzzTest, EveryTruncationFailsCleanly) {
 
 TEST(SafetensorsFuzzTest, EverySingleByteMutationIsHandled) {
   const std::string valid = SafetensorsBytes(SampleTensors());
-  const uint8_t replacements[] = {0x00, 0xff, '{', '}', '[', ']', '"', ',', ':', '-', '9', '0',
-                                  ' ', 'e', '\\', 0x80};
+  const uint8_t replacements[] = {0x00, 0xff, '{', '}', '[', ']', '"',  ',',
+                                  ':',  '-',  '9', '0', ' ', 'e', '\\', 0x80};
   for (size_t pos = 0; pos < valid.size(); ++pos) {
     for (uint8_t r : replacements) {
       std::string mutated = valid;

@@ -81,7 +81,8 @@ inline std::string ReadFileBytes(const std::string& path) {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "tandem_models_XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tandem_models_XXXXXX").string();
     char* made = ::mkdtemp(pattern.data());
     EXPECT_NE(made, nullptr) << "mkdtemp failed";
     path_ = pattern;
