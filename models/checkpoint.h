@@ -67,6 +67,7 @@ struct RawTensor {
   std::shared_ptr<const MappedFile> keep_alive;  // owns `bytes`
 };
 
+// Const methods may be called from several threads at once (loaders may run in parallel).
 class Checkpoint {
  public:
   // Opens `dir`. Errors name the path at fault: a missing directory or config.json, no
@@ -101,6 +102,10 @@ class Checkpoint {
   // The bytes as stored, with the same lookup and shape check as LoadFloat.
   absl::StatusOr<RawTensor> LoadRaw(std::string_view name,
                                     std::span<const int64_t> expected_shape) const;
+  absl::StatusOr<RawTensor> LoadRaw(std::string_view name,
+                                    std::initializer_list<int64_t> expected_shape) const {
+    return LoadRaw(name, std::span<const int64_t>(expected_shape.begin(), expected_shape.size()));
+  }
 
   // Names of tensors never passed to LoadFloat/LoadFloatAnyShape/LoadRaw (sorted), so a model
   // loader can reject or warn about weights it does not understand.

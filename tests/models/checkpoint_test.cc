@@ -193,7 +193,7 @@ TEST(CheckpointTest, LoadRawGivesStoredBytes) {
   WriteSingle(dir, SingleTensors());
   std::unique_ptr<Checkpoint> c = MustOpen(dir.path());
   ASSERT_NE(c, nullptr);
-  absl::StatusOr<RawTensor> r = c->LoadRaw("w.bf16", std::vector<int64_t>{2, 2});
+  absl::StatusOr<RawTensor> r = c->LoadRaw("w.bf16", {2, 2});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->dtype, DType::kBF16);
   ASSERT_EQ(r->bytes.size(), 8u);
