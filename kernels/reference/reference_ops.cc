@@ -166,7 +166,7 @@ void ReferenceOps::CausalConv1d(const CausalConvArgs& a) {
   const int64_t C = a.channels, K = a.kernel, T = a.tokens;
   // Window over [state ‖ u]: row r < K-1 is state row r, row K-1+t is token t.
   std::vector<float> win((K - 1 + T) * C);
-  std::memcpy(win.data(), a.state, (K - 1) * C * sizeof(float));
+  if (K > 1) std::memcpy(win.data(), a.state, (K - 1) * C * sizeof(float));
   for (int64_t t = 0; t < T; ++t) {
     std::memcpy(win.data() + (K - 1 + t) * C, a.u + t * a.ld_u, C * sizeof(float));
   }
@@ -179,6 +179,7 @@ void ReferenceOps::CausalConv1d(const CausalConvArgs& a) {
     }
   }
   // The state after s tokens is window rows [s, s+K-1).
+  if (K == 1) return;  // no state
   for (const StateSnapshot& snap : a.snapshots) {
     std::memcpy(snap.dst, win.data() + snap.after_tokens * C, (K - 1) * C * sizeof(float));
   }

@@ -479,5 +479,51 @@ TEST(SsdTest, GroupMappingIsContiguousHeadBlocks) {
   for (int64_t i = half; i < d.state_len(); ++i) EXPECT_EQ(s2[i], 0.0f);
 }
 
+TEST(ScanEdgeTest, ZeroTokensKeepStateAndSnapshotIt) {
+  CpuOps cpu(2);
+  Workspace ws;
+  {
+    ConvData d({0, 20, 4, true, true}, 1);
+    auto state = d.state0;
+    std::vector<float> snap(state.size(), -1.0f);
+    StateSnapshot snaps[] = {{0, snap.data()}};
+    auto a = d.Args(state.data(), nullptr);
+    a.snapshots = snaps;
+    cpu.CausalConv1d(a);
+    EXPECT_TRUE(AllClose(state, d.state0, 0, 0));
+    EXPECT_TRUE(AllClose(snap, d.state0, 0, 0));
+  }
+  {
+    ScanData d(0, 20, 16, true, 2);
+    auto state = d.state0;
+    std::vector<float> snap(state.size(), -1.0f);
+    StateSnapshot snaps[] = {{0, snap.data()}};
+    auto a = d.Args(state.data(), nullptr);
+    a.snapshots = snaps;
+    cpu.SelectiveScan(a);
+    EXPECT_TRUE(AllClose(state, d.state0, 0, 0));
+    EXPECT_TRUE(AllClose(snap, d.state0, 0, 0));
+  }
+  {
+    SsdData d(0, 4, 6, 2, 8, 3);
+    auto state = d.state0;
+    std::vector<float> snap(state.size(), -1.0f);
+    StateSnapshot snaps[] = {{0, snap.data()}};
+    auto a = d.Args(state.data(), nullptr, 256);
+    a.snapshots = snaps;
+    cpu.SsdScan(a, ws);
+    EXPECT_TRUE(AllClose(state, d.state0, 0, 0));
+    EXPECT_TRUE(AllClose(snap, d.state0, 0, 0));
+  }
+}
+
+TEST(ScanEdgeTest, KernelWidthOneHasNoState) {
+  ConvData d({5, 9, 1, true, true}, 4);
+  std::vector<float> want(5 * d.ld_out), got(5 * d.ld_out);
+  ReferenceOps().CausalConv1d(d.Args(nullptr, want.data()));
+  CpuOps(2).CausalConv1d(d.Args(nullptr, got.data()));
+  EXPECT_TRUE(AllCloseStrided(got, want, 5, 9, d.ld_out, 1e-6f, 1e-5f));
+}
+
 }  // namespace
 }  // namespace tandem::kernels
