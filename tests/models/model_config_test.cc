@@ -1,0 +1,80 @@
+// config.json → ModelConfig: layer schedules, derived dimensions, and Python-style JSON.
+#include "models/model_config.h"
+
+#include "gtest/gtest.h"
+#include "model_test_util.h"
+#include "models/json_file.h"
+
+namespace tandem::models {
+namespace {
+
+TEST(ModelConfigTest, JambaScheduleFollowsPeriodsAndOffsets) {
+  auto c = LoadModelConfig(testing::ModelDir("jamba-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->num_layers, 8);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(c->layers[i].mixer == MixerKind::kAttention, i % 4 == 2) << i;
+    EXPECT_EQ(c->layers[i].ffn == FfnKind::kMoe, i % 2 == 1) << i;
+  }
+  EXPECT_EQ(c->num_attention_layers, 2);
+  EXPECT_EQ(c->num_ssm_layers, 6);
+  EXPECT_EQ(c->attention.head_dim, 16);
+  EXPECT_FALSE(c->attention.rope);
+  EXPECT_FLOAT_EQ(c->attention.scale, 0.25f);
+}
+
+TEST(ModelConfigTest, Zamba2HybridPositionsCycleThroughSharedBlocks) {
+  auto c = LoadModelConfig(testing::ModelDir("zamba2-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hybrid_layer_ids, (std::vector<int32_t>{1, 3, 5}));
+  EXPECT_EQ(c->layers[5].hybrid_position, 2);
+  EXPECT_EQ(c->layers[5].shared_block, 0);
+  EXPECT_EQ(c->layers[3].shared_block, 1);
+  EXPECT_EQ(c->num_ssm_layers, 6);  // every Zamba2 layer has a Mamba-2 mixer
+  EXPECT_EQ(c->mamba2.norm_groups, 2);
+  EXPECT_FLOAT_EQ(c->mamba2.dt_min, 0.0f);  // no clamp unless asked for
+  ConfigOptions clamp;
+  clamp.zamba2_dt_clamp = Zamba2DtClamp::kTimeStepMin;
+  EXPECT_FLOAT_EQ(LoadModelConfig(testing::ModelDir("zamba2-tiny"), clamp)->mamba2.dt_min, 0.001f);
+}
+
+TEST(ModelConfigTest, Mamba2AcceptsPythonInfinityAndUsesFullWidthNorm) {
+  auto c = LoadModelConfig(testing::ModelDir("mamba2-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->mamba2.norm_groups, 1);
+  EXPECT_EQ(c->mamba2.dt_max, 0.0f);  // [0, Infinity]: no upper clamp
+  EXPECT_EQ(c->num_attention_layers, 0);
+}
+
+TEST(ModelConfigTest, JsonTextKeepsInfinityInsideStrings) {
+  auto j = ParseJsonText(R"({"a": "Infinity NaN", "b": [-Infinity, NaN]})", "test.json");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ((*j)["a"], "Infinity NaN");
+  EXPECT_LT((*j)["b"][0].get<double>(), -1e300);
+  EXPECT_TRUE((*j)["b"][1].is_null());
+  auto bad = ParseJsonText("{\"a\": }", "broken.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("broken.json"), std::string::npos);
+}
+
+TEST(ModelConfigTest, EosListAndLegacyZamba2Types) {
+  nlohmann::json j = {{"architectures", {"Zamba2ForCausalLM"}},
+                      {"vocab_size", 100},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 3},
+                      {"layers_block_type", {"m", "g", "m"}},
+                      {"n_mamba_heads", 4},
+                      {"num_attention_heads", 4},
+                      {"eos_token_id", {2, 7}}};
+  auto c = ParseModelConfig(j, "inline");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hybrid_layer_ids, (std::vector<int32_t>{1}));
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{2, 7}));
+  j["layers_block_type"] = {"m", "x", "m"};
+  auto bad = ParseModelConfig(j, "inline");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layers_block_type"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::models
