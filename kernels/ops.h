@@ -76,6 +76,8 @@ struct SelectiveScanArgs {
 //   y[t,h,p]   = Σ_n S[h,p,n]·C[t,grp(h),n] + D[h]·x[t,h,p]
 // computed in chunks of `chunk_size` tokens (the chunked SSD algorithm); snapshots at chunk
 // boundaries are the boundary states themselves, others roll forward from the boundary before.
+// The result is independent of the chunk length up to fp32 rounding, so a backend may use shorter
+// chunks than `chunk_size` where they are faster (the CPU backend caps them at 32 tokens).
 struct SsdScanArgs {
   int64_t tokens = 0;
   int32_t heads = 0;

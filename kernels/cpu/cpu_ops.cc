@@ -21,8 +21,11 @@ int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kElementGrain / std
 // Linear problems below this many multiply-adds run on the calling thread only.
 constexpr int64_t kSerialMacs = 64 * 1024;
 
-// Rows of x up to which our own kernel beats OpenBLAS (GEMV and small-batch decode); measured by
-// bench/kernels/linear_bench.cc on the development machine.
+// Rows of x for which our own kernel beats OpenBLAS: small-batch decode (2 … 32 rows) — up to
+// 2.5× at 4 rows, where OpenBLAS's sgemm is not tuned for skinny shapes. For one row (GEMV),
+// OpenBLAS's sgemv is 5-20% faster than ours, and from ~32 rows its packed sgemm wins.
+// Measured by bench/kernels/linear_bench.cc (docs/BENCHMARKS.md).
+constexpr int64_t kOwnMinRows = 2;
 constexpr int64_t kOwnMaxRows = 32;
 
 }  // namespace
@@ -39,7 +42,7 @@ float* CpuOps::SlotScratch(int64_t floats_per_slot) {
 void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
                     const float* bias, int64_t n, float* y, int64_t ld_y) {
   if (m <= 0 || n <= 0) return;
-  const bool own = gemm_impl_ == GemmImpl::kOwn || (gemm_impl_ == GemmImpl::kAuto && m <= kOwnMaxRows);
+  const bool own = gemm_impl_ == GemmImpl::kOwn || (gemm_impl_ == GemmImpl::kAuto && m >= kOwnMinRows && m <= kOwnMaxRows);
   auto slice = [&](int64_t n0, int64_t n1) {
     if (own) {
       OwnGemmNT(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);

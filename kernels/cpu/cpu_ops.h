@@ -20,6 +20,12 @@ class CpuOps : public Ops {
   // from our own pool instead.
   explicit CpuOps(int threads = 0);
   void set_gemm_impl(GemmImpl impl) { gemm_impl_ = impl; }
+  // SsdScan runs in chunks of min(args.chunk_size, max_chunk) tokens. The result does not depend
+  // on the chunk length (up to rounding), and on CPUs short chunks are much faster: the
+  // intra-chunk work grows with the chunk length while the state passing does not (2-5× between
+  // 256 and 32 at T = 512, docs/BENCHMARKS.md). Tests raise it to exercise long chunks.
+  static constexpr int32_t kDefaultSsdMaxChunk = 32;
+  void set_ssd_max_chunk(int32_t max_chunk) { ssd_max_chunk_ = max_chunk; }
   std::string_view name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
 
@@ -56,6 +62,7 @@ class CpuOps : public Ops {
 
   ThreadPool pool_;
   GemmImpl gemm_impl_ = GemmImpl::kAuto;
+  int32_t ssd_max_chunk_ = kDefaultSsdMaxChunk;
   Workspace slot_scratch_{0};
   int64_t slot_scratch_floats_ = 0;
 };

@@ -185,7 +185,7 @@ void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a)
 
 // ---- Mamba-2 SSD ----------------------------------------------------------------------------
 //
-// Tokens are cut into chunks of Q = chunk_size. Per head, with a_t = dt_t·A (log-decay),
+// Tokens are cut into chunks of Q = min(chunk_size, ssd_max_chunk_). Per head, with a_t = dt_t·A (log-decay),
 // cum_i = Σ_{τ≤i} a_τ inside the chunk and x̃_j = dt_j·x_j:
 //   Y[i]  = Σ_{j≤i} (C_i·B_j)·exp(cum_i − cum_j)·x̃_j      intra-chunk: (CBᵀ ∘ decay mask) · x̃
 //         + exp(cum_i)·(C_i · S_prev)                       inter-chunk, from the passed state
@@ -224,7 +224,8 @@ constexpr int64_t kCbRows = 32;
 
 void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
   const int64_t T = a.tokens, H = a.heads, P = a.head_dim, N = a.state_size, G = a.groups;
-  const int64_t Q = std::max<int64_t>(1, std::min<int64_t>(a.chunk_size, T));
+  const int64_t chunk = std::min<int64_t>(a.chunk_size, std::max<int32_t>(1, ssd_max_chunk_));
+  const int64_t Q = std::max<int64_t>(1, std::min<int64_t>(chunk, T));
   const int64_t heads_per_group = H / G;
   const int64_t slots = std::min<int64_t>(H, pool_.size());
   float* cb = ws.Floats(G * Q * Q);  // CBᵀ of the current chunk, per group

@@ -385,7 +385,9 @@ TEST_P(SsdTest, ChunkedMatchesRecurrenceWithSnapshots) {
     a.state = got_state.data();
     a.y = got.data();
     a.snapshots = gsn;
-    CpuOps(3).SsdScan(a, ws);
+    CpuOps cpu(3);
+    cpu.set_ssd_max_chunk(1 << 20);  // exactly the requested chunks
+    cpu.SsdScan(a, ws);
     EXPECT_TRUE(AllClose(got, want, 2e-5f, 1e-4f)) << "dt_max " << dt_max;
     EXPECT_TRUE(AllClose(got_state, want_state, 2e-5f, 1e-4f));
     for (size_t i = 0; i < positions.size(); ++i) {
@@ -399,6 +401,7 @@ TEST_P(SsdTest, TwoCallsEqualOne) {
   if (tokens < 2) GTEST_SKIP();
   SsdData d(tokens, 4, 6, groups, n, 11);
   CpuOps cpu(2);
+  cpu.set_ssd_max_chunk(1 << 20);
   Workspace ws;
   auto one_state = d.state0, two_state = d.state0;
   std::vector<float> one(tokens * d.ld_x), two(tokens * d.ld_x);
@@ -428,6 +431,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SsdTest,
 TEST(SsdTest, ChunkSizeDoesNotChangeTheResult) {
   SsdData d(200, 4, 8, 2, 16, 21);
   CpuOps cpu(2);
+  cpu.set_ssd_max_chunk(1 << 20);
   std::vector<float> base(200 * d.ld_x), other(200 * d.ld_x);
   auto base_state = d.state0;
   Workspace ws;
@@ -438,6 +442,33 @@ TEST(SsdTest, ChunkSizeDoesNotChangeTheResult) {
     cpu.SsdScan(d.Args(state.data(), other.data(), chunk), ws);
     EXPECT_TRUE(AllClose(other, base, 2e-5f, 1e-4f)) << chunk;
     EXPECT_TRUE(AllClose(state, base_state, 2e-5f, 1e-4f)) << chunk;
+  }
+}
+
+TEST(SsdTest, DefaultMaxChunkMatchesReferenceWithSnapshots) {
+  SsdData d(300, 6, 8, 2, 16, 33);
+  std::vector<int64_t> positions = {0, 31, 32, 33, 100, 255, 256, 257, 300};
+  std::vector<std::vector<float>> want_snap(positions.size(), std::vector<float>(d.state_len())),
+      got_snap = want_snap;
+  std::vector<StateSnapshot> wsn, gsn;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    wsn.push_back({positions[i], want_snap[i].data()});
+    gsn.push_back({positions[i], got_snap[i].data()});
+  }
+  auto want_state = d.state0, got_state = d.state0;
+  std::vector<float> want(300 * d.ld_x), got(300 * d.ld_x);
+  Workspace ws;
+  auto a = d.Args(want_state.data(), want.data(), 256);
+  a.snapshots = wsn;
+  ReferenceOps().SsdScan(a, ws);
+  a.state = got_state.data();
+  a.y = got.data();
+  a.snapshots = gsn;
+  CpuOps(2).SsdScan(a, ws);
+  EXPECT_TRUE(AllClose(got, want, 2e-5f, 1e-4f));
+  EXPECT_TRUE(AllClose(got_state, want_state, 2e-5f, 1e-4f));
+  for (size_t i = 0; i < positions.size(); ++i) {
+    EXPECT_TRUE(AllClose(got_snap[i], want_snap[i], 2e-5f, 1e-4f)) << positions[i];
   }
 }
 
