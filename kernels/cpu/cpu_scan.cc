@@ -193,7 +193,8 @@ void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a)
 //   S_new = exp(cum_{L-1})·S_prev + Σ_j exp(cum_{L-1} − cum_j)·x̃_j ⊗ B_j     state passing
 // Chunks run in order. Per chunk, phase 1 computes CBᵀ once per group (shared by the group's
 // heads), phase 2 runs the heads in parallel; the four products per head are single-threaded
-// sgemm calls. The state buffer holds S at chunk boundaries; a snapshot strictly inside a chunk
+// sgemm calls. (Recomputing CBᵀ per head to save the two barriers per chunk measured 30% slower
+// per thread at N = 128, Q = 32.) The state buffer holds S at chunk boundaries; a snapshot strictly inside a chunk
 // rolls the chunk's starting state forward with the recurrent step.
 
 namespace {
