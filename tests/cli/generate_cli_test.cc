@@ -1,0 +1,119 @@
+// The external interface of `tandem generate` (checked by outside tools, so kept stable): flags,
+// --json output, --dump-logits .npy, progress on stderr, and exit codes for bad usage.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "models/json_file.h"
+#include "models/npy.h"
+
+namespace {
+
+struct Output {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+Output RunTandem(const std::string& args) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("tandem_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " >" + dir +
+                          "/out 2>" + dir + "/err";
+  const int status = std::system(cmd.c_str());
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  Output o{WEXITSTATUS(status), slurp(dir + "/out"), slurp(dir + "/err")};
+  std::filesystem::remove_all(dir);
+  return o;
+}
+
+std::string Model(const std::string& name) {
+  return std::string(TANDEM_TEST_DATA) + "/models/" + name;
+}
+
+TEST(GenerateCliTest, JsonWithPromptIdsAndLogitsDump) {
+  const std::string npy = std::filesystem::temp_directory_path() / "tandem_cli_logits.npy";
+  const Output o = RunTandem("generate --model " + Model("jamba-tiny") +
+                             " --prompt-ids 398,174,304 --max-new-tokens 5 --greedy --json "
+                             "--dump-logits " + npy);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  auto json = tandem::models::ParseJsonText(o.out, "stdout");
+  ASSERT_TRUE(json.ok()) << o.out;
+  EXPECT_EQ((*json)["prompt_ids"], nlohmann::json({398, 174, 304}));
+  ASSERT_EQ((*json)["output_ids"].size(), 5u);
+  EXPECT_TRUE((*json)["text"].is_string());
+  EXPECT_NE(o.err.find("loading model"), std::string::npos);  // progress on stderr
+
+  auto logits = tandem::models::ReadNpy(npy);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_EQ(logits->shape, (std::vector<int64_t>{5, 1024}));
+  // Row i holds the logits output token i was chosen from (greedy: its argmax).
+  for (int i = 0; i < 5; ++i) {
+    const float* row = logits->data.data() + i * 1024;
+    EXPECT_EQ(std::max_element(row, row + 1024) - row, (*json)["output_ids"][i].get<int>());
+  }
+  std::filesystem::remove(npy);
+}
+
+TEST(GenerateCliTest, TextPromptIsTokenizedAndSeededSamplingRepeats) {
+  const std::string args = "generate --model " + Model("zamba2-tiny") +
+                           " --prompt 'Hello world' --max-new-tokens 6 --temperature 0.8 "
+                           "--top-p 0.9 --top-k 50 --seed 3 --json";
+  const Output a = RunTandem(args), b = RunTandem(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  auto json = tandem::models::ParseJsonText(a.out, "stdout");
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ((*json)["prompt_ids"][0], 1);  // BOS from tokenizer_config.json
+}
+
+TEST(GenerateCliTest, PlainOutputIsTheText) {
+  const Output o = RunTandem("generate --model " + Model("mamba2-tiny") +
+                             " --prompt 'The cat' --max-new-tokens 4");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_FALSE(o.out.empty());
+  EXPECT_EQ(o.out.find('{'), std::string::npos);
+}
+
+TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
+  struct Case {
+    std::string args;
+    std::string expected;
+  } cases[] = {
+      {"generate --prompt hi", "--model"},
+      {"generate --model " + Model("jamba-tiny"), "exactly one of --prompt and --prompt-ids"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1,x", "'x' is not an integer"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --greedy --seed 3",
+       "--greedy cannot be combined"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --temperature -1",
+       "temperature"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --bogus 1", "--bogus"},
+      {"frobnicate", "unknown command"},
+  };
+  for (const Case& c : cases) {
+    const Output o = RunTandem(c.args);
+    EXPECT_EQ(o.exit_code, 2) << c.args;
+    EXPECT_NE(o.err.find(c.expected), std::string::npos) << c.args << "\n" << o.err;
+  }
+}
+
+TEST(GenerateCliTest, RuntimeErrorsExitOneWithoutCrashing) {
+  const Output missing = RunTandem("generate --model /nonexistent/model --prompt-ids 1");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/model"), std::string::npos) << missing.err;
+  const Output vocab = RunTandem("generate --model " + Model("jamba-tiny") +
+                                 " --prompt-ids 1,99999 --max-new-tokens 2");
+  EXPECT_EQ(vocab.exit_code, 1);
+  EXPECT_NE(vocab.err.find("99999"), std::string::npos) << vocab.err;
+}
+
+}  // namespace
