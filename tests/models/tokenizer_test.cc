@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -417,6 +418,59 @@ TEST(TokenizerLoadTest, CorruptConfigNamesTheFile) {
     auto tok = LoadTokenizer(dir.path());
     ASSERT_FALSE(tok.ok()) << bytes;
     EXPECT_THAT(tok.status().message(), HasSubstr(path));
+  }
+}
+
+// Flipped bytes anywhere in either file: loading either fails with a status or gives a
+// tokenizer that encodes and decodes without crashing.
+TEST(TokenizerLoadTest, RandomCorruptionNeverCrashes) {
+  std::mt19937 rng(1234);
+  TempDir dir;
+  for (const std::string name : {"tokenizer.model", "tokenizer.json"}) {
+    const std::string good = ReadAll(kSpmDir + "/" + name);
+    ASSERT_FALSE(good.empty());
+    int loaded = 0;
+    for (int trial = 0; trial < 150; ++trial) {
+      std::string bytes = good;
+      const int flips = 1 + static_cast<int>(rng() % 4);
+      for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] = static_cast<char>(rng());
+      if (trial % 10 == 0) bytes.resize(rng() % bytes.size());
+      const std::string path = dir.Write(name, bytes);
+      auto tok = name == "tokenizer.model" ? LoadSentencePieceTokenizer(path, {})
+                                           : LoadHfBpeTokenizer(path, {});
+      if (!tok.ok()) {
+        EXPECT_THAT(tok.status().message(), HasSubstr(path));
+        continue;
+      }
+      ++loaded;
+      auto ids = (*tok)->Encode("Hello, world! \xE4\xB8\xAD <|im_start|> 123", true);
+      if (ids.ok()) (*tok)->Decode(*ids, false);
+      (*tok)->Decode({0, 1, 5, 100, 500, 1023, 7, 200}, true);
+    }
+    RecordProperty(name + "_loaded", loaded);
+  }
+}
+
+TEST(TokenizerTest, RandomInputNeverCrashes) {
+  std::mt19937 rng(99);
+  for (const std::string which : {"sp", "hf", "var"}) {
+    std::unique_ptr<Tokenizer> tok = Load(which);
+    ASSERT_NE(tok, nullptr);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::string text(rng() % 64, '\0');
+      for (char& c : text) c = static_cast<char>(rng());
+      auto ids = tok->Encode(text, true);
+      if (IsValidUtf8(text)) {
+        EXPECT_TRUE(ids.ok()) << ids.status();
+      } else {
+        EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
+      }
+      std::vector<int32_t> random_ids(rng() % 32);
+      for (int32_t& id : random_ids) id = static_cast<int32_t>(rng() % 1100) - 20;
+      const std::string decoded = tok->Decode(random_ids, trial % 2 == 0);
+      if (which != "sp") EXPECT_TRUE(IsValidUtf8(decoded));
+      for (int32_t id : random_ids) tok->TokenBytes(id);
+    }
   }
 }
 
