@@ -5,10 +5,21 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "models/hf_bpe_tokenizer.h"
 #include "models/tokenizer_sentencepiece.h"
 
 namespace tandem::models {
+
+std::string CleanUpTokenizationSpaces(std::string_view text) {
+  // One pattern at a time, in this order, as Python's chained str.replace does.
+  static constexpr std::pair<const char*, const char*> kRules[] = {
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  std::string out(text);
+  for (const auto& [from, to] : kRules) out = absl::StrReplaceAll(out, {{from, to}});
+  return out;
+}
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
   namespace fs = std::filesystem;

@@ -70,6 +70,11 @@ class Tokenizer {
   TokenizerConfig config_;
 };
 
+// transformers' clean_up_tokenization (" ." -> ".", " n't" -> "n't", ...), which its decode applies
+// on top of the tokenizer's when tokenizer_config.json sets clean_up_tokenization_spaces. Decode
+// does not apply it (it matches `tokenizers`); callers that want transformers' text do.
+std::string CleanUpTokenizationSpaces(std::string_view text);
+
 // Loads the tokenizer of a checkpoint directory: tokenizer.json when present, else
 // tokenizer.model, with tokenizer_config.json when present. Errors name the offending file.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);

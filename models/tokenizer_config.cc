@@ -49,6 +49,8 @@ absl::StatusOr<TokenizerConfig> Parse(const nlohmann::json& j, const std::string
   TokenizerConfig c;
   RETURN_IF_ERROR_(ReadBool(j, "add_bos_token", path, &c.add_bos_token));
   RETURN_IF_ERROR_(ReadBool(j, "add_eos_token", path, &c.add_eos_token));
+  RETURN_IF_ERROR_(
+      ReadBool(j, "clean_up_tokenization_spaces", path, &c.clean_up_tokenization_spaces));
   RETURN_IF_ERROR_(ReadTokenString(j, "bos_token", path, &c.bos_token));
   RETURN_IF_ERROR_(ReadTokenString(j, "eos_token", path, &c.eos_token));
   RETURN_IF_ERROR_(ReadTokenString(j, "pad_token", path, &c.pad_token));

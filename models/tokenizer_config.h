@@ -16,6 +16,8 @@ struct TokenizerConfig {
   // Unset when the file does not say; the tokenizer's own default then applies.
   std::optional<bool> add_bos_token;
   std::optional<bool> add_eos_token;
+  // Whether transformers' decode applies CleanUpTokenizationSpaces (tokenizer.h).
+  std::optional<bool> clean_up_tokenization_spaces;
   // Token strings ("<s>"); empty when not given. Given either as a string or as an
   // {"content": ...} object.
   std::string bos_token;

@@ -474,6 +474,21 @@ TEST(TokenizerTest, RandomInputNeverCrashes) {
   }
 }
 
+TEST(TokenizerTest, CleanUpTokenizationSpacesMatchesTransformers) {
+  // Expected values from transformers' clean_up_tokenization.
+  EXPECT_EQ(CleanUpTokenizationSpaces(" . ? ! , x . y"), ".?!, x. y");
+  EXPECT_EQ(CleanUpTokenizationSpaces("don n't"), "donn't");
+  EXPECT_EQ(CleanUpTokenizationSpaces("I 'm here ' ok ' s 's 've 're"), "I'm here'ok's's've're");
+  EXPECT_EQ(CleanUpTokenizationSpaces("  .. "), " .. ");
+  EXPECT_EQ(CleanUpTokenizationSpaces("a ,b ,, c"), "a,b,, c");
+  EXPECT_EQ(CleanUpTokenizationSpaces(" ' ' "), "'' ");
+  auto config = ReadTokenizerConfig(kSpmDir + "/tokenizer_config.json");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->clean_up_tokenization_spaces, false);
+  EXPECT_THAT(config->chat_template, HasSubstr("<|im_start|>"));
+  EXPECT_EQ(config->add_bos_token, true);
+}
+
 TEST(Utf8Test, CompletePrefix) {
   EXPECT_EQ(CompleteUtf8PrefixLength("ab\xE4\xB8"), 2u);
   EXPECT_EQ(CompleteUtf8PrefixLength("ab\xE4\xB8\xAD"), 5u);
