@@ -52,6 +52,28 @@ PrefixCacheStats PrefixCache::stats() const {
   return s;
 }
 
+std::unique_ptr<PrefixCache> PrefixCache::Clone(BlockAllocator* allocator) const {
+  auto copy = std::make_unique<PrefixCache>(config_, spec_, allocator);
+  copy->alpha_ = alpha_;
+  copy->nodes_ = nodes_;
+  copy->free_nodes_ = free_nodes_;
+  copy->children_ = children_;
+  copy->clock_ = clock_;
+  copy->stats_ = stats_;
+  copy->next_lease_ = next_lease_;
+  for (Node& n : copy->nodes_) {
+    n.pins = 0;
+    n.candidate = false;
+    if (!n.live) continue;
+    for (Handle& h : n.pages) h = *allocator->Allocate(Pool::kKvPage);
+    if (n.checkpoint.valid()) n.checkpoint = *allocator->Allocate(Pool::kSsmBlock);
+  }
+  for (NodeId id = 0; id < copy->nodes_.size(); ++id) {
+    if (copy->nodes_[id].live) copy->Reindex(id);
+  }
+  return copy;
+}
+
 // ---- Tree plumbing ------------------------------------------------------------------------
 
 PrefixCache::NodeId PrefixCache::NewNode() {

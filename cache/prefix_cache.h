@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
@@ -148,6 +149,11 @@ class PrefixCache {
     return stats_.kv_pages * kv_page_bytes_ + stats_.checkpoints * ssm_bytes_;
   }
   uint64_t clock() const { return clock_; }
+
+  // A deep copy for replays (α tuning): same tree, clock and statistics, with fresh handles
+  // from `allocator` in place of the pages and checkpoints (no data is copied). Leases are not
+  // copied and the copy has no pins. `allocator` must outlive the copy.
+  std::unique_ptr<PrefixCache> Clone(BlockAllocator* allocator) const;
 
   // Checks every structural invariant; returns the first violation (for tests).
   absl::Status CheckInvariants() const;
