@@ -19,7 +19,9 @@ inline float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 // Exact (erf) GELU, as torch.nn.functional.gelu with approximate='none'.
 inline float Gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
 
-inline float Activate(Activation act, float x) { return act == Activation::kSilu ? Silu(x) : Gelu(x); }
+inline float Activate(Activation act, float x) {
+  return act == Activation::kSilu ? Silu(x) : Gelu(x);
+}
 
 // Mamba-2 dt after bias and softplus, clamped to [dt_min, dt_max]; dt_max ≤ 0 or +inf means no
 // upper clamp.

@@ -28,10 +28,10 @@ void BM_Linear(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(state.range(3) == 0 ? "openblas" : state.range(3) == 1 ? "own" : "auto");
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["weight_GB/s"] = benchmark::Counter(4.0 * n * k * 1e-9,
-                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(4.0 * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {

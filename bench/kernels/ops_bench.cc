@@ -5,9 +5,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
-#include <string>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench/kernels/bench_util.h"
@@ -78,8 +78,8 @@ void BM_GatedMlp(benchmark::State& state) {
   Workspace ws;
   for (auto _ : state) {
     ws.Reset();
-    Backend(0).GatedMlp(Activation::kSilu, x.data(), H, T, H, I, gu.data(), down.data(),
-                        out.data(), H, ws);
+    Backend(0).GatedMlp(Activation::kSilu, x.data(), H, T, H, I, gu.data(), down.data(), out.data(),
+                        H, ws);
   }
   Rate(state, "GFLOP/s", 6.0 * T * H * I * 1e-9);
 }
@@ -145,7 +145,12 @@ void BM_CausalConv1d(benchmark::State& state) {
   }
   Rate(state, "GB/s", 4.0 * (2 * T * C + 2 * (K - 1) * C + K * C) * 1e-9);
 }
-BENCHMARK(BM_CausalConv1d)->Args({1, 1536})->Args({512, 1536})->Args({1, 1792})->Args({512, 1792})->UseRealTime();
+BENCHMARK(BM_CausalConv1d)
+    ->Args({1, 1536})
+    ->Args({512, 1536})
+    ->Args({1, 1792})
+    ->Args({512, 1792})
+    ->UseRealTime();
 
 // Args: T, backend (0 cpu, 1 reference). Mamba-1: din 1536, N 16.
 void BM_SelectiveScan(benchmark::State& state) {
@@ -185,7 +190,12 @@ void BM_SelectiveScan(benchmark::State& state) {
   // Per token and (d, n): exp, 2 mul-adds for the update, 1 for the readout ≈ 7 FLOPs.
   Rate(state, "GFLOP/s", 7.0 * T * D * N * 1e-9);
 }
-BENCHMARK(BM_SelectiveScan)->Args({1, 0})->Args({512, 0})->Args({512, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_SelectiveScan)
+    ->Args({1, 0})
+    ->Args({512, 0})
+    ->Args({512, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // Args: T, N, CPU max chunk, backend (0 cpu, 1 reference). Mamba-2: 24 heads × P 64, 1 group;
 // the caller asks for chunk_size 256 (the checkpoints' value) and the CPU backend caps it.
@@ -227,7 +237,7 @@ void BM_SsdScan(benchmark::State& state) {
     }
   }
   state.SetLabel(state.range(3) == 0 ? "cpu, chunk " + std::to_string(state.range(2))
-                                      : "reference");
+                                     : "reference");
   // FLOPs of the recurrence (update 4, readout 2 per (t, h, p, n)), whatever the algorithm.
   Rate(state, "GFLOP/s", 6.0 * T * H * P * N * 1e-9);
 }

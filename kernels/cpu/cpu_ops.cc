@@ -16,7 +16,9 @@ namespace {
 // Elementwise loops get a thread only for this many floats of work or more.
 constexpr int64_t kElementGrain = 16 * 1024;
 
-int64_t RowGrain(int64_t cols) { return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(cols, 1)); }
+int64_t RowGrain(int64_t cols) {
+  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(cols, 1));
+}
 
 // Linear problems below this many multiply-adds run on the calling thread only.
 constexpr int64_t kSerialMacs = 64 * 1024;
@@ -42,7 +44,8 @@ float* CpuOps::SlotScratch(int64_t floats_per_slot) {
 void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
                     const float* bias, int64_t n, float* y, int64_t ld_y) {
   if (m <= 0 || n <= 0) return;
-  const bool own = gemm_impl_ == GemmImpl::kOwn || (gemm_impl_ == GemmImpl::kAuto && m >= kOwnMinRows && m <= kOwnMaxRows);
+  const bool own = gemm_impl_ == GemmImpl::kOwn ||
+                   (gemm_impl_ == GemmImpl::kAuto && m >= kOwnMinRows && m <= kOwnMaxRows);
   auto slice = [&](int64_t n0, int64_t n1) {
     if (own) {
       OwnGemmNT(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
@@ -80,9 +83,9 @@ void CpuOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, co
   });
 }
 
-void CpuOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z,
-                          int64_t rows, int64_t dim, int32_t groups, const float* weight,
-                          float eps, float* out, int64_t ld_out) {
+void CpuOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
+                          int64_t dim, int32_t groups, const float* weight, float eps, float* out,
+                          int64_t ld_out) {
   const int64_t gsize = dim / groups;
   pool_.ParallelFor(rows, RowGrain(dim), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {

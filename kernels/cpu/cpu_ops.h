@@ -29,8 +29,8 @@ class CpuOps : public Ops {
   std::string_view name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
 
-  void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-              const float* bias, int64_t n, float* y, int64_t ld_y) override;
+  void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w, const float* bias,
+              int64_t n, float* y, int64_t ld_y) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                float eps, float* out, int64_t ld_out) override;
   void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,

@@ -1,9 +1,9 @@
 // CpuOps: the recurrent ops — causal conv1d, Mamba-1 selective scan, Mamba-2 chunked SSD scan.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-
-#include <cblas.h>
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/fast_math.h"
@@ -120,7 +120,7 @@ void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
   pool_.ForEach(blocks, [&](int64_t slot, int64_t blk) {
     const int64_t d0 = blk * kWidth, w = std::min(kWidth, D - d0);
     float* __restrict ht = scratch + slot * slot_floats;  // [N, kWidth]
-    float* __restrict at = ht + N * kWidth;                // [N, kWidth]
+    float* __restrict at = ht + N * kWidth;               // [N, kWidth]
     float* __restrict dtv = at + N * kWidth;
     float* __restrict dtu = dtv + kWidth;
     float* __restrict acc = dtu + kWidth;
@@ -185,8 +185,8 @@ void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a)
 
 // ---- Mamba-2 SSD ----------------------------------------------------------------------------
 //
-// Tokens are cut into chunks of Q = min(chunk_size, ssd_max_chunk_). Per head, with a_t = dt_t·A (log-decay),
-// cum_i = Σ_{τ≤i} a_τ inside the chunk and x̃_j = dt_j·x_j:
+// Tokens are cut into chunks of Q = min(chunk_size, ssd_max_chunk_). Per head, with a_t = dt_t·A
+// (log-decay), cum_i = Σ_{τ≤i} a_τ inside the chunk and x̃_j = dt_j·x_j:
 //   Y[i]  = Σ_{j≤i} (C_i·B_j)·exp(cum_i − cum_j)·x̃_j      intra-chunk: (CBᵀ ∘ decay mask) · x̃
 //         + exp(cum_i)·(C_i · S_prev)                       inter-chunk, from the passed state
 //         + D·x_i
@@ -194,8 +194,8 @@ void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a)
 // Chunks run in order. Per chunk, phase 1 computes CBᵀ once per group (shared by the group's
 // heads), phase 2 runs the heads in parallel; the four products per head are single-threaded
 // sgemm calls. (Recomputing CBᵀ per head to save the two barriers per chunk measured 30% slower
-// per thread at N = 128, Q = 32.) The state buffer holds S at chunk boundaries; a snapshot strictly inside a chunk
-// rolls the chunk's starting state forward with the recurrent step.
+// per thread at N = 128, Q = 32.) The state buffer holds S at chunk boundaries; a snapshot strictly
+// inside a chunk rolls the chunk's starting state forward with the recurrent step.
 
 namespace {
 
@@ -232,7 +232,8 @@ void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
   float* cb = ws.Floats(G * Q * Q);  // CBᵀ of the current chunk, per group
   SsdSlot* slot_mem = ws.Array<SsdSlot>(slots);
   for (int64_t s = 0; s < slots; ++s) {
-    slot_mem[s] = {ws.Floats(Q), ws.Floats(Q), ws.Floats(Q * P), ws.Floats(Q * Q), ws.Floats(Q * P)};
+    slot_mem[s] = {ws.Floats(Q), ws.Floats(Q), ws.Floats(Q * P), ws.Floats(Q * Q),
+                   ws.Floats(Q * P)};
   }
   for (const StateSnapshot& snap : a.snapshots) {
     if (snap.after_tokens == 0) std::memcpy(snap.dst, a.state, H * P * N * sizeof(float));
@@ -245,8 +246,8 @@ void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
       const int64_t g = task / row_blocks, i0 = (task % row_blocks) * kCbRows;
       const int64_t i1 = std::min(L, i0 + kCbRows);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, N, 1.0f,
-                  a.c + (t0 + i0) * a.ld_c + g * N, a.ld_c, a.b + t0 * a.ld_b + g * N, a.ld_b,
-                  0.0f, cb + g * Q * Q + i0 * Q, Q);
+                  a.c + (t0 + i0) * a.ld_c + g * N, a.ld_c, a.b + t0 * a.ld_b + g * N, a.ld_b, 0.0f,
+                  cb + g * Q * Q + i0 * Q, Q);
     });
     // Phase 2: the heads.
     pool_.ForEach(H, [&](int64_t slot, int64_t h) {
@@ -290,10 +291,10 @@ void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
         for (int64_t j = i + 1; j < L; ++j) mi[j] = 0.0f;
       }
       // Y = M·x̃ ; CS = C·S_prevᵀ ; Y += exp(cum_i)·CS + D·x.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, P, L, 1.0f, sc.m, Q, sc.xt, P,
-                  0.0f, yptr, a.ld_y);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, P, N, 1.0f, cptr, a.ld_c, S, N,
-                  0.0f, sc.cs, P);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, P, L, 1.0f, sc.m, Q, sc.xt, P, 0.0f,
+                  yptr, a.ld_y);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, P, N, 1.0f, cptr, a.ld_c, S, N, 0.0f,
+                  sc.cs, P);
       for (int64_t i = 0; i < L; ++i) {
         const float decay_in = FastExp(sc.cum[i]);
         const float* __restrict csi = sc.cs + i * P;
@@ -313,7 +314,8 @@ void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, P, N, L, 1.0f, sc.xt, P, bptr, a.ld_b,
                   FastExp(cum_last), S, N);
       for (const StateSnapshot& snap : a.snapshots) {
-        if (snap.after_tokens == t0 + L) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
+        if (snap.after_tokens == t0 + L)
+          std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
       }
     });
   }

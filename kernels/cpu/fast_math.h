@@ -15,7 +15,7 @@ inline float FastExp(float x) {
   const float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
   // Round to nearest by the 1.5·2^23 trick (|x/ln2| < 2^22); unlike roundeven it vectorises.
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693145751953125f;  // ln 2 split in a high part exact in float …
+  float r = xc - n * 0.693145751953125f;   // ln 2 split in a high part exact in float …
   r = r - n * 1.42860682030941723212e-6f;  // … and the low remainder
   float p = 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;

@@ -75,8 +75,8 @@ inline void Row8(const float* x, const float* w, int64_t k, float* y, const floa
 }
 
 template <int MR>
-void RowTile(const float* x, int64_t ld_x, int64_t k, const float* w, const float* bias,
-             int64_t n0, int64_t n1, float* y, int64_t ld_y) {
+void RowTile(const float* x, int64_t ld_x, int64_t k, const float* w, const float* bias, int64_t n0,
+             int64_t n1, float* y, int64_t ld_y) {
   int64_t j = n0;
   for (; j + 3 <= n1; j += 3) {
     Tile<MR, 3>(x, ld_x, w + j * k, k, y + j, ld_y, bias ? bias + j : nullptr);
@@ -97,16 +97,25 @@ void OwnGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* 
     return;
   }
   // Blocks of w rows small enough to stay in L2 while every x row tile passes over them.
-  const int64_t kBlock = std::max<int64_t>(12, (192 * 1024 / (4 * std::max<int64_t>(k, 1))) / 3 * 3);
+  const int64_t kBlock =
+      std::max<int64_t>(12, (192 * 1024 / (4 * std::max<int64_t>(k, 1))) / 3 * 3);
   for (int64_t jb = n0; jb < n1; jb += kBlock) {
     const int64_t je = std::min(n1, jb + kBlock);
     int64_t i = 0;
-    for (; i + 4 <= m; i += 4) RowTile<4>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y);
+    for (; i + 4 <= m; i += 4)
+      RowTile<4>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y);
     switch (m - i) {
-      case 3: RowTile<3>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y); break;
-      case 2: RowTile<2>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y); break;
-      case 1: RowTile<1>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y); break;
-      default: break;
+      case 3:
+        RowTile<3>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y);
+        break;
+      case 2:
+        RowTile<2>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y);
+        break;
+      case 1:
+        RowTile<1>(x + i * ld_x, ld_x, k, w, bias, jb, je, y + i * ld_y, ld_y);
+        break;
+      default:
+        break;
     }
   }
 #else

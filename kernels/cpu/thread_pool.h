@@ -33,8 +33,9 @@ class ThreadPool {
       for (int64_t i = 0; i < tasks; ++i) fn(i);
       return;
     }
-    RunImpl(tasks, [](void* ctx, int64_t i) { (*static_cast<F*>(ctx))(i); },
-            const_cast<void*>(static_cast<const void*>(&fn)));
+    RunImpl(
+        tasks, [](void* ctx, int64_t i) { (*static_cast<F*>(ctx))(i); },
+        const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
   // Calls fn(slot, item) once for every item in [0, items); `slot` < size() identifies the

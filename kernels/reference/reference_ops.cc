@@ -148,8 +148,7 @@ void ReferenceOps::Moe(const MoeArgs& a, Workspace& ws) {
   for (int64_t t = 0; t < a.tokens; ++t) {
     const float* xt = a.x + t * a.ld_x;
     Linear(xt, H, 1, H, a.router, nullptr, a.num_experts, logits.data(), a.num_experts);
-    RouteTopK(logits.data(), a.num_experts, a.top_k, a.renormalize, experts.data(),
-              weights.data());
+    RouteTopK(logits.data(), a.num_experts, a.top_k, a.renormalize, experts.data(), weights.data());
     std::vector<double> acc(H, 0.0);
     for (int32_t j = 0; j < a.top_k; ++j) {
       const int32_t e = experts[j];
@@ -173,7 +172,8 @@ void ReferenceOps::CausalConv1d(const CausalConvArgs& a) {
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t c = 0; c < C; ++c) {
       double s = a.bias != nullptr ? a.bias[c] : 0.0;
-      for (int64_t k = 0; k < K; ++k) s += static_cast<double>(a.weight[c * K + k]) * win[(t + k) * C + c];
+      for (int64_t k = 0; k < K; ++k)
+        s += static_cast<double>(a.weight[c * K + k]) * win[(t + k) * C + c];
       const float o = static_cast<float>(s);
       a.out[t * a.ld_out + c] = a.silu ? Silu(o) : o;
     }
@@ -287,7 +287,8 @@ void ReferenceOps::Attention(const AttentionArgs& a, Workspace& ws) {
         const float* val = kv.v_block(p / kv.page_tokens, kvh) + (p % kv.page_tokens) * dh;
         for (int64_t i = 0; i < dh; ++i) acc[i] += scores[p] * val[i];
       }
-      for (int64_t i = 0; i < dh; ++i) a.out[t * a.ld_out + h * dh + i] = static_cast<float>(acc[i] / sum);
+      for (int64_t i = 0; i < dh; ++i)
+        a.out[t * a.ld_out + h * dh + i] = static_cast<float>(acc[i] / sum);
     }
   }
 }

@@ -1,6 +1,7 @@
 // The reference backend: plain single-threaded loops that follow the formulas of ops.h and
 // research/model_spec.md §2–§3 literally (sequential recurrences, explicit softmax, double
-// accumulation for dot products). It is the oracle for every fast backend's tests; speed is no goal.
+// accumulation for dot products). It is the oracle for every fast backend's tests; speed is no
+// goal.
 #ifndef TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_
 #define TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_
 
@@ -12,8 +13,8 @@ class ReferenceOps : public Ops {
  public:
   std::string_view name() const override { return "reference"; }
 
-  void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-              const float* bias, int64_t n, float* y, int64_t ld_y) override;
+  void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w, const float* bias,
+              int64_t n, float* y, int64_t ld_y) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                float eps, float* out, int64_t ld_out) override;
   void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,

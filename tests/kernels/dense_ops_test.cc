@@ -38,7 +38,7 @@ TEST(ScalarMathTest, SsdDtClamps) {
 
 TEST(ReferenceOpsTest, LinearKnownValues) {
   ReferenceOps ref;
-  const float x[] = {1, 2, 3, 4, 5, 6};      // [2, 3]
+  const float x[] = {1, 2, 3, 4, 5, 6};         // [2, 3]
   const float w[] = {1, 0, -1, 0.5, 0.5, 0.5};  // [2, 3]
   const float b[] = {10, 20};
   float y[4];
@@ -84,7 +84,8 @@ TEST_P(LinearTest, MatchesReference) {
   ReferenceOps ref;
   CpuOps cpu(3);
   cpu.set_gemm_impl(impl);
-  for (const float* bias : {static_cast<const float*>(nullptr), static_cast<const float*>(b.data())}) {
+  for (const float* bias :
+       {static_cast<const float*>(nullptr), static_cast<const float*>(b.data())}) {
     std::vector<float> want(m * ld_y, 7.0f), got(m * ld_y, 7.0f);
     ref.Linear(x.data(), ld_x, m, k, w.data(), bias, n, want.data(), ld_y);
     cpu.Linear(x.data(), ld_x, m, k, w.data(), bias, n, got.data(), ld_y);

@@ -278,8 +278,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SelectiveScanTest,
 // ---- Mamba-2 SSD ------------------------------------------------------------------------------
 
 struct SsdData {
-  SsdData(int64_t tokens, int32_t heads, int32_t head_dim, int32_t groups, int32_t n,
-          uint32_t seed)
+  SsdData(int64_t tokens, int32_t heads, int32_t head_dim, int32_t groups, int32_t n, uint32_t seed)
       : tokens(tokens), heads(heads), head_dim(head_dim), groups(groups), n(n) {
     Rng rng(seed);
     ld_x = int64_t{heads} * head_dim + 3;
@@ -350,8 +349,7 @@ TEST(ReferenceOpsTest, SsdSingleStepKnownValues) {
   EXPECT_NEAR(y, state[0] - state[1] + 1, 1e-6);
 }
 
-class SsdTest
-    : public ::testing::TestWithParam<std::tuple<int64_t, int32_t, int32_t, int32_t>> {};
+class SsdTest : public ::testing::TestWithParam<std::tuple<int64_t, int32_t, int32_t, int32_t>> {};
 
 TEST_P(SsdTest, ChunkedMatchesRecurrenceWithSnapshots) {
   const auto [tokens, chunk, groups, n] = GetParam();

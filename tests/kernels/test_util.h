@@ -33,17 +33,15 @@ inline ::testing::AssertionResult AllClose(const float* got, const float* want, 
   for (size_t i = 0; i < n; ++i) {
     const float diff = std::fabs(got[i] - want[i]);
     if (!(diff <= atol + rtol * std::fabs(want[i]))) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": got " << got[i] << ", want " << want[i] << " (diff " << diff
-             << ")";
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", want "
+                                           << want[i] << " (diff " << diff << ")";
     }
   }
   return ::testing::AssertionSuccess();
 }
 
 inline ::testing::AssertionResult AllClose(const std::vector<float>& got,
-                                           const std::vector<float>& want, float atol,
-                                           float rtol) {
+                                           const std::vector<float>& want, float atol, float rtol) {
   if (got.size() != want.size()) {
     return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
   }

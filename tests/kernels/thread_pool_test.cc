@@ -43,7 +43,8 @@ TEST(ThreadPoolTest, NestedLoopsRunInline) {
   std::atomic<int> total{0};
   pool.ParallelFor(6, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      pool.ParallelFor(10, 1, [&](int64_t b2, int64_t e2) { total.fetch_add(static_cast<int>(e2 - b2)); });
+      pool.ParallelFor(10, 1,
+                       [&](int64_t b2, int64_t e2) { total.fetch_add(static_cast<int>(e2 - b2)); });
     }
   });
   EXPECT_EQ(total.load(), 60);
