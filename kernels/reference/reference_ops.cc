@@ -34,24 +34,20 @@ void RouteTopK(const float* logits, int32_t num_experts, int32_t top_k, bool ren
   for (int32_t e = 0; e < num_experts; ++e) max_logit = std::max(max_logit, logits[e]);
   float sum = 0.0f;
   for (int32_t e = 0; e < num_experts; ++e) sum += std::exp(logits[e] - max_logit);
-  // Selection by repeated arg-max: descending probability, lower index first on ties.
-  uint64_t taken_small = 0;  // bitmask for the common case of ≤ 64 experts
-  std::vector<bool> taken_big;
-  if (num_experts > 64) taken_big.assign(num_experts, false);
-  auto taken = [&](int32_t e) {
-    return num_experts > 64 ? static_cast<bool>(taken_big[e]) : ((taken_small >> e) & 1) != 0;
+  // Selection by repeated arg-max: descending probability, lower index first on ties. A chosen
+  // expert is recognised by scanning the k already chosen (k is small), so no allocation.
+  auto taken = [&](int32_t e, int32_t chosen) {
+    for (int32_t i = 0; i < chosen; ++i) {
+      if (experts[i] == e) return true;
+    }
+    return false;
   };
   float total = 0.0f;
   for (int32_t j = 0; j < top_k; ++j) {
     int32_t best = -1;
     for (int32_t e = 0; e < num_experts; ++e) {
-      if (taken(e)) continue;
+      if (taken(e, j)) continue;
       if (best < 0 || logits[e] > logits[best]) best = e;
-    }
-    if (num_experts > 64) {
-      taken_big[best] = true;
-    } else {
-      taken_small |= uint64_t{1} << best;
     }
     experts[j] = best;
     weights[j] = std::exp(logits[best] - max_logit) / sum;

@@ -74,6 +74,21 @@ TEST(ReferenceOpsTest, MoeRoutesTopKWithAndWithoutRenormalisation) {
   EXPECT_NEAR(w[1], 0.5f, 1e-6);
 }
 
+TEST(ReferenceOpsTest, RouteTopKHandlesManyExperts) {
+  std::vector<float> logits(100, 0.0f);
+  logits[70] = 3.0f;
+  logits[99] = 2.0f;
+  logits[3] = 2.0f;
+  int32_t e[3];
+  float w[3];
+  RouteTopK(logits.data(), 100, 3, true, e, w);
+  EXPECT_EQ(e[0], 70);
+  EXPECT_EQ(e[1], 3);
+  EXPECT_EQ(e[2], 99);
+  EXPECT_NEAR(w[0] + w[1] + w[2], 1.0f, 1e-6);
+  EXPECT_NEAR(w[1], w[2], 1e-7);
+}
+
 class LinearTest : public ::testing::TestWithParam<std::tuple<int, int, int, GemmImpl>> {};
 
 TEST_P(LinearTest, MatchesReference) {
