@@ -11,8 +11,10 @@ namespace tandem::kernels {
 // Plain single-threaded loops: the oracle for tests. Slow.
 std::unique_ptr<Ops> MakeReferenceOps();
 
-// The fast CPU backend. It owns a pool of `threads` threads (0 = all cores) that every op shares;
-// an Ops object is meant to be used by one caller thread at a time (concurrent calls serialise).
+// The fast CPU backend. It owns a pool of `threads` threads (0 = all cores) that every op shares.
+// One caller thread at a time: ops keep per-call scratch in the object, so concurrent callers
+// need one CpuOps each. Creating one limits OpenBLAS to a single thread process-wide (CpuOps
+// splits GEMMs over its own pool instead).
 std::unique_ptr<Ops> MakeCpuOps(int threads = 0);
 
 }  // namespace tandem::kernels
