@@ -44,8 +44,24 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   TANDEM_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir, options.config));
   std::unique_ptr<Model> model(new Model(std::move(config), options.page_tokens));
   model->dir_ = dir;
-  TANDEM_ASSIGN_OR_RETURN(model->checkpoint_, Checkpoint::Open(dir));
-  model->weights_ = std::make_unique<WeightStore>(*model->checkpoint_);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
+  model->source_ = std::make_unique<CheckpointTensorSource>(std::move(checkpoint));
+  model->weights_ = std::make_unique<WeightStore>(*model->source_);
+  TANDEM_RETURN_IF_ERROR(model->LoadWeights(options));
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::CreateRandom(const ModelConfig& config,
+                                                           uint64_t seed,
+                                                           const LoadOptions& options) {
+  if (options.page_tokens <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page size must be positive, got ", options.page_tokens));
+  }
+  std::unique_ptr<Model> model(new Model(config, options.page_tokens));
+  model->dir_ = "(random weights)";
+  model->source_ = std::make_unique<RandomTensorSource>(seed);
+  model->weights_ = std::make_unique<WeightStore>(*model->source_);
   TANDEM_RETURN_IF_ERROR(model->LoadWeights(options));
   return model;
 }
@@ -146,7 +162,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
   // the config does not declare). Zamba2 checkpoints may repeat tied shared-block tensors under
   // every hybrid layer; those copies are expected.
   std::vector<std::string> unused;
-  for (const std::string& name : checkpoint_->UnusedTensors()) {
+  for (const std::string& name : source_->UnusedTensors()) {
     if (c.family == Family::kZamba2 && name.find(".shared_transformer.") != std::string::npos) {
       continue;
     }

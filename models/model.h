@@ -20,6 +20,7 @@
 #include "kernels/workspace.h"
 #include "models/attention_layer.h"
 #include "models/checkpoint.h"
+#include "models/tensor_source.h"
 #include "models/feed_forward.h"
 #include "models/forward_context.h"
 #include "models/mamba1_mixer.h"
@@ -54,6 +55,10 @@ class Model {
   // unknown architecture is refused by name; tensors the graph does not use are an error.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
                                                      const LoadOptions& options = {});
+  // A model of `config`'s architecture with seeded random weights (benchmarks).
+  static absl::StatusOr<std::unique_ptr<Model>> CreateRandom(const ModelConfig& config,
+                                                             uint64_t seed,
+                                                             const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const StateLayout& layout() const { return layout_; }
@@ -99,7 +104,7 @@ class Model {
   std::string dir_;
   ModelConfig config_;
   StateLayout layout_;
-  std::unique_ptr<Checkpoint> checkpoint_;
+  std::unique_ptr<TensorSource> source_;
   std::unique_ptr<WeightStore> weights_;
   const float* embed_ = nullptr;       // [V, H]
   const float* final_norm_ = nullptr;  // [H]

@@ -6,7 +6,7 @@ namespace tandem::models {
 
 absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
                                               std::initializer_list<int64_t> shape) {
-  absl::StatusOr<FloatTensor> t = checkpoint_.LoadFloat(name, shape);
+  absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, std::vector<int64_t>(shape));
   if (!t.ok()) return t.status();
   bytes_ += t->num_elements() * sizeof(float);
   tensors_.push_back(*std::move(t));
@@ -15,7 +15,7 @@ absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
 
 absl::StatusOr<const float*> WeightStore::GetOptional(const std::string& name,
                                                       std::initializer_list<int64_t> shape) {
-  if (!checkpoint_.Has(name)) return nullptr;
+  if (!source_.Has(name)) return nullptr;
   return Get(name, shape);
 }
 
@@ -25,7 +25,7 @@ absl::StatusOr<const float*> WeightStore::Stack(const std::vector<Part>& parts, 
   std::vector<float> out(static_cast<size_t>(rows * cols));
   int64_t row = 0;
   for (const Part& p : parts) {
-    absl::StatusOr<FloatTensor> t = checkpoint_.LoadFloat(p.name, {p.rows, cols});
+    absl::StatusOr<FloatTensor> t = source_.LoadFloat(p.name, std::vector<int64_t>{p.rows, cols});
     if (!t.ok()) return t.status();
     std::copy(t->data().begin(), t->data().end(), out.begin() + row * cols);
     row += p.rows;
@@ -38,7 +38,7 @@ absl::StatusOr<const float*> WeightStore::Stack(const std::vector<Part>& parts, 
 absl::StatusOr<const float*> WeightStore::Map(const std::string& name,
                                               std::initializer_list<int64_t> shape,
                                               const std::function<float(float)>& fn) {
-  absl::StatusOr<FloatTensor> t = checkpoint_.LoadFloat(name, shape);
+  absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, std::vector<int64_t>(shape));
   if (!t.ok()) return t.status();
   std::vector<float> out(t->data().begin(), t->data().end());
   for (float& v : out) v = fn(v);

@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/checkpoint.h"
+#include "models/tensor_source.h"
 
 namespace tandem::models {
 
 class WeightStore {
  public:
-  explicit WeightStore(const Checkpoint& checkpoint) : checkpoint_(checkpoint) {}
+  explicit WeightStore(const TensorSource& source) : source_(source) {}
 
-  bool Has(const std::string& name) const { return checkpoint_.Has(name); }
+  bool Has(const std::string& name) const { return source_.Has(name); }
 
   // The tensor `name` with exactly `shape`; errors name the file and tensor.
   absl::StatusOr<const float*> Get(const std::string& name, std::initializer_list<int64_t> shape);
@@ -44,7 +44,7 @@ class WeightStore {
   size_t bytes() const { return bytes_; }
 
  private:
-  const Checkpoint& checkpoint_;
+  const TensorSource& source_;
   std::deque<FloatTensor> tensors_;
   std::deque<std::vector<float>> owned_;
   size_t bytes_ = 0;

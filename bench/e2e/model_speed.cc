@@ -1,0 +1,206 @@
+// End-to-end prefill and decode speed of ~100M-parameter random configurations of each family,
+// set against what this machine can do: its memory bandwidth (decode at batch 1 streams every
+// weight once per token) and its GEMM peak (prefill is GEMM-bound). Prints one markdown table.
+//
+//   build/release/bench/model_speed [--threads N] [--prefill-tokens 512] [--decode-tokens 64]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/backends.h"
+#include "kernels/cpu/thread_pool.h"
+#include "models/model.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// ~100M-parameter configurations shaped like the real families.
+nlohmann::json JambaConfig() {
+  return {{"architectures", {"JambaForCausalLM"}}, {"vocab_size", 16384}, {"hidden_size", 768},
+          {"num_hidden_layers", 12}, {"num_attention_heads", 12}, {"num_key_value_heads", 4},
+          {"intermediate_size", 1024}, {"attn_layer_period", 4}, {"attn_layer_offset", 2},
+          {"expert_layer_period", 2}, {"expert_layer_offset", 1}, {"num_experts", 4},
+          {"num_experts_per_tok", 2}, {"mamba_d_state", 16}, {"mamba_d_conv", 4},
+          {"mamba_expand", 2}, {"mamba_dt_rank", 48}};
+}
+nlohmann::json Zamba2Config() {
+  std::vector<std::string> types(14, "mamba");
+  types[5] = types[9] = types[13] = "hybrid";
+  return {{"architectures", {"Zamba2ForCausalLM"}}, {"vocab_size", 16384}, {"hidden_size", 768},
+          {"num_hidden_layers", 14}, {"layers_block_type", types}, {"mamba_d_state", 64},
+          {"mamba_d_conv", 4}, {"mamba_expand", 2}, {"mamba_ngroups", 1}, {"n_mamba_heads", 24},
+          {"chunk_size", 256}, {"num_attention_heads", 12}, {"intermediate_size", 3072},
+          {"num_mem_blocks", 2}, {"use_shared_attention_adapter", true}, {"adapter_rank", 64},
+          {"use_mem_rope", true}};
+}
+nlohmann::json Mamba2Config() {
+  return {{"architectures", {"Mamba2ForCausalLM"}}, {"vocab_size", 16384}, {"hidden_size", 768},
+          {"num_hidden_layers", 24}, {"num_heads", 24}, {"head_dim", 64}, {"state_size", 128},
+          {"n_groups", 1}, {"expand", 2}, {"conv_kernel", 4}, {"chunk_size", 256}};
+}
+
+// Read bandwidth: every thread sums its slice of a buffer much larger than the caches.
+double MeasureReadBandwidth(kernels::ThreadPool& pool) {
+  const size_t floats = size_t{1} << 28;  // 1 GiB
+  std::vector<float> buffer(floats, 1.0f);
+  const int64_t parts = pool.size() * 4;
+  std::vector<double> sums(parts);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = Clock::now();
+    pool.Run(parts, [&](int64_t p) {
+      const size_t begin = floats / parts * p, end = floats / parts * (p + 1);
+      float acc[16] = {};
+      for (size_t i = begin; i < end; i += 16) {
+        for (int j = 0; j < 16; ++j) acc[j] += buffer[i + j];
+      }
+      sums[p] = std::accumulate(acc, acc + 16, 0.0);
+    });
+    best = std::max(best, floats * sizeof(float) / Seconds(start, Clock::now()));
+  }
+  if (std::accumulate(sums.begin(), sums.end(), 0.0) != static_cast<double>(floats)) {
+    std::fprintf(stderr, "bandwidth check sum is wrong\n");
+  }
+  return best;
+}
+
+// The backend's own matrix multiply at a large square size: the ceiling for prefill.
+double MeasureGemmPeak(kernels::Ops& ops) {
+  const int64_t n = 2048;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto start = Clock::now();
+    ops.Linear(a.data(), n, n, n, b.data(), nullptr, n, c.data(), n);
+    best = std::max(best, 2.0 * n * n * n / Seconds(start, Clock::now()));
+  }
+  return best;
+}
+
+struct Figures {
+  double params = 0;             // weights held, in floats
+  double prefill_flops_per_token = 0;  // 2 × weights a prefill token multiplies by
+  double decode_bytes_per_token = 0;   // weight bytes a decode step reads
+};
+
+// Weights each token touches: everything except the embedding table (one row is read) and the
+// experts that routing does not pick; the LM head runs once per forward, not per prefill token.
+Figures Estimate(const models::Model& model) {
+  const models::ModelConfig& c = model.config();
+  Figures f;
+  f.params = model.weight_bytes() / sizeof(float);
+  const double vocab_matrix = double{c.vocab_size} * c.hidden_size;
+  double inactive = 0;
+  for (const models::LayerSpec& layer : c.layers) {
+    if (layer.ffn == models::FfnKind::kMoe) {
+      inactive += double{c.num_experts - c.experts_per_token} * 3 * c.hidden_size *
+                  c.intermediate_size;
+    }
+  }
+  const double lm_head = vocab_matrix;
+  const double embed = c.tie_word_embeddings ? 0 : vocab_matrix;  // tied: counted once
+  const double per_token = f.params - embed - lm_head - inactive;
+  f.prefill_flops_per_token = 2 * per_token;
+  f.decode_bytes_per_token = (per_token + lm_head) * sizeof(float);
+  return f;
+}
+
+int Main(int argc, char** argv) {
+  int threads = 0;
+  int64_t prefill_tokens = 512, decode_tokens = 64;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--prefill-tokens")) prefill_tokens = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--decode-tokens")) decode_tokens = std::atoll(argv[i + 1]);
+  }
+  auto ops = kernels::MakeCpuOps(threads);
+  kernels::ThreadPool pool(threads);
+  const double bandwidth = MeasureReadBandwidth(pool);
+  const double gemm_peak = MeasureGemmPeak(*ops);
+  std::printf("threads: %d, read bandwidth: %.1f GB/s, GEMM peak (2048^3): %.1f GFLOP/s\n\n",
+              pool.size(), bandwidth / 1e9, gemm_peak / 1e9);
+  std::printf("| family | params | prefill tok/s (%lld) | prefill GFLOP/s | ÷ GEMM peak | "
+              "decode tok/s (batch 1) | weight GB/s | ÷ bandwidth |\n",
+              static_cast<long long>(prefill_tokens));
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+
+  const std::pair<const char*, nlohmann::json> families[] = {
+      {"jamba", JambaConfig()}, {"zamba2", Zamba2Config()}, {"mamba2", Mamba2Config()}};
+  for (const auto& [name, json] : families) {
+    auto config = models::ParseModelConfig(json, name);
+    if (!config.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name, std::string(config.status().message()).c_str());
+      return 1;
+    }
+    auto model = models::Model::CreateRandom(*config, 1);
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name, std::string(model.status().message()).c_str());
+      return 1;
+    }
+    const models::Model& m = **model;
+    const Figures f = Estimate(m);
+    const int64_t vocab = m.config().vocab_size;
+    kernels::Workspace ws;
+    std::vector<int32_t> prompt(prefill_tokens);
+    for (int64_t i = 0; i < prefill_tokens; ++i) prompt[i] = static_cast<int32_t>(3 + i * 7 % 16000);
+    std::vector<float> logits(vocab);
+
+    // One buffer set reused by every run; pages for prompt + decode.
+    const int64_t positions = prefill_tokens + decode_tokens;
+    std::vector<float> ssm(std::max<int64_t>(m.layout().ssm_block_floats(), 1));
+    std::vector<std::vector<float>> pages(m.config().num_attention_layers > 0
+                                              ? m.layout().PagesFor(positions)
+                                              : 0,
+                                          std::vector<float>(m.layout().kv_page_floats()));
+    auto fresh = [&]() {
+      models::SequenceState s;
+      std::fill(ssm.begin(), ssm.end(), 0.0f);
+      s.ssm = ssm.data();
+      for (auto& p : pages) s.kv_pages.push_back(p.data());
+      return s;
+    };
+
+    double prefill_best = 1e30, decode_best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      models::SequenceState state = fresh();
+      const models::SequenceInput in{&state, prompt, {}, false};
+      auto start = Clock::now();
+      if (!m.Forward(*ops, ws, {&in, 1}, logits.data()).ok()) return 1;
+      prefill_best = std::min(prefill_best, Seconds(start, Clock::now()));
+      start = Clock::now();
+      for (int64_t t = 0; t < decode_tokens; ++t) {
+        const int32_t token = static_cast<int32_t>(t % 1000 + 3);
+        const models::SequenceInput step{&state, {&token, 1}, {}, false};
+        if (!m.Forward(*ops, ws, {&step, 1}, logits.data()).ok()) return 1;
+      }
+      decode_best = std::min(decode_best, Seconds(start, Clock::now()));
+    }
+    const double prefill_tps = prefill_tokens / prefill_best;
+    const double decode_tps = decode_tokens / decode_best;
+    const double prefill_flops = prefill_tps * f.prefill_flops_per_token;
+    const double weight_rate = decode_tps * f.decode_bytes_per_token;
+    std::printf("| %s | %.1fM | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", name,
+                f.params / 1e6, prefill_tps, prefill_flops / 1e9, prefill_flops / gemm_peak,
+                decode_tps, weight_rate / 1e9, weight_rate / bandwidth);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) { return tandem::Main(argc, argv); }
