@@ -133,23 +133,28 @@ class AddedTokenMatcher {
   }
 
  private:
-  // `tokenizers`' word test is Unicode alphanumeric or '_'. Without Unicode tables this treats
-  // ASCII exactly and non-ASCII as a word character unless it is whitespace or in a common
-  // punctuation / symbol / emoji block.
+  // `tokenizers`' word test is the regex class \w (Alphabetic, marks, decimal digits, connector
+  // punctuation, joiners). Without Unicode tables this treats ASCII and Latin-1 exactly and other
+  // characters as word characters unless whitespace or in a common punctuation, symbol,
+  // number-form, format, private-use or emoji range.
   static bool IsWordChar(std::string_view s, size_t pos, size_t n) {
     const char32_t c = DecodeUtf8(s, pos, n);
-    if (c < 0x80)
+    if (c < 0x80) {
       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (IsUnicodeWhitespace(c)) return false;
-    if (c >= 0xA0 && c <= 0xBF) {
-      return c == 0xAA || c == 0xB2 || c == 0xB3 || c == 0xB5 || c == 0xB9 || c == 0xBA ||
-             c == 0xBC || c == 0xBD || c == 0xBE;
     }
+    if (c < 0xC0) return c == 0xAA || c == 0xB5 || c == 0xBA;
+    if (c < 0x100) return c != 0xD7 && c != 0xF7;
+    if (c == 0x200C || c == 0x200D || c == 0x2071 || c == 0x207F) return true;
+    if (IsUnicodeWhitespace(c)) return false;
     static constexpr std::pair<char32_t, char32_t> kNonWord[] = {
-        {0xD7, 0xD7},     {0xF7, 0xF7},     {0x2000, 0x206F}, {0x20A0, 0x20CF},
-        {0x2190, 0x23FF}, {0x2500, 0x27BF}, {0x2900, 0x2BFF}, {0x2E00, 0x2E7F},
-        {0x3000, 0x3004}, {0x3008, 0x3020}, {0xFE30, 0xFE4F}, {0xFF01, 0xFF0F},
-        {0xFF1A, 0xFF20}, {0xFF3B, 0xFF40}, {0xFF5B, 0xFF65}, {0x1F000, 0x1FAFF}};
+        {0x2000, 0x206F},   {0x2070, 0x208F},   {0x20A0, 0x20FF}, {0x2100, 0x2101},
+        {0x2150, 0x215F},   {0x2190, 0x245F},   {0x2460, 0x24B5}, {0x24EA, 0x24FF},
+        {0x2500, 0x27FF},   {0x2900, 0x2BFF},   {0x2E00, 0x2E7F}, {0x3000, 0x3004},
+        {0x3008, 0x3020},   {0x3030, 0x3030},   {0x3036, 0x3037}, {0x303D, 0x303F},
+        {0xE000, 0xF8FF},   {0xFE10, 0xFE1F},   {0xFE30, 0xFE4F}, {0xFE50, 0xFE6F},
+        {0xFEFF, 0xFEFF},   {0xFF01, 0xFF0F},   {0xFF1A, 0xFF20}, {0xFF3B, 0xFF3E},
+        {0xFF40, 0xFF40},   {0xFF5B, 0xFF65},   {0xFFF0, 0xFFFF}, {0x1F000, 0x1FBFF},
+        {0xE0000, 0xE00FF}, {0xF0000, 0x10FFFF}};
     for (const auto& [lo, hi] : kNonWord) {
       if (c >= lo && c <= hi) return false;
     }

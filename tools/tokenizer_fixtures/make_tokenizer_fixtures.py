@@ -222,8 +222,8 @@ def random_unicode(rng):
     return chr(rng.randint(lo, hi))
 
 
-def make_strings(corpus_lines, n):
-    rng = random.Random(20261122)
+def make_strings(corpus_lines, n, seed=20261122):
+    rng = random.Random(seed)
     words = sorted({w for line in corpus_lines for w in line.split()})
     out = ["", " ", "  ", "\n", "\t", "a", "▁", " a", "a ", "Hello world", "hello  world", "  leading", "trailing  ",
            "\n\nnewlines\n", "tab\tseparated\tvalues", "0", "42", "3.14159", "1,000,000", "2026-11-22",
@@ -234,6 +234,9 @@ def make_strings(corpus_lines, n):
             "<|startoftext|><|im_start|>system\nBe brief.<|im_end|>", "<|endoftext|><|endoftext|>",
             "text<|pad|><|pad|><|pad|>"]
     out += WORDS_INTL + CJK + EMOJI + WHITESPACE
+    # Word boundaries around the single_word token of tiny-spm-variants.
+    out += ["word", "word²", "½word", "word\u0004a", "\ue094word", "𡎯word", "éword", "word中", "word😀",
+            "—word", "word.", "aword", "word_", "❤\ufe0fword", "word\u200d", "Ⅻword", "①word", "\u00adword"]
     # Whole corpus lines (as the model saw them) and a few long paragraphs.
     out += rng.sample(corpus_lines, 300)
     for _ in range(12):
