@@ -8,6 +8,8 @@
 //  - Recurrent state lives in caller-owned buffers and is updated in place, so a sequence can be
 //    checkpointed (copy the buffer) and restored (copy it back) at any token.
 //  - Scratch memory comes from a Workspace so that hot paths allocate nothing per token.
+//  - Outputs must not overlap inputs unless an op says otherwise (Rope works in place;
+//    GatedActivation may write over `gate` when out == gate with the same row stride).
 #ifndef TANDEM_KERNELS_OPS_H_
 #define TANDEM_KERNELS_OPS_H_
 
