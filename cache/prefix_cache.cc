@@ -237,10 +237,16 @@ PrefixCache::NodeId PrefixCache::Split(NodeId id, size_t pos) {
   return u;
 }
 
-PrefixCache::NodeId PrefixCache::NodeEndingAt(absl::Span<const TokenId> tokens, size_t pos) {
+PrefixCache::NodeId PrefixCache::NodeEndingAt(absl::Span<const TokenId> tokens, size_t pos,
+                                              NodeId from) {
   if (pos == 0 || pos > tokens.size()) return pos == 0 ? kRoot : kNone;
-  NodeId cur = kRoot;
-  size_t at = 0;
+  NodeId cur = from;
+  size_t at = nodes_[from].end();
+  if (at > pos) {
+    cur = kRoot;
+    at = 0;
+  }
+  if (at == pos) return cur;
   while (at < pos) {
     const NodeId c = FindChild(cur, tokens[at]);
     if (c == kNone) return kNone;
@@ -614,6 +620,8 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
   // 2. Checkpoints: the admitted positions get a node (splitting an edge if needed).
   std::sort(done.checkpoints.begin(), done.checkpoints.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
+  // With the new path pinned, nodes found so far stay on it: resume each walk there.
+  NodeId hint = kRoot;
   for (auto& [pos, h] : done.checkpoints) {
     if (!h.valid()) continue;
     const bool wanted = pos == n ||
@@ -621,7 +629,10 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
                             lease.wanted.end() ||
                         (config_.admission == AdmissionPolicy::kEveryBlock &&
                          pos % config_.block_tokens == 0);
-    NodeId node = has_ssm_ && wanted && pos > 0 && pos <= n ? NodeEndingAt(tokens, pos) : kNone;
+    NodeId node = has_ssm_ && wanted && pos > 0 && pos <= n
+                      ? NodeEndingAt(tokens, pos, leaf != kNone ? hint : kRoot)
+                      : kNone;
+    if (node != kNone) hint = node;
     if (node == kNone || node == kRoot || nodes_[node].checkpoint.valid()) {
       ++stats_.checkpoints_rejected;
       FreeHandle(h);

@@ -213,8 +213,10 @@ class PrefixCache {
   // upper node, or kNone if no page could be allocated for the lower half.
   NodeId Split(NodeId id, size_t pos);
   // Returns the node ending exactly at absolute position `pos` on the path to `tokens`,
-  // splitting an edge if needed; kNone if the path is shorter or a split failed.
-  NodeId NodeEndingAt(absl::Span<const TokenId> tokens, size_t pos);
+  // splitting an edge if needed; kNone if the path is shorter or a split failed. The walk
+  // starts at `from`, a node on that path ending at or before `pos` (the root by default), so
+  // ascending positions cost one walk in total.
+  NodeId NodeEndingAt(absl::Span<const TokenId> tokens, size_t pos, NodeId from = kRoot);
   // Drops `id`'s checkpoint (if any) and merges its edge into its only child.
   void MergeIntoChild(NodeId id);
   void RemoveLeaf(NodeId id);

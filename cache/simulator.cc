@@ -149,12 +149,15 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationCo
                                                   config.tuner.bootstrap_multiplier * seen)));
       }
       if (snapshot && i + 1 == window_last) {
+        const auto tune_start = std::chrono::steady_clock::now();
         const std::vector<double> saved =
             ReplayGrid(*snapshot, trace, order, window_first, window_last, config);
+        const double tune_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - tune_start).count();
         const size_t best = std::max_element(saved.begin(), saved.end()) - saved.begin();
         cache->set_alpha(config.tuner.grid[best]);
         result.tunings.push_back({i + 1, window_last - window_first, config.tuner.grid[best],
-                                  saved[best]});
+                                  saved[best], tune_seconds});
         snapshot.reset();
         tuned = true;
       }

@@ -49,6 +49,7 @@ struct AlphaTuning {
   size_t window = 0;      // requests replayed
   double alpha = 0;
   double flops_saved = 0;  // by the chosen α over the window
+  double wall_seconds = 0;  // the grid replay
 };
 
 struct SimulationResult {

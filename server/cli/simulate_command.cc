@@ -251,11 +251,13 @@ int RunSimulateAlloc(int argc, char** argv) {
   j["peak_reserved_bytes"] = result->peak_reserved_bytes;
   j["migrations"] = result->migrations;
   j["bytes_migrated"] = result->bytes_migrated;
-  j["completed"] = result->completed;
-  j["dropped"] = result->dropped;
-  j["preemptions"] = result->preemptions;
-  j["ticks"] = result->ticks;
-  j["budget_bytes"] = result->budget_bytes;
+  if (!f.count("json")) {  // --json carries exactly the five keys above
+    j["completed"] = result->completed;
+    j["dropped"] = result->dropped;
+    j["preemptions"] = result->preemptions;
+    j["ticks"] = result->ticks;
+    j["budget_bytes"] = result->budget_bytes;
+  }
   Print(j, f.count("json") > 0);
   return 0;
 }
