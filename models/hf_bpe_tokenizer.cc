@@ -4,7 +4,6 @@
 #include <array>
 #include <cstdint>
 #include <exception>
-#include <queue>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "models/tokenizer_bpe_model.h"
 #include "models/unicode_utf8.h"
 #include "nlohmann/json.hpp"
 
@@ -194,8 +194,7 @@ class HfBpeTokenizer final : public Tokenizer {
   int32_t PieceToId(std::string_view piece) const override {
     if (auto it = added_by_content_.find(AV(piece)); it != added_by_content_.end())
       return it->second;
-    if (auto it = vocab_.find(AV(piece)); it != vocab_.end()) return it->second;
-    return -1;
+    return model_.TokenToId(piece);
   }
   int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
   bool IsSpecial(int32_t id) const override { return id >= 0 && id < vocab_size() && special_[id]; }
@@ -205,18 +204,9 @@ class HfBpeTokenizer final : public Tokenizer {
 
   std::string Normalize(std::string_view text) const;
   void PreTokenize(std::string_view text, size_t offset, std::vector<std::string>* words) const;
-  void Bpe(std::string_view word, std::vector<int32_t>* ids) const;
   std::vector<std::string> RunDecoders(std::vector<std::string> tokens, bool per_token) const;
 
-  // Model.
-  absl::flat_hash_map<std::string, int32_t> vocab_;
-  absl::flat_hash_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // (a,b) -> (rank, new)
-  std::array<int32_t, 256> byte_ids_;
-  bool byte_fallback_ = false;
-  bool fuse_unk_ = false;
-  bool ignore_merges_ = false;
-  int32_t model_unk_id_ = -1;
-  // Pipeline.
+  BpeModel model_;
   std::vector<AddedToken> added_;
   absl::flat_hash_map<std::string, int32_t> added_by_content_;
   AddedTokenMatcher raw_matcher_;         // added tokens with normalized = false
@@ -231,10 +221,6 @@ class HfBpeTokenizer final : public Tokenizer {
   std::vector<bool> special_;
   bool strips_leading_space_ = false;
 };
-
-uint64_t PairKey(int32_t a, int32_t b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
 
 std::string Normalized(std::string text, const std::vector<NormalizerStep>& steps) {
   for (const NormalizerStep& s : steps) {
@@ -309,93 +295,6 @@ void HfBpeTokenizer::PreTokenize(std::string_view text, size_t offset,
   }
 }
 
-void HfBpeTokenizer::Bpe(std::string_view word, std::vector<int32_t>* ids) const {
-  if (ignore_merges_) {
-    if (auto it = vocab_.find(AV(word)); it != vocab_.end()) {
-      ids->push_back(it->second);
-      return;
-    }
-  }
-  struct Symbol {
-    int32_t id;
-    int32_t prev, next;
-    bool removed;
-  };
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  const auto push = [&](int32_t id) {
-    const int32_t n = static_cast<int32_t>(symbols.size());
-    symbols.push_back({id, n - 1, n + 1, false});
-  };
-  bool last_is_unk = false;
-  for (size_t i = 0; i < word.size();) {
-    size_t n = Utf8SequenceLength(word, i);
-    if (n == 0) n = 1;  // unreachable: input is validated
-    const std::string_view ch = word.substr(i, n);
-    i += n;
-    if (auto it = vocab_.find(AV(ch)); it != vocab_.end()) {
-      push(it->second);
-      last_is_unk = false;
-      continue;
-    }
-    if (byte_fallback_) {
-      bool all = true;
-      for (char c : ch) all = all && byte_ids_[static_cast<unsigned char>(c)] >= 0;
-      if (all) {
-        for (char c : ch) push(byte_ids_[static_cast<unsigned char>(c)]);
-        last_is_unk = false;
-        continue;
-      }
-    }
-    if (model_unk_id_ >= 0) {
-      if (!(fuse_unk_ && last_is_unk)) push(model_unk_id_);
-      last_is_unk = true;
-    }
-    // Without an unk token the character is dropped, as `tokenizers` does.
-  }
-  if (symbols.empty()) return;
-  symbols.back().next = -1;
-
-  struct Merge {
-    int32_t pos, rank, new_id;
-  };
-  // Lowest rank first, then leftmost.
-  const auto later = [](const Merge& x, const Merge& y) {
-    return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos;
-  };
-  std::priority_queue<Merge, std::vector<Merge>, decltype(later)> queue(later);
-  for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-    if (auto it = merges_.find(PairKey(symbols[i].id, symbols[i + 1].id)); it != merges_.end()) {
-      queue.push({static_cast<int32_t>(i), it->second.first, it->second.second});
-    }
-  }
-  const int32_t count = static_cast<int32_t>(symbols.size());
-  while (!queue.empty()) {
-    const Merge top = queue.top();
-    queue.pop();
-    Symbol& left = symbols[top.pos];
-    if (left.removed || left.next < 0) continue;
-    Symbol& right = symbols[left.next];
-    auto it = merges_.find(PairKey(left.id, right.id));
-    if (it == merges_.end() || it->second.second != top.new_id) continue;  // stale entry
-    left.id = top.new_id;
-    right.removed = true;
-    left.next = right.next;
-    if (right.next >= 0 && right.next < count) symbols[right.next].prev = top.pos;
-    if (left.prev >= 0) {
-      if (auto m = merges_.find(PairKey(symbols[left.prev].id, left.id)); m != merges_.end()) {
-        queue.push({left.prev, m->second.first, m->second.second});
-      }
-    }
-    if (left.next >= 0 && left.next < count) {
-      if (auto m = merges_.find(PairKey(left.id, symbols[left.next].id)); m != merges_.end()) {
-        queue.push({top.pos, m->second.first, m->second.second});
-      }
-    }
-  }
-  for (int32_t i = 0; i >= 0 && i < count; i = symbols[i].next) ids->push_back(symbols[i].id);
-}
-
 absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::Encode(std::string_view text,
                                                             bool add_special_tokens) const {
   if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");
@@ -423,7 +322,7 @@ absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::Encode(std::string_view tex
       words.clear();
       // After normalization only "is this the input's first piece" survives of the offset.
       PreTokenize(part.text, part.offset == seg.offset ? seg.offset : seg.offset + 1, &words);
-      for (const std::string& w : words) Bpe(w, &ids);
+      for (const std::string& w : words) model_.Tokenize(w, &ids);
     }
   }
   if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
@@ -583,79 +482,10 @@ class HfBpeLoader {
   }
 
   absl::Status LoadModel(const json& m) {
-    if (!m.is_object()) return Bad("no \"model\" object");
-    const std::string type = m.value("type", "BPE");
-    if (type != "BPE") return Unsupported("model", m);
-    if (!Get(m, "dropout").is_null() &&
-        !(Get(m, "dropout").is_number() && Get(m, "dropout") == 0)) {
-      return Bad("BPE dropout is not supported");
-    }
-    for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-      const json& v = Get(m, key);
-      if (!v.is_null() && !(v.is_string() && v.get<std::string>().empty())) {
-        return Bad(absl::StrCat("BPE ", key, " is not supported"));
-      }
-    }
-    const json& vocab = Get(m, "vocab");
-    if (!vocab.is_object() || vocab.empty()) return Bad("model.vocab is missing or empty");
-    int32_t max_id = -1;
-    for (const auto& [token, id] : vocab.items()) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 30)) {
-        return Bad(absl::StrCat("model.vocab[\"", token, "\"] is not a valid id"));
-      }
-      t_->vocab_[token] = id.get<int32_t>();
-      max_id = std::max(max_id, id.get<int32_t>());
-    }
-    t_->id_to_token_.assign(max_id + 1, std::string());
-    for (const auto& [token, id] : t_->vocab_) t_->id_to_token_[id] = token;
-
-    const json& merges = Get(m, "merges");
-    if (!merges.is_array() && !merges.is_null()) return Bad("model.merges is not a list");
-    int32_t rank = 0;
-    for (const json& merge : merges.is_array() ? merges : json::array()) {
-      std::string a, b;
-      if (merge.is_string()) {
-        // "a b": exactly one space, as `tokenizers` requires.
-        const std::string s = merge.get<std::string>();
-        const size_t sp = s.find(' ');
-        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
-          return Bad(absl::StrCat("model.merges[", rank, "] \"", s, "\" is not \"a b\""));
-        }
-        a = s.substr(0, sp);
-        b = s.substr(sp + 1);
-      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-                 merge[1].is_string()) {
-        a = merge[0].get<std::string>();
-        b = merge[1].get<std::string>();
-      } else {
-        return Bad(absl::StrCat("model.merges[", rank, "] is neither \"a b\" nor [a, b]"));
-      }
-      auto ia = t_->vocab_.find(a), ib = t_->vocab_.find(b), ic = t_->vocab_.find(a + b);
-      if (ia == t_->vocab_.end() || ib == t_->vocab_.end() || ic == t_->vocab_.end()) {
-        return Bad(absl::StrCat("model.merges[", rank, "] (\"", a, "\", \"", b,
-                                "\") uses a token missing from model.vocab"));
-      }
-      // The first occurrence of a pair keeps its rank.
-      t_->merges_.try_emplace(PairKey(ia->second, ib->second), rank, ic->second);
-      ++rank;
-    }
-
-    RETURN_IF_ERROR_(ReadBool(m, "byte_fallback", false, &t_->byte_fallback_));
-    RETURN_IF_ERROR_(ReadBool(m, "fuse_unk", false, &t_->fuse_unk_));
-    RETURN_IF_ERROR_(ReadBool(m, "ignore_merges", false, &t_->ignore_merges_));
-    t_->byte_ids_.fill(-1);
-    for (int b = 0; b < 256; ++b) {
-      static constexpr char kHex[] = "0123456789ABCDEF";
-      const std::string piece =
-          absl::StrCat("<0x", std::string(1, kHex[b >> 4]), std::string(1, kHex[b & 15]), ">");
-      if (auto it = t_->vocab_.find(piece); it != t_->vocab_.end()) t_->byte_ids_[b] = it->second;
-    }
-    const json& unk = Get(m, "unk_token");
-    if (unk.is_string()) {
-      auto it = t_->vocab_.find(unk.get<std::string>());
-      if (it == t_->vocab_.end()) return Bad("model.unk_token is not in model.vocab");
-      t_->model_unk_id_ = it->second;
-    }
+    absl::StatusOr<BpeModel> model = BpeModel::FromJson(m, path_);
+    if (!model.ok()) return model.status();
+    t_->model_ = *std::move(model);
+    t_->id_to_token_ = t_->model_.id_to_token();
     return absl::OkStatus();
   }
 
@@ -894,7 +724,7 @@ class HfBpeLoader {
     if (t.eos_id_ < 0 && !template_suffix.empty()) t.eos_id_ = template_suffix.back();
     t.pad_id_ = lookup(c.pad_token);
     t.unk_id_ = lookup(c.unk_token);
-    if (t.unk_id_ < 0) t.unk_id_ = t.model_unk_id_;
+    if (t.unk_id_ < 0) t.unk_id_ = t.model_.unk_id();
     if (c.add_bos_token.has_value() || c.add_eos_token.has_value()) {
       t.prefix_ids_.clear();
       t.suffix_ids_.clear();
