@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -262,6 +264,36 @@ TEST(TokenizerTest, InvalidUtf8IsAnError) {
     ASSERT_NE(tok, nullptr);
     auto ids = tok->Encode("ok \xC3 then \xFF", false);
     EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument) << which;
+  }
+}
+
+// Tokenizers are immutable after loading: concurrent use gives the single-threaded results.
+TEST(TokenizerTest, ConcurrentEncodeDecode) {
+  for (const std::string which : {"sp", "hf"}) {
+    std::unique_ptr<Tokenizer> tok = Load(which);
+    ASSERT_NE(tok, nullptr);
+    std::vector<std::string> texts;
+    std::vector<std::vector<int32_t>> want;
+    for (const json& row : Fixtures()) {
+      if (!row.contains("text")) continue;
+      texts.push_back(row["text"].get<std::string>());
+      want.push_back(*tok->Encode(texts.back(), true));
+      if (texts.size() == 600) break;
+    }
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (size_t i = t; i < texts.size() * 2; i += 3) {
+          const size_t k = i % texts.size();
+          auto ids = tok->Encode(texts[k], true);
+          if (!ids.ok() || *ids != want[k]) ++mismatches;
+          tok->Decode(want[k], t % 2 == 0);
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    EXPECT_EQ(mismatches.load(), 0) << which;
   }
 }
 
