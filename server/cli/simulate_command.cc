@@ -142,7 +142,8 @@ int RunSimulate(int argc, char** argv) {
   std::map<std::string, std::string> f;
   std::string error;
   if (!ParseFlags(argc, argv,
-                  {"trace", "workload", "seed", "model-spec", "capacity-gb", "policy", "alpha"},
+                  {"trace", "workload", "seed", "model-spec", "capacity-gb", "policy", "alpha",
+                   "per-request-out", "bootstrap-multiplier"},
                   {"json"}, &f, &error)) {
     return Usage(cmd, error, kSimulateSynopsis);
   }
@@ -173,6 +174,14 @@ int RunSimulate(int argc, char** argv) {
     }
     config.alpha = alpha;
   }
+  if (f.count("bootstrap-multiplier")) {
+    double k = 0;
+    if (!ParseNumber("bootstrap-multiplier", f["bootstrap-multiplier"], &k, &error) || k <= 0) {
+      return Usage(cmd, error.empty() ? "--bootstrap-multiplier must be positive" : error,
+                   kSimulateSynopsis);
+    }
+    config.tuner.bootstrap_multiplier = k;
+  }
   auto spec = ResolveSpec(f["model-spec"]);
   if (!spec.ok()) return Usage(cmd, std::string(spec.status().message()), kSimulateSynopsis);
   config.spec = *spec;
@@ -196,6 +205,19 @@ int RunSimulate(int argc, char** argv) {
   if (!result.ok()) {
     std::fprintf(stderr, "tandem simulate: %s\n", std::string(result.status().message()).c_str());
     return 1;
+  }
+  if (f.count("per-request-out")) {
+    // One line per request, in serving order: its prompt length and the share served from cache.
+    std::FILE* out = std::fopen(f["per-request-out"].c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "tandem simulate: cannot write '%s'\n", f["per-request-out"].c_str());
+      return 1;
+    }
+    for (size_t i = 0; i < result->per_request_input.size(); ++i) {
+      std::fprintf(out, "{\"input_tokens\": %zu, \"hit_rate\": %.6f}\n",
+                   result->per_request_input[i], result->per_request_hit_rate[i]);
+    }
+    std::fclose(out);
   }
   nlohmann::ordered_json j;
   j["token_hit_rate"] = result->token_hit_rate;

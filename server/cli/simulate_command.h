@@ -5,7 +5,7 @@
 //
 //   tandem simulate (--trace FILE | --workload NAME) [--seed S] --model-spec NAME|DIR
 //                   --capacity-gb X --policy none|vllm-plus|sglang-plus|marconi [--alpha A]
-//                   [--json]
+//                   [--json] [--per-request-out FILE] [--bootstrap-multiplier K]
 //   tandem simulate-alloc --workload NAME
 //                   --allocator padded-unified|fixed-dual:R|avmp-static:R|avmp-dynamic
 //                   --pool-gib G --model-spec NAME [--seed S] [--json]

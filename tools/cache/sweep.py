@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Runs the prefix-cache and allocator sweeps behind docs/CACHE_RESULTS.md.
+
+Every number comes from `tandem simulate` / `tandem simulate-alloc` (--json); this script only
+loops over the grid, stores the JSON and draws the PNGs (matplotlib, optional).
+
+  tools/cache/sweep.py --tandem build/cache/tandem --out tools/cache/results
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+CACHE_GRID = {
+    "lmsys": [1, 2, 3, 4, 5, 10],
+    "sharegpt": [1, 2, 3, 4, 5, 10],
+    "swebench": [40, 60, 80, 100],
+    "mooncake": [25, 50, 100, 200],
+}
+POLICIES = ["vllm-plus", "sglang-plus", "marconi", "marconi-k15"]
+ALLOCATORS = ["padded-unified", "fixed-dual:0.5", "fixed-dual:0.9", "avmp-static:0.5",
+              "avmp-dynamic"]
+ALLOC_WORKLOADS = ["uniform_short", "mixed_long", "agentic_burst", "sharegpt_replay"]
+ALLOC_MODELS = ["jamba-1.5-mini", "zamba2-7b"]
+ALLOC_POOLS = [4, 8]
+SEEDS = [1, 2, 3]
+
+
+def run(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def cache_sweep(args):
+    rows = []
+    for workload, caps in CACHE_GRID.items():
+        source = (["--trace", args.mooncake] if workload == "mooncake" else
+                  ["--workload", workload, "--seed", "42"])
+        for cap in caps:
+            for policy in POLICIES:
+                per_req = os.path.join(args.out, f"per_request_{workload}_{cap}_{policy}.jsonl")
+                # marconi-k15: Marconi with the bootstrap window Marconi's artifact used for
+                # lmsys (15x instead of the default 5x).
+                extra = ["--bootstrap-multiplier", "15"] if policy == "marconi-k15" else []
+                cmd = [args.tandem, "simulate", *source, "--model-spec", "marconi-7b",
+                       "--capacity-gb", str(cap), "--policy", policy.split("-k")[0], *extra,
+                       "--json"]
+                if cap == caps[len(caps) // 2]:
+                    cmd += ["--per-request-out", per_req]
+                r = run(cmd)
+                r.update(workload=workload, capacity_gb=cap, policy=policy)
+                rows.append(r)
+                print(workload, cap, policy, f"{r['token_hit_rate']:.4f}", file=sys.stderr)
+    return rows
+
+
+def alloc_sweep(args):
+    rows = []
+    for model in ALLOC_MODELS:
+        for pool in ALLOC_POOLS:
+            for workload in ALLOC_WORKLOADS:
+                for allocator in ALLOCATORS:
+                    for seed in SEEDS:
+                        r = run([args.tandem, "simulate-alloc", "--workload", workload,
+                                 "--allocator", allocator, "--pool-gib", str(pool),
+                                 "--model-spec", model, "--seed", str(seed), "--json"])
+                        r.update(model=model, pool_gib=pool, workload=workload,
+                                 allocator=allocator, seed=seed)
+                        rows.append(r)
+    return rows
+
+
+def plots(out, cache_rows):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plots", file=sys.stderr)
+        return
+    for metric in ["token_hit_rate", "flops_saved"]:
+        fig, axes = plt.subplots(1, len(CACHE_GRID), figsize=(4 * len(CACHE_GRID), 3.2))
+        for ax, workload in zip(axes, CACHE_GRID):
+            for policy in POLICIES:
+                pts = [(r["capacity_gb"], r[metric]) for r in cache_rows
+                       if r["workload"] == workload and r["policy"] == policy]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=policy)
+            ax.set_title(workload)
+            ax.set_xlabel("capacity (GB)")
+            ax.set_ylabel(metric)
+        axes[0].legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, f"{metric}.png"), dpi=110)
+        plt.close(fig)
+    # Hit rate by input length (the paper's Fig. 10a), at each workload's middle capacity.
+    bins = [0, 1000, 2000, 4000, 8000, 16000, 32000, 10**9]
+    labels = ["<1k", "1-2k", "2-4k", "4-8k", "8-16k", "16-32k", ">32k"]
+    fig, axes = plt.subplots(1, len(CACHE_GRID), figsize=(4 * len(CACHE_GRID), 3.2))
+    for ax, (workload, caps) in zip(axes, CACHE_GRID.items()):
+        cap = caps[len(caps) // 2]
+        for k, policy in enumerate(POLICIES):
+            path = os.path.join(out, f"per_request_{workload}_{cap}_{policy}.jsonl")
+            hit = [0.0] * (len(bins) - 1)
+            tot = [0.0] * (len(bins) - 1)
+            with open(path) as f:
+                for line in f:
+                    d = json.loads(line)
+                    for b in range(len(bins) - 1):
+                        if bins[b] <= d["input_tokens"] < bins[b + 1]:
+                            hit[b] += d["hit_rate"] * d["input_tokens"]
+                            tot[b] += d["input_tokens"]
+            rate = [h / t if t else 0 for h, t in zip(hit, tot)]
+            ax.bar([x + 0.2 * (k - 1.5) for x in range(len(rate))], rate, width=0.2, label=policy)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=45)
+        ax.set_title(f"{workload} @ {cap} GB")
+        ax.set_ylabel("token hit rate")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "hit_rate_by_input_length.png"), dpi=110)
+    plt.close(fig)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--tandem", required=True, help="path to the tandem binary")
+    p.add_argument("--mooncake", default="../shared/traces/mooncake_synthetic_trace.jsonl")
+    p.add_argument("--out", default="tools/cache/results")
+    p.add_argument("--skip-alloc", action="store_true")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    cache_rows = cache_sweep(args)
+    with open(os.path.join(args.out, "cache_sweep.json"), "w") as f:
+        json.dump(cache_rows, f, indent=1)
+    if not args.skip_alloc:
+        alloc_rows = alloc_sweep(args)
+        with open(os.path.join(args.out, "alloc_sweep.json"), "w") as f:
+            json.dump(alloc_rows, f, indent=1)
+    plots(args.out, cache_rows)
+
+
+if __name__ == "__main__":
+    main()
