@@ -51,7 +51,8 @@ absl::StatusOr<nlohmann::json> ParseJsonText(std::string_view text, const std::s
   if (json.is_discarded()) {
     // Parse again with exceptions only to recover nlohmann's description of the error.
     try {
-      (void)nlohmann::json::parse(ReplacePythonLiterals(text));
+      const nlohmann::json unused = nlohmann::json::parse(ReplacePythonLiterals(text));
+      (void)unused;
     } catch (const nlohmann::json::exception& e) {
       return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", e.what()));
     }

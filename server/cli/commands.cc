@@ -1,4 +1,5 @@
 #include "server/cli/commands.h"
+#include "server/cli/simulate_command.h"
 
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,9 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"generate", RunGenerate, "run a checkpoint on a prompt and print the generated text"},
+    {"simulate", RunSimulate, "replay a trace or workload through the prefix cache policies"},
+    {"simulate-alloc", RunSimulateAlloc, "replay a workload through the memory allocators"},
+    {"devices", RunDevices, "list the CUDA devices this build can use"},
 };
 
 void PrintHelp(FILE* out) {
