@@ -144,6 +144,7 @@ class PrefixCache {
 
   PrefixCacheStats stats() const;
   const PrefixCacheConfig& config() const { return config_; }
+  size_t allocator_unit_bytes(Pool pool) const { return allocator_->unit_bytes(pool); }
   // Bytes of KV pages and checkpoints the tree holds.
   size_t bytes() const {
     return stats_.kv_pages * kv_page_bytes_ + stats_.checkpoints * ssm_bytes_;

@@ -1,12 +1,10 @@
 #include "cache/simulator.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <chrono>
 #include <memory>
 #include <numeric>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "cache/counting_allocator.h"
@@ -44,37 +42,6 @@ PrefixCacheConfig CacheConfig(const SimulationConfig& c) {
       break;
   }
   return pc;
-}
-
-// Replays requests [first, last) of `order` on a copy of `snapshot` for every α of the grid;
-// returns the FLOPs each α saved.
-std::vector<double> ReplayGrid(const PrefixCache& snapshot, const Trace& trace,
-                               const std::vector<size_t>& order, size_t first, size_t last,
-                               const SimulationConfig& config) {
-  const std::vector<double>& grid = config.tuner.grid;
-  std::vector<double> saved(grid.size(), 0);
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    std::vector<TokenId> in, out;
-    for (size_t g = next++; g < grid.size(); g = next++) {
-      CountingAllocator alloc(snapshot.config().page_tokens * config.spec.kv_bytes_per_token(),
-                              config.spec.ssm_state_bytes());
-      std::unique_ptr<PrefixCache> cache = snapshot.Clone(&alloc);
-      cache->set_alpha(grid[g]);
-      const double before = cache->stats().flops_saved;
-      for (size_t i = first; i < last; ++i) {
-        trace.Tokens(order[i], &in, &out);
-        (void)RunRequest(*cache, alloc, in, out);
-      }
-      saved[g] = cache->stats().flops_saved - before;
-    }
-  };
-  const int threads = std::max(1, config.tuner.threads);
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  return saved;
 }
 
 }  // namespace
@@ -123,15 +90,13 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationCo
   if (config.policy != CachePolicy::kNone) {
     cache = std::make_unique<PrefixCache>(CacheConfig(config), config.spec, &alloc);
   }
-  const bool tune = config.policy == CachePolicy::kMarconi && !config.alpha.has_value();
-  bool evicted = false;
-  if (cache) cache->set_first_eviction_callback([&] { evicted = true; });
-  // Tuning state: the snapshot taken when the first eviction happened and the window after it.
-  CountingAllocator snapshot_alloc(config.page_tokens * config.spec.kv_bytes_per_token(),
-                                   config.spec.ssm_state_bytes());
-  std::unique_ptr<PrefixCache> snapshot;
-  size_t window_first = 0, window_last = 0;
-  bool tuned = false;
+  const bool tune = cache && config.policy == CachePolicy::kMarconi && !config.alpha.has_value();
+  std::unique_ptr<AlphaTuner> tuner;
+  if (tune) {
+    TunerConfig tc = config.tuner;
+    tc.synchronous = true;
+    tuner = std::make_unique<AlphaTuner>(tc, cache.get());
+  }
 
   std::vector<TokenId> in, out;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -140,30 +105,14 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationCo
     if (cache) {
       auto r = RunRequest(*cache, alloc, in, out);
       if (r.ok()) usable = r->usable_tokens;
-      if (tune && evicted && !snapshot && !tuned) {
-        const size_t seen = std::max<size_t>(1, i);  // requests served before the first eviction
-        snapshot = cache->Clone(&snapshot_alloc);
-        window_first = i + 1;
-        window_last = std::min(order.size(),
-                               window_first + static_cast<size_t>(std::ceil(
-                                                  config.tuner.bootstrap_multiplier * seen)));
-      }
-      if (snapshot && i + 1 == window_last) {
-        const auto tune_start = std::chrono::steady_clock::now();
-        const std::vector<double> saved =
-            ReplayGrid(*snapshot, trace, order, window_first, window_last, config);
-        const double tune_seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - tune_start).count();
-        const size_t best = std::max_element(saved.begin(), saved.end()) - saved.begin();
-        cache->set_alpha(config.tuner.grid[best]);
-        result.tunings.push_back({i + 1, window_last - window_first, config.tuner.grid[best],
-                                  saved[best], tune_seconds});
-        snapshot.reset();
-        tuned = true;
-      }
+      if (tuner) tuner->OnRequest(in, out, usable);
     }
     result.per_request_input.push_back(in.size());
     result.per_request_hit_rate.push_back(in.empty() ? 0.0 : double(usable) / double(in.size()));
+  }
+  if (tuner) {
+    result.tunings = tuner->events();
+    tuner.reset();
   }
 
   result.requests = order.size();

@@ -1,0 +1,127 @@
+#include "cache/alpha_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cache/counting_allocator.h"
+#include "cache/request_runner.h"
+#include "cache/workloads.h"
+
+namespace tandem::cache {
+namespace {
+
+struct Rig {
+  explicit Rig(size_t capacity_bytes, TunerConfig tc) : spec(*ModelSpec::Builtin("marconi-7b")) {
+    alloc = std::make_unique<CountingAllocator>(16 * spec.kv_bytes_per_token(),
+                                                spec.ssm_state_bytes());
+    PrefixCacheConfig c;
+    c.capacity_bytes = capacity_bytes;
+    cache = std::make_unique<PrefixCache>(c, spec, alloc.get());
+    tuner = std::make_unique<AlphaTuner>(tc, cache.get());
+  }
+  void Serve(const std::vector<TokenId>& in, const std::vector<TokenId>& out) {
+    auto r = RunRequest(*cache, *alloc, in, out);
+    tuner->OnRequest(in, out, r.ok() ? r->usable_tokens : 0);
+  }
+  ModelSpec spec;
+  std::unique_ptr<CountingAllocator> alloc;
+  std::unique_ptr<PrefixCache> cache;
+  std::unique_ptr<AlphaTuner> tuner;
+};
+
+void ServeTrace(Rig& rig, const Trace& t, size_t limit = SIZE_MAX) {
+  std::vector<TokenId> in, out;
+  for (size_t i = 0; i < t.size() && i < limit; ++i) {
+    t.Tokens(i, &in, &out);
+    if (rig.cache->stats().evictions == 0) {
+      EXPECT_EQ(rig.cache->alpha(), 0) << "α must stay 0 before the first eviction";
+    }
+    rig.Serve(in, out);
+  }
+}
+
+TEST(AlphaTunerTest, TunesOnceOnTheBootstrapWindow) {
+  TunerConfig tc;
+  tc.synchronous = true;
+  tc.drift_window = 0;
+  Rig rig(size_t{2} * 1000 * 1000 * 1000, tc);
+  WorkloadOptions o;
+  o.sessions = 30;
+  ServeTrace(rig, *GenerateSessionWorkload("lmsys", o));
+  ASSERT_EQ(rig.tuner->events().size(), 1u);
+  const AlphaTuning& e = rig.tuner->events()[0];
+  EXPECT_EQ(e.reason, "first eviction");
+  EXPECT_GT(e.window, 0u);
+  EXPECT_EQ(rig.cache->alpha(), e.alpha);
+  EXPECT_GE(e.alpha, 0);
+  EXPECT_LE(e.alpha, 2);
+}
+
+TEST(AlphaTunerTest, AsynchronousTuningMatchesSynchronous) {
+  WorkloadOptions o;
+  o.sessions = 30;
+  const Trace t = *GenerateSessionWorkload("sharegpt", o);
+  TunerConfig sync;
+  sync.synchronous = true;
+  sync.drift_window = 0;
+  Rig a(size_t{2} * 1000 * 1000 * 1000, sync);
+  ServeTrace(a, t);
+  TunerConfig async = sync;
+  async.synchronous = false;
+  Rig b(size_t{2} * 1000 * 1000 * 1000, async);
+  // Serve exactly up to the window, then wait for the replay before going on.
+  std::vector<TokenId> in, out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    t.Tokens(i, &in, &out);
+    b.Serve(in, out);
+    b.tuner->Wait();
+  }
+  ASSERT_EQ(a.tuner->events().size(), 1u);
+  ASSERT_EQ(b.tuner->events().size(), 1u);
+  EXPECT_EQ(a.tuner->events()[0].alpha, b.tuner->events()[0].alpha);
+  EXPECT_DOUBLE_EQ(a.tuner->events()[0].flops_saved, b.tuner->events()[0].flops_saved);
+}
+
+TEST(AlphaTunerTest, RetunesWhenTheHitRateDrifts) {
+  TunerConfig tc;
+  tc.synchronous = true;
+  tc.drift_window = 50;
+  tc.drift_threshold = 0.1;
+  Rig rig(size_t{3} * 1000 * 1000 * 1000, tc);
+  WorkloadOptions o;
+  o.sessions = 40;
+  ServeTrace(rig, *GenerateSessionWorkload("lmsys", o));
+  ASSERT_GE(rig.tuner->events().size(), 1u);
+  // Then traffic changes: single-turn prompts that share nothing, so the hit rate collapses.
+  std::mt19937 rng(3);
+  for (int r = 0; r < 600; ++r) {
+    std::vector<TokenId> in(300), out(20);
+    for (auto& t : in) t = static_cast<TokenId>(rng() & 0x3fffffff);
+    rig.Serve(in, out);
+  }
+  ASSERT_GE(rig.tuner->events().size(), 2u);
+  EXPECT_EQ(rig.tuner->events().back().reason, "hit rate drift");
+}
+
+TEST(AlphaTunerTest, ReplayGridIsDeterministic) {
+  Rig rig(size_t{1} * 1000 * 1000 * 1000, {});
+  WorkloadOptions o;
+  o.sessions = 10;
+  const Trace t = *GenerateSessionWorkload("lmsys", o);
+  std::vector<std::vector<TokenId>> prompts, outputs;
+  std::vector<TokenId> in, out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    t.Tokens(i, &in, &out);
+    prompts.push_back(in);
+    outputs.push_back(out);
+  }
+  const std::vector<double> grid = {0, 0.5, 1, 2};
+  auto a = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 1);
+  auto b = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 2);
+  EXPECT_EQ(a, b);
+  EXPECT_GT(a[0], 0);
+}
+
+}  // namespace
+}  // namespace tandem::cache
