@@ -10,6 +10,7 @@ struct Running {
   size_t tokens = 0;  // KV tokens held
   size_t remaining = 0;
   std::vector<Handle> handles;
+  uint64_t blocked_at = UINT64_MAX;  // `frees` when its last allocation failed
 };
 
 constexpr uint64_t kMaxTicks = 10'000'000;
@@ -28,8 +29,13 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
   size_t next = 0;
   uint64_t tick = 0;
   bool hold_admissions = false;
+  // A failed allocation is retried only after something was freed: retrying into an unchanged
+  // allocator would only count the same shortage again.
+  uint64_t frees = 0;
+  uint64_t queue_blocked_at = UINT64_MAX;
   auto free_all = [&](std::vector<Handle>& hs) {
     for (Handle h : hs) a.Free(h);
+    frees += hs.size();
     hs.clear();
   };
   while ((next < requests.size() || !queue.empty() || !running.empty()) && tick < kMaxTicks) {
@@ -37,7 +43,7 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
     // Admit in order; stop at the first request that does not fit. After a preemption nothing
     // is admitted until a running request completes (otherwise the victim would come straight
     // back and the pool would thrash).
-    while (!queue.empty() && !hold_admissions) {
+    while (!queue.empty() && !hold_admissions && queue_blocked_at != frees) {
       const AllocRequest& q = requests[queue.front()];
       Running run{queue.front(), q.prompt_tokens, q.gen_tokens, {}};
       bool ok = true;
@@ -58,6 +64,7 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
           queue.pop_front();
           continue;
         }
+        queue_blocked_at = frees;
         break;
       }
       queue.pop_front();
@@ -70,9 +77,17 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
       Running& run = running[i];
       bool stepped = true;
       if (has_kv && run.tokens % page == 0) {
-        auto h = a.Allocate(Pool::kKvPage);
-        stepped = h.ok();
-        if (stepped) run.handles.push_back(*h);
+        if (run.blocked_at == frees) {
+          stepped = false;
+        } else {
+          auto h = a.Allocate(Pool::kKvPage);
+          stepped = h.ok();
+          if (stepped) {
+            run.handles.push_back(*h);
+          } else {
+            run.blocked_at = frees;
+          }
+        }
       }
       if (stepped && run.remaining > 0) {
         ++run.tokens;

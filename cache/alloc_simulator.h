@@ -2,7 +2,8 @@
 // arrive at ticks; on admission a request takes KV pages for its prompt and one SSM block; each
 // tick every running request decodes one token, taking a new page when it crosses a page
 // boundary; when done it frees everything. A failed allocation is an OOM event: an admission
-// stays queued (FIFO) and retries next tick, a decode step stalls and retries; when no running
+// stays queued (FIFO), a decode step stalls, and either retries once something has been freed
+// (retrying into an unchanged allocator would count one shortage many times); when no running
 // request can make progress the newest is preempted (freed and requeued at the head). A
 // request that cannot be admitted into an otherwise idle allocator is dropped.
 #ifndef TANDEM_CACHE_ALLOC_SIMULATOR_H_
