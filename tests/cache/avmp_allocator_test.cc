@@ -71,6 +71,25 @@ TEST(AvmpAllocatorTest, MigratesCapacityUnderPressure) {
   std::memset(a->Resolve(*h), 1, 4096);
 }
 
+TEST(AvmpAllocatorTest, MigratedGranulesAreDecommitted) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  std::vector<Handle> kv;
+  for (int i = 0; i < 32; ++i) {
+    kv.push_back(*a->Allocate(Pool::kKvPage));
+    std::memset(a->Resolve(kv.back()), 0xff, 1024);
+  }
+  const size_t committed = a->allocator_stats().committed_bytes;
+  EXPECT_EQ(committed, 8u * 4096);
+  for (Handle h : kv) a->Free(h);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  Handle moved = *a->Allocate(Pool::kSsmBlock);  // migration: KV granules become SSM blocks
+  ASSERT_EQ(a->allocator_stats().migrations, 1u);
+  // The granule was returned to the OS (MADV_DONTNEED) before the SSM pool got it: it reads
+  // as zeros, not as the KV pages' old bytes.
+  const std::byte* p = a->Resolve(moved);
+  for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(p[i], std::byte{0}) << i;
+}
+
 TEST(AvmpAllocatorTest, RefusesWhenNeitherPoolHasSlack) {
   auto a = *AvmpAllocator::Create(SmallConfig());
   std::vector<Handle> kv, ssm;
