@@ -48,8 +48,8 @@ std::vector<double> AlphaTuner::ReplayGrid(const PrefixCache& snapshot,
 
 void AlphaTuner::StartWindow(const std::string& reason) {
   reason_ = reason;
-  snapshot_alloc_ = std::make_unique<CountingAllocator>(cache_->allocator_unit_bytes(Pool::kKvPage),
-                                                        cache_->allocator_unit_bytes(Pool::kSsmBlock));
+  snapshot_alloc_ = std::make_unique<CountingAllocator>(
+      cache_->allocator_unit_bytes(Pool::kKvPage), cache_->allocator_unit_bytes(Pool::kSsmBlock));
   snapshot_ = cache_->Clone(snapshot_alloc_.get());
   prompts_.clear();
   outputs_.clear();
@@ -82,8 +82,8 @@ void AlphaTuner::Apply() {
     if (saved_[g] > saved_[best]) best = g;
   }
   cache_->set_alpha(config_.grid[best]);
-  events_.push_back({reason_, requests_, prompts_.size(), config_.grid[best], saved_[best],
-                     replay_seconds_});
+  events_.push_back(
+      {reason_, requests_, prompts_.size(), config_.grid[best], saved_[best], replay_seconds_});
   snapshot_.reset();
   snapshot_alloc_.reset();
   prompts_.clear();

@@ -41,12 +41,12 @@ struct TunerConfig {
 };
 
 struct AlphaTuning {
-  std::string reason;      // "first eviction" or "hit rate drift"
-  size_t at_request = 0;   // requests seen when α was adopted
-  size_t window = 0;       // requests replayed
-  double alpha = 0;        // adopted
-  double flops_saved = 0;  // by that α over the window
-  double wall_seconds = 0; // the grid replay
+  std::string reason;       // "first eviction" or "hit rate drift"
+  size_t at_request = 0;    // requests seen when α was adopted
+  size_t window = 0;        // requests replayed
+  double alpha = 0;         // adopted
+  double flops_saved = 0;   // by that α over the window
+  double wall_seconds = 0;  // the grid replay
 };
 
 class AlphaTuner {

@@ -1,10 +1,10 @@
 #include "cache/avmp_allocator.h"
-#include "cache/check.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "cache/check.h"
 
 namespace tandem::cache {
 namespace {
@@ -47,8 +47,8 @@ absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(const AvmpC
     PoolState& ps = a->pools_[p];
     ps.units_per_granule = ps.stride == 0 ? 0 : g / ps.stride;
     if (ps.units_per_granule > 0 && n > 0x7fffffffu / ps.units_per_granule) {
-      return absl::InvalidArgumentError(absl::StrCat("avmp: pool ", PoolName(Pool(p)),
-                                                     " would exceed the 31-bit handle space"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("avmp: pool ", PoolName(Pool(p)), " would exceed the 31-bit handle space"));
     }
     ps.live.assign(n * ps.units_per_granule, 0);
   }
@@ -94,7 +94,8 @@ bool AvmpAllocator::TryMigrate(Pool recipient) {
   PoolState& r = pools_[int(recipient)];
   PoolState& d = pools_[int(donor)];
   if (r.units_per_granule == 0 || d.units_per_granule == 0) return false;
-  if (migrated_once_ && ops_ - last_migration_op_ < config_.min_rebalance_interval_ops) return false;
+  if (migrated_once_ && ops_ - last_migration_op_ < config_.min_rebalance_interval_ops)
+    return false;
   const size_t d_cap = capacity_units(donor);
   if (d_cap == 0) return false;
   const double donor_free = double(d_cap - d.used) / double(d_cap);
@@ -108,8 +109,8 @@ bool AvmpAllocator::TryMigrate(Pool recipient) {
     ++totals_.migrations_aborted;
     return false;
   }
-  const size_t wanted = (config_.migration_batch_size + r.units_per_granule - 1) /
-                        r.units_per_granule;
+  const size_t wanted =
+      (config_.migration_batch_size + r.units_per_granule - 1) / r.units_per_granule;
   const size_t moved = std::min(wanted, std::max<size_t>(1, drained.size() / 2));
   for (size_t i = 0; i < moved; ++i) {
     const uint32_t gi = drained[i];
@@ -135,8 +136,8 @@ absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
   PoolState& p = pools_[int(pool)];
   if (p.free.empty() && !TryMigrate(pool)) {
     ++p.oom_events;
-    return absl::ResourceExhaustedError(absl::StrCat("pool ", PoolName(pool), " is full (",
-                                                     capacity_units(pool), " units)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pool ", PoolName(pool), " is full (", capacity_units(pool), " units)"));
   }
   const uint32_t index = *p.free.begin();
   p.free.erase(p.free.begin());

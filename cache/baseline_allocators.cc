@@ -1,9 +1,9 @@
 #include "cache/baseline_allocators.h"
-#include "cache/check.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "cache/check.h"
 
 namespace tandem::cache {
 namespace {
@@ -68,8 +68,8 @@ void FixedDualAllocator::Free(Handle handle) {
   CACHE_CHECK(handle.valid()) << "freeing an invalid handle";
   PoolState& p = pools_[int(handle.pool())];
   CACHE_CHECK(handle.index() < p.capacity) << "handle out of range";
-  CACHE_CHECK(p.live[handle.index()]) << "double free of " << PoolName(handle.pool()) << " "
-                                << handle.index();
+  CACHE_CHECK(p.live[handle.index()])
+      << "double free of " << PoolName(handle.pool()) << " " << handle.index();
   ++ops_;
   p.live[handle.index()] = 0;
   p.free.push_back(handle.index());

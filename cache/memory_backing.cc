@@ -15,7 +15,8 @@ size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 class HostBacking final : public MemoryBacking {
  public:
-  HostBacking(std::byte* base, size_t bytes, size_t page) : base_(base), bytes_(bytes), page_(page) {}
+  HostBacking(std::byte* base, size_t bytes, size_t page)
+      : base_(base), bytes_(bytes), page_(page) {}
   ~HostBacking() override {
     if (base_ != nullptr) munmap(base_, bytes_);
   }
@@ -39,8 +40,8 @@ class HostBacking final : public MemoryBacking {
  private:
   absl::Status Check(size_t offset, size_t bytes) const {
     if (offset % page_ != 0 || bytes % page_ != 0 || offset > bytes_ || bytes > bytes_ - offset) {
-      return absl::InvalidArgumentError(absl::StrCat("range [", offset, ", +", bytes,
-                                                     ") is not page-aligned inside ", bytes_));
+      return absl::InvalidArgumentError(
+          absl::StrCat("range [", offset, ", +", bytes, ") is not page-aligned inside ", bytes_));
     }
     return absl::OkStatus();
   }

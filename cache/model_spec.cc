@@ -12,10 +12,20 @@ namespace {
 ModelSpec Marconi7b() {
   ModelSpec s;
   s.name = "marconi-7b";
-  s.attention = {.layers = 4, .input_width = 4096, .output_width = 4096, .heads = 32,
-                 .kv_heads = 32, .head_dim = 128};
-  s.ssm = {.layers = 24, .kind = SsmKind::kMamba2, .hidden = 4096, .d_inner = 8192,
-           .d_state = 128, .d_conv = 4, .heads = 128, .groups = 1};
+  s.attention = {.layers = 4,
+                 .input_width = 4096,
+                 .output_width = 4096,
+                 .heads = 32,
+                 .kv_heads = 32,
+                 .head_dim = 128};
+  s.ssm = {.layers = 24,
+           .kind = SsmKind::kMamba2,
+           .hidden = 4096,
+           .d_inner = 8192,
+           .d_state = 128,
+           .d_conv = 4,
+           .heads = 128,
+           .groups = 1};
   s.ffn = {.dense_layers = 28, .hidden = 4096, .intermediate = 16384, .matrices = 2};
   return s;
 }
@@ -25,12 +35,27 @@ ModelSpec Marconi7b() {
 ModelSpec Jamba15Mini() {
   ModelSpec s;
   s.name = "jamba-1.5-mini";
-  s.attention = {.layers = 4, .input_width = 4096, .output_width = 4096, .heads = 32,
-                 .kv_heads = 8, .head_dim = 128};
-  s.ssm = {.layers = 28, .kind = SsmKind::kMamba1, .hidden = 4096, .d_inner = 8192,
-           .d_state = 16, .d_conv = 4, .dt_rank = 256};
-  s.ffn = {.dense_layers = 16, .hidden = 4096, .intermediate = 14336, .matrices = 3,
-           .moe_layers = 16, .experts = 16, .top_k = 2, .expert_intermediate = 14336};
+  s.attention = {.layers = 4,
+                 .input_width = 4096,
+                 .output_width = 4096,
+                 .heads = 32,
+                 .kv_heads = 8,
+                 .head_dim = 128};
+  s.ssm = {.layers = 28,
+           .kind = SsmKind::kMamba1,
+           .hidden = 4096,
+           .d_inner = 8192,
+           .d_state = 16,
+           .d_conv = 4,
+           .dt_rank = 256};
+  s.ffn = {.dense_layers = 16,
+           .hidden = 4096,
+           .intermediate = 14336,
+           .matrices = 3,
+           .moe_layers = 16,
+           .experts = 16,
+           .top_k = 2,
+           .expert_intermediate = 14336};
   return s;
 }
 
@@ -42,10 +67,21 @@ ModelSpec Zamba27b() {
   s.name = "zamba2-7b";
   constexpr int64_t h = 3584, inter = 14336, rank = 128;
   constexpr int hybrid = 13;
-  s.attention = {.layers = hybrid, .input_width = 2 * h, .output_width = h, .heads = 32,
-                 .kv_heads = 32, .head_dim = 224, .lora_rank = rank};
-  s.ssm = {.layers = 81, .kind = SsmKind::kMamba2, .hidden = h, .d_inner = 2 * h,
-           .d_state = 64, .d_conv = 4, .heads = 112, .groups = 2};
+  s.attention = {.layers = hybrid,
+                 .input_width = 2 * h,
+                 .output_width = h,
+                 .heads = 32,
+                 .kv_heads = 32,
+                 .head_dim = 224,
+                 .lora_rank = rank};
+  s.ssm = {.layers = 81,
+           .kind = SsmKind::kMamba2,
+           .hidden = h,
+           .d_inner = 2 * h,
+           .d_state = 64,
+           .d_conv = 4,
+           .heads = 112,
+           .groups = 2};
   s.ffn = {.dense_layers = hybrid, .hidden = h, .intermediate = inter, .matrices = 3};
   const double mlp_lora = 2.0 * rank * (h + 2 * inter);
   const double linear = 2.0 * h * h;
@@ -68,8 +104,8 @@ double SsmPrefillFlops(const SsmDims& s) {
            2 * din * h;
   }
   const double g = s.groups, conv_dim = din + 2 * g * n, q = s.chunk;
-  const double base = 2 * h * (2 * din + 2 * g * n + s.heads) + 2 * k * conv_dim + 2 * din * h +
-                      8 * din;
+  const double base =
+      2 * h * (2 * din + 2 * g * n + s.heads) + 2 * k * conv_dim + 2 * din * h + 8 * din;
   return base + din * (q + 4 * n) + g * n * q;
 }
 
@@ -91,8 +127,8 @@ absl::StatusOr<ModelSpec> ModelSpec::Builtin(const std::string& name) {
   if (name == "marconi-7b") return Marconi7b();
   if (name == "jamba-1.5-mini") return Jamba15Mini();
   if (name == "zamba2-7b") return Zamba27b();
-  return absl::NotFoundError(absl::StrCat("unknown model spec '", name, "' (built-in: ",
-                                          absl::StrJoin(BuiltinNames(), ", "), ")"));
+  return absl::NotFoundError(absl::StrCat(
+      "unknown model spec '", name, "' (built-in: ", absl::StrJoin(BuiltinNames(), ", "), ")"));
 }
 
 std::vector<std::string> ModelSpec::BuiltinNames() {
@@ -120,7 +156,8 @@ absl::Status ModelSpec::Validate() const {
     if (ssm.d_inner <= 0) return bad("ssm.d_inner must be positive");
     if (ssm.d_state <= 0) return bad("ssm.d_state must be positive");
     if (ssm.d_conv < 1) return bad("ssm.d_conv must be at least 1");
-    if (ssm.kind == SsmKind::kMamba1 && ssm.dt_rank <= 0) return bad("ssm.dt_rank must be positive");
+    if (ssm.kind == SsmKind::kMamba1 && ssm.dt_rank <= 0)
+      return bad("ssm.dt_rank must be positive");
     if (ssm.kind == SsmKind::kMamba2) {
       if (ssm.heads <= 0) return bad("ssm.heads must be positive");
       if (ssm.groups <= 0) return bad("ssm.groups must be positive");

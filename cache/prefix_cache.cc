@@ -564,12 +564,12 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
       has_kv_ && n > lease.usable ? PageIndexEnd(n) - PageIndexBegin(lease.usable) : 0;
   Walk w = WalkPrefix(tokens);
   if (n < lease.usable || w.matched < lease.usable) {
-    error = absl::InvalidArgumentError(absl::StrCat(
-        "insert: the ", n, " tokens do not extend the ", lease.usable, "-token usable prefix"));
+    error = absl::InvalidArgumentError(absl::StrCat("insert: the ", n, " tokens do not extend the ",
+                                                    lease.usable, "-token usable prefix"));
   } else if (done.kv_pages.size() != want_pages) {
     error = absl::InvalidArgumentError(absl::StrCat("insert: expected ", want_pages,
-                                                    " KV pages for tokens [", lease.usable, ", ",
-                                                    n, "), got ", done.kv_pages.size()));
+                                                    " KV pages for tokens [", lease.usable, ", ", n,
+                                                    "), got ", done.kv_pages.size()));
   }
   if (!error.ok()) {
     free_all(0);
@@ -624,11 +624,10 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
   NodeId hint = kRoot;
   for (auto& [pos, h] : done.checkpoints) {
     if (!h.valid()) continue;
-    const bool wanted = pos == n ||
-                        std::find(lease.wanted.begin(), lease.wanted.end(), pos) !=
-                            lease.wanted.end() ||
-                        (config_.admission == AdmissionPolicy::kEveryBlock &&
-                         pos % config_.block_tokens == 0);
+    const bool wanted =
+        pos == n ||
+        std::find(lease.wanted.begin(), lease.wanted.end(), pos) != lease.wanted.end() ||
+        (config_.admission == AdmissionPolicy::kEveryBlock && pos % config_.block_tokens == 0);
     NodeId node = has_ssm_ && wanted && pos > 0 && pos <= n
                       ? NodeEndingAt(tokens, pos, leaf != kNone ? hint : kRoot)
                       : kNone;

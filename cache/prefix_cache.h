@@ -27,8 +27,8 @@
 #ifndef TANDEM_CACHE_PREFIX_CACHE_H_
 #define TANDEM_CACHE_PREFIX_CACHE_H_
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <set>

@@ -41,7 +41,8 @@ absl::StatusOr<RequestOutcome> RunRequest(PrefixCache& cache, BlockAllocator& al
     if (cache.config().admission == AdmissionPolicy::kEveryBlock) {
       // Decoding keeps checkpointing on the block grid.
       const size_t b = cache.config().block_tokens;
-      for (size_t p = (prompt.size() / b + 1) * b; p < tokens.size(); p += b) positions.push_back(p);
+      for (size_t p = (prompt.size() / b + 1) * b; p < tokens.size(); p += b)
+        positions.push_back(p);
     }
     positions.push_back(tokens.size());
     for (size_t pos : positions) {

@@ -1,8 +1,8 @@
 #include "cache/simulator.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <numeric>
 
@@ -57,10 +57,14 @@ absl::StatusOr<CachePolicy> ParseCachePolicy(const std::string& name) {
 
 std::string CachePolicyName(CachePolicy policy) {
   switch (policy) {
-    case CachePolicy::kNone: return "none";
-    case CachePolicy::kVllmPlus: return "vllm-plus";
-    case CachePolicy::kSglangPlus: return "sglang-plus";
-    case CachePolicy::kMarconi: return "marconi";
+    case CachePolicy::kNone:
+      return "none";
+    case CachePolicy::kVllmPlus:
+      return "vllm-plus";
+    case CachePolicy::kSglangPlus:
+      return "sglang-plus";
+    case CachePolicy::kMarconi:
+      return "marconi";
   }
   return "?";
 }

@@ -36,7 +36,6 @@ struct SimulationConfig {
   TunerConfig tuner;  // synchronous is forced on (deterministic results)
 };
 
-
 struct SimulationResult {
   double token_hit_rate = 0;
   double flops_saved = 0;

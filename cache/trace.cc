@@ -56,7 +56,8 @@ absl::Status ForEachLine(const std::string& text, const std::string& source, Fn 
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
     auto where = [&] { return absl::StrCat(source, ":", line_no, ": "); };
-    if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(where(), "not valid JSON"));
+    if (j.is_discarded())
+      return absl::InvalidArgumentError(absl::StrCat(where(), "not valid JSON"));
     if (!j.is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(where(), "expected a JSON object"));
     }
@@ -260,7 +261,8 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   if (line.find("\"hash_ids\"") != std::string::npos) return ParseMooncakeTrace(*text, path);
   if (line.find("\"session_id\"") != std::string::npos) return ParseSessionTrace(*text, path);
   return absl::InvalidArgumentError(absl::StrCat(
-      path, ":", line_no, ": unknown trace format (expected Mooncake 'hash_ids' or session 'session_id')"));
+      path, ":", line_no,
+      ": unknown trace format (expected Mooncake 'hash_ids' or session 'session_id')"));
 }
 
 }  // namespace tandem::cache

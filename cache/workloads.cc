@@ -19,7 +19,7 @@ size_t LogNormal(std::mt19937_64& rng, double median, double sigma, size_t lo, s
 
 struct SessionShape {
   size_t min_turns, max_turns;
-  double extra_turns_mean;  // turns beyond min_turns ~ geometric with this mean
+  double extra_turns_mean;           // turns beyond min_turns ~ geometric with this mean
   double first_median, first_sigma;  // first prompt (system + first user turn)
   double user_median, user_sigma;    // later user turns / observations
   double reply_median, reply_sigma;  // model responses
@@ -45,8 +45,8 @@ absl::StatusOr<Trace> GenerateSessionWorkload(const std::string& name,
                                               const WorkloadOptions& options) {
   const auto names = SessionWorkloadNames();
   if (std::find(names.begin(), names.end(), name) == names.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload '", name, "' (expected ",
-                                                   absl::StrJoin(names, ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown workload '", name, "' (expected ", absl::StrJoin(names, ", "), ")"));
   }
   if (!(options.sessions_per_second > 0)) {
     return absl::InvalidArgumentError("sessions_per_second must be positive");
@@ -70,8 +70,9 @@ absl::StatusOr<Trace> GenerateSessionWorkload(const std::string& name,
     const uint32_t stream_id = static_cast<uint32_t>(trace.streams.size());
     std::vector<TraceRequest> reqs;
     for (size_t turn = 0; turn < turns; ++turn) {
-      const size_t user = turn == 0 ? LogNormal(srng, shape.first_median, shape.first_sigma, 8, 16384)
-                                    : LogNormal(srng, shape.user_median, shape.user_sigma, 4, 8192);
+      const size_t user = turn == 0
+                              ? LogNormal(srng, shape.first_median, shape.first_sigma, 8, 16384)
+                              : LogNormal(srng, shape.user_median, shape.user_sigma, 4, 8192);
       const size_t reply = LogNormal(srng, shape.reply_median, shape.reply_sigma, 4, 4096);
       if (stream.size() + user + reply > options.max_context) break;
       if (turn > 0) {
@@ -97,10 +98,9 @@ absl::StatusOr<Trace> GenerateSessionWorkload(const std::string& name,
     trace.streams.push_back(std::move(stream));
     for (auto& r : reqs) trace.requests.push_back(r);
   }
-  std::stable_sort(trace.requests.begin(), trace.requests.end(),
-                   [](const TraceRequest& a, const TraceRequest& b) {
-                     return a.arrival_s < b.arrival_s;
-                   });
+  std::stable_sort(
+      trace.requests.begin(), trace.requests.end(),
+      [](const TraceRequest& a, const TraceRequest& b) { return a.arrival_s < b.arrival_s; });
   return trace;
 }
 
@@ -111,7 +111,9 @@ std::vector<std::string> AllocWorkloadNames() {
 absl::StatusOr<std::vector<AllocRequest>> GenerateAllocWorkload(const std::string& name,
                                                                 uint64_t seed) {
   std::mt19937_64 rng(seed);
-  auto uni = [&](size_t lo, size_t hi) { return std::uniform_int_distribution<size_t>(lo, hi)(rng); };
+  auto uni = [&](size_t lo, size_t hi) {
+    return std::uniform_int_distribution<size_t>(lo, hi)(rng);
+  };
   std::vector<AllocRequest> out;
   if (name == "uniform_short") {
     for (size_t i = 0; i < 512; ++i) out.push_back({uni(128, 1024), uni(64, 256), i});
@@ -136,7 +138,8 @@ absl::StatusOr<std::vector<AllocRequest>> GenerateAllocWorkload(const std::strin
     // The AVMP artifact resamples ShareGPT prompt lengths from a file we do not have; a
     // log-normal with ShareGPT's median (~100 tokens) and heavy tail stands in for it.
     for (size_t i = 0; i < 512; ++i) {
-      out.push_back({LogNormal(rng, 100, 1.2, 16, 4096), LogNormal(rng, std::exp(4.5), 1.0, 32, 2048), i});
+      out.push_back(
+          {LogNormal(rng, 100, 1.2, 16, 4096), LogNormal(rng, std::exp(4.5), 1.0, 32, 2048), i});
     }
   } else {
     return absl::InvalidArgumentError(absl::StrCat("unknown workload '", name, "' (expected ",

@@ -240,8 +240,8 @@ int RunSimulateAlloc(int argc, char** argv) {
   const char* cmd = "simulate-alloc";
   std::map<std::string, std::string> f;
   std::string error;
-  if (!ParseFlags(argc, argv, {"workload", "allocator", "pool-gib", "model-spec", "seed"},
-                  {"json"}, &f, &error)) {
+  if (!ParseFlags(argc, argv, {"workload", "allocator", "pool-gib", "model-spec", "seed"}, {"json"},
+                  &f, &error)) {
     return Usage(cmd, error, kAllocSynopsis);
   }
   for (const char* required : {"workload", "allocator", "pool-gib", "model-spec"}) {
@@ -250,7 +250,8 @@ int RunSimulateAlloc(int argc, char** argv) {
   uint64_t seed = 42;
   if (!ParseSeed(f, &seed, &error)) return Usage(cmd, error, kAllocSynopsis);
   double gib = 0;
-  if (!ParseNumber("pool-gib", f["pool-gib"], &gib, &error)) return Usage(cmd, error, kAllocSynopsis);
+  if (!ParseNumber("pool-gib", f["pool-gib"], &gib, &error))
+    return Usage(cmd, error, kAllocSynopsis);
   auto spec = ResolveSpec(f["model-spec"]);
   if (!spec.ok()) return Usage(cmd, std::string(spec.status().message()), kAllocSynopsis);
   auto requests = cache::GenerateAllocWorkload(f["workload"], seed);

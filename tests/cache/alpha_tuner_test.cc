@@ -13,8 +13,8 @@ namespace {
 
 struct Rig {
   explicit Rig(size_t capacity_bytes, TunerConfig tc) : spec(*ModelSpec::Builtin("marconi-7b")) {
-    alloc = std::make_unique<CountingAllocator>(16 * spec.kv_bytes_per_token(),
-                                                spec.ssm_state_bytes());
+    alloc =
+        std::make_unique<CountingAllocator>(16 * spec.kv_bytes_per_token(), spec.ssm_state_bytes());
     PrefixCacheConfig c;
     c.capacity_bytes = capacity_bytes;
     cache = std::make_unique<PrefixCache>(c, spec, alloc.get());

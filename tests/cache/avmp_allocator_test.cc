@@ -134,7 +134,7 @@ TEST(AvmpAllocatorTest, MigrationIsThrottledByOperationCount) {
   auto a = *AvmpAllocator::Create(c);
   for (int i = 0; i < 9; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());  // 1 migration
   EXPECT_EQ(a->allocator_stats().migrations, 1u);
-  EXPECT_FALSE(a->Allocate(Pool::kSsmBlock).ok());  // too soon
+  EXPECT_FALSE(a->Allocate(Pool::kSsmBlock).ok());                    // too soon
   for (int i = 0; i < 50; ++i) a->Free(*a->Allocate(Pool::kKvPage));  // 100 operations
   EXPECT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
   EXPECT_EQ(a->allocator_stats().migrations, 2u);

@@ -20,10 +20,17 @@ constexpr size_t kPage = 16;
 ModelSpec TinyHybrid() {
   ModelSpec s;
   s.name = "tiny-hybrid";
-  s.attention = {.layers = 1, .input_width = 16, .output_width = 16, .heads = 1,
-                 .kv_heads = 1, .head_dim = 8};
-  s.ssm = {.layers = 1, .kind = SsmKind::kMamba2, .hidden = 16, .d_inner = 8, .d_state = 4,
-           .d_conv = 4, .heads = 2, .groups = 1, .chunk = 8};
+  s.attention = {
+      .layers = 1, .input_width = 16, .output_width = 16, .heads = 1, .kv_heads = 1, .head_dim = 8};
+  s.ssm = {.layers = 1,
+           .kind = SsmKind::kMamba2,
+           .hidden = 16,
+           .d_inner = 8,
+           .d_state = 4,
+           .d_conv = 4,
+           .heads = 2,
+           .groups = 1,
+           .chunk = 8};
   return s;
 }
 ModelSpec TinyAttention() {
@@ -87,8 +94,8 @@ class FakeEngine {
     f.prompt = all;
     Extend(f, all.size());
     if (final_state && spec_.has_ssm()) f.states.push_back({all.size(), State(all.size())});
-    PrefixCache::Completion done{.tokens = f.prompt, .kv_pages = f.own_pages,
-                                 .checkpoints = f.states};
+    PrefixCache::Completion done{
+        .tokens = f.prompt, .kv_pages = f.own_pages, .checkpoints = f.states};
     f.own_pages.clear();
     f.states.clear();
     return cache_->Insert(f.hit.lease, std::move(done));
@@ -198,7 +205,8 @@ TEST(PrefixCacheTest, AdmitsAtMostTwoStatesPerSequence) {
   e.Serve(Range(1, 101));
   auto f = e.Begin(Cat(Range(1, 41), Range(2000, 2100)));
   // The engine offers extra states; only the branch point (40) and the end are kept.
-  for (size_t pos : {20u, 60u, 80u}) f.states.push_back({pos, *e.alloc().Allocate(Pool::kSsmBlock)});
+  for (size_t pos : {20u, 60u, 80u})
+    f.states.push_back({pos, *e.alloc().Allocate(Pool::kSsmBlock)});
   const auto before = e.cache().stats();
   ASSERT_TRUE(e.Finish(f, {1, 2}).ok());
   const auto after = e.cache().stats();
@@ -260,8 +268,8 @@ TEST(PrefixCacheTest, AHitRefreshesOnlyTheAccessedNode) {
   FakeEngine e(TinyHybrid());
   const auto inner = Range(1, 33);
   const auto outer = Range(1, 65);
-  e.Serve(inner);                          // node ending at 32 with a state
-  e.Serve(outer);                          // its child ending at 64 with a state
+  e.Serve(inner);                              // node ending at 32 with a state
+  e.Serve(outer);                              // its child ending at 64 with a state
   auto h = e.cache().Lookup(Cat(outer, {9}));  // hits the node at 64 only
   EXPECT_EQ(h.usable_tokens, 64u);
   e.cache().Abort(h.lease);
@@ -437,8 +445,8 @@ PropertyResult RunProperty(ModelSpec spec, EvictionPolicy policy, AdmissionPolic
       std::vector<TokenId> output(rng() % 20);
       for (auto& t : output) t = static_cast<TokenId>(rng() % 4);
       if (rng() % 4 == 0 && spec.has_ssm()) {
-        flying[i].states.push_back({1 + rng() % flying[i].prompt.size(),
-                                    *e.alloc().Allocate(Pool::kSsmBlock)});
+        flying[i].states.push_back(
+            {1 + rng() % flying[i].prompt.size(), *e.alloc().Allocate(Pool::kSsmBlock)});
       }
       EXPECT_TRUE(e.Finish(flying[i], output, rng() % 8 != 0).ok());
       history.push_back(flying[i].prompt);
@@ -520,15 +528,18 @@ TEST_P(PrefixCachePropertyTest, RandomOperations) {
 
 INSTANTIATE_TEST_SUITE_P(
     Mixes, PrefixCachePropertyTest,
-    ::testing::Values(std::make_tuple(0, EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast),
-                      std::make_tuple(0, EvictionPolicy::kLruLeaves, AdmissionPolicy::kBranchAndLast),
-                      std::make_tuple(0, EvictionPolicy::kLruLeaves, AdmissionPolicy::kEveryBlock),
-                      std::make_tuple(1, EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast),
-                      std::make_tuple(2, EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast)));
+    ::testing::Values(
+        std::make_tuple(0, EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast),
+        std::make_tuple(0, EvictionPolicy::kLruLeaves, AdmissionPolicy::kBranchAndLast),
+        std::make_tuple(0, EvictionPolicy::kLruLeaves, AdmissionPolicy::kEveryBlock),
+        std::make_tuple(1, EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast),
+        std::make_tuple(2, EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast)));
 
 TEST(PrefixCacheTest, SameSeedSameNumbers) {
-  auto a = RunProperty(TinyHybrid(), EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast, 9, 2000);
-  auto b = RunProperty(TinyHybrid(), EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast, 9, 2000);
+  auto a = RunProperty(TinyHybrid(), EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast, 9,
+                       2000);
+  auto b = RunProperty(TinyHybrid(), EvictionPolicy::kFlopAware, AdmissionPolicy::kBranchAndLast, 9,
+                       2000);
   EXPECT_EQ(a.stats.hit_tokens, b.stats.hit_tokens);
   EXPECT_EQ(a.stats.evictions, b.stats.evictions);
   EXPECT_EQ(a.stats.bytes, b.stats.bytes);

@@ -27,7 +27,7 @@ TEST(TraceTest, MooncakeBlocksExpandDeterministically) {
   EXPECT_TRUE(std::equal(in0.begin(), in0.begin() + 512, in1.begin()));
   EXPECT_NE(std::vector<TokenId>(in0.begin() + 512, in0.begin() + 600),
             std::vector<TokenId>(in1.begin() + 512, in1.end()));
-  EXPECT_NE(out0, std::vector<TokenId>(out1.begin(), out1.end()) );
+  EXPECT_NE(out0, std::vector<TokenId>(out1.begin(), out1.end()));
   EXPECT_EQ(in0[3], MooncakeToken(7, 3));
 }
 
@@ -39,7 +39,8 @@ TEST(TraceTest, MalformedLinesNameTheLineAndField) {
       {"{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n{oops",
        "mem:2: not valid JSON"},
       {"[1,2]", "mem:1: expected a JSON object"},
-      {"{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}", "mem:1: missing field 'hash_ids'"},
+      {"{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}",
+       "mem:1: missing field 'hash_ids'"},
       {"{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 1, \"hash_ids\": [1]}",
        "mem:1: field 'hash_ids' has 1 blocks"},
       {"{\"timestamp\": -5, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [1]}",
@@ -94,13 +95,13 @@ TEST(TraceTest, ReadTraceDetectsTheFormatAndReportsMissingFiles) {
     f << "\n{\"foo\": 1}\n";
   }
   auto t = ReadTrace(path);
-  EXPECT_NE(t.status().message().find(":2: unknown trace format"), std::string::npos)
-      << t.status();
+  EXPECT_NE(t.status().message().find(":2: unknown trace format"), std::string::npos) << t.status();
   std::remove(path.c_str());
 }
 
 TEST(TraceTest, TheShippedMooncakeTraceParses) {
-  const std::string path = std::string(TANDEM_TEST_DATA) + "/../../../shared/traces/mooncake_synthetic_trace.jsonl";
+  const std::string path =
+      std::string(TANDEM_TEST_DATA) + "/../../../shared/traces/mooncake_synthetic_trace.jsonl";
   std::ifstream probe(path);
   if (!probe) GTEST_SKIP() << "no shared trace at " << path;
   auto t = ReadTrace(path);
