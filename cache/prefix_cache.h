@@ -94,7 +94,8 @@ class PrefixCache {
     // The longest token match in the tree (≥ usable_tokens); the part beyond usable_tokens has
     // KV but no checkpoint.
     size_t cached_tokens = 0;
-    // The state at usable_tokens (invalid when usable_tokens is 0 or the model has no SSM).
+    // The state at usable_tokens (invalid when usable_tokens is 0 or the model has no SSM). It
+    // stays the tree's: copy it into the sequence's own SSM block before running from it.
     Handle checkpoint;
     // Block table for [0, usable_tokens): pages with indices 0 .. ceil(usable/P) − 1. They stay
     // the tree's; a partially used last page must be copied before the sequence writes to it.
@@ -109,8 +110,10 @@ class PrefixCache {
     // The sequence's own KV pages for page indices floor(usable/P) .. ceil(n/P) − 1, in order.
     // Ownership passes to the cache.
     std::vector<Handle> kv_pages;
-    // (position, state after that many tokens); ownership passes to the cache. Admitted are the
-    // positions Lookup asked for and tokens.size() (kEveryBlock also admits block multiples).
+    // (position, SSM block holding the state after that many tokens — a copy the engine saved,
+    // not the sequence's live state); ownership passes to the cache. Admitted are the positions
+    // Lookup asked for and tokens.size() (kEveryBlock also admits block multiples); the rest
+    // are freed.
     std::vector<std::pair<size_t, Handle>> checkpoints;
   };
 
