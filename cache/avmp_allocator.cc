@@ -43,6 +43,10 @@ absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(const AvmpC
   }
   a->granule_bytes_ = g;
   const size_t n = config.budget_bytes / g;
+  if (n > (size_t{1} << 26)) {
+    return absl::InvalidArgumentError(absl::StrCat("avmp: a budget of ", config.budget_bytes,
+                                                   " bytes is too many (", n, ") granules of ", g));
+  }
   for (int p = 0; p < kNumPools; ++p) {
     PoolState& ps = a->pools_[p];
     ps.units_per_granule = ps.stride == 0 ? 0 : g / ps.stride;

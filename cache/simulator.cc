@@ -26,7 +26,8 @@ double Percentile(std::vector<double> v, double q) {
 PrefixCacheConfig CacheConfig(const SimulationConfig& c) {
   PrefixCacheConfig pc;
   pc.page_tokens = c.page_tokens;
-  pc.capacity_bytes = c.capacity_bytes;
+  // PrefixCache reads 0 as "no limit"; a 0-byte simulation caches nothing.
+  pc.capacity_bytes = std::max<size_t>(1, c.capacity_bytes);
   pc.block_tokens = c.vllm_block_tokens;
   switch (c.policy) {
     case CachePolicy::kVllmPlus:

@@ -161,6 +161,7 @@ int RunSimulate(int argc, char** argv) {
   if (!ParseNumber("capacity-gb", f["capacity-gb"], &capacity_gb, &error)) {
     return Usage(cmd, error, kSimulateSynopsis);
   }
+  if (capacity_gb > 1e6) return Usage(cmd, "--capacity-gb must be at most 1e6", kSimulateSynopsis);
   auto policy = cache::ParseCachePolicy(f["policy"]);
   if (!policy.ok()) return Usage(cmd, std::string(policy.status().message()), kSimulateSynopsis);
   cache::SimulationConfig config;
@@ -250,8 +251,10 @@ int RunSimulateAlloc(int argc, char** argv) {
   uint64_t seed = 42;
   if (!ParseSeed(f, &seed, &error)) return Usage(cmd, error, kAllocSynopsis);
   double gib = 0;
-  if (!ParseNumber("pool-gib", f["pool-gib"], &gib, &error))
+  if (!ParseNumber("pool-gib", f["pool-gib"], &gib, &error)) {
     return Usage(cmd, error, kAllocSynopsis);
+  }
+  if (gib > 65536) return Usage(cmd, "--pool-gib must be at most 65536", kAllocSynopsis);
   auto spec = ResolveSpec(f["model-spec"]);
   if (!spec.ok()) return Usage(cmd, std::string(spec.status().message()), kAllocSynopsis);
   auto requests = cache::GenerateAllocWorkload(f["workload"], seed);
