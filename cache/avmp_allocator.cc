@@ -79,8 +79,7 @@ void AvmpAllocator::AddGranule(Pool pool, uint32_t granule) {
   PoolState& p = pools_[int(pool)];
   owner_[granule] = static_cast<uint8_t>(pool);
   p.granules.insert(granule);
-  const uint32_t first = granule * static_cast<uint32_t>(p.units_per_granule);
-  for (size_t s = 0; s < p.units_per_granule; ++s) p.free.insert(first + static_cast<uint32_t>(s));
+  if (p.units_per_granule > 0) p.partial.insert(granule);
 }
 
 void AvmpAllocator::RemoveGranule(Pool pool, uint32_t granule) {
@@ -88,8 +87,7 @@ void AvmpAllocator::RemoveGranule(Pool pool, uint32_t granule) {
   CACHE_DCHECK(granule_live_[granule] == 0u);
   owner_[granule] = kNoPool;
   p.granules.erase(granule);
-  const uint32_t first = granule * static_cast<uint32_t>(p.units_per_granule);
-  for (size_t s = 0; s < p.units_per_granule; ++s) p.free.erase(first + static_cast<uint32_t>(s));
+  p.partial.erase(granule);
 }
 
 bool AvmpAllocator::TryMigrate(Pool recipient) {
@@ -138,17 +136,19 @@ bool AvmpAllocator::TryMigrate(Pool recipient) {
 absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
   ++ops_;
   PoolState& p = pools_[int(pool)];
-  if (p.free.empty() && !TryMigrate(pool)) {
+  if (p.partial.empty() && !TryMigrate(pool)) {
     ++p.oom_events;
     return absl::ResourceExhaustedError(
         absl::StrCat("pool ", PoolName(pool), " is full (", capacity_units(pool), " units)"));
   }
-  const uint32_t index = *p.free.begin();
-  p.free.erase(p.free.begin());
+  // The lowest free unit: the first free slot of the lowest granule that has one.
+  const uint32_t gi = *p.partial.begin();
+  const size_t u = p.units_per_granule;
+  const auto begin = p.live.begin() + size_t{gi} * u;
+  const uint32_t index = static_cast<uint32_t>(std::find(begin, begin + u, 0) - p.live.begin());
   p.live[index] = 1;
   ++p.used;
-  const uint32_t gi = index / static_cast<uint32_t>(p.units_per_granule);
-  ++granule_live_[gi];
+  if (++granule_live_[gi] == u) p.partial.erase(gi);
   if (!committed_[gi]) {
     (void)backing_->Commit(size_t{gi} * granule_bytes_, granule_bytes_);
     committed_[gi] = 1;
@@ -166,9 +166,9 @@ void AvmpAllocator::Free(Handle handle) {
   CACHE_CHECK(p.live[index]) << "double free of " << PoolName(handle.pool()) << " " << index;
   ++ops_;
   p.live[index] = 0;
-  p.free.insert(index);
   --p.used;
-  --granule_live_[index / p.units_per_granule];
+  const uint32_t gi = index / static_cast<uint32_t>(p.units_per_granule);
+  if (granule_live_[gi]-- == p.units_per_granule) p.partial.insert(gi);
 }
 
 std::byte* AvmpAllocator::Resolve(Handle handle) const {

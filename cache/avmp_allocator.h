@@ -70,7 +70,7 @@ class AvmpAllocator final : public BlockAllocator {
     size_t stride = 0;
     size_t units_per_granule = 0;
     std::set<uint32_t> granules;  // owned granules
-    std::set<uint32_t> free;      // free unit indices, lowest first
+    std::set<uint32_t> partial;   // owned granules with a free unit, lowest first
     std::vector<uint8_t> live;    // by unit index over all granules
     size_t used = 0;
     uint64_t oom_events = 0;
