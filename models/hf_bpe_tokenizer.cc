@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "models/tokenizer_bpe_model.h"
+#include "models/status_macros.h"
 #include "models/unicode_utf8.h"
 #include "nlohmann/json.hpp"
 
@@ -20,11 +21,6 @@ namespace tandem::models {
 namespace {
 
 using json = nlohmann::json;
-
-#define RETURN_IF_ERROR_(expr)                         \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
 
 // Debian's Abseil has its own string_view type; the flat_hash_maps are looked up through it.
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -436,13 +432,13 @@ class HfBpeLoader {
 
   absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const json& j) {
     if (!j.is_object()) return Bad("top level is not an object");
-    RETURN_IF_ERROR_(LoadModel(Get(j, "model")));
-    RETURN_IF_ERROR_(LoadAddedTokens(Get(j, "added_tokens")));
-    RETURN_IF_ERROR_(LoadNormalizer(Get(j, "normalizer")));
-    RETURN_IF_ERROR_(LoadPreTokenizer(Get(j, "pre_tokenizer")));
-    RETURN_IF_ERROR_(LoadPostProcessor(Get(j, "post_processor")));
+    TANDEM_RETURN_IF_ERROR(LoadModel(Get(j, "model")));
+    TANDEM_RETURN_IF_ERROR(LoadAddedTokens(Get(j, "added_tokens")));
+    TANDEM_RETURN_IF_ERROR(LoadNormalizer(Get(j, "normalizer")));
+    TANDEM_RETURN_IF_ERROR(LoadPreTokenizer(Get(j, "pre_tokenizer")));
+    TANDEM_RETURN_IF_ERROR(LoadPostProcessor(Get(j, "post_processor")));
     t_->has_decoder_ = !Get(j, "decoder").is_null();
-    RETURN_IF_ERROR_(LoadDecoder(Get(j, "decoder")));
+    TANDEM_RETURN_IF_ERROR(LoadDecoder(Get(j, "decoder")));
     for (const DecoderStep& d : t_->decoders_) {
       if ((d.kind == DecoderStep::kStrip && d.a == " " && d.start > 0) ||
           (d.kind == DecoderStep::kMetaspace && d.prepend != PrependScheme::kNever)) {
@@ -502,11 +498,11 @@ class HfBpeLoader {
       AddedToken t;
       t.id = e["id"].get<int32_t>();
       t.content = e["content"].get<std::string>();
-      RETURN_IF_ERROR_(ReadBool(e, "special", false, &t.special));
-      RETURN_IF_ERROR_(ReadBool(e, "lstrip", false, &t.lstrip));
-      RETURN_IF_ERROR_(ReadBool(e, "rstrip", false, &t.rstrip));
-      RETURN_IF_ERROR_(ReadBool(e, "single_word", false, &t.single_word));
-      RETURN_IF_ERROR_(ReadBool(e, "normalized", !t.special, &t.normalized));
+      TANDEM_RETURN_IF_ERROR(ReadBool(e, "special", false, &t.special));
+      TANDEM_RETURN_IF_ERROR(ReadBool(e, "lstrip", false, &t.lstrip));
+      TANDEM_RETURN_IF_ERROR(ReadBool(e, "rstrip", false, &t.rstrip));
+      TANDEM_RETURN_IF_ERROR(ReadBool(e, "single_word", false, &t.single_word));
+      TANDEM_RETURN_IF_ERROR(ReadBool(e, "normalized", !t.special, &t.normalized));
       t_->added_.push_back(std::move(t));
     }
     int32_t max_id = t_->vocab_size() - 1;
@@ -530,7 +526,7 @@ class HfBpeLoader {
     if (type == "Sequence") {
       const json& list = Get(n, "normalizers");
       if (!list.is_array()) return Bad("normalizer Sequence has no list");
-      for (const json& e : list) RETURN_IF_ERROR_(LoadNormalizer(e));
+      for (const json& e : list) TANDEM_RETURN_IF_ERROR(LoadNormalizer(e));
       return absl::OkStatus();
     }
     NormalizerStep s{};
@@ -576,7 +572,7 @@ class HfBpeLoader {
     if (type == "Sequence") {
       const json& list = Get(p, "pretokenizers");
       if (!list.is_array()) return Bad("pre_tokenizer Sequence has no list");
-      for (const json& e : list) RETURN_IF_ERROR_(LoadPreTokenizer(e));
+      for (const json& e : list) TANDEM_RETURN_IF_ERROR(LoadPreTokenizer(e));
       return absl::OkStatus();
     }
     if (type != "Metaspace") return Unsupported("pre_tokenizer", p);
@@ -588,7 +584,7 @@ class HfBpeLoader {
     auto scheme = ReadPrependScheme(p);
     if (!scheme.ok()) return Bad(scheme.status().message());
     m.prepend = *scheme;
-    RETURN_IF_ERROR_(ReadBool(p, "split", true, &m.split));
+    TANDEM_RETURN_IF_ERROR(ReadBool(p, "split", true, &m.split));
     t_->pre_tokenizers_.push_back(std::move(m));
     return absl::OkStatus();
   }
@@ -607,7 +603,7 @@ class HfBpeLoader {
     if (type == "Sequence") {
       const json& list = Get(p, "processors");
       if (!list.is_array()) return Bad("post_processor Sequence has no list");
-      for (const json& e : list) RETURN_IF_ERROR_(LoadPostProcessor(e));
+      for (const json& e : list) TANDEM_RETURN_IF_ERROR(LoadPostProcessor(e));
       return absl::OkStatus();
     }
     if (type == "ByteLevel") return absl::OkStatus();
@@ -666,7 +662,7 @@ class HfBpeLoader {
     if (type == "Sequence") {
       const json& list = Get(d, "decoders");
       if (!list.is_array()) return Bad("decoder Sequence has no list");
-      for (const json& e : list) RETURN_IF_ERROR_(LoadDecoder(e));
+      for (const json& e : list) TANDEM_RETURN_IF_ERROR(LoadDecoder(e));
       return absl::OkStatus();
     }
     DecoderStep s{};
@@ -739,7 +735,6 @@ class HfBpeLoader {
   std::unique_ptr<HfBpeTokenizer> t_;
 };
 
-#undef RETURN_IF_ERROR_
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/json_file.h"
+#include "models/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::models {
@@ -106,17 +107,11 @@ class Fields {
   const std::string& source_;
 };
 
-#define TANDEM_ASSIGN(lhs, expr)           \
-  do {                                     \
-    auto _v = (expr);                      \
-    if (!_v.ok()) return _v.status();      \
-    lhs = *std::move(_v);                  \
-  } while (0)
 
 absl::StatusOr<kernels::Activation> ParseActivation(const Fields& f, const char* key,
                                                     const char* fallback) {
   std::string name;
-  TANDEM_ASSIGN(name, f.String(key, fallback));
+  TANDEM_ASSIGN_OR_RETURN(name, f.String(key, fallback));
   if (name == "silu" || name == "swish") return kernels::Activation::kSilu;
   if (name == "gelu") return kernels::Activation::kGelu;
   return f.Error(key, absl::StrCat("names an unsupported activation '", name,
@@ -132,37 +127,37 @@ absl::Status RequireDivides(const Fields& f, const char* key, int64_t divisor,
 }
 
 absl::Status ParseCommon(const Fields& f, ModelConfig& c) {
-  TANDEM_ASSIGN(c.vocab_size, f.Positive("vocab_size"));
-  TANDEM_ASSIGN(c.hidden_size, f.Positive("hidden_size"));
-  TANDEM_ASSIGN(c.num_layers, f.Positive("num_hidden_layers"));
+  TANDEM_ASSIGN_OR_RETURN(c.vocab_size, f.Positive("vocab_size"));
+  TANDEM_ASSIGN_OR_RETURN(c.hidden_size, f.Positive("hidden_size"));
+  TANDEM_ASSIGN_OR_RETURN(c.num_layers, f.Positive("num_hidden_layers"));
   int64_t bos = -1, pad = -1;
-  TANDEM_ASSIGN(bos, f.Int("bos_token_id", -1));
-  TANDEM_ASSIGN(pad, f.Int("pad_token_id", -1));
+  TANDEM_ASSIGN_OR_RETURN(bos, f.Int("bos_token_id", -1));
+  TANDEM_ASSIGN_OR_RETURN(pad, f.Int("pad_token_id", -1));
   c.bos_token_id = static_cast<int32_t>(bos);
   c.pad_token_id = static_cast<int32_t>(pad);
-  TANDEM_ASSIGN(c.eos_token_ids, f.IdList("eos_token_id"));
+  TANDEM_ASSIGN_OR_RETURN(c.eos_token_ids, f.IdList("eos_token_id"));
   return absl::OkStatus();
 }
 
 absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
   c.family = Family::kJamba;
   double eps;
-  TANDEM_ASSIGN(eps, f.Number("rms_norm_eps", 1e-6));
+  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-6));
   c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
-  TANDEM_ASSIGN(c.intermediate_size, f.Positive("intermediate_size", 14336));
-  TANDEM_ASSIGN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
+  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 14336));
+  TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
 
   AttentionDims& a = c.attention;
-  TANDEM_ASSIGN(a.heads, f.Positive("num_attention_heads", 32));
-  TANDEM_ASSIGN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
+  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
+  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
   if (absl::Status s = RequireDivides(f, "num_key_value_heads", a.kv_heads,
                                       "num_attention_heads", a.heads);
       !s.ok()) {
     return s;
   }
   if (f.Has("head_dim")) {
-    TANDEM_ASSIGN(a.head_dim, f.Positive("head_dim"));
+    TANDEM_ASSIGN_OR_RETURN(a.head_dim, f.Positive("head_dim"));
   } else {
     if (absl::Status s = RequireDivides(f, "num_attention_heads", a.heads, "hidden_size",
                                         c.hidden_size);
@@ -177,28 +172,28 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
 
   Mamba1Dims& m = c.mamba1;
   int32_t expand;
-  TANDEM_ASSIGN(m.state_size, f.Positive("mamba_d_state", 16));
-  TANDEM_ASSIGN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
-  TANDEM_ASSIGN(expand, f.Positive("mamba_expand", 2));
+  TANDEM_ASSIGN_OR_RETURN(m.state_size, f.Positive("mamba_d_state", 16));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
+  TANDEM_ASSIGN_OR_RETURN(expand, f.Positive("mamba_expand", 2));
   m.inner = expand * c.hidden_size;
   if (f.Has("mamba_dt_rank") && f.json()["mamba_dt_rank"].is_string()) {
     std::string rank;
-    TANDEM_ASSIGN(rank, f.String("mamba_dt_rank", "auto"));
+    TANDEM_ASSIGN_OR_RETURN(rank, f.String("mamba_dt_rank", "auto"));
     if (rank != "auto") return f.Error("mamba_dt_rank", "must be an integer or \"auto\"");
     m.dt_rank = (c.hidden_size + 15) / 16;
   } else {
-    TANDEM_ASSIGN(m.dt_rank, f.Positive("mamba_dt_rank", (c.hidden_size + 15) / 16));
+    TANDEM_ASSIGN_OR_RETURN(m.dt_rank, f.Positive("mamba_dt_rank", (c.hidden_size + 15) / 16));
   }
-  TANDEM_ASSIGN(m.conv_bias, f.Bool("mamba_conv_bias", true));
-  TANDEM_ASSIGN(m.proj_bias, f.Bool("mamba_proj_bias", false));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_bias, f.Bool("mamba_conv_bias", true));
+  TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("mamba_proj_bias", false));
 
   int32_t attn_period, attn_offset, expert_period, expert_offset;
-  TANDEM_ASSIGN(attn_period, f.Positive("attn_layer_period", 8));
-  TANDEM_ASSIGN(expert_period, f.Positive("expert_layer_period", 2));
+  TANDEM_ASSIGN_OR_RETURN(attn_period, f.Positive("attn_layer_period", 8));
+  TANDEM_ASSIGN_OR_RETURN(expert_period, f.Positive("expert_layer_period", 2));
   int64_t v;
-  TANDEM_ASSIGN(v, f.Int("attn_layer_offset", 4));
+  TANDEM_ASSIGN_OR_RETURN(v, f.Int("attn_layer_offset", 4));
   attn_offset = static_cast<int32_t>(v);
-  TANDEM_ASSIGN(v, f.Int("expert_layer_offset", 1));
+  TANDEM_ASSIGN_OR_RETURN(v, f.Int("expert_layer_offset", 1));
   expert_offset = static_cast<int32_t>(v);
   if (attn_offset < 0 || attn_offset >= attn_period) {
     return f.Error("attn_layer_offset", absl::StrCat("= ", attn_offset,
@@ -211,8 +206,8 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
                                 expert_period, ")"));
   }
   const char* experts_key = f.Has("num_experts") ? "num_experts" : "num_local_experts";
-  TANDEM_ASSIGN(c.num_experts, f.Positive(experts_key, 16));
-  TANDEM_ASSIGN(c.experts_per_token, f.Positive("num_experts_per_tok", 2));
+  TANDEM_ASSIGN_OR_RETURN(c.num_experts, f.Positive(experts_key, 16));
+  TANDEM_ASSIGN_OR_RETURN(c.experts_per_token, f.Positive("num_experts_per_tok", 2));
   if (c.num_experts > 1 && c.experts_per_token > c.num_experts) {
     return f.Error("num_experts_per_tok",
                    absl::StrCat("= ", c.experts_per_token, " exceeds ", experts_key, " = ",
@@ -240,13 +235,13 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   c.family = Family::kZamba2;
   const int32_t h = c.hidden_size;
   double eps;
-  TANDEM_ASSIGN(eps, f.Number("rms_norm_eps", 1e-5));
+  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-5));
   c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", true));
-  TANDEM_ASSIGN(c.intermediate_size, f.Positive("intermediate_size", int64_t{4} * h));
-  TANDEM_ASSIGN(c.ffn_activation, ParseActivation(f, "hidden_act", "gelu"));
+  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", true));
+  TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", int64_t{4} * h));
+  TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "gelu"));
   bool bias_linear;
-  TANDEM_ASSIGN(bias_linear, f.Bool("add_bias_linear", false));
+  TANDEM_ASSIGN_OR_RETURN(bias_linear, f.Bool("add_bias_linear", false));
   if (bias_linear) {
     return absl::UnimplementedError(absl::StrCat(
         f.source(), ": field 'add_bias_linear' = true is not supported (no released Zamba2 "
@@ -255,18 +250,18 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
 
   Mamba2Dims& m = c.mamba2;
   int32_t expand;
-  TANDEM_ASSIGN(m.state_size, f.Positive("mamba_d_state", 64));
-  TANDEM_ASSIGN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
-  TANDEM_ASSIGN(expand, f.Positive("mamba_expand", 2));
+  TANDEM_ASSIGN_OR_RETURN(m.state_size, f.Positive("mamba_d_state", 64));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
+  TANDEM_ASSIGN_OR_RETURN(expand, f.Positive("mamba_expand", 2));
   m.inner = expand * h;
-  TANDEM_ASSIGN(m.groups, f.Positive("mamba_ngroups", 1));
-  TANDEM_ASSIGN(m.heads, f.Positive("n_mamba_heads", 8));
+  TANDEM_ASSIGN_OR_RETURN(m.groups, f.Positive("mamba_ngroups", 1));
+  TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("n_mamba_heads", 8));
   if (absl::Status s = RequireDivides(f, "n_mamba_heads", m.heads, "mamba_expand·hidden_size",
                                       m.inner);
       !s.ok()) {
     return s;
   }
-  TANDEM_ASSIGN(m.head_dim, f.Positive("mamba_headdim", m.inner / m.heads));
+  TANDEM_ASSIGN_OR_RETURN(m.head_dim, f.Positive("mamba_headdim", m.inner / m.heads));
   if (m.head_dim * m.heads != m.inner) {
     return f.Error("mamba_headdim", absl::StrCat("= ", m.head_dim, " times n_mamba_heads = ",
                                                  m.heads, " must equal ", m.inner));
@@ -275,48 +270,48 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
       !s.ok()) {
     return s;
   }
-  TANDEM_ASSIGN(m.chunk_size, f.Positive("chunk_size", 256));
+  TANDEM_ASSIGN_OR_RETURN(m.chunk_size, f.Positive("chunk_size", 256));
   m.conv_bias = true;  // Zamba2's mixer always builds its conv with a bias
   m.proj_bias = false;
   m.norm_groups = m.groups;  // grouped gated norm, as mamba_ssm and Zyphra define it
   m.norm_eps = 1e-5f;        // hard-coded in transformers' Zamba2 gated norm
   double step_min;
-  TANDEM_ASSIGN(step_min, f.Number("time_step_min", 0.001));
+  TANDEM_ASSIGN_OR_RETURN(step_min, f.Number("time_step_min", 0.001));
   m.dt_min = options.zamba2_dt_clamp == Zamba2DtClamp::kTimeStepMin ? static_cast<float>(step_min)
                                                                    : 0.0f;
   m.dt_max = 0.0f;
 
   AttentionDims& a = c.attention;
-  TANDEM_ASSIGN(a.heads, f.Positive("num_attention_heads", 32));
-  TANDEM_ASSIGN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
+  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
+  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
   if (absl::Status s = RequireDivides(f, "num_key_value_heads", a.kv_heads,
                                       "num_attention_heads", a.heads);
       !s.ok()) {
     return s;
   }
-  TANDEM_ASSIGN(a.input_width, f.Positive("attention_hidden_size", int64_t{2} * h));
+  TANDEM_ASSIGN_OR_RETURN(a.input_width, f.Positive("attention_hidden_size", int64_t{2} * h));
   if (a.input_width != 2 * h) {
     return f.Error("attention_hidden_size",
                    absl::StrCat("= ", a.input_width, " must be 2·hidden_size = ", 2 * h,
                                 " (the shared block reads concat(hidden, embedding))"));
   }
   const char* head_dim_key = f.Has("attention_head_dim") ? "attention_head_dim" : "head_dim";
-  TANDEM_ASSIGN(a.head_dim, f.Positive(head_dim_key, a.input_width / a.heads));
+  TANDEM_ASSIGN_OR_RETURN(a.head_dim, f.Positive(head_dim_key, a.input_width / a.heads));
   if (a.head_dim * a.heads != a.input_width) {
     return f.Error(head_dim_key, absl::StrCat("= ", a.head_dim, " times num_attention_heads = ",
                                               a.heads, " must equal ", a.input_width));
   }
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim) / 2.0f);  // (dh/2)^-1/2
-  TANDEM_ASSIGN(a.rope, f.Bool("use_mem_rope", false));
+  TANDEM_ASSIGN_OR_RETURN(a.rope, f.Bool("use_mem_rope", false));
   double theta = 10000.0;
   if (f.Has("rope_parameters") && f.json()["rope_parameters"].is_object()) {
     Fields rope(f.json()["rope_parameters"], f.source());
-    TANDEM_ASSIGN(theta, rope.Number("rope_theta", 10000.0));
+    TANDEM_ASSIGN_OR_RETURN(theta, rope.Number("rope_theta", 10000.0));
   } else {
-    TANDEM_ASSIGN(theta, f.Number("rope_theta", 10000.0));
+    TANDEM_ASSIGN_OR_RETURN(theta, f.Number("rope_theta", 10000.0));
   }
   bool long_context;
-  TANDEM_ASSIGN(long_context, f.Bool("use_long_context", false));
+  TANDEM_ASSIGN_OR_RETURN(long_context, f.Bool("use_long_context", false));
   if (long_context && a.rope) {
     // transformers v4 (our reference) rescales the base for long context; v5 dropped this.
     const double dh = a.head_dim;
@@ -324,9 +319,9 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   }
   a.rope_theta = static_cast<float>(theta);
 
-  TANDEM_ASSIGN(c.num_mem_blocks, f.Positive("num_mem_blocks", 1));
-  TANDEM_ASSIGN(c.attention_adapter, f.Bool("use_shared_attention_adapter", false));
-  TANDEM_ASSIGN(c.adapter_rank, f.Positive("adapter_rank", 128));
+  TANDEM_ASSIGN_OR_RETURN(c.num_mem_blocks, f.Positive("num_mem_blocks", 1));
+  TANDEM_ASSIGN_OR_RETURN(c.attention_adapter, f.Bool("use_shared_attention_adapter", false));
+  TANDEM_ASSIGN_OR_RETURN(c.adapter_rank, f.Positive("adapter_rank", 128));
 
   if (!f.Has("layers_block_type") || !f.json()["layers_block_type"].is_array()) {
     return f.Error("layers_block_type", "must be a list of \"mamba\" / \"hybrid\" entries");
@@ -361,29 +356,29 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
 absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
   c.family = Family::kMamba2;
   double eps;
-  TANDEM_ASSIGN(eps, f.Number("layer_norm_epsilon", 1e-5));
+  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("layer_norm_epsilon", 1e-5));
   c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
 
   Mamba2Dims& m = c.mamba2;
   int32_t expand;
-  TANDEM_ASSIGN(m.heads, f.Positive("num_heads", 128));
-  TANDEM_ASSIGN(m.head_dim, f.Positive("head_dim", 64));
-  TANDEM_ASSIGN(m.state_size, f.Positive("state_size", 128));
-  TANDEM_ASSIGN(expand, f.Positive("expand", 2));
+  TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("num_heads", 128));
+  TANDEM_ASSIGN_OR_RETURN(m.head_dim, f.Positive("head_dim", 64));
+  TANDEM_ASSIGN_OR_RETURN(m.state_size, f.Positive("state_size", 128));
+  TANDEM_ASSIGN_OR_RETURN(expand, f.Positive("expand", 2));
   m.inner = expand * c.hidden_size;
   if (m.heads * m.head_dim != m.inner) {
     return f.Error("num_heads", absl::StrCat("= ", m.heads, " times head_dim = ", m.head_dim,
                                              " must equal expand·hidden_size = ", m.inner));
   }
-  TANDEM_ASSIGN(m.conv_kernel, f.Positive("conv_kernel", 4));
-  TANDEM_ASSIGN(m.groups, f.Positive("n_groups", 8));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_kernel, f.Positive("conv_kernel", 4));
+  TANDEM_ASSIGN_OR_RETURN(m.groups, f.Positive("n_groups", 8));
   if (absl::Status s = RequireDivides(f, "n_groups", m.groups, "num_heads", m.heads); !s.ok()) {
     return s;
   }
-  TANDEM_ASSIGN(m.chunk_size, f.Positive("chunk_size", 256));
-  TANDEM_ASSIGN(m.conv_bias, f.Bool("use_conv_bias", true));
-  TANDEM_ASSIGN(m.proj_bias, f.Bool("use_bias", false));
+  TANDEM_ASSIGN_OR_RETURN(m.chunk_size, f.Positive("chunk_size", 256));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_bias, f.Bool("use_conv_bias", true));
+  TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("use_bias", false));
   m.norm_groups = 1;  // transformers' Mamba2 gated norm spans all channels (model_spec §2.0)
   m.norm_eps = c.rms_norm_eps;
   if (f.Has("time_step_limit")) {
@@ -437,7 +432,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const s
     arch = (*input)["architectures"][0].get<std::string>();
   }
   std::string model_type;
-  TANDEM_ASSIGN(model_type, f.String("model_type", ""));
+  TANDEM_ASSIGN_OR_RETURN(model_type, f.String("model_type", ""));
 
   ModelConfig c;
   c.architecture = arch.empty() ? model_type : arch;
@@ -473,7 +468,7 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir, const Config
     if (!gen.ok()) return gen.status();
     Fields f(*gen, gen_path);
     std::vector<int32_t> eos;
-    TANDEM_ASSIGN(eos, f.IdList("eos_token_id"));
+    TANDEM_ASSIGN_OR_RETURN(eos, f.IdList("eos_token_id"));
     if (!eos.empty()) config->eos_token_ids = eos;
   }
   for (int32_t id : config->eos_token_ids) {

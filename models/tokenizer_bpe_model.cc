@@ -4,17 +4,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
 #include "models/unicode_utf8.h"
 
 namespace tandem::models {
 namespace {
 
 using json = nlohmann::json;
-
-#define RETURN_IF_ERROR_(expr)                         \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
 
 // Debian's Abseil has its own string_view type; the flat_hash_maps are looked up through it.
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -107,9 +103,9 @@ absl::Status BpeModel::ParseInto(const json& m, const std::string& source, BpeMo
     ++rank;
   }
 
-  RETURN_IF_ERROR_(ReadBool(m, source, "byte_fallback", false, &model->byte_fallback_));
-  RETURN_IF_ERROR_(ReadBool(m, source, "fuse_unk", false, &model->fuse_unk_));
-  RETURN_IF_ERROR_(ReadBool(m, source, "ignore_merges", false, &model->ignore_merges_));
+  TANDEM_RETURN_IF_ERROR(ReadBool(m, source, "byte_fallback", false, &model->byte_fallback_));
+  TANDEM_RETURN_IF_ERROR(ReadBool(m, source, "fuse_unk", false, &model->fuse_unk_));
+  TANDEM_RETURN_IF_ERROR(ReadBool(m, source, "ignore_merges", false, &model->ignore_merges_));
   model->byte_ids_.fill(-1);
   for (int b = 0; b < 256; ++b) {
     static constexpr char kHex[] = "0123456789ABCDEF";
@@ -130,7 +126,7 @@ absl::Status BpeModel::ParseInto(const json& m, const std::string& source, BpeMo
 absl::StatusOr<BpeModel> BpeModel::FromJson(const json& m, const std::string& source) {
   BpeModel model;
   try {
-    RETURN_IF_ERROR_(ParseInto(m, source, &model));
+    TANDEM_RETURN_IF_ERROR(ParseInto(m, source, &model));
   } catch (const std::exception& e) {
     return Bad(source, e.what());
   }

@@ -7,15 +7,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::models {
 namespace {
-
-#define RETURN_IF_ERROR_(expr)                         \
-  do {                                                 \
-    if (absl::Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
 
 absl::Status Bad(const std::string& path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
@@ -47,14 +43,14 @@ absl::Status ReadBool(const nlohmann::json& j, const char* key, const std::strin
 absl::StatusOr<TokenizerConfig> Parse(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) return Bad(path, "top level is not an object");
   TokenizerConfig c;
-  RETURN_IF_ERROR_(ReadBool(j, "add_bos_token", path, &c.add_bos_token));
-  RETURN_IF_ERROR_(ReadBool(j, "add_eos_token", path, &c.add_eos_token));
-  RETURN_IF_ERROR_(
+  TANDEM_RETURN_IF_ERROR(ReadBool(j, "add_bos_token", path, &c.add_bos_token));
+  TANDEM_RETURN_IF_ERROR(ReadBool(j, "add_eos_token", path, &c.add_eos_token));
+  TANDEM_RETURN_IF_ERROR(
       ReadBool(j, "clean_up_tokenization_spaces", path, &c.clean_up_tokenization_spaces));
-  RETURN_IF_ERROR_(ReadTokenString(j, "bos_token", path, &c.bos_token));
-  RETURN_IF_ERROR_(ReadTokenString(j, "eos_token", path, &c.eos_token));
-  RETURN_IF_ERROR_(ReadTokenString(j, "pad_token", path, &c.pad_token));
-  RETURN_IF_ERROR_(ReadTokenString(j, "unk_token", path, &c.unk_token));
+  TANDEM_RETURN_IF_ERROR(ReadTokenString(j, "bos_token", path, &c.bos_token));
+  TANDEM_RETURN_IF_ERROR(ReadTokenString(j, "eos_token", path, &c.eos_token));
+  TANDEM_RETURN_IF_ERROR(ReadTokenString(j, "pad_token", path, &c.pad_token));
+  TANDEM_RETURN_IF_ERROR(ReadTokenString(j, "unk_token", path, &c.unk_token));
   if (j.contains("chat_template")) {
     const nlohmann::json& t = j["chat_template"];
     if (t.is_string()) {
@@ -92,7 +88,6 @@ absl::StatusOr<TokenizerConfig> Parse(const nlohmann::json& j, const std::string
   return c;
 }
 
-#undef RETURN_IF_ERROR_
 
 }  // namespace
 
