@@ -1,4 +1,7 @@
 // `tandem generate`: load a checkpoint, run a prompt, print the continuation.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -145,12 +148,21 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
 
 absl::Status Run(const Settings& settings) {
   models::LoadOptions load = settings.load;
-  load.progress = [](const std::string& step) {
-    std::fprintf(stderr, "\rloading model: %-24s", step.c_str());
-    if (step == "done") std::fprintf(stderr, "\n");
-  };
+  // A terminal gets a progress line rewritten in place; logs get one line when loading ends.
+  if (isatty(fileno(stderr))) {
+    load.progress = [](const std::string& step) {
+      std::fprintf(stderr, "\rloading model: %-24s", step.c_str());
+      if (step == "done") std::fprintf(stderr, "\n");
+    };
+  }
+  const auto load_start = std::chrono::steady_clock::now();
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
                           models::Model::Load(settings.model_dir, load));
+  std::fprintf(stderr, "loaded %s: %s, %d layers, %.1f MB of fp32 weights in %.2f s\n",
+               settings.model_dir.c_str(), model->config().architecture.c_str(),
+               model->config().num_layers, model->weight_bytes() / 1e6,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start)
+                   .count());
 
   std::unique_ptr<models::Tokenizer> tokenizer;
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> loaded =

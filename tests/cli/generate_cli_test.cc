@@ -51,7 +51,7 @@ TEST(GenerateCliTest, JsonWithPromptIdsAndLogitsDump) {
   EXPECT_EQ((*json)["prompt_ids"], nlohmann::json({398, 174, 304}));
   ASSERT_EQ((*json)["output_ids"].size(), 5u);
   EXPECT_TRUE((*json)["text"].is_string());
-  EXPECT_NE(o.err.find("loading model"), std::string::npos);  // progress on stderr
+  EXPECT_NE(o.err.find("loaded "), std::string::npos);  // loading reported on stderr
 
   auto logits = tandem::models::ReadNpy(npy);
   ASSERT_TRUE(logits.ok()) << logits.status();
