@@ -8,7 +8,8 @@ mistake the fixtures could not detect would show a difference near 1e-6; every l
 be orders of magnitude above the float32 tolerance the C++ parity tests use (~1e-4).
 
 Also prints, as a control, the difference caused by a harmless change (the SSD chunk size),
-which must stay at float32 rounding level.
+which must stay at rounding level. The model runs in the manifest's compute_dtype (float64 for
+the current references, so "reload reproduces reference" shows only the float32 storage rounding).
 """
 
 import json
@@ -24,9 +25,13 @@ import make_fixtures as mf
 
 def load(name):
     spec = mf.MODELS[name]
-    model = mf.load_float32(spec["cls"], os.path.join(mf.MODELS_DIR, name))
     with open(os.path.join(mf.REFERENCE_DIR, name, "manifest.json")) as f:
         manifest = json.load(f)
+    mf.ROPE_ANGLES = manifest.get("rope_angles", mf.ROPE_ANGLES)
+    model = mf.to_compute_dtype(
+        mf.load_float32(spec["cls"], os.path.join(mf.MODELS_DIR, name)),
+        getattr(torch, manifest.get("compute_dtype", "float32")),
+    )
     case = max(manifest["cases"], key=lambda c: len(c["prompt_ids"]))
     ref = np.load(os.path.join(mf.REFERENCE_DIR, name, case["prefill_logits_file"]))
     return model, case["prompt_ids"], ref
@@ -51,7 +56,7 @@ def grouped_gated_norm(groups):
 def renormalised_moe_forward(self, hidden_states):
     b, t, d = hidden_states.shape
     x = hidden_states.view(-1, d)
-    probs = F.softmax(self.router(x), dim=-1, dtype=torch.float)
+    probs = F.softmax(self.router(x), dim=-1, dtype=x.dtype)
     w, idx = torch.topk(probs, self.top_k, dim=-1)
     w = w / w.sum(-1, keepdim=True)  # the mistake: Granite-style renormalisation
     out = torch.zeros_like(x)

@@ -10,8 +10,9 @@ For every model in MODELS this script
   2. saves it with save_pretrained into tests/data/models/<name>/ and checks the files:
      reload gives bit-identical logits, nothing missing or unexpected, and (Zamba2) every
      shared block and every adapter of every hybrid position is stored;
-  3. records reference outputs from the *reloaded* checkpoint, computed in float32 on CPU with
-     transformers' torch paths: full-prefill logits [T, V] per prompt, and an 8-token greedy
+  3. records reference outputs from the *reloaded* checkpoint, computed on CPU with transformers'
+     torch paths in float64 (default; --compute-dtype float32 gives the old float32 references)
+     and stored as float32 .npy: full-prefill logits [T, V] per prompt, and an 8-token greedy
      continuation where every step re-runs the full forward without any cache.
 
 Everything is deterministic: parameter values come from numpy generators seeded per model,
@@ -20,6 +21,8 @@ prompts from one seeded generator. Run it with the pinned versions in requiremen
 """
 
 import argparse
+import contextlib
+import importlib
 import hashlib
 import json
 import math
@@ -56,6 +59,14 @@ GREEDY_STEPS = 8
 # token-by-token cached decode of the same prompt (float32 rounding only; logits are O(10)).
 STEPWISE_TOLERANCE = 1e-3
 PROMPT_SEED = 20260101
+# Dtype the references are computed in (set from --compute-dtype in main()). They are always
+# stored as float32 .npy files.
+COMPUTE_DTYPE = torch.float64
+# RoPE rotation angles of a float64 reference (zamba2-tiny is the only fixture with RoPE; set from
+# --rope-angles): "float32" keeps transformers' definition, which builds inv_freq in float32 and
+# rounds position * inv_freq to float32 whatever the model dtype (autocast disabled, "Force
+# float32"), then takes cos/sin of those angles in float64; "exact" uses float64 inv_freq and angles.
+ROPE_ANGLES = "float32"
 
 # Prompt lengths. Mamba-2 chunk size is 32 in every fixture, so 33 crosses one chunk
 # boundary, 80 spans two full chunks plus a partial one, 157 spans four plus a partial one.
@@ -333,6 +344,94 @@ def sha256_file(path):
 # Reference computation
 
 
+class _Float64Torch:
+    """Stands in for the `torch` module inside transformers' modeling files while a float64
+    reference runs: `torch.float32` / `torch.float` read as torch.float64, everything else is
+    torch itself.
+
+    model.double() alone does not give a float64 computation: 4.57.1's modeling code casts to
+    float32 explicitly in the RMSNorms and gated norms (`hidden_states.to(torch.float32)`),
+    the attention softmax (`dtype=torch.float32`), Mamba-2's `residual_in_fp32`, the Jamba router
+    softmax (`dtype=torch.float`) and the SSD/selective-scan paths (`A_log.float()`,
+    `.to(dtype=torch.float32)`, `B.float()`, ...). Those casts would round every layer to float32.
+    """
+
+    float32 = torch.float64
+    float = torch.float64
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+FLOAT64_PATCHED_MODULES = [
+    "transformers.models.jamba.modeling_jamba",
+    "transformers.models.zamba2.modeling_zamba2",
+    "transformers.models.mamba2.modeling_mamba2",
+]
+
+
+@contextlib.contextmanager
+def compute_precision(dtype):
+    """Runs transformers' forward passes in `dtype`. For float64: the modeling modules see
+    _Float64Torch, Tensor.float() returns float64 and the default dtype is float64 (so tensors
+    created inside the forward, e.g. masks, are float64 too). Everything is restored on exit."""
+    if dtype == torch.float32:
+        yield
+        return
+    assert dtype == torch.float64, dtype
+    modules = [importlib.import_module(m) for m in FLOAT64_PATCHED_MODULES]
+    saved_torch = [m.torch for m in modules]
+    saved_float = torch.Tensor.float
+    saved_default = torch.get_default_dtype()
+    try:
+        for m in modules:
+            m.torch = _Float64Torch()
+        torch.Tensor.float = lambda self, *args, **kwargs: self.to(torch.float64)
+        torch.set_default_dtype(torch.float64)
+        yield
+    finally:
+        torch.set_default_dtype(saved_default)
+        torch.Tensor.float = saved_float
+        for m, t in zip(modules, saved_torch):
+            m.torch = t
+
+
+def _rope_forward_float32_angles(self, x, position_ids):
+    """Zamba2RotaryEmbedding.forward for a float64 reference with ROPE_ANGLES == "float32": the
+    angles transformers computes (float32 inv_freq times float32 position, rounded to float32),
+    their cos/sin in float64."""
+    freqs = (position_ids[:, :, None].to(torch.float32) * self.inv_freq_float32[None, None, :]).to(torch.float64)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+
+
+def to_compute_dtype(model, dtype):
+    """Converts a float32-loaded model to `dtype` (model.double() for float64; exact, also for the
+    bf16 mamba2-tiny checkpoint, which was upcast exactly to float32 on load). RoPE: see
+    ROPE_ANGLES. inv_freq is a non-persistent buffer that transformers computed in float32 at
+    construction; "exact" recomputes it in float64 from rope_theta."""
+    if dtype == torch.float32:
+        return model
+    model = model.double()
+    for m in model.modules():
+        if hasattr(m, "inv_freq") and hasattr(m, "rope_type"):
+            assert m.rope_type == "default" and type(m).__name__ == "Zamba2RotaryEmbedding", type(m)
+            old = m.inv_freq  # transformers' float32 values, upcast by model.double()
+            dim = 2 * old.numel()  # partial_rotary_factor 1: one frequency per pair of dims
+            if ROPE_ANGLES == "float32":
+                m.inv_freq_float32 = old.to(torch.float32)
+                m.forward = _rope_forward_float32_angles.__get__(m)
+                continue
+            assert ROPE_ANGLES == "exact", ROPE_ANGLES
+            new = 1.0 / (
+                float(m.config.rope_theta) ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+            )
+            assert torch.allclose(new, old.to(torch.float64), rtol=1e-6, atol=0), "unexpected RoPE layout"
+            m.inv_freq = new
+            m.original_inv_freq = new
+    return model
+
+
 def make_prompts(lengths):
     rng = np.random.default_rng(PROMPT_SEED)
     pool = {n: rng.integers(FIRST_PROMPT_ID, VOCAB, size=n).tolist() for n in sorted(set(FULL_PROMPTS + SHORT_PROMPTS))}
@@ -365,8 +464,10 @@ def full_logits(model, ids, zamba2_single_chunk=True):
     if zamba2_single_chunk and isinstance(model, Zamba2ForCausalLM):
         set_zamba2_chunk(model, len(ids))
     input_ids = torch.tensor([ids], dtype=torch.long)
-    out = model(input_ids=input_ids, use_cache=False)
-    return out.logits[0].float().numpy().astype(np.float32)
+    with compute_precision(model.dtype):
+        out = model(input_ids=input_ids, use_cache=False)
+    # In the model's dtype (float64 or float32); callers cast to float32 for storage.
+    return out.logits[0].to(torch.float64).numpy()
 
 
 @torch.no_grad()
@@ -404,17 +505,18 @@ def stepwise_logits(model, ids):
         from transformers.models.mamba2.modeling_mamba2 import Mamba2Cache as Cache
 
         cache_kw = "cache_params"
-    cache = Cache(cfg, 1, dtype=torch.float32, device="cpu")
+    cache = Cache(cfg, 1, dtype=model.dtype, device="cpu")
     rows = []
-    for t, tok in enumerate(ids):
-        out = model(
-            input_ids=torch.tensor([[tok]], dtype=torch.long),
-            use_cache=True,
-            cache_position=torch.tensor([t], dtype=torch.long),
-            **{cache_kw: cache},
-        )
-        rows.append(out.logits[0, -1].float().numpy())
-    return np.stack(rows).astype(np.float32)
+    with compute_precision(model.dtype):
+        for t, tok in enumerate(ids):
+            out = model(
+                input_ids=torch.tensor([[tok]], dtype=torch.long),
+                use_cache=True,
+                cache_position=torch.tensor([t], dtype=torch.long),
+                **{cache_kw: cache},
+            )
+            rows.append(out.logits[0, -1].to(torch.float64).numpy())
+    return np.stack(rows)
 
 
 class LayerOutputs:
@@ -429,7 +531,7 @@ class LayerOutputs:
     def _hook(self, i):
         def hook(module, inputs, output):
             out = output[0] if isinstance(output, tuple) else output
-            self.outputs[i] = out[0].detach().float().numpy().astype(np.float32)
+            self.outputs[i] = out[0].detach().to(torch.float64).numpy().astype(np.float32)
 
         return hook
 
@@ -455,7 +557,7 @@ class RoutingGap:
 
     def _hook(self, k):
         def hook(module, inputs, output):
-            probs = torch.softmax(output.float(), dim=-1).sort(dim=-1, descending=True).values
+            probs = torch.softmax(output.to(torch.float64), dim=-1).sort(dim=-1, descending=True).values
             gap = float((probs[..., k - 1] - probs[..., k]).min())
             self.min_gap = gap if self.min_gap is None else min(self.min_gap, gap)
 
@@ -553,6 +655,8 @@ def generate(name, spec):
     if before is not None:
         after = full_logits(ref, probe)
         assert np.array_equal(before, after), f"reloaded {name} differs: {np.abs(before - after).max()}"
+    ref = to_compute_dtype(ref, COMPUTE_DTYPE)
+    compute_dtype = str(COMPUTE_DTYPE).replace("torch.", "")
 
     ref_dir = os.path.join(REFERENCE_DIR, name)
     if os.path.isdir(ref_dir):
@@ -574,8 +678,8 @@ def generate(name, spec):
         stepwise = stepwise_logits(ref, ids)
         step_diff = float(np.abs(stepwise - logits).max())
         assert step_diff < STEPWISE_TOLERANCE, f"{name} {case}: prefill vs cached decode differ by {step_diff}"
-        np.save(os.path.join(ref_dir, f"{case}.prefill_logits.npy"), logits)
-        np.save(os.path.join(ref_dir, f"{case}.greedy_logits.npy"), rows)
+        np.save(os.path.join(ref_dir, f"{case}.prefill_logits.npy"), logits.astype(np.float32))
+        np.save(os.path.join(ref_dir, f"{case}.greedy_logits.npy"), rows.astype(np.float32))
         cases.append(
             {
                 "name": case,
@@ -603,9 +707,31 @@ def generate(name, spec):
         )
 
     cfg = ref.config
-    notes = [
-        "Logits are float32, computed on CPU in float32 with transformers' torch (non-kernel) paths "
-        "and eager attention, from the checkpoint as stored on disk.",
+    if COMPUTE_DTYPE == torch.float64:
+        precision_notes = [
+            "Logits are stored as float32 but computed on CPU in float64 with transformers' torch "
+            "(non-kernel) paths and eager attention, from the checkpoint as stored on disk (loaded "
+            "as float32, then model.double(); both conversions exact). The float32 casts hard-coded in "
+            "4.57.1's modeling code (RMSNorm/gated norm, attention and router softmax, SSD/scan, "
+            "Mamba-2 residual_in_fp32) were redirected to float64, so the whole forward is float64 "
+            "(RoPE models: see rope_angles). Greedy argmax and top-2 margins "
+            "are taken on the float64 logits. The reference is thus far more precise than a float32 "
+            "engine: the stored values carry only float32 rounding (relative 6e-8).",
+        ]
+        noise_note = (
+            "(an independent check of the reference; in float64 it is ~1e-12, so it no longer "
+            "indicates float32 noise: a float32 engine sees its own rounding only)."
+        )
+    else:
+        precision_notes = [
+            "Logits are float32, computed on CPU in float32 with transformers' torch (non-kernel) paths "
+            "and eager attention, from the checkpoint as stored on disk.",
+        ]
+        noise_note = (
+            "(an independent check of the reference; it also shows the float32 noise level to expect "
+            "between two correct implementations)."
+        )
+    notes = precision_notes + [
         "greedy_ids: argmax of the last logits row; every step re-runs the full forward over "
         "prompt + tokens so far with use_cache=False (no KV/SSM cache is involved); EOS does not stop it.",
         "greedy logits row 0 equals the last row of the prefill logits.",
@@ -613,8 +739,7 @@ def generate(name, spec):
         "stream after decoder layer i (mixer + FFN for Jamba; for Zamba2 hybrid layers, after the "
         "shared block, linear and mamba), before the final norm; from the same prefill as the logits.",
         "stepwise_max_abs_diff: max |difference| between the prefill logits and transformers' own "
-        "token-by-token cached decode of the same prompt (an independent check of the reference; it "
-        "also shows the float32 noise level to expect between two correct implementations).",
+        "token-by-token cached decode of the same prompt, both in " + compute_dtype + " " + noise_note,
     ]
     extra = {}
     if spec["cls"] is Zamba2ForCausalLM:
@@ -628,11 +753,23 @@ def generate(name, spec):
         notes.append("Zamba2 gated RMSNorm is grouped (mamba_ngroups groups of din/ngroups channels).")
         notes.append(ZAMBA2_SINGLE_CHUNK_NOTE)
         extra["ssd_chunking_of_reference"] = "single chunk covering the prompt (4.57.1 multi-chunk bug)"
+        if cfg.use_mem_rope and COMPUTE_DTYPE == torch.float64:
+            extra["rope_angles"] = ROPE_ANGLES
+            if ROPE_ANGLES == "float32":
+                notes.append(
+                    "rope_angles float32: the RoPE angles are transformers' own, which it computes in "
+                    "float32 for every model dtype (inv_freq = 1 / rope_theta^(2i/d) in float32, "
+                    "angle = float32(position) * inv_freq rounded to float32); their cos/sin and "
+                    "everything else are float64. (Exact float64 angles differ by up to 4.2e-6 rad "
+                    "over positions 0-156 and move these logits by up to 1.5e-4.)"
+                )
+            else:
+                notes.append("rope_angles exact: RoPE inv_freq and angles in float64.")
     if spec["cls"] is Mamba2ForCausalLM:
         extra["time_step_limit"] = list(cfg.time_step_limit)
         notes.append(
             "Mamba2: checkpoint stored in bfloat16; references come from loading it with "
-            "torch_dtype=float32 (exact upcast) and running in float32. The gated RMSNorm is "
+            "torch_dtype=float32 (exact upcast) and running in " + compute_dtype + ". The gated RMSNorm is "
             "full-width over din (transformers Mamba2 semantics), not grouped. time_step_limit "
             "(0, inf) makes the dt clamp a no-op."
         )
@@ -643,7 +780,8 @@ def generate(name, spec):
         "model_dir": os.path.relpath(out_dir, REPO_ROOT),
         "architecture": cfg.architectures[0] if cfg.architectures else spec["cls"].__name__,
         "checkpoint_dtype": str(spec["save_dtype"]).replace("torch.", ""),
-        "compute_dtype": "float32",
+        "compute_dtype": compute_dtype,
+        "logits_storage_dtype": "float32",
         "device": "cpu",
         "attn_implementation": "eager",
         "vocab_size": VOCAB,
@@ -690,6 +828,18 @@ def main():
     parser.add_argument("models", nargs="*", help=f"subset of {sorted(MODELS)} (default: all)")
     parser.add_argument("--describe", action="store_true", help="print tensor names/shapes of saved checkpoints")
     parser.add_argument(
+        "--compute-dtype",
+        choices=["float64", "float32"],
+        default="float64",
+        help="dtype the references are computed in (default float64; always stored as float32)",
+    )
+    parser.add_argument(
+        "--rope-angles",
+        choices=["float32", "exact"],
+        default="float32",
+        help="float64 references: RoPE angles as transformers rounds them (float32, default) or exact",
+    )
+    parser.add_argument(
         "--tokenizers-only", action="store_true", help="only copy tokenizer files into existing checkpoints"
     )
     args = parser.parse_args()
@@ -702,6 +852,9 @@ def main():
             print(f"== {n}")
             describe(n)
         return
+    global COMPUTE_DTYPE, ROPE_ANGLES
+    COMPUTE_DTYPE = getattr(torch, args.compute_dtype)
+    ROPE_ANGLES = args.rope_angles
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     for n in names:
