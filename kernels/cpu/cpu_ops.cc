@@ -74,10 +74,12 @@ void CpuOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, co
     for (int64_t r = r0; r < r1; ++r) {
       const float* __restrict xr = x + r * ld_x;
       float* __restrict o = out + r * ld_out;
-      float ss = 0.0f;
+      // The sum of squares in double: as cheap here (the row is read once anyway) and it keeps
+      // the norm's rounding out of the error budget of long, deep models.
+      double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
-      for (int64_t c = 0; c < dim; ++c) ss += xr[c] * xr[c];
-      const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+      for (int64_t c = 0; c < dim; ++c) ss += static_cast<double>(xr[c]) * xr[c];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
       for (int64_t c = 0; c < dim; ++c) o[c] = weight[c] * (xr[c] * inv);
     }
   });
@@ -98,10 +100,11 @@ void CpuOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t 
       for (int32_t g = 0; g < groups; ++g) {
         float* __restrict v = o + g * gsize;
         const float* __restrict wg = weight + g * gsize;
-        float ss = 0.0f;
+        double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
-        for (int64_t c = 0; c < gsize; ++c) ss += v[c] * v[c];
-        const float inv = 1.0f / std::sqrt(ss / static_cast<float>(gsize) + eps);
+        for (int64_t c = 0; c < gsize; ++c) ss += static_cast<double>(v[c]) * v[c];
+        const float inv =
+            static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(gsize) + eps));
         for (int64_t c = 0; c < gsize; ++c) v[c] = wg[c] * (v[c] * inv);
       }
     }

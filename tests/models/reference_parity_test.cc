@@ -14,14 +14,15 @@
 namespace tandem::testing {
 namespace {
 
-// fp32 everywhere, different operation order from PyTorch: differences stay at rounding level.
-// Zamba2 gets a looser bound because the reference itself is that noisy: transformers 4.57.1's
-// Zamba2 prefill only works within one SSD chunk, so tools/reference runs it with one chunk
-// spanning the whole prompt, whose exp(segment-sum) over ~160 positions loses precision; the
-// reference's own cached decode differs from its prefill by up to 1.5e-4 on this checkpoint
-// (tests/data/reference/zamba2-tiny/manifest.json).
-float ToleranceFor(const std::string& model) {
-  return model.rfind("zamba2", 0) == 0 ? 2.5e-4f : 1e-4f;
+// The references are transformers' outputs computed in float64 (tools/reference), so the bound
+// measures our fp32 engine alone: 1e-4 max-abs. One exception: zamba2-tiny on the fast backend.
+// That random checkpoint amplifies fp32 rounding ~1000× (swapping any single fast op for its
+// double-accumulating reference moves its error between 1.1e-4 and 2.6e-4, none removes it),
+// and the fast GEMMs accumulate in fp32, so it gets 2.5e-4; the reference backend, which
+// accumulates in double, stays under 1e-4 there too. Real formula mistakes move these logits by
+// 0.4 to 14 (tools/reference/check_sensitivity.py).
+float ToleranceFor(const std::string& model, const std::string& backend) {
+  return model == "zamba2-tiny" && backend == "cpu" ? 2.5e-4f : 1e-4f;
 }
 
 struct ParityCase {
@@ -40,7 +41,7 @@ TEST_P(ReferenceParityTest, PrefillLogitsAndGreedyTokensMatchTransformers) {
   auto ops = pc.backend == "reference" ? kernels::MakeReferenceOps() : kernels::MakeCpuOps();
   kernels::Workspace ws;
   const int64_t vocab = (*model)->config().vocab_size;
-  const float kTolerance = ToleranceFor(pc.model);
+  const float kTolerance = ToleranceFor(pc.model, pc.backend);
 
   ASSERT_FALSE((*manifest)["cases"].empty());
   for (const auto& c : (*manifest)["cases"]) {
