@@ -1,12 +1,11 @@
 #include "cache/arena_allocator.h"
 
-#include "cache/check.h"
-
 #include <cstdlib>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "cache/check.h"
 
 namespace tandem::cache {
 namespace {
@@ -23,8 +22,8 @@ absl::StatusOr<std::unique_ptr<ArenaAllocator>> ArenaAllocator::Create(const Are
     const auto [unit, count] = sizes[p];
     const std::string name = PoolName(static_cast<Pool>(p));
     if (count > 0 && unit == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("pool ", name, ": ", count,
-                                                     " units requested with a unit size of 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pool ", name, ": ", count, " units requested with a unit size of 0"));
     }
     if (count > 0x7fffffffu) {
       return absl::InvalidArgumentError(
@@ -57,8 +56,8 @@ absl::StatusOr<Handle> ArenaAllocator::Allocate(Pool pool) {
   Arena& a = arena(pool);
   if (a.free_list.empty()) {
     ++a.stats.oom_events;
-    return absl::ResourceExhaustedError(absl::StrCat("pool ", PoolName(pool), " is full (",
-                                                     a.stats.capacity_units, " units)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pool ", PoolName(pool), " is full (", a.stats.capacity_units, " units)"));
   }
   const uint32_t index = a.free_list.back();
   a.free_list.pop_back();

@@ -57,9 +57,9 @@ struct AllocatorStats {
   size_t peak_reserved_bytes = 0;  // the most ever reserved at once
   size_t committed_bytes = 0;      // physically backed now (granules in use since last decommit)
   size_t peak_committed_bytes = 0;
-  uint64_t migrations = 0;          // capacity moves between pools
-  uint64_t migrations_aborted = 0;  // wanted a move but no donor granule was free
-  uint64_t bytes_migrated = 0;      // capacity moved, in bytes of address range
+  uint64_t migrations = 0;                 // capacity moves between pools
+  uint64_t migrations_aborted = 0;         // wanted a move but no donor granule was free
+  uint64_t bytes_migrated = 0;             // capacity moved, in bytes of address range
   uint64_t bytes_wasted_to_alignment = 0;  // recipient bytes unusable for lack of a whole unit
   uint64_t operations = 0;                 // Allocate + Free calls (the logical clock)
 };

@@ -41,8 +41,8 @@ absl::StatusOr<GenerateResult> Generate(const models::Model& model, kernels::Ops
   for (size_t begin = 0; begin < prompt.size(); begin += options.prefill_chunk) {
     const size_t end = std::min(prompt.size(), begin + static_cast<size_t>(options.prefill_chunk));
     TANDEM_RETURN_IF_ERROR(memory.Reserve(static_cast<int64_t>(end)));
-    const models::SequenceInput input{&memory.state(), prompt.subspan(begin, end - begin), {},
-                                      false};
+    const models::SequenceInput input{
+        &memory.state(), prompt.subspan(begin, end - begin), {}, false};
     TANDEM_RETURN_IF_ERROR(model.Forward(ops, ws, {&input, 1}, logits.data()));
   }
   result.prefill_seconds = SecondsSince(start);
@@ -51,7 +51,8 @@ absl::StatusOr<GenerateResult> Generate(const models::Model& model, kernels::Ops
   for (int32_t i = 0; i < options.max_new_tokens; ++i) {
     const int32_t token = sampler.Sample(logits);
     result.output_ids.push_back(token);
-    if (options.record_logits) result.logits.insert(result.logits.end(), logits.begin(), logits.end());
+    if (options.record_logits)
+      result.logits.insert(result.logits.end(), logits.begin(), logits.end());
     if (std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), token) !=
         options.stop_token_ids.end()) {
       result.finish = GenerateResult::Finish::kStop;

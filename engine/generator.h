@@ -19,9 +19,9 @@ namespace tandem::engine {
 struct GenerateOptions {
   int32_t max_new_tokens = 16;
   SamplingParams sampling;
-  int64_t prefill_chunk = 512;       // tokens per prefill step
+  int64_t prefill_chunk = 512;          // tokens per prefill step
   std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
-  bool record_logits = false;        // keep the logits row each output token was chosen from
+  bool record_logits = false;           // keep the logits row each output token was chosen from
 };
 
 struct GenerateResult {

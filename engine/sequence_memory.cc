@@ -83,9 +83,8 @@ absl::Status SequenceMemory::RestoreFrom(const float* checkpoint,
   const models::StateLayout& layout = model_->layout();
   if (model_->config().num_attention_layers > 0 &&
       static_cast<int64_t>(source_pages.size()) < layout.PagesFor(position)) {
-    return absl::InvalidArgumentError(absl::StrCat(source_pages.size(),
-                                                   " source KV pages cannot hold ", position,
-                                                   " positions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_pages.size(), " source KV pages cannot hold ", position, " positions"));
   }
   if (state_.ssm != nullptr) {
     std::memcpy(state_.ssm, checkpoint, layout.ssm_block_bytes());

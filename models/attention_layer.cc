@@ -9,11 +9,12 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(WeightStore& w, const std::s
   AttentionLayer layer;
   layer.dims_ = dims;
   layer.hidden_ = hidden;
-  const int64_t q = int64_t{dims.heads} * dims.head_dim, kv = int64_t{dims.kv_heads} * dims.head_dim;
-  TANDEM_ASSIGN_OR_RETURN(layer.qkv_, w.Stack({{p + "q_proj.weight", q},
-                                               {p + "k_proj.weight", kv},
-                                               {p + "v_proj.weight", kv}},
-                                              dims.input_width));
+  const int64_t q = int64_t{dims.heads} * dims.head_dim,
+                kv = int64_t{dims.kv_heads} * dims.head_dim;
+  TANDEM_ASSIGN_OR_RETURN(
+      layer.qkv_,
+      w.Stack({{p + "q_proj.weight", q}, {p + "k_proj.weight", kv}, {p + "v_proj.weight", kv}},
+              dims.input_width));
   TANDEM_ASSIGN_OR_RETURN(layer.o_, w.Get(p + "o_proj.weight", {hidden, q}));
   return layer;
 }

@@ -11,10 +11,9 @@ absl::StatusOr<GatedMlp> GatedMlp::Load(WeightStore& w, const std::string& p, in
   mlp.hidden_ = hidden;
   mlp.intermediate_ = intermediate;
   mlp.act_ = act;
-  TANDEM_ASSIGN_OR_RETURN(
-      mlp.gate_up_,
-      w.Stack({{p + "gate_proj.weight", intermediate}, {p + "up_proj.weight", intermediate}},
-              hidden));
+  TANDEM_ASSIGN_OR_RETURN(mlp.gate_up_, w.Stack({{p + "gate_proj.weight", intermediate},
+                                                 {p + "up_proj.weight", intermediate}},
+                                                hidden));
   TANDEM_ASSIGN_OR_RETURN(mlp.down_, w.Get(p + "down_proj.weight", {hidden, intermediate}));
   return mlp;
 }
@@ -37,8 +36,8 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const st
     const std::string ep = absl::StrCat(p, "experts.", e, ".");
     const float* gate_up;
     const float* down;
-    TANDEM_ASSIGN_OR_RETURN(
-        gate_up, w.Stack({{ep + "gate_proj.weight", i}, {ep + "up_proj.weight", i}}, h));
+    TANDEM_ASSIGN_OR_RETURN(gate_up,
+                            w.Stack({{ep + "gate_proj.weight", i}, {ep + "up_proj.weight", i}}, h));
     TANDEM_ASSIGN_OR_RETURN(down, w.Get(ep + "down_proj.weight", {h, i}));
     moe.gate_up_.push_back(gate_up);
     moe.down_.push_back(down);

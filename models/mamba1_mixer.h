@@ -30,14 +30,14 @@ class Mamba1Mixer {
   const float* in_proj_bias_ = nullptr;
   const float* conv_weight_ = nullptr;  // [din, K]
   const float* conv_bias_ = nullptr;
-  const float* x_proj_ = nullptr;  // [R + 2N, din]
-  const float* dt_norm_ = nullptr;  // [R]
-  const float* b_norm_ = nullptr;  // [N]
-  const float* c_norm_ = nullptr;  // [N]
-  const float* dt_proj_ = nullptr;  // [din, R]
-  const float* dt_bias_ = nullptr;  // [din]
-  const float* a_ = nullptr;  // [din, N] = -exp(A_log)
-  const float* d_ = nullptr;  // [din]
+  const float* x_proj_ = nullptr;    // [R + 2N, din]
+  const float* dt_norm_ = nullptr;   // [R]
+  const float* b_norm_ = nullptr;    // [N]
+  const float* c_norm_ = nullptr;    // [N]
+  const float* dt_proj_ = nullptr;   // [din, R]
+  const float* dt_bias_ = nullptr;   // [din]
+  const float* a_ = nullptr;         // [din, N] = -exp(A_log)
+  const float* d_ = nullptr;         // [din]
   const float* out_proj_ = nullptr;  // [H, din]
   const float* out_proj_bias_ = nullptr;
 };

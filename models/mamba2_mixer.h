@@ -30,10 +30,10 @@ class Mamba2Mixer {
   const float* in_proj_bias_ = nullptr;
   const float* conv_weight_ = nullptr;  // [conv_channels, K]
   const float* conv_bias_ = nullptr;
-  const float* dt_bias_ = nullptr;  // [heads]
-  const float* a_ = nullptr;  // [heads] = -exp(A_log)
-  const float* d_ = nullptr;  // [heads]
-  const float* norm_ = nullptr;  // [din]
+  const float* dt_bias_ = nullptr;   // [heads]
+  const float* a_ = nullptr;         // [heads] = -exp(A_log)
+  const float* d_ = nullptr;         // [heads]
+  const float* norm_ = nullptr;      // [din]
   const float* out_proj_ = nullptr;  // [H, din]
   const float* out_proj_bias_ = nullptr;
 };

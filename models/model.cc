@@ -27,8 +27,8 @@ Names NamesFor(Family family) {
       return {"model.embed_tokens.weight", {}, "model.final_layernorm.weight"};
     case Family::kMamba2:
       // Original state-spaces checkpoints call it backbone.embedding.
-      return {"backbone.embeddings.weight", {"backbone.embedding.weight"},
-              "backbone.norm_f.weight"};
+      return {
+          "backbone.embeddings.weight", {"backbone.embedding.weight"}, "backbone.norm_f.weight"};
   }
   return {};
 }
@@ -51,8 +51,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   return model;
 }
 
-absl::StatusOr<std::unique_ptr<Model>> Model::CreateRandom(const ModelConfig& config,
-                                                           uint64_t seed,
+absl::StatusOr<std::unique_ptr<Model>> Model::CreateRandom(const ModelConfig& config, uint64_t seed,
                                                            const LoadOptions& options) {
   if (options.page_tokens <= 0) {
     return absl::InvalidArgumentError(
@@ -93,8 +92,8 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
   SharedTensorResolver resolve = [&](int32_t block, const std::string& suffix) -> std::string {
     for (size_t k = 0; k < c.hybrid_layer_ids.size(); ++k) {
       if (static_cast<int32_t>(k) % c.num_mem_blocks != block) continue;
-      std::string name = absl::StrCat("model.layers.", c.hybrid_layer_ids[k],
-                                      ".shared_transformer.", suffix);
+      std::string name =
+          absl::StrCat("model.layers.", c.hybrid_layer_ids[k], ".shared_transformer.", suffix);
       if (w.Has(name)) return name;
     }
     return "";
@@ -117,17 +116,16 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
       case Family::kJamba: {
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(base + "input_layernorm.weight", {h}));
         if (layer.spec.mixer == MixerKind::kAttention) {
-          TANDEM_ASSIGN_OR_RETURN(layer.attention,
-                                  AttentionLayer::Load(w, base + "self_attn.", c.attention,
-                                                       c.hidden_size));
+          TANDEM_ASSIGN_OR_RETURN(
+              layer.attention,
+              AttentionLayer::Load(w, base + "self_attn.", c.attention, c.hidden_size));
         } else {
           TANDEM_ASSIGN_OR_RETURN(layer.mamba1,
                                   Mamba1Mixer::Load(w, base + "mamba.", c, layer.spec.ssm_index));
         }
         TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm, w.Get(base + "pre_ff_layernorm.weight", {h}));
         if (layer.spec.ffn == FfnKind::kMoe) {
-          TANDEM_ASSIGN_OR_RETURN(layer.moe,
-                                  MixtureOfExperts::Load(w, base + "feed_forward.", c));
+          TANDEM_ASSIGN_OR_RETURN(layer.moe, MixtureOfExperts::Load(w, base + "feed_forward.", c));
         } else {
           TANDEM_ASSIGN_OR_RETURN(layer.mlp,
                                   GatedMlp::Load(w, base + "feed_forward.", c.hidden_size,
@@ -171,10 +169,10 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
   }
   if (!unused.empty()) {
     const size_t shown = std::min<size_t>(unused.size(), 5);
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir_, ": ", unused.size(), " tensor(s) not used by the ", c.architecture,
-        " graph built from config.json, e.g. ",
-        absl::StrJoin(unused.begin(), unused.begin() + shown, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir_, ": ", unused.size(), " tensor(s) not used by the ", c.architecture,
+                     " graph built from config.json, e.g. ",
+                     absl::StrJoin(unused.begin(), unused.begin() + shown, ", ")));
   }
   progress("done");
   return absl::OkStatus();
@@ -203,17 +201,17 @@ absl::Status Model::Validate(std::span<const SequenceInput> batch) const {
     }
     for (size_t t = 0; t < in.tokens.size(); ++t) {
       if (in.tokens[t] < 0 || in.tokens[t] >= config_.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sequence ", s, ": token id ", in.tokens[t], " at index ", t,
-            " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", s, ": token id ", in.tokens[t], " at index ", t,
+                         " is outside the vocabulary [0, ", config_.vocab_size, ")"));
       }
     }
     const int64_t end = in.state->tokens + static_cast<int64_t>(in.tokens.size());
     if (config_.num_attention_layers > 0 &&
         static_cast<int64_t>(in.state->kv_pages.size()) < layout_.PagesFor(end)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("sequence ", s, ": ", in.state->kv_pages.size(), " KV pages hold fewer than ",
-                       end, " positions (", layout_.PagesFor(end), " pages needed)"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "sequence ", s, ": ", in.state->kv_pages.size(), " KV pages hold fewer than ", end,
+          " positions (", layout_.PagesFor(end), " pages needed)"));
     }
     if (config_.num_ssm_layers > 0 && in.state->ssm == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat("sequence ", s, ": no SSM block"));
@@ -242,8 +240,8 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   int64_t rows = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const int64_t tokens = static_cast<int64_t>(batch[s].tokens.size());
-    new (&segments[s]) Segment{batch[s].state, rows, tokens, batch[s].state->tokens,
-                               batch[s].snapshots};
+    new (&segments[s])
+        Segment{batch[s].state, rows, tokens, batch[s].state->tokens, batch[s].snapshots};
     rows += tokens;
   }
   const ForwardContext ctx{ops, ws, layout_, {segments, batch.size()}, rows};

@@ -20,13 +20,13 @@
 #include "kernels/workspace.h"
 #include "models/attention_layer.h"
 #include "models/checkpoint.h"
-#include "models/tensor_source.h"
 #include "models/feed_forward.h"
 #include "models/forward_context.h"
 #include "models/mamba1_mixer.h"
 #include "models/mamba2_mixer.h"
 #include "models/model_config.h"
 #include "models/state_layout.h"
+#include "models/tensor_source.h"
 #include "models/weight_store.h"
 #include "models/zamba2_shared_block.h"
 
@@ -95,7 +95,8 @@ class Model {
     const float* hybrid_linear = nullptr;
   };
 
-  Model(ModelConfig config, int32_t page_tokens) : config_(std::move(config)), layout_(config_, page_tokens) {}
+  Model(ModelConfig config, int32_t page_tokens)
+      : config_(std::move(config)), layout_(config_, page_tokens) {}
   absl::Status LoadWeights(const LoadOptions& options);
   absl::Status Validate(std::span<const SequenceInput> batch) const;
   void RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float* h,

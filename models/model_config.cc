@@ -24,12 +24,12 @@ class Fields {
   Fields(const Json& json, const std::string& source) : json_(json), source_(source) {}
 
   absl::Status Error(const std::string& field, const std::string& problem) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source_, ": field '", field, "' ", problem));
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": field '", field, "' ", problem));
   }
   bool Has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
 
-  absl::StatusOr<int64_t> Int(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+  absl::StatusOr<int64_t> Int(const char* key,
+                              std::optional<int64_t> fallback = std::nullopt) const {
     if (!Has(key)) {
       if (fallback) return *fallback;
       return Error(key, "is missing");
@@ -107,15 +107,14 @@ class Fields {
   const std::string& source_;
 };
 
-
 absl::StatusOr<kernels::Activation> ParseActivation(const Fields& f, const char* key,
                                                     const char* fallback) {
   std::string name;
   TANDEM_ASSIGN_OR_RETURN(name, f.String(key, fallback));
   if (name == "silu" || name == "swish") return kernels::Activation::kSilu;
   if (name == "gelu") return kernels::Activation::kGelu;
-  return f.Error(key, absl::StrCat("names an unsupported activation '", name,
-                                   "' (supported: silu, gelu)"));
+  return f.Error(
+      key, absl::StrCat("names an unsupported activation '", name, "' (supported: silu, gelu)"));
 }
 
 absl::Status RequireDivides(const Fields& f, const char* key, int64_t divisor,
@@ -151,16 +150,16 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
   AttentionDims& a = c.attention;
   TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
   TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
-  if (absl::Status s = RequireDivides(f, "num_key_value_heads", a.kv_heads,
-                                      "num_attention_heads", a.heads);
+  if (absl::Status s =
+          RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads);
       !s.ok()) {
     return s;
   }
   if (f.Has("head_dim")) {
     TANDEM_ASSIGN_OR_RETURN(a.head_dim, f.Positive("head_dim"));
   } else {
-    if (absl::Status s = RequireDivides(f, "num_attention_heads", a.heads, "hidden_size",
-                                        c.hidden_size);
+    if (absl::Status s =
+            RequireDivides(f, "num_attention_heads", a.heads, "hidden_size", c.hidden_size);
         !s.ok()) {
       return s;
     }
@@ -196,22 +195,21 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(v, f.Int("expert_layer_offset", 1));
   expert_offset = static_cast<int32_t>(v);
   if (attn_offset < 0 || attn_offset >= attn_period) {
-    return f.Error("attn_layer_offset", absl::StrCat("= ", attn_offset,
-                                                     " must be in [0, attn_layer_period = ",
-                                                     attn_period, ")"));
+    return f.Error(
+        "attn_layer_offset",
+        absl::StrCat("= ", attn_offset, " must be in [0, attn_layer_period = ", attn_period, ")"));
   }
   if (expert_offset < 0 || expert_offset >= expert_period) {
     return f.Error("expert_layer_offset",
-                   absl::StrCat("= ", expert_offset, " must be in [0, expert_layer_period = ",
-                                expert_period, ")"));
+                   absl::StrCat("= ", expert_offset,
+                                " must be in [0, expert_layer_period = ", expert_period, ")"));
   }
   const char* experts_key = f.Has("num_experts") ? "num_experts" : "num_local_experts";
   TANDEM_ASSIGN_OR_RETURN(c.num_experts, f.Positive(experts_key, 16));
   TANDEM_ASSIGN_OR_RETURN(c.experts_per_token, f.Positive("num_experts_per_tok", 2));
   if (c.num_experts > 1 && c.experts_per_token > c.num_experts) {
-    return f.Error("num_experts_per_tok",
-                   absl::StrCat("= ", c.experts_per_token, " exceeds ", experts_key, " = ",
-                                c.num_experts));
+    return f.Error("num_experts_per_tok", absl::StrCat("= ", c.experts_per_token, " exceeds ",
+                                                       experts_key, " = ", c.num_experts));
   }
 
   for (int32_t i = 0; i < c.num_layers; ++i) {
@@ -224,8 +222,8 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
       layer.ssm_index = c.num_ssm_layers++;
     }
     // A layer scheduled for experts with num_experts == 1 is a plain MLP in transformers.
-    layer.ffn = (i % expert_period == expert_offset && c.num_experts > 1) ? FfnKind::kMoe
-                                                                         : FfnKind::kDense;
+    layer.ffn =
+        (i % expert_period == expert_offset && c.num_experts > 1) ? FfnKind::kMoe : FfnKind::kDense;
     c.layers.push_back(layer);
   }
   return absl::OkStatus();
@@ -243,9 +241,10 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   bool bias_linear;
   TANDEM_ASSIGN_OR_RETURN(bias_linear, f.Bool("add_bias_linear", false));
   if (bias_linear) {
-    return absl::UnimplementedError(absl::StrCat(
-        f.source(), ": field 'add_bias_linear' = true is not supported (no released Zamba2 "
-                    "checkpoint uses biases on its linear layers)"));
+    return absl::UnimplementedError(
+        absl::StrCat(f.source(),
+                     ": field 'add_bias_linear' = true is not supported (no released Zamba2 "
+                     "checkpoint uses biases on its linear layers)"));
   }
 
   Mamba2Dims& m = c.mamba2;
@@ -256,8 +255,8 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   m.inner = expand * h;
   TANDEM_ASSIGN_OR_RETURN(m.groups, f.Positive("mamba_ngroups", 1));
   TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("n_mamba_heads", 8));
-  if (absl::Status s = RequireDivides(f, "n_mamba_heads", m.heads, "mamba_expand·hidden_size",
-                                      m.inner);
+  if (absl::Status s =
+          RequireDivides(f, "n_mamba_heads", m.heads, "mamba_expand·hidden_size", m.inner);
       !s.ok()) {
     return s;
   }
@@ -277,15 +276,15 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   m.norm_eps = 1e-5f;        // hard-coded in transformers' Zamba2 gated norm
   double step_min;
   TANDEM_ASSIGN_OR_RETURN(step_min, f.Number("time_step_min", 0.001));
-  m.dt_min = options.zamba2_dt_clamp == Zamba2DtClamp::kTimeStepMin ? static_cast<float>(step_min)
-                                                                   : 0.0f;
+  m.dt_min =
+      options.zamba2_dt_clamp == Zamba2DtClamp::kTimeStepMin ? static_cast<float>(step_min) : 0.0f;
   m.dt_max = 0.0f;
 
   AttentionDims& a = c.attention;
   TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
   TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
-  if (absl::Status s = RequireDivides(f, "num_key_value_heads", a.kv_heads,
-                                      "num_attention_heads", a.heads);
+  if (absl::Status s =
+          RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads);
       !s.ok()) {
     return s;
   }
@@ -328,9 +327,9 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   }
   const Json& types = f.json()["layers_block_type"];
   if (static_cast<int64_t>(types.size()) != c.num_layers) {
-    return f.Error("layers_block_type", absl::StrCat("has ", types.size(),
-                                                     " entries but num_hidden_layers = ",
-                                                     c.num_layers));
+    return f.Error(
+        "layers_block_type",
+        absl::StrCat("has ", types.size(), " entries but num_hidden_layers = ", c.num_layers));
   }
   for (int32_t i = 0; i < c.num_layers; ++i) {
     const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
@@ -344,9 +343,8 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
       layer.attention_index = c.num_attention_layers++;
       c.hybrid_layer_ids.push_back(i);
     } else if (t != "mamba" && t != "m" && t != "linear_attention") {
-      return f.Error("layers_block_type",
-                     absl::StrCat("entry ", i, " is ", types[i].dump(),
-                                  "; expected \"mamba\" or \"hybrid\""));
+      return f.Error("layers_block_type", absl::StrCat("entry ", i, " is ", types[i].dump(),
+                                                       "; expected \"mamba\" or \"hybrid\""));
     }
     c.layers.push_back(layer);
   }
@@ -388,8 +386,8 @@ absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
     }
     const double lo = lim[0].get<double>(), hi = lim[1].get<double>();
     if (lo < 0 || hi < lo) {
-      return f.Error("time_step_limit", absl::StrCat("must satisfy 0 <= min <= max, found ",
-                                                     lim.dump()));
+      return f.Error("time_step_limit",
+                     absl::StrCat("must satisfy 0 <= min <= max, found ", lim.dump()));
     }
     m.dt_min = static_cast<float>(lo);
     // Infinity (read as DBL_MAX) or anything beyond float range means no upper clamp.
@@ -473,9 +471,8 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir, const Config
   }
   for (int32_t id : config->eos_token_ids) {
     if (id >= config->vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": eos token id ", id,
-                                                     " is outside the vocabulary of ",
-                                                     config->vocab_size));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": eos token id ", id, " is outside the vocabulary of ", config->vocab_size));
     }
   }
   return config;

@@ -50,7 +50,8 @@ struct Mamba2Dims {
   int32_t chunk_size = 256;
   bool conv_bias = true;
   bool proj_bias = false;
-  int32_t norm_groups = 1;  // gated-norm groups: Zamba2 normalises per B/C group, HF Mamba2 does not
+  int32_t norm_groups =
+      1;  // gated-norm groups: Zamba2 normalises per B/C group, HF Mamba2 does not
   float norm_eps = 1e-5f;
   float dt_min = 0.0f;  // clamp of dt after softplus; dt_max <= 0 means no upper clamp
   float dt_max = 0.0f;

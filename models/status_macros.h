@@ -18,11 +18,11 @@
   if (!tmp.ok()) return tmp.status();                \
   lhs = *std::move(tmp)
 
-#define TANDEM_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
+#define TANDEM_RETURN_IF_ERROR(expr)                        \
+  do {                                                      \
     if (absl::Status _tandem_s = (expr); !_tandem_s.ok()) { \
-      return _tandem_s;                               \
-    }                                                 \
+      return _tandem_s;                                     \
+    }                                                       \
   } while (0)
 
 #endif  // TANDEM_MODELS_STATUS_MACROS_H_

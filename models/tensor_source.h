@@ -35,9 +35,7 @@ class CheckpointTensorSource final : public TensorSource {
                                         std::span<const int64_t> shape) const override {
     return checkpoint_->LoadFloat(name, shape);
   }
-  std::vector<std::string> UnusedTensors() const override {
-    return checkpoint_->UnusedTensors();
-  }
+  std::vector<std::string> UnusedTensors() const override { return checkpoint_->UnusedTensors(); }
 
  private:
   std::unique_ptr<Checkpoint> checkpoint_;

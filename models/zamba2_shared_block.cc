@@ -37,8 +37,8 @@ absl::StatusOr<Zamba2SharedBlock> Zamba2SharedBlock::Load(WeightStore& w,
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "self_attn.q_proj.weight"));
   // All attention tensors of the block share the prefix of its q_proj.
   const std::string attn_prefix = name.substr(0, name.size() - std::strlen("q_proj.weight"));
-  TANDEM_ASSIGN_OR_RETURN(block.attention_, AttentionLayer::Load(w, attn_prefix, config.attention,
-                                                                 config.hidden_size));
+  TANDEM_ASSIGN_OR_RETURN(
+      block.attention_, AttentionLayer::Load(w, attn_prefix, config.attention, config.hidden_size));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "pre_ff_layernorm.weight"));
   TANDEM_ASSIGN_OR_RETURN(block.pre_ff_norm_, w.Get(name, {h}));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "feed_forward.gate_up_proj.weight"));
@@ -49,9 +49,9 @@ absl::StatusOr<Zamba2SharedBlock> Zamba2SharedBlock::Load(WeightStore& w,
 }
 
 absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
-                                                              const SharedTensorResolver& resolve,
-                                                              int32_t k,
-                                                              const ModelConfig& config) {
+                                                               const SharedTensorResolver& resolve,
+                                                               int32_t k,
+                                                               const ModelConfig& config) {
   Zamba2Adapters a;
   const int32_t b = k % config.num_mem_blocks;
   const int64_t h = config.hidden_size, i = config.intermediate_size, r = config.adapter_rank;
@@ -72,7 +72,8 @@ absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
     qkv.rank = config.adapter_rank;
     std::vector<WeightStore::Part> down_parts;
     for (int j = 0; j < 3; ++j) {
-      const std::string list = absl::StrCat("self_attn.linear_", names[j], "_adapter_list.", k, ".");
+      const std::string list =
+          absl::StrCat("self_attn.linear_", names[j], "_adapter_list.", k, ".");
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "0.weight"));
       down_parts.push_back({name, r});
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "1.weight"));
@@ -100,8 +101,8 @@ void Zamba2SharedBlock::Forward(const ForwardContext& ctx, const float* hidden,
   ops.RmsNorm(c, 2 * h, rows, 2 * h, input_norm_, eps_, cn, 2 * h);
 
   float* attn = ctx.ws.Floats(rows * h);
-  attention_.Forward(ctx, cn, adapters.attention ? &*adapters.attention : nullptr,
-                     attention_index, attn);
+  attention_.Forward(ctx, cn, adapters.attention ? &*adapters.attention : nullptr, attention_index,
+                     attn);
   float* a = ctx.ws.Floats(rows * h);
   ops.RmsNorm(attn, h, rows, h, pre_ff_norm_, eps_, a, h);
 

@@ -32,8 +32,8 @@ using SharedTensorResolver = std::function<std::string(int32_t block, const std:
 class Zamba2SharedBlock {
  public:
   static absl::StatusOr<Zamba2SharedBlock> Load(WeightStore& weights,
-                                                const SharedTensorResolver& resolve,
-                                                int32_t block, const ModelConfig& config);
+                                                const SharedTensorResolver& resolve, int32_t block,
+                                                const ModelConfig& config);
   static absl::StatusOr<Zamba2Adapters> LoadAdapters(WeightStore& weights,
                                                      const SharedTensorResolver& resolve,
                                                      int32_t position, const ModelConfig& config);

@@ -29,27 +29,57 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // ~100M-parameter configurations shaped like the real families.
 nlohmann::json JambaConfig() {
-  return {{"architectures", {"JambaForCausalLM"}}, {"vocab_size", 16384}, {"hidden_size", 768},
-          {"num_hidden_layers", 12}, {"num_attention_heads", 12}, {"num_key_value_heads", 4},
-          {"intermediate_size", 1024}, {"attn_layer_period", 4}, {"attn_layer_offset", 2},
-          {"expert_layer_period", 2}, {"expert_layer_offset", 1}, {"num_experts", 4},
-          {"num_experts_per_tok", 2}, {"mamba_d_state", 16}, {"mamba_d_conv", 4},
-          {"mamba_expand", 2}, {"mamba_dt_rank", 48}};
+  return {{"architectures", {"JambaForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 12},
+          {"num_attention_heads", 12},
+          {"num_key_value_heads", 4},
+          {"intermediate_size", 1024},
+          {"attn_layer_period", 4},
+          {"attn_layer_offset", 2},
+          {"expert_layer_period", 2},
+          {"expert_layer_offset", 1},
+          {"num_experts", 4},
+          {"num_experts_per_tok", 2},
+          {"mamba_d_state", 16},
+          {"mamba_d_conv", 4},
+          {"mamba_expand", 2},
+          {"mamba_dt_rank", 48}};
 }
 nlohmann::json Zamba2Config() {
   std::vector<std::string> types(14, "mamba");
   types[5] = types[9] = types[13] = "hybrid";
-  return {{"architectures", {"Zamba2ForCausalLM"}}, {"vocab_size", 16384}, {"hidden_size", 768},
-          {"num_hidden_layers", 14}, {"layers_block_type", types}, {"mamba_d_state", 64},
-          {"mamba_d_conv", 4}, {"mamba_expand", 2}, {"mamba_ngroups", 1}, {"n_mamba_heads", 24},
-          {"chunk_size", 256}, {"num_attention_heads", 12}, {"intermediate_size", 3072},
-          {"num_mem_blocks", 2}, {"use_shared_attention_adapter", true}, {"adapter_rank", 64},
+  return {{"architectures", {"Zamba2ForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 14},
+          {"layers_block_type", types},
+          {"mamba_d_state", 64},
+          {"mamba_d_conv", 4},
+          {"mamba_expand", 2},
+          {"mamba_ngroups", 1},
+          {"n_mamba_heads", 24},
+          {"chunk_size", 256},
+          {"num_attention_heads", 12},
+          {"intermediate_size", 3072},
+          {"num_mem_blocks", 2},
+          {"use_shared_attention_adapter", true},
+          {"adapter_rank", 64},
           {"use_mem_rope", true}};
 }
 nlohmann::json Mamba2Config() {
-  return {{"architectures", {"Mamba2ForCausalLM"}}, {"vocab_size", 16384}, {"hidden_size", 768},
-          {"num_hidden_layers", 24}, {"num_heads", 24}, {"head_dim", 64}, {"state_size", 128},
-          {"n_groups", 1}, {"expand", 2}, {"conv_kernel", 4}, {"chunk_size", 256}};
+  return {{"architectures", {"Mamba2ForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 24},
+          {"num_heads", 24},
+          {"head_dim", 64},
+          {"state_size", 128},
+          {"n_groups", 1},
+          {"expand", 2},
+          {"conv_kernel", 4},
+          {"chunk_size", 256}};
 }
 
 // Read bandwidth: every thread sums its slice of a buffer much larger than the caches.
@@ -91,7 +121,7 @@ double MeasureGemmPeak(kernels::Ops& ops) {
 }
 
 struct Figures {
-  double params = 0;             // weights held, in floats
+  double params = 0;                   // weights held, in floats
   double prefill_flops_per_token = 0;  // 2 × weights a prefill token multiplies by
   double decode_bytes_per_token = 0;   // weight bytes a decode step reads
 };
@@ -106,8 +136,8 @@ Figures Estimate(const models::Model& model) {
   double inactive = 0;
   for (const models::LayerSpec& layer : c.layers) {
     if (layer.ffn == models::FfnKind::kMoe) {
-      inactive += double{c.num_experts - c.experts_per_token} * 3 * c.hidden_size *
-                  c.intermediate_size;
+      inactive +=
+          double{c.num_experts - c.experts_per_token} * 3 * c.hidden_size * c.intermediate_size;
     }
   }
   const double lm_head = vocab_matrix;
@@ -132,9 +162,10 @@ int Main(int argc, char** argv) {
   const double gemm_peak = MeasureGemmPeak(*ops);
   std::printf("threads: %d, read bandwidth: %.1f GB/s, GEMM peak (2048^3): %.1f GFLOP/s\n\n",
               pool.size(), bandwidth / 1e9, gemm_peak / 1e9);
-  std::printf("| family | params | prefill tok/s (%lld) | prefill GFLOP/s | ÷ GEMM peak | "
-              "decode tok/s (batch 1) | weight GB/s | ÷ bandwidth |\n",
-              static_cast<long long>(prefill_tokens));
+  std::printf(
+      "| family | params | prefill tok/s (%lld) | prefill GFLOP/s | ÷ GEMM peak | "
+      "decode tok/s (batch 1) | weight GB/s | ÷ bandwidth |\n",
+      static_cast<long long>(prefill_tokens));
   std::printf("|---|---|---|---|---|---|---|---|\n");
 
   const std::pair<const char*, nlohmann::json> families[] = {
@@ -155,16 +186,16 @@ int Main(int argc, char** argv) {
     const int64_t vocab = m.config().vocab_size;
     kernels::Workspace ws;
     std::vector<int32_t> prompt(prefill_tokens);
-    for (int64_t i = 0; i < prefill_tokens; ++i) prompt[i] = static_cast<int32_t>(3 + i * 7 % 16000);
+    for (int64_t i = 0; i < prefill_tokens; ++i)
+      prompt[i] = static_cast<int32_t>(3 + i * 7 % 16000);
     std::vector<float> logits(vocab);
 
     // One buffer set reused by every run; pages for prompt + decode.
     const int64_t positions = prefill_tokens + decode_tokens;
     std::vector<float> ssm(std::max<int64_t>(m.layout().ssm_block_floats(), 1));
-    std::vector<std::vector<float>> pages(m.config().num_attention_layers > 0
-                                              ? m.layout().PagesFor(positions)
-                                              : 0,
-                                          std::vector<float>(m.layout().kv_page_floats()));
+    std::vector<std::vector<float>> pages(
+        m.config().num_attention_layers > 0 ? m.layout().PagesFor(positions) : 0,
+        std::vector<float>(m.layout().kv_page_floats()));
     auto fresh = [&]() {
       models::SequenceState s;
       std::fill(ssm.begin(), ssm.end(), 0.0f);
@@ -192,9 +223,9 @@ int Main(int argc, char** argv) {
     const double decode_tps = decode_tokens / decode_best;
     const double prefill_flops = prefill_tps * f.prefill_flops_per_token;
     const double weight_rate = decode_tps * f.decode_bytes_per_token;
-    std::printf("| %s | %.1fM | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", name,
-                f.params / 1e6, prefill_tps, prefill_flops / 1e9, prefill_flops / gemm_peak,
-                decode_tps, weight_rate / 1e9, weight_rate / bandwidth);
+    std::printf("| %s | %.1fM | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", name, f.params / 1e6,
+                prefill_tps, prefill_flops / 1e9, prefill_flops / gemm_peak, decode_tps,
+                weight_rate / 1e9, weight_rate / bandwidth);
     std::fflush(stdout);
   }
   return 0;

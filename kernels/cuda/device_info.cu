@@ -1,9 +1,9 @@
-#include "kernels/cuda/device_info.h"
-
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <vector>
+
+#include "kernels/cuda/device_info.h"
 
 namespace tandem::kernels::cuda {
 namespace {
@@ -46,15 +46,15 @@ bool SelfTest(int device, std::string* error) {
   float* dy = nullptr;
   bool ok = Check(cudaMalloc(&dx, n * sizeof(float)), "cudaMalloc", error) &&
             Check(cudaMalloc(&dy, n * sizeof(float)), "cudaMalloc", error) &&
-            Check(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice),
-                  "cudaMemcpy", error) &&
-            Check(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice),
-                  "cudaMemcpy", error);
+            Check(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy",
+                  error) &&
+            Check(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy",
+                  error);
   if (ok) {
     Saxpy<<<(n + 255) / 256, 256>>>(n, 2.0f, dx, dy);
     ok = Check(cudaGetLastError(), "kernel launch", error) &&
-         Check(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost),
-               "cudaMemcpy", error);
+         Check(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy",
+               error);
   }
   cudaFree(dx);
   cudaFree(dy);

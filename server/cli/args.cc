@@ -59,8 +59,8 @@ absl::StatusOr<std::optional<int64_t>> Args::Int(const std::string& name) const 
   if (!s) return std::optional<int64_t>();
   int64_t v;
   if (!absl::SimpleAtoi(*s, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": '", *s,
-                                                   "' is not an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --", name, ": '", *s, "' is not an integer"));
   }
   return std::optional<int64_t>(v);
 }
@@ -70,8 +70,8 @@ absl::StatusOr<std::optional<double>> Args::Double(const std::string& name) cons
   if (!s) return std::optional<double>();
   double v;
   if (!absl::SimpleAtod(*s, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": '", *s,
-                                                   "' is not a number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --", name, ": '", *s, "' is not a number"));
   }
   return std::optional<double>(v);
 }
@@ -83,8 +83,8 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> Args::IntList(const std::str
   for (absl::string_view part : absl::StrSplit(*s, ',')) {
     int64_t v;
     if (!absl::SimpleAtoi(part, &v)) {
-      return absl::InvalidArgumentError(absl::StrCat("flag --", name, ": '", std::string(part),
-                                                     "' is not an integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", name, ": '", std::string(part), "' is not an integer"));
     }
     out.push_back(v);
   }

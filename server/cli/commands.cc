@@ -1,9 +1,10 @@
 #include "server/cli/commands.h"
-#include "server/cli/simulate_command.h"
 
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include "server/cli/simulate_command.h"
 
 namespace tandem::cli {
 namespace {

@@ -75,8 +75,8 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   if (ids) {
     for (int64_t id : *ids) {
       if (id < 0 || id > INT32_MAX) {
-        return absl::InvalidArgumentError(absl::StrCat("--prompt-ids: ", id,
-                                                       " is not a valid token id"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--prompt-ids: ", id, " is not a valid token id"));
       }
       s.prompt_ids.push_back(static_cast<int32_t>(id));
     }
@@ -88,8 +88,8 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   }
   s.options.max_new_tokens = static_cast<int32_t>(max_new.value_or(16));
 
-  const bool sampling = args.Has("temperature") || args.Has("top-p") || args.Has("top-k") ||
-                        args.Has("seed");
+  const bool sampling =
+      args.Has("temperature") || args.Has("top-p") || args.Has("top-k") || args.Has("seed");
   if (args.Has("greedy") && sampling) {
     return absl::InvalidArgumentError(
         "--greedy cannot be combined with --temperature, --top-p, --top-k or --seed");
@@ -117,17 +117,20 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
 
   TANDEM_ASSIGN_OR_RETURN(auto page, args.Int("page-size"));
   if (page && (*page <= 0 || *page > 65536)) {
-    return absl::InvalidArgumentError(absl::StrCat("--page-size must be in [1, 65536], got ", *page));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--page-size must be in [1, 65536], got ", *page));
   }
   s.load.page_tokens = static_cast<int32_t>(page.value_or(16));
   TANDEM_ASSIGN_OR_RETURN(auto chunk, args.Int("prefill-chunk"));
   if (chunk && *chunk <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--prefill-chunk must be positive, got ", *chunk));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--prefill-chunk must be positive, got ", *chunk));
   }
   s.options.prefill_chunk = chunk.value_or(512);
   TANDEM_ASSIGN_OR_RETURN(auto threads, args.Int("threads"));
   if (threads && (*threads < 0 || *threads > 1024)) {
-    return absl::InvalidArgumentError(absl::StrCat("--threads must be in [0, 1024], got ", *threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in [0, 1024], got ", *threads));
   }
   s.threads = static_cast<int>(threads.value_or(0));
   const std::string backend = args.String("backend").value_or("cpu");
@@ -158,11 +161,11 @@ absl::Status Run(const Settings& settings) {
   const auto load_start = std::chrono::steady_clock::now();
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
                           models::Model::Load(settings.model_dir, load));
-  std::fprintf(stderr, "loaded %s: %s, %d layers, %.1f MB of fp32 weights in %.2f s\n",
-               settings.model_dir.c_str(), model->config().architecture.c_str(),
-               model->config().num_layers, model->weight_bytes() / 1e6,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start)
-                   .count());
+  std::fprintf(
+      stderr, "loaded %s: %s, %d layers, %.1f MB of fp32 weights in %.2f s\n",
+      settings.model_dir.c_str(), model->config().architecture.c_str(), model->config().num_layers,
+      model->weight_bytes() / 1e6,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
 
   std::unique_ptr<models::Tokenizer> tokenizer;
   absl::StatusOr<std::unique_ptr<models::Tokenizer>> loaded =

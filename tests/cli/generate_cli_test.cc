@@ -19,11 +19,11 @@ struct Output {
 };
 
 Output RunTandem(const std::string& args) {
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("tandem_cli_" + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("tandem_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " >" + dir +
-                          "/out 2>" + dir + "/err";
+  const std::string cmd =
+      std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " >" + dir + "/out 2>" + dir + "/err";
   const int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
@@ -44,7 +44,8 @@ TEST(GenerateCliTest, JsonWithPromptIdsAndLogitsDump) {
   const std::string npy = std::filesystem::temp_directory_path() / "tandem_cli_logits.npy";
   const Output o = RunTandem("generate --model " + Model("jamba-tiny") +
                              " --prompt-ids 398,174,304 --max-new-tokens 5 --greedy --json "
-                             "--dump-logits " + npy);
+                             "--dump-logits " +
+                             npy);
   ASSERT_EQ(o.exit_code, 0) << o.err;
   auto json = tandem::models::ParseJsonText(o.out, "stdout");
   ASSERT_TRUE(json.ok()) << o.out;

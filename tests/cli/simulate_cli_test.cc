@@ -19,12 +19,12 @@ struct Output {
 };
 
 Output RunTandem(const std::string& args) {
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("tandem_sim_cli_" + std::to_string(::getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("tandem_sim_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const int status = std::system((std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " >" +
-                                  dir + "/out 2>" + dir + "/err")
-                                     .c_str());
+  const int status = std::system(
+      (std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " >" + dir + "/out 2>" + dir + "/err")
+          .c_str());
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
     std::stringstream s;
@@ -51,11 +51,10 @@ TEST(SimulateCliTest, SimulatePrintsExactlyTheDocumentedKeys) {
       "--policy marconi --json";
   const Output o = RunTandem(args);
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_EQ(Keys(o.out),
-            (std::set<std::string>{"token_hit_rate", "flops_saved", "requests", "input_tokens",
-                                   "hit_tokens", "ssm_checkpoints_admitted", "evictions",
-                                   "alpha_final", "hit_rate_p5", "hit_rate_p50", "hit_rate_p95",
-                                   "wall_seconds"}));
+  EXPECT_EQ(Keys(o.out), (std::set<std::string>{
+                             "token_hit_rate", "flops_saved", "requests", "input_tokens",
+                             "hit_tokens", "ssm_checkpoints_admitted", "evictions", "alpha_final",
+                             "hit_rate_p5", "hit_rate_p50", "hit_rate_p95", "wall_seconds"}));
   // Same seed, same numbers (wall time aside).
   auto a = tandem::models::ParseJsonText(o.out, "a");
   auto b = tandem::models::ParseJsonText(RunTandem(args).out, "b");
@@ -66,9 +65,9 @@ TEST(SimulateCliTest, SimulatePrintsExactlyTheDocumentedKeys) {
 }
 
 TEST(SimulateCliTest, ModelDirectoryGivesTheSpec) {
-  const Output o = RunTandem("simulate --workload sharegpt --model-spec " +
-                             std::string(TANDEM_TEST_DATA) +
-                             "/models/zamba2-tiny --capacity-gb 0.05 --policy sglang-plus --json");
+  const Output o =
+      RunTandem("simulate --workload sharegpt --model-spec " + std::string(TANDEM_TEST_DATA) +
+                "/models/zamba2-tiny --capacity-gb 0.05 --policy sglang-plus --json");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(Keys(o.out).count("token_hit_rate"), 1u);
 }

@@ -40,7 +40,8 @@ TEST(GeneratorTest, GreedyOutputMatchesTheReferenceAndFreesEverything) {
     SCOPED_TRACE(name);
     auto model = LoadModel(name);
     ASSERT_NE(model, nullptr);
-    auto manifest = models::ReadJsonFile(Fixture(std::string("reference/") + name + "/manifest.json"));
+    auto manifest =
+        models::ReadJsonFile(Fixture(std::string("reference/") + name + "/manifest.json"));
     ASSERT_TRUE(manifest.ok());
     const auto& c = (*manifest)["cases"][3];  // 80 tokens: several chunks and pages
     const std::vector<int32_t> prompt = c["prompt_ids"].get<std::vector<int32_t>>();

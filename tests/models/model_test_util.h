@@ -60,9 +60,9 @@ class TestSequence {
 
 // Runs `tokens` on `seq`; returns all rows of logits (tokens × vocab) or just the last row.
 inline std::vector<float> RunTokens(const models::Model& model, kernels::Ops& ops,
-                              kernels::Workspace& ws, TestSequence& seq,
-                              std::span<const int32_t> tokens, bool all_logits,
-                              std::span<const models::SsmSnapshot> snapshots = {}) {
+                                    kernels::Workspace& ws, TestSequence& seq,
+                                    std::span<const int32_t> tokens, bool all_logits,
+                                    std::span<const models::SsmSnapshot> snapshots = {}) {
   seq.Reserve(seq.state().tokens + static_cast<int64_t>(tokens.size()));
   const models::SequenceInput input{&seq.state(), tokens, snapshots, all_logits};
   std::vector<float> logits(models::Model::LogitRows({&input, 1}) * model.config().vocab_size);

@@ -6,10 +6,10 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backends.h"
+#include "model_test_util.h"
 #include "models/json_file.h"
 #include "models/model.h"
 #include "models/npy.h"
-#include "model_test_util.h"
 
 namespace tandem::testing {
 namespace {
@@ -48,10 +48,10 @@ TEST_P(ReferenceParityTest, PrefillLogitsAndGreedyTokensMatchTransformers) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const std::vector<int32_t> prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const std::vector<int32_t> greedy = c["greedy_ids"].get<std::vector<int32_t>>();
-    auto prefill_ref = models::ReadNpy(ReferenceDir(pc.model) + "/" +
-                                       c["prefill_logits_file"].get<std::string>());
-    auto greedy_ref = models::ReadNpy(ReferenceDir(pc.model) + "/" +
-                                      c["greedy_logits_file"].get<std::string>());
+    auto prefill_ref =
+        models::ReadNpy(ReferenceDir(pc.model) + "/" + c["prefill_logits_file"].get<std::string>());
+    auto greedy_ref =
+        models::ReadNpy(ReferenceDir(pc.model) + "/" + c["greedy_logits_file"].get<std::string>());
     ASSERT_TRUE(prefill_ref.ok()) << prefill_ref.status();
     ASSERT_TRUE(greedy_ref.ok()) << greedy_ref.status();
 
@@ -65,8 +65,8 @@ TEST_P(ReferenceParityTest, PrefillLogitsAndGreedyTokensMatchTransformers) {
     for (size_t i = 0; i < greedy.size(); ++i) {
       const std::span<const float> ref_row(greedy_ref->data.data() + i * vocab, vocab);
       EXPECT_LE(MaxAbsDiff(row, ref_row), kTolerance) << "greedy step " << i;
-      const int32_t token = static_cast<int32_t>(
-          std::max_element(row.begin(), row.end()) - row.begin());
+      const int32_t token =
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
       ASSERT_EQ(token, greedy[i]) << "greedy step " << i;
       row = RunTokens(**model, *ops, ws, seq, std::span<const int32_t>(&token, 1), false);
       ASSERT_EQ(row.size(), static_cast<size_t>(vocab));

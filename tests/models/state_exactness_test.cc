@@ -131,9 +131,9 @@ TEST_P(StateExactnessTest, RestoreFromCheckpointEqualsFullPrefill) {
   }
 
   // The checkpoint after the last token equals the live state of the source sequence.
-  EXPECT_LE(MaxAbsDiff(blocks.back(), std::vector<float>(source.state().ssm,
-                                                         source.state().ssm + block)),
-            0.0f);
+  EXPECT_LE(
+      MaxAbsDiff(blocks.back(), std::vector<float>(source.state().ssm, source.state().ssm + block)),
+      0.0f);
 }
 
 TEST_P(StateExactnessTest, PageSizesGiveEqualResults) {
