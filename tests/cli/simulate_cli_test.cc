@@ -8,33 +8,13 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "run_tandem.h"
 #include "models/json_file.h"
 
 namespace {
 
-struct Output {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-Output RunTandem(const std::string& args) {
-  const std::string dir =
-      std::filesystem::temp_directory_path() / ("tandem_sim_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const int status = std::system(
-      (std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " >" + dir + "/out 2>" + dir + "/err")
-          .c_str());
-  auto slurp = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
-  Output o{WEXITSTATUS(status), slurp(dir + "/out"), slurp(dir + "/err")};
-  std::filesystem::remove_all(dir);
-  return o;
-}
+using Output = tandem::testing::TandemOutput;
+using tandem::testing::RunTandem;
 
 std::set<std::string> Keys(const std::string& text) {
   auto json = tandem::models::ParseJsonText(text, "stdout");
