@@ -46,10 +46,28 @@ class Fields {
                                    std::optional<int64_t> fallback = std::nullopt) const {
     auto v = Int(key, fallback);
     if (!v.ok()) return v.status();
-    if (*v <= 0 || *v > std::numeric_limits<int32_t>::max()) {
-      return Error(key, absl::StrCat("must be a positive 32-bit integer, found ", *v));
+    const int64_t limit = UpperLimit(key);
+    if (*v <= 0 || *v > limit) {
+      return Error(key, absl::StrCat("must be in [1, ", limit, "], found ", *v));
     }
     return static_cast<int32_t>(*v);
+  }
+
+  // Far above any real model, low enough that no product of dimensions the graph forms
+  // overflows and that an absurd layer count cannot exhaust memory before the weights are read.
+  static int64_t UpperLimit(std::string_view key) {
+    if (key == "vocab_size") return int64_t{1} << 24;
+    if (key == "num_hidden_layers") return 4096;
+    if (key == "intermediate_size") return int64_t{1} << 20;
+    if (key == "mamba_expand" || key == "expand" || key == "mamba_d_conv" ||
+        key == "conv_kernel") {
+      return 64;
+    }
+    if (key == "hidden_size" || key == "attention_hidden_size" || key == "mamba_dt_rank" ||
+        key == "chunk_size") {
+      return int64_t{1} << 17;
+    }
+    return int64_t{1} << 14;  // head counts, head dims, groups, state sizes, experts, ranks
   }
 
   absl::StatusOr<double> Number(const char* key, std::optional<double> fallback) const {

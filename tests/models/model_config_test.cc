@@ -76,5 +76,22 @@ TEST(ModelConfigTest, EosListAndLegacyZamba2Types) {
   EXPECT_NE(bad.status().message().find("layers_block_type"), std::string::npos);
 }
 
+TEST(ModelConfigTest, AbsurdDimensionsAreRefusedBeforeAnythingIsBuilt) {
+  nlohmann::json j = {{"architectures", {"JambaForCausalLM"}},
+                      {"vocab_size", 100},
+                      {"hidden_size", 64},
+                      {"num_hidden_layers", 2000000000}};
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'num_hidden_layers' must be in [1, 4096]"),
+            std::string::npos)
+      << c.status();
+  j["num_hidden_layers"] = 2;
+  j["num_attention_heads"] = 1 << 20;
+  c = ParseModelConfig(j, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("num_attention_heads"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem::models
