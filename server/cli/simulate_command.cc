@@ -128,7 +128,8 @@ void Print(const nlohmann::ordered_json& j, bool json) {
 
 constexpr char kSimulateSynopsis[] =
     "(--trace FILE | --workload NAME) [--seed S] --model-spec NAME|DIR --capacity-gb X "
-    "--policy none|vllm-plus|sglang-plus|marconi [--alpha A] [--json]";
+    "--policy none|vllm-plus|sglang-plus|marconi [--alpha A] [--json] "
+    "[--sessions N] [--sessions-per-second R]";
 constexpr char kAllocSynopsis[] =
     "--workload NAME --allocator padded-unified|fixed-dual:R|avmp-static:R|avmp-dynamic "
     "--pool-gib G --model-spec NAME [--seed S] [--json]";
@@ -143,12 +144,16 @@ int RunSimulate(int argc, char** argv) {
   std::string error;
   if (!ParseFlags(argc, argv,
                   {"trace", "workload", "seed", "model-spec", "capacity-gb", "policy", "alpha",
-                   "per-request-out", "bootstrap-multiplier"},
+                   "per-request-out", "bootstrap-multiplier", "sessions", "sessions-per-second"},
                   {"json"}, &f, &error)) {
     return Usage(cmd, error, kSimulateSynopsis);
   }
   if (f.count("trace") == f.count("workload")) {
     return Usage(cmd, "give exactly one of --trace and --workload", kSimulateSynopsis);
+  }
+  if (f.count("trace") && (f.count("sessions") || f.count("sessions-per-second"))) {
+    return Usage(cmd, "--sessions and --sessions-per-second shape generated workloads only",
+                 kSimulateSynopsis);
   }
   for (const char* required : {"model-spec", "capacity-gb", "policy"}) {
     if (!f.count(required)) {
@@ -199,6 +204,27 @@ int RunSimulate(int argc, char** argv) {
   } else {
     cache::WorkloadOptions options;
     options.seed = seed;
+    // The generators' arrival process: how many sessions, and how fast they start (the paper
+    // sweeps the rate; more sessions in flight means more contention for the cache).
+    if (f.count("sessions")) {
+      double sessions = 0;
+      if (!ParseNumber("sessions", f["sessions"], &sessions, &error) || sessions < 1 ||
+          sessions > 1e6 || sessions != std::floor(sessions)) {
+        return Usage(cmd, error.empty() ? "--sessions must be an integer in [1, 1000000]" : error,
+                     kSimulateSynopsis);
+      }
+      options.sessions = static_cast<size_t>(sessions);
+    }
+    if (f.count("sessions-per-second")) {
+      double rate = 0;
+      if (!ParseNumber("sessions-per-second", f["sessions-per-second"], &rate, &error) ||
+          rate <= 0 || rate > 1e6) {
+        return Usage(cmd,
+                     error.empty() ? "--sessions-per-second must be in (0, 1000000]" : error,
+                     kSimulateSynopsis);
+      }
+      options.sessions_per_second = rate;
+    }
     trace = cache::GenerateSessionWorkload(f["workload"], options);
     if (!trace.ok()) return Usage(cmd, std::string(trace.status().message()), kSimulateSynopsis);
   }

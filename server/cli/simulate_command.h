@@ -6,6 +6,7 @@
 //   tandem simulate (--trace FILE | --workload NAME) [--seed S] --model-spec NAME|DIR
 //                   --capacity-gb X --policy none|vllm-plus|sglang-plus|marconi [--alpha A]
 //                   [--json] [--per-request-out FILE] [--bootstrap-multiplier K]
+//                   [--sessions N] [--sessions-per-second R]
 //   tandem simulate-alloc --workload NAME
 //                   --allocator padded-unified|fixed-dual:R|avmp-static:R|avmp-dynamic
 //                   --pool-gib G --model-spec NAME [--seed S] [--json]

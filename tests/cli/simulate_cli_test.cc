@@ -52,6 +52,24 @@ TEST(SimulateCliTest, ModelDirectoryGivesTheSpec) {
   EXPECT_EQ(Keys(o.out).count("token_hit_rate"), 1u);
 }
 
+TEST(SimulateCliTest, SessionCountAndRateShapeTheWorkload) {
+  const std::string base =
+      "simulate --workload lmsys --model-spec jamba-1.5-mini --capacity-gb 2 --policy marconi "
+      "--json";
+  auto requests = [&](const std::string& extra) {
+    const Output o = RunTandem(base + extra);
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    auto json = tandem::models::ParseJsonText(o.out, "stdout");
+    return json.ok() ? (*json)["requests"].get<int64_t>() : -1;
+  };
+  const int64_t ten = requests(" --sessions 10");
+  const int64_t forty = requests(" --sessions 40 --sessions-per-second 4");
+  EXPECT_GT(ten, 0);
+  EXPECT_GT(forty, 2 * ten);
+  EXPECT_EQ(RunTandem(base + " --sessions 0").exit_code, 2);
+  EXPECT_EQ(RunTandem(base + " --sessions-per-second -1").exit_code, 2);
+}
+
 TEST(SimulateCliTest, SimulateAllocPrintsExactlyTheDocumentedKeys) {
   const Output o = RunTandem(
       "simulate-alloc --workload uniform_short --allocator avmp-dynamic --pool-gib 4 "
