@@ -63,7 +63,8 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   const size_t vocab = logits.size();
   order_.resize(vocab);
   std::iota(order_.begin(), order_.end(), 0);
-  // Candidates by descending logit (ties: lower id first), cut to top_k.
+  // Candidates by descending logit (ties: lower id first), cut to top_k. Ordering is needed only
+  // when top-k or top-p restricts the candidates; plain temperature sampling skips the sort.
   size_t keep = vocab;
   auto by_logit = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
@@ -71,12 +72,13 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab) {
     keep = params_.top_k;
     std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
-  } else {
+  } else if (params_.top_p < 1.0f) {
     std::sort(order_.begin(), order_.end(), by_logit);
   }
   // Softmax at the temperature, in double, over the candidates.
   probs_.resize(keep);
-  const double max_logit = logits[order_[0]];
+  double max_logit = logits[order_[0]];
+  for (size_t i = 1; i < keep; ++i) max_logit = std::max<double>(max_logit, logits[order_[i]]);
   double total = 0;
   for (size_t i = 0; i < keep; ++i) {
     probs_[i] = std::exp((logits[order_[i]] - max_logit) / params_.temperature);

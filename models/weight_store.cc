@@ -13,12 +13,6 @@ absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
   return tensors_.back().data().data();
 }
 
-absl::StatusOr<const float*> WeightStore::GetOptional(const std::string& name,
-                                                      std::initializer_list<int64_t> shape) {
-  if (!source_.Has(name)) return nullptr;
-  return Get(name, shape);
-}
-
 absl::StatusOr<const float*> WeightStore::Stack(const std::vector<Part>& parts, int64_t cols) {
   int64_t rows = 0;
   for (const Part& p : parts) rows += p.rows;

@@ -23,9 +23,6 @@ class WeightStore {
 
   // The tensor `name` with exactly `shape`; errors name the file and tensor.
   absl::StatusOr<const float*> Get(const std::string& name, std::initializer_list<int64_t> shape);
-  // As Get, but null when the checkpoint does not have `name`.
-  absl::StatusOr<const float*> GetOptional(const std::string& name,
-                                           std::initializer_list<int64_t> shape);
 
   // Tensors stacked along their first dimension into one owned array, so that several linear
   // layers reading the same input run as one GEMM (e.g. q ‖ k ‖ v, gate ‖ up). Each part is

@@ -49,7 +49,6 @@ class TestSequence {
       state_.kv_pages.push_back(pages_.back().get());
     }
   }
-  std::vector<float> CopySsm() const { return ssm_; }
 
  private:
   const models::Model& model_;
