@@ -132,6 +132,51 @@ struct AttentionArgs {
   float* out = nullptr;  int64_t ld_out = 0;  // [T, heads·head_dim]
 };
 
+// One part of a decomposed attention (Hydragen, DESIGN §4): queries attend to a key range that
+// is only part of their context, so besides the normalised output the op returns, per row and
+// query head, the log-sum-exp of the scaled scores, lse = log Σ_k exp(scale·q·k). Parts over
+// disjoint key ranges then merge exactly with MergeAttention. An empty key range gives out = 0
+// and lse = −inf.
+//
+// Row t is the query at position start_pos + t. Without `causal` every row sees every key of
+// [key_begin, key_end); with it, row t sees only keys < start_pos + t + 1 (suffix prefill).
+struct PartialAttentionArgs {
+  int64_t rows = 0;
+  int64_t start_pos = 0;
+  bool causal = false;
+  int32_t heads = 0;
+  const float* q = nullptr;  int64_t ld_q = 0;  // [rows, heads·head_dim]
+  PagedKv kv;
+  int64_t key_begin = 0;
+  int64_t key_end = 0;
+  float scale = 1.0f;
+  float* out = nullptr;  int64_t ld_out = 0;  // [rows, heads·head_dim]
+  float* lse = nullptr;  int64_t ld_lse = 0;  // [rows, heads], fp32
+};
+
+// The prefix part of Hydragen: `rows` queries of different sequences (one decode row each) that
+// all share the KV pages of [key_begin, key_end) — `kv` is any one member's page table. The
+// contract is PartialAttentionArgs without a mask (prefix keys precede every query), but the work
+// is done as one matrix-matrix product per kv head: the heads/kv_heads query heads of a GQA group
+// fold into rows, so the shared K/V is read once for all sequences instead of once per sequence.
+struct SharedPrefixAttentionArgs {
+  int64_t rows = 0;
+  int32_t heads = 0;
+  const float* q = nullptr;  int64_t ld_q = 0;  // [rows, heads·head_dim]
+  PagedKv kv;
+  int64_t key_begin = 0;
+  int64_t key_end = 0;
+  float scale = 1.0f;
+  float* out = nullptr;  int64_t ld_out = 0;  // [rows, heads·head_dim]
+  float* lse = nullptr;  int64_t ld_lse = 0;  // [rows, heads], fp32
+};
+
+// A part to merge: a PartialAttention / SharedPrefixAttention result for the same rows and heads.
+struct AttentionPart {
+  const float* out = nullptr;  int64_t ld_out = 0;  // [rows, heads·head_dim]
+  const float* lse = nullptr;  int64_t ld_lse = 0;  // [rows, heads]
+};
+
 // Top-k mixture of experts with gated-MLP experts: out[t] = Σ_j w_j · Expert_{e_j}(x[t]).
 // Weights are the top-k of softmax(router · x) over all experts; `renormalize` rescales the k
 // weights to sum to 1 (Granite) instead of keeping them as they are (Jamba).
@@ -203,6 +248,22 @@ class Ops {
                        int64_t start_pos, const PagedKv& kv) = 0;
 
   virtual void Attention(const AttentionArgs& args, Workspace& ws) = 0;
+
+  // Attention over a key range, with its log-sum-exp (see PartialAttentionArgs). Per row: cost
+  // and memory traffic like Attention's.
+  virtual void PartialAttention(const PartialAttentionArgs& args, Workspace& ws) = 0;
+
+  // Attention of many sequences' decode rows over one shared key range (Hydragen's prefix part).
+  virtual void SharedPrefixAttention(const SharedPrefixAttentionArgs& args, Workspace& ws) = 0;
+
+  // Merges attention parts over disjoint key ranges of the same queries into the attention over
+  // their union (DESIGN §4), per row and head, stably in fp32:
+  //   L = log Σ_i exp(lse_i),   out = Σ_i exp(lse_i − L)·out_i.
+  // A part with lse = −inf weighs nothing (its out is not read). `lse` may be null; otherwise it
+  // receives L, so merges chain. `out` may be parts[0].out with the same row stride.
+  virtual void MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
+                              int32_t head_dim, float* out, int64_t ld_out, float* lse,
+                              int64_t ld_lse) = 0;
 };
 
 }  // namespace tandem::kernels

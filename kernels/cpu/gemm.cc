@@ -146,6 +146,18 @@ void BlasGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float*
   }
 }
 
+void BlasSgemmNT(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld_a, const float* b,
+                 int64_t ld_b, float beta, float* c, int64_t ld_c) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, ld_a, b, ld_b, beta, c,
+              ld_c);
+}
+
+void BlasSgemmNN(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld_a, const float* b,
+                 int64_t ld_b, float beta, float* c, int64_t ld_c) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, ld_a, b, ld_b, beta, c,
+              ld_c);
+}
+
 void SetBlasThreads(int threads) { openblas_set_num_threads(threads); }
 
 }  // namespace tandem::kernels

@@ -18,6 +18,13 @@ void OwnGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* 
 void BlasGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
                 const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y);
 
+// Plain single-threaded sgemm shapes for kernels that are not a Linear (attention tiles):
+//   NT: c[m,n] = a[m,k]·b[n,k]ᵀ + beta·c        NN: c[m,n] = a[m,k]·b[k,n] + beta·c
+void BlasSgemmNT(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld_a, const float* b,
+                 int64_t ld_b, float beta, float* c, int64_t ld_c);
+void BlasSgemmNN(int64_t m, int64_t n, int64_t k, const float* a, int64_t ld_a, const float* b,
+                 int64_t ld_b, float beta, float* c, int64_t ld_c);
+
 // Limits OpenBLAS's own threading (process-wide).
 void SetBlasThreads(int threads);
 

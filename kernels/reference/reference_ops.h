@@ -38,6 +38,11 @@ class ReferenceOps : public Ops {
   void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                int64_t start_pos, const PagedKv& kv) override;
   void Attention(const AttentionArgs& args, Workspace& ws) override;
+  void PartialAttention(const PartialAttentionArgs& args, Workspace& ws) override;
+  void SharedPrefixAttention(const SharedPrefixAttentionArgs& args, Workspace& ws) override;
+  void MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
+                      int32_t head_dim, float* out, int64_t ld_out, float* lse,
+                      int64_t ld_lse) override;
 };
 
 // The router's choice for one token: the top-k experts of softmax(logits) over all experts, by
