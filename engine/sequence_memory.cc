@@ -29,6 +29,11 @@ SsmCheckpoint& SsmCheckpoint::operator=(SsmCheckpoint&& other) noexcept {
   return *this;
 }
 
+cache::Handle SsmCheckpoint::Release() {
+  allocator_ = nullptr;
+  return handle_;
+}
+
 SsmCheckpoint::~SsmCheckpoint() {
   if (allocator_ != nullptr) allocator_->Free(handle_);
 }
@@ -57,6 +62,21 @@ SequenceMemory::SequenceMemory(SequenceMemory&& other) noexcept
 SequenceMemory::~SequenceMemory() {
   for (cache::Handle h : owned_handles_) allocator_->Free(h);
   if (ssm_handle_.valid()) allocator_->Free(ssm_handle_);
+}
+
+SequenceMemory::Released SequenceMemory::Release() {
+  Released released;
+  const size_t needed = static_cast<size_t>(model_->layout().PagesFor(state_.tokens));
+  while (state_.kv_pages.size() > needed && !owned_handles_.empty()) {
+    allocator_->Free(owned_handles_.back());
+    owned_handles_.pop_back();
+    state_.kv_pages.pop_back();
+  }
+  released.kv_pages = std::move(owned_handles_);
+  owned_handles_.clear();
+  released.ssm_block = std::exchange(ssm_handle_, cache::Handle());
+  state_ = {};
+  return released;
 }
 
 absl::StatusOr<float*> SequenceMemory::NewPage() {

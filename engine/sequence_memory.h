@@ -24,6 +24,9 @@ class SsmCheckpoint {
   ~SsmCheckpoint();
 
   float* data() const { return data_; }
+  cache::Handle handle() const { return handle_; }
+  // Gives up ownership (to the prefix cache); the object no longer frees anything.
+  cache::Handle Release();
 
  private:
   SsmCheckpoint(cache::BlockAllocator* allocator, cache::Handle handle, float* data)
@@ -60,6 +63,18 @@ class SequenceMemory {
 
   // KV pages this sequence owns (excludes shared ones).
   size_t owned_pages() const { return owned_handles_.size(); }
+  // Leading pages borrowed from a checkpoint's source by RestoreFrom (owned by someone else).
+  size_t shared_pages() const { return state_.kv_pages.size() - owned_handles_.size(); }
+
+  // Hands the state to the prefix cache: the owned KV pages in page order (they follow the
+  // shared ones) and the SSM block holding the state after state().tokens tokens. Pages beyond
+  // the ones that hold positions are freed first. Afterwards this object owns nothing and its
+  // state is empty.
+  struct Released {
+    std::vector<cache::Handle> kv_pages;
+    cache::Handle ssm_block;  // invalid for a model without SSM layers
+  };
+  Released Release();
 
  private:
   SequenceMemory(cache::BlockAllocator& allocator, const models::Model& model)

@@ -1,0 +1,103 @@
+// The engine's use of the hybrid prefix cache (DESIGN §1 steps 2 and 4): before a sequence's
+// prefill, find its usable cached prefix, restore that prefix's KV pages and SSM checkpoint into
+// the sequence's memory and learn where prefill must save the SSM state (Marconi's speculative
+// insertion); when the sequence finishes or is preempted, hand its pages and saved states to
+// the tree. Also owns the online α tuner for FLOP-aware eviction.
+#ifndef TANDEM_ENGINE_CACHE_BINDING_H_
+#define TANDEM_ENGINE_CACHE_BINDING_H_
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache/alpha_tuner.h"
+#include "cache/block_allocator.h"
+#include "cache/model_spec.h"
+#include "cache/prefix_cache.h"
+#include "engine/sequence_memory.h"
+#include "models/model.h"
+
+namespace tandem::engine {
+
+enum class CachePolicy {
+  kNone,        // no prefix caching: every prompt is prefilled in full
+  kVllmPlus,    // a checkpoint every 32 tokens, LRU over leaves
+  kSglangPlus,  // Marconi's admission (branch point + last token), LRU over leaves
+  kMarconi,     // Marconi's admission and FLOP-aware eviction with online α tuning
+};
+// "none", "vllm-plus", "sglang-plus", "marconi".
+absl::StatusOr<CachePolicy> ParseCachePolicy(const std::string& name);
+const char* CachePolicyName(CachePolicy policy);
+
+struct CacheBindingConfig {
+  CachePolicy policy = CachePolicy::kMarconi;
+  double alpha = -1;  // marconi: < 0 tunes α online, otherwise fixes it
+  cache::TunerConfig tuner;
+};
+
+class CacheBinding {
+ public:
+  // nullptr for CachePolicy::kNone. `model`, `spec` and `allocator` must outlive the binding.
+  static std::unique_ptr<CacheBinding> Create(const CacheBindingConfig& config,
+                                              const models::Model& model,
+                                              const cache::ModelSpec& spec,
+                                              cache::BlockAllocator* allocator);
+  ~CacheBinding();
+
+  struct Restored {
+    cache::PrefixCache::LeaseId lease = 0;
+    size_t usable_tokens = 0;  // restored into the memory; prefill starts here
+    size_t cached_tokens = 0;  // matched in the tree (≥ usable; the rest had no checkpoint)
+    std::vector<size_t> checkpoint_positions;  // where prefill must save the SSM state
+  };
+  // Looks `tokens` up (keeping the last token for prefill: its logits are needed) and restores
+  // the usable prefix into `memory`, a fresh sequence. On error (no memory for the copied
+  // partial page) the lease is released and `memory` must be discarded.
+  absl::StatusOr<Restored> LookupAndRestore(std::span<const int32_t> tokens,
+                                            SequenceMemory& memory);
+  void Abort(cache::PrefixCache::LeaseId lease);
+  // Inserts the first memory.state().tokens of `tokens` with the sequence's pages, its live SSM
+  // state and the states it saved. Takes everything `memory` and `saved` own.
+  void Insert(cache::PrefixCache::LeaseId lease, std::span<const int32_t> tokens,
+              SequenceMemory& memory, std::vector<std::pair<size_t, SsmCheckpoint>>& saved);
+  // Tells the α tuner about a finished request (once per request, after its last Insert).
+  void ReportFinished(std::span<const int32_t> prompt, std::span<const int32_t> output,
+                      size_t hit_tokens);
+
+  // Evicts cached state until `units` of `pool` are free again; returns the units freed.
+  size_t Evict(cache::Pool pool, size_t units) { return cache_->Evict(pool, units); }
+  // Drops every unpinned node.
+  void EvictAll() { cache_->EvictToBytes(0); }
+
+  cache::PrefixCacheStats stats() const { return cache_->stats(); }
+  double alpha() const { return cache_->alpha(); }
+  size_t alpha_tunings() const { return tuner_ ? tuner_->events().size() : 0; }
+  std::vector<cache::AlphaTuning> tuning_events() const {
+    return tuner_ ? tuner_->events() : std::vector<cache::AlphaTuning>{};
+  }
+  CachePolicy policy() const { return config_.policy; }
+  // Waits for a background α replay (tests, shutdown).
+  void WaitForTuner() {
+    if (tuner_) tuner_->Wait();
+  }
+
+ private:
+  CacheBinding(const CacheBindingConfig& config, const models::Model& model,
+               cache::BlockAllocator* allocator)
+      : config_(config), model_(model), allocator_(allocator) {}
+
+  CacheBindingConfig config_;
+  const models::Model& model_;
+  cache::BlockAllocator* allocator_;
+  std::unique_ptr<cache::PrefixCache> cache_;
+  std::unique_ptr<cache::AlphaTuner> tuner_;
+  std::vector<float*> page_ptrs_;  // reused by LookupAndRestore
+};
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_CACHE_BINDING_H_

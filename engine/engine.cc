@@ -1,0 +1,168 @@
+#include "engine/engine.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cache/allocator_factory.h"
+#include "engine/cache_model_spec.h"
+#include "kernels/backends.h"
+#include "models/status_macros.h"
+
+namespace tandem::engine {
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& model,
+                                                       const models::Tokenizer* tokenizer,
+                                                       const EngineConfig& config,
+                                                       std::unique_ptr<kernels::Ops> ops) {
+  if (config.allocator.rfind("padded-unified", 0) == 0) {
+    return absl::InvalidArgumentError(
+        "allocator: padded-unified changes the page size and exists only in simulations; use "
+        "avmp-dynamic, avmp-static:R or fixed-dual:R");
+  }
+  if (config.scheduler.max_running < 1 || config.scheduler.step_tokens < 1 ||
+      config.scheduler.prefill_chunk < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scheduler: max_running, step_tokens and prefill_chunk must be positive, got ",
+                     config.scheduler.max_running, ", ", config.scheduler.step_tokens, ", ",
+                     config.scheduler.prefill_chunk));
+  }
+  std::unique_ptr<Engine> engine(new Engine(model, config));
+  TANDEM_ASSIGN_OR_RETURN(engine->spec_, CacheModelSpecFor(model.config(), model.dir()));
+  cache::AllocatorOptions options;
+  options.budget_bytes = config.memory_bytes;
+  options.page_tokens = static_cast<size_t>(model.layout().page_tokens());
+  options.backing = cache::BackingKind::kHost;
+  TANDEM_ASSIGN_OR_RETURN(cache::NamedAllocator named,
+                          cache::CreateAllocator(config.allocator, engine->spec_, options));
+  const bool kv = model.config().num_attention_layers > 0;
+  const bool ssm = model.config().num_ssm_layers > 0;
+  if ((kv && named.allocator->unit_bytes(cache::Pool::kKvPage) != model.layout().kv_page_bytes()) ||
+      (ssm &&
+       named.allocator->unit_bytes(cache::Pool::kSsmBlock) != model.layout().ssm_block_bytes())) {
+    return absl::InternalError(absl::StrCat(
+        "allocator units (", named.allocator->unit_bytes(cache::Pool::kKvPage), ", ",
+        named.allocator->unit_bytes(cache::Pool::kSsmBlock), " bytes) differ from the model's (",
+        model.layout().kv_page_bytes(), ", ", model.layout().ssm_block_bytes(), ")"));
+  }
+  engine->allocator_ = std::move(named.allocator);
+  if (ops == nullptr) ops = kernels::MakeCpuOps(config.threads);
+  engine->runner_ = std::make_unique<ModelRunner>(model, std::move(ops));
+  engine->scheduler_ =
+      std::make_unique<Scheduler>(model, tokenizer, engine->allocator_.get(), engine->spec_,
+                                  engine->runner_.get(), config.scheduler);
+  engine->stats_ = engine->scheduler_->stats();
+  engine->loop_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
+  TANDEM_RETURN_IF_ERROR(scheduler_->Validate(request));
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) return absl::UnavailableError("the engine is shutting down");
+    if (stats_.waiting + inbox_.size() >= config_.max_waiting) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the queue is full (", config_.max_waiting, " waiting requests)"));
+    }
+    const RequestId id = next_id_++;
+    stream = std::make_shared<RequestStream>(id);
+    inbox_.push_back({id, std::move(request), stream, Clock::now()});
+    live_[id] = stream;
+    loop_idle_ = false;
+  }
+  wake_.notify_one();
+  return stream;
+}
+
+bool Engine::Cancel(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return false;
+    std::shared_ptr<RequestStream> stream = it->second.lock();
+    if (stream == nullptr || stream->finished()) return false;
+    cancels_.push_back(id);
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void Engine::Drain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  accepting_ = false;
+  idle_.wait(lock, [&] { return loop_idle_ || stopping_; });
+}
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (loop_.joinable()) loop_.join();
+}
+
+SchedulerStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Engine::Loop() {
+  std::vector<Submission> inbox;
+  std::vector<RequestId> cancels;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (scheduler_->idle() && inbox_.empty() && cancels_.empty() && !stopping_) {
+        loop_idle_ = true;
+        idle_.notify_all();
+        wake_.wait(lock, [&] { return !inbox_.empty() || !cancels_.empty() || stopping_; });
+      }
+      if (stopping_) break;
+      inbox.swap(inbox_);
+      cancels.swap(cancels_);
+      loop_idle_ = false;
+    }
+    for (Submission& s : inbox) {
+      scheduler_->Add(s.id, std::move(s.request), std::move(s.stream), s.submitted);
+    }
+    inbox.clear();
+    for (RequestId id : cancels) scheduler_->Cancel(id);
+    cancels.clear();
+
+    scheduler_->Step();
+
+    SchedulerStats stats = scheduler_->stats();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_ = std::move(stats);
+    for (auto it = live_.begin(); it != live_.end();) {
+      std::shared_ptr<RequestStream> stream = it->second.lock();
+      if (stream == nullptr || stream->finished()) {
+        live_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Shutting down: everything still queued or running ends as cancelled.
+  std::vector<Submission> leftover;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leftover.swap(inbox_);
+  }
+  for (Submission& s : leftover) {
+    scheduler_->Add(s.id, std::move(s.request), std::move(s.stream), s.submitted);
+  }
+  scheduler_->CancelAll();
+  if (scheduler_->cache() != nullptr) scheduler_->cache()->WaitForTuner();
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = scheduler_->stats();
+  loop_idle_ = true;
+  idle_.notify_all();
+}
+
+}  // namespace tandem::engine

@@ -1,0 +1,100 @@
+// The engine API that the server builds on: Submit() returns a stream of events, Cancel() stops
+// a request at any moment, stats() reports load, memory and the cache. Thread-safe. The
+// scheduler runs on the engine's own loop thread, which never waits for a client: events go
+// into each request's stream and are read at the client's pace.
+#ifndef TANDEM_ENGINE_ENGINE_H_
+#define TANDEM_ENGINE_ENGINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "cache/block_allocator.h"
+#include "cache/model_spec.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/scheduler.h"
+#include "kernels/ops.h"
+#include "models/model.h"
+#include "models/tokenizer.h"
+
+namespace tandem::engine {
+
+struct EngineConfig {
+  SchedulerConfig scheduler;
+  // Memory for KV pages and SSM blocks (running sequences and the prefix cache together).
+  size_t memory_bytes = size_t{1} << 30;
+  // avmp-dynamic[:R] | avmp-static:R | fixed-dual:R (cache/allocator_factory.h)
+  std::string allocator = "avmp-dynamic";
+  int threads = 0;            // compute threads; 0 = one per core
+  size_t max_waiting = 1024;  // queued requests beyond which Submit refuses
+};
+
+class Engine {
+ public:
+  // `model` and `tokenizer` (may be null) must outlive the engine. `ops` defaults to the fast
+  // CPU backend.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const models::Model& model, const models::Tokenizer* tokenizer, const EngineConfig& config,
+      std::unique_ptr<kernels::Ops> ops = nullptr);
+  ~Engine();  // Shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // INVALID_ARGUMENT / RESOURCE_EXHAUSTED (see Scheduler::Validate; also a full queue),
+  // UNAVAILABLE after Shutdown().
+  absl::StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
+  // Cancels a queued or running request; its stream ends with FinishReason::kCancelled. False
+  // if the id is unknown or the request has already finished.
+  bool Cancel(RequestId id);
+  // Refuses new requests, cancels every queued and running one, and stops the loop thread.
+  void Shutdown();
+  // Refuses new requests and waits for the queued and running ones to finish.
+  void Drain();
+
+  // As of the end of the latest step.
+  SchedulerStats stats() const;
+  const models::Model& model() const { return model_; }
+  const cache::ModelSpec& cache_spec() const { return spec_; }
+
+ private:
+  Engine(const models::Model& model, const EngineConfig& config) : model_(model), config_(config) {}
+  void Loop();
+
+  const models::Model& model_;
+  EngineConfig config_;
+  cache::ModelSpec spec_;
+  std::unique_ptr<cache::BlockAllocator> allocator_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  struct Submission {
+    RequestId id;
+    Request request;
+    std::shared_ptr<RequestStream> stream;
+    Clock::time_point submitted;
+  };
+  std::vector<Submission> inbox_;
+  std::vector<RequestId> cancels_;
+  absl::flat_hash_map<RequestId, std::weak_ptr<RequestStream>> live_;
+  RequestId next_id_ = 1;
+  bool accepting_ = true;
+  bool stopping_ = false;
+  bool loop_idle_ = true;
+  SchedulerStats stats_;
+  std::thread loop_;
+};
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_ENGINE_H_

@@ -1,0 +1,44 @@
+// Runs one scheduler step on the model: every scheduled sequence's tokens in a single forward
+// pass, so the linear layers of all decode rows and prefill chunks run as shared GEMMs (that is
+// where continuous batching gets its throughput: decode is bound by reading the weights).
+// Owns the compute backend and the scratch memory; one instance per engine loop thread.
+#ifndef TANDEM_ENGINE_MODEL_RUNNER_H_
+#define TANDEM_ENGINE_MODEL_RUNNER_H_
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/ops.h"
+#include "kernels/workspace.h"
+#include "models/model.h"
+
+namespace tandem::engine {
+
+class ModelRunner {
+ public:
+  ModelRunner(const models::Model& model, std::unique_ptr<kernels::Ops> ops);
+
+  // Runs `batch` and returns one row of logits per sequence (the row after its last new token),
+  // in batch order; the rows stay valid until the next Run. When the whole batch fails (Model::
+  // Forward changes no state on error) each sequence is retried alone, so one bad sequence
+  // cannot fail the others: `errors[i]` says how sequence i fared.
+  absl::Status Run(std::span<const models::SequenceInput> batch, std::vector<absl::Status>* errors);
+  const float* logits_row(size_t i) const { return logits_.data() + i * vocab_; }
+  int64_t vocab() const { return vocab_; }
+
+  const models::Model& model() const { return model_; }
+  kernels::Ops& ops() { return *ops_; }
+
+ private:
+  const models::Model& model_;
+  std::unique_ptr<kernels::Ops> ops_;
+  kernels::Workspace ws_;
+  int64_t vocab_;
+  std::vector<float> logits_;
+};
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_MODEL_RUNNER_H_

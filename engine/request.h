@@ -1,0 +1,75 @@
+// What a client asks the engine for, and the events it gets back on the request's stream.
+#ifndef TANDEM_ENGINE_REQUEST_H_
+#define TANDEM_ENGINE_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/sampler.h"
+
+namespace tandem::engine {
+
+using RequestId = uint64_t;
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, already tokenized (chat template applied)
+  SamplingParams sampling;
+  int32_t max_new_tokens = 16;
+  std::vector<int32_t> stop_token_ids;    // generation ends after emitting one of these
+  std::vector<std::string> stop_strings;  // ends before the text of the first match
+  bool ignore_eos = false;                // keep going past the model's end-of-sequence ids
+  int32_t top_logprobs = 0;               // return the n most likely tokens with each token (0..20)
+  bool skip_special_tokens = true;        // in text deltas
+  std::string client_id;                  // echoed in logs; free-form
+};
+
+enum class FinishReason {
+  kLength,     // max_new_tokens reached
+  kStop,       // a stop token id, an end-of-sequence id or a stop string
+  kCancelled,  // Cancel() or engine shutdown
+  kError,      // the request failed; see Event::error
+};
+const char* FinishReasonName(FinishReason reason);
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens restored from the prefix cache
+  int64_t completion_tokens = 0;
+  int32_t preemptions = 0;  // times the request was evicted from the batch and resumed
+};
+
+// Seconds, measured from Submit().
+struct Timings {
+  double queued = 0;            // until first admitted to the batch
+  double first_token = 0;       // until the first output token was sampled
+  double finished = 0;          // until the request finished
+  double mean_inter_token = 0;  // average gap between output tokens after the first
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+struct Event {
+  enum class Kind { kTokens, kFinished } kind = Kind::kTokens;
+  RequestId id = 0;
+  // kTokens: the new token ids and the text they complete (UTF-8; may be empty while a code
+  // point or a possible stop string is incomplete).
+  std::vector<int32_t> tokens;
+  std::string text;
+  // Per token, when top_logprobs > 0: the chosen token's logprob first, then the top n.
+  std::vector<std::vector<TokenLogprob>> logprobs;
+  // kFinished:
+  FinishReason finish_reason = FinishReason::kLength;
+  std::string stop_string;  // the stop string that matched, if any
+  absl::Status error;       // kError: why
+  Usage usage;
+  Timings timings;
+};
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_REQUEST_H_

@@ -1,0 +1,431 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::engine {
+namespace {
+constexpr int32_t kMaxTopLogprobs = 20;
+}  // namespace
+
+Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokenizer,
+                     cache::BlockAllocator* allocator, const cache::ModelSpec& spec,
+                     ModelRunner* runner, const SchedulerConfig& config)
+    : model_(model),
+      tokenizer_(tokenizer),
+      allocator_(allocator),
+      memory_budget_(allocator->allocator_stats().budget_bytes),
+      runner_(runner),
+      config_(config),
+      cache_(CacheBinding::Create(config.cache, model, spec, allocator)) {
+  stats_.cache_policy = CachePolicyName(config.cache.policy);
+}
+
+Scheduler::~Scheduler() { CancelAll(); }
+
+absl::Status Scheduler::Validate(const Request& r) const {
+  if (r.prompt.empty()) return absl::InvalidArgumentError("prompt: no tokens");
+  const int32_t vocab = model_.config().vocab_size;
+  for (size_t i = 0; i < r.prompt.size(); ++i) {
+    if (r.prompt[i] < 0 || r.prompt[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt[", i, "]: token id ", r.prompt[i],
+                                                     " is outside the vocabulary [0, ", vocab,
+                                                     ")"));
+    }
+  }
+  if (r.max_new_tokens < 1 || r.max_new_tokens > config_.max_new_tokens_limit) {
+    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens: must be in [1, ",
+                                                   config_.max_new_tokens_limit, "], got ",
+                                                   r.max_new_tokens));
+  }
+  if (absl::Status s = ValidateSamplingParams(r.sampling); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling: ", s.message()));
+  }
+  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_logprobs: must be in [0, ", kMaxTopLogprobs, "], got ", r.top_logprobs));
+  }
+  for (size_t i = 0; i < r.stop_token_ids.size(); ++i) {
+    if (r.stop_token_ids[i] < 0 || r.stop_token_ids[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "stop_token_ids[", i, "]: token id ", r.stop_token_ids[i], " is outside the vocabulary"));
+    }
+  }
+  if (!r.stop_strings.empty() && tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError("stop_strings: the engine has no tokenizer to match text");
+  }
+  for (size_t i = 0; i < r.stop_strings.size(); ++i) {
+    if (r.stop_strings[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("stop_strings[", i, "]: empty"));
+    }
+  }
+  // A sequence must fit alone: its KV pages plus its own SSM block (checkpoints are optional).
+  if (model_.config().num_attention_layers > 0) {
+    const size_t pages = static_cast<size_t>(
+        model_.layout().PagesFor(static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens));
+    const size_t ssm = model_.config().num_ssm_layers > 0 ? model_.layout().ssm_block_bytes() : 0;
+    if (pages * model_.layout().kv_page_bytes() + ssm > memory_budget_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "prompt: ", r.prompt.size(), " tokens plus max_new_tokens ", r.max_new_tokens, " need ",
+          pages, " KV pages, more than the engine's memory (", memory_budget_,
+          " bytes) can ever hold"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream> stream,
+                    Clock::time_point submitted) {
+  ++stats_.submitted;
+  waiting_.push_back(
+      std::make_unique<Sequence>(id, std::move(request), std::move(stream), submitted));
+}
+
+bool Scheduler::Cancel(RequestId id) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->id == id) {
+      std::unique_ptr<Sequence> seq = std::move(*it);
+      waiting_.erase(it);
+      Finish(*seq, FinishReason::kCancelled);
+      return true;
+    }
+  }
+  for (auto& seq : running_) {
+    if (seq && seq->id == id) {
+      Finish(*seq, FinishReason::kCancelled);
+      RemoveFinished();
+      return true;
+    }
+  }
+  return false;
+}
+
+void Scheduler::CancelAll() {
+  while (!waiting_.empty()) {
+    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
+    waiting_.pop_front();
+    Finish(*seq, FinishReason::kCancelled);
+  }
+  for (auto& seq : running_) {
+    if (seq) Finish(*seq, FinishReason::kCancelled);
+  }
+  RemoveFinished();
+}
+
+bool Scheduler::EvictFor(cache::Pool pool, size_t units) {
+  return cache_ != nullptr && cache_->Evict(pool, units) > 0;
+}
+
+void Scheduler::ReleaseState(Sequence& seq, bool insert) {
+  if (seq.leased) {
+    if (insert && seq.memory) {
+      cache_->Insert(seq.lease, seq.tokens, *seq.memory, seq.saved);
+    } else {
+      cache_->Abort(seq.lease);
+    }
+    seq.leased = false;
+  }
+  seq.saved.clear();  // frees what the cache did not take
+  seq.memory.reset();
+  seq.checkpoint_positions.clear();
+  seq.step_snapshots.clear();
+}
+
+void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
+                       std::string stop_string) {
+  const bool completed = reason == FinishReason::kLength || reason == FinishReason::kStop;
+  ReleaseState(seq, /*insert=*/completed);
+  if (completed && cache_ != nullptr) {
+    std::span<const int32_t> all(seq.tokens);
+    cache_->ReportFinished(all.first(seq.prompt_tokens), all.subspan(seq.prompt_tokens),
+                           seq.usage.cached_tokens);
+  }
+  ++stats_.finished;
+  if (reason == FinishReason::kCancelled) ++stats_.cancelled;
+  if (reason == FinishReason::kError) ++stats_.failed;
+
+  const Clock::time_point now = Clock::now();
+  auto seconds = [&](Clock::time_point t) {
+    return std::chrono::duration<double>(t - seq.submitted).count();
+  };
+  Event event;
+  event.kind = Event::Kind::kFinished;
+  event.id = seq.id;
+  event.finish_reason = reason;
+  event.error = std::move(error);
+  event.stop_string = std::move(stop_string);
+  event.usage = seq.usage;
+  event.usage.prompt_tokens = static_cast<int64_t>(seq.prompt_tokens);
+  event.usage.completion_tokens = seq.generated();
+  if (seq.ever_admitted) event.timings.queued = seconds(seq.first_admitted);
+  if (seq.generated() > 0) {
+    event.timings.first_token = seconds(seq.first_token);
+    if (seq.generated() > 1) {
+      event.timings.mean_inter_token =
+          std::chrono::duration<double>(seq.last_token - seq.first_token).count() /
+          (seq.generated() - 1);
+    }
+  }
+  event.timings.finished = seconds(now);
+  seq.stream->Push(std::move(event));
+  seq.memory.reset();
+  seq.tokens.clear();  // marks it finished for RemoveFinished
+  seq.tokens.shrink_to_fit();
+}
+
+void Scheduler::RemoveFinished() {
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const std::unique_ptr<Sequence>& s) {
+                                  return s == nullptr || s->tokens.empty();
+                                }),
+                 running_.end());
+}
+
+void Scheduler::Preempt(Sequence& seq) {
+  // The state goes to the cache (when there is one), so the resumed prefill restores most of it.
+  ReleaseState(seq, /*insert=*/true);
+  ++seq.usage.preemptions;
+  ++stats_.preemptions;
+  seq.preempted_this_step = true;
+}
+
+bool Scheduler::Admit(Sequence& seq) {
+  // Memory for the live state, then the cached prefix, then KV pages for the rest of the
+  // prompt (so a prefill in progress never needs a preemption for its own prompt).
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<SequenceMemory> memory = SequenceMemory::Create(*allocator_, model_);
+    if (memory.ok()) {
+      seq.memory.emplace(std::move(*memory));
+      break;
+    }
+    if (!absl::IsResourceExhausted(memory.status()) || !EvictFor(cache::Pool::kSsmBlock, 1)) {
+      return false;
+    }
+  }
+  size_t cached = 0;
+  if (cache_ != nullptr) {
+    for (;;) {
+      absl::StatusOr<CacheBinding::Restored> restored =
+          cache_->LookupAndRestore(seq.tokens, *seq.memory);
+      if (restored.ok()) {
+        seq.leased = true;
+        seq.lease = restored->lease;
+        seq.checkpoint_positions = std::move(restored->checkpoint_positions);
+        cached = restored->cached_tokens;
+        break;
+      }
+      // Only the copy of a partly used page can fail; start over with a fresh memory.
+      seq.memory.reset();
+      if (!EvictFor(cache::Pool::kKvPage, 1)) return false;
+      absl::StatusOr<SequenceMemory> memory = SequenceMemory::Create(*allocator_, model_);
+      if (!memory.ok()) return false;
+      seq.memory.emplace(std::move(*memory));
+    }
+  }
+  if (!ReserveKv(seq, static_cast<int64_t>(seq.tokens.size()), /*may_preempt=*/false)) {
+    ReleaseState(seq, /*insert=*/false);
+    return false;
+  }
+  seq.admission = next_admission_++;
+  if (!seq.ever_admitted) {
+    seq.ever_admitted = true;
+    seq.first_admitted = Clock::now();
+    const auto usable = static_cast<uint64_t>(seq.computed());
+    seq.usage.cached_tokens = static_cast<int64_t>(usable);
+    stats_.prompt_tokens += seq.prompt_tokens;
+    stats_.cached_tokens += usable;
+    stats_.hit_without_checkpoint += cached > usable ? cached - usable : 0;
+  }
+  return true;
+}
+
+bool Scheduler::ReserveKv(Sequence& seq, int64_t end, bool may_preempt) {
+  const int64_t page_tokens = model_.layout().page_tokens();
+  for (;;) {
+    absl::Status status = seq.memory->Reserve(end);
+    if (status.ok()) return true;
+    if (!absl::IsResourceExhausted(status)) {
+      Finish(seq, FinishReason::kError, status);
+      return false;
+    }
+    const auto missing =
+        static_cast<size_t>((end + page_tokens - 1) / page_tokens -
+                            static_cast<int64_t>(seq.memory->state().kv_pages.size()));
+    if (EvictFor(cache::Pool::kKvPage, std::max<size_t>(missing, 1))) continue;
+    if (!may_preempt) return false;
+    // Preempt the most recently admitted running sequence (possibly `seq` itself).
+    Sequence* victim = nullptr;
+    for (auto& s : running_) {
+      if (s && s->memory && !s->tokens.empty() && (!victim || s->admission > victim->admission))
+        victim = s.get();
+    }
+    if (victim == &seq) {
+      const bool alone = std::none_of(running_.begin(), running_.end(), [&](const auto& s) {
+        return s && s.get() != &seq && s->memory;
+      });
+      if (alone) {
+        Finish(seq, FinishReason::kError,
+               absl::ResourceExhaustedError(
+                   absl::StrCat("the sequence needs ", end,
+                                " positions of KV, more than the engine's memory "
+                                "holds even with nothing else running")));
+        return false;
+      }
+    }
+    Preempt(*victim);
+    if (victim == &seq) return false;
+  }
+}
+
+void Scheduler::PlanSnapshots(Sequence& seq) {
+  seq.step_snapshots.clear();
+  const auto begin = static_cast<size_t>(seq.computed());
+  const size_t end = begin + static_cast<size_t>(seq.step_tokens);
+  for (size_t position : seq.checkpoint_positions) {
+    if (position <= begin || position > end) continue;
+    absl::StatusOr<SsmCheckpoint> block = SsmCheckpoint::Allocate(*allocator_);
+    if (!block.ok() && EvictFor(cache::Pool::kSsmBlock, 1)) {
+      block = SsmCheckpoint::Allocate(*allocator_);
+    }
+    if (!block.ok()) continue;  // a checkpoint is an optimisation: skip it rather than stall
+    seq.step_snapshots.push_back({static_cast<int64_t>(position - begin), block->data()});
+    seq.saved.emplace_back(position, std::move(*block));
+  }
+}
+
+void Scheduler::Step() {
+  ++stats_.steps;
+  int64_t budget = config_.step_tokens;
+  scheduled_.clear();
+  for (auto& s : running_) s->preempted_this_step = false;
+
+  // Running sequences in admission order: decode rows first, then prefill chunks.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < running_.size(); ++i) {
+      Sequence& seq = *running_[i];
+      if (!seq.memory || seq.tokens.empty()) continue;  // preempted or finished this step
+      const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
+      const bool decoding = remaining == 1 && seq.generated() > 0;
+      if (decoding != (pass == 0)) continue;
+      const int64_t n = std::min({remaining, budget, config_.prefill_chunk});
+      if (n <= 0) continue;
+      if (!ReserveKv(seq, seq.computed() + n, /*may_preempt=*/true)) continue;
+      seq.step_tokens = n;
+      budget -= n;
+      scheduled_.push_back(&seq);
+    }
+  }
+  // Preempted sequences go back to the head of the queue, newest last so that the oldest
+  // resumes first.
+  std::vector<std::unique_ptr<Sequence>> preempted;
+  for (auto& s : running_) {
+    if (s && s->preempted_this_step && !s->tokens.empty()) preempted.push_back(std::move(s));
+  }
+  std::sort(preempted.begin(), preempted.end(),
+            [](const auto& a, const auto& b) { return a->admission > b->admission; });
+  for (auto& s : preempted) waiting_.push_front(std::move(s));
+  RemoveFinished();
+  scheduled_.erase(std::remove_if(scheduled_.begin(), scheduled_.end(),
+                                  [](Sequence* s) { return !s->memory || s->tokens.empty(); }),
+                   scheduled_.end());
+
+  // Admissions, in arrival order; one that does not fit blocks the ones behind it.
+  while (budget > 0 && !waiting_.empty() &&
+         running_.size() < static_cast<size_t>(config_.max_running)) {
+    Sequence& seq = *waiting_.front();
+    bool admitted = Admit(seq);
+    if (!admitted && running_.empty() && cache_ != nullptr) {
+      // Nothing runs, so nothing cached is pinned: free all of it and try once more.
+      cache_->EvictAll();
+      admitted = Admit(seq);
+    }
+    if (!admitted) {
+      if (running_.empty()) {
+        std::unique_ptr<Sequence> doomed = std::move(waiting_.front());
+        waiting_.pop_front();
+        Finish(*doomed, FinishReason::kError,
+               absl::ResourceExhaustedError(absl::StrCat(
+                   "prompt: ", doomed->tokens.size(),
+                   " tokens do not fit in the engine's memory even with nothing else running")));
+        continue;
+      }
+      break;
+    }
+    const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
+    seq.step_tokens = std::min({remaining, budget, config_.prefill_chunk});
+    budget -= seq.step_tokens;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    scheduled_.push_back(running_.back().get());
+  }
+  if (scheduled_.empty()) return;
+
+  inputs_.clear();
+  for (Sequence* seq : scheduled_) {
+    PlanSnapshots(*seq);
+    const int64_t begin = seq->computed();
+    inputs_.push_back(
+        {&seq->memory->state(),
+         std::span<const int32_t>(seq->tokens)
+             .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
+         seq->step_snapshots, false});
+  }
+  (void)runner_->Run(inputs_, &errors_);
+  for (size_t i = 0; i < scheduled_.size(); ++i) {
+    Sequence& seq = *scheduled_[i];
+    seq.step_snapshots.clear();
+    if (!errors_[i].ok()) {
+      Finish(seq, FinishReason::kError, errors_[i]);
+      continue;
+    }
+    stats_.prefill_tokens += seq.generated() > 0 && seq.step_tokens == 1 ? 0 : seq.step_tokens;
+    if (seq.computed() == static_cast<int64_t>(seq.tokens.size())) {
+      SampleAndEmit(seq, runner_->logits_row(i));
+    }
+  }
+  RemoveFinished();
+}
+
+void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
+  const int64_t vocab = runner_->vocab();
+  std::span<const float> row(logits, static_cast<size_t>(vocab));
+  const int32_t token = seq.sampler.Sample(row);
+  const Clock::time_point now = Clock::now();
+  if (seq.generated() == 0) seq.first_token = now;
+  seq.last_token = now;
+  seq.tokens.push_back(token);
+  ++stats_.generated_tokens;
+
+  Event event;
+  event.id = seq.id;
+  event.tokens.push_back(token);
+  seq.stream->Push(std::move(event));
+
+  const Request& r = seq.request;
+  const bool stop_id =
+      std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end();
+  const auto& eos = model_.config().eos_token_ids;
+  const bool is_eos = !r.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+  if (stop_id || is_eos) {
+    Finish(seq, FinishReason::kStop);
+  } else if (seq.generated() >= r.max_new_tokens) {
+    Finish(seq, FinishReason::kLength);
+  }
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = stats_;
+  s.running = running_.size();
+  s.waiting = waiting_.size();
+  s.memory = allocator_->allocator_stats();
+  if (cache_ != nullptr) {
+    s.cache = cache_->stats();
+    s.alpha = cache_->alpha();
+    s.alpha_tunings = cache_->alpha_tunings();
+  }
+  return s;
+}
+
+}  // namespace tandem::engine

@@ -1,0 +1,136 @@
+// Continuous batching at iteration level (DESIGN §1). Each Step():
+//   1. running sequences get their share of the step's token budget: decode tokens first, then
+//      chunks of prefills in progress;
+//   2. waiting sequences are admitted in arrival order while the budget, the running limit and
+//      memory allow: admission looks the prompt up in the prefix cache, restores the usable
+//      prefix (KV pages shared, SSM checkpoint copied), learns the checkpoint positions from
+//      speculative insertion, and reserves KV pages for the whole remaining prompt;
+//   3. one forward pass runs every scheduled token (ModelRunner), saving SSM states at the
+//      checkpoint positions wherever they fall inside a chunk;
+//   4. sequences whose new tokens reached their end sample a token; finished ones hand their
+//      state to the prefix cache (Marconi admission: branch point + last token).
+// When memory runs out: evict from the prefix cache (AVMP migrates capacity inside the
+// allocator first), then preempt the most recently admitted sequence; it goes back to the
+// head of the queue with its tokens and sampler state, and its state goes to the cache so
+// that resuming costs little. Single-threaded: engine/Engine drives it from its loop thread.
+#ifndef TANDEM_ENGINE_SCHEDULER_H_
+#define TANDEM_ENGINE_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "cache/block_allocator.h"
+#include "cache/model_spec.h"
+#include "engine/cache_binding.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/sequence.h"
+#include "models/model.h"
+#include "models/tokenizer.h"
+
+namespace tandem::engine {
+
+struct SchedulerConfig {
+  int32_t max_running = 32;     // sequences in the batch at once
+  int64_t step_tokens = 512;    // tokens per forward pass (decode rows + prefill chunks)
+  int64_t prefill_chunk = 256;  // most prompt tokens one sequence runs per step
+  int32_t max_new_tokens_limit = 4096;
+  CacheBindingConfig cache;
+};
+
+struct SchedulerStats {
+  size_t running = 0;
+  size_t waiting = 0;
+  uint64_t steps = 0;
+  uint64_t submitted = 0;
+  uint64_t finished = 0;  // by any reason, including cancelled and failed
+  uint64_t cancelled = 0;
+  uint64_t failed = 0;
+  uint64_t preemptions = 0;
+  uint64_t prompt_tokens = 0;           // of admitted requests (first admission)
+  uint64_t cached_tokens = 0;           // restored from the cache at first admission
+  uint64_t hit_without_checkpoint = 0;  // matched in the tree beyond the deepest checkpoint
+  uint64_t generated_tokens = 0;
+  uint64_t prefill_tokens = 0;  // run through the model, including recomputation
+  double token_hit_rate() const {
+    return prompt_tokens ? static_cast<double>(cached_tokens) / prompt_tokens : 0.0;
+  }
+  std::string cache_policy;
+  double alpha = 0;
+  size_t alpha_tunings = 0;
+  cache::PrefixCacheStats cache;
+  cache::AllocatorStats memory;
+};
+
+class Scheduler {
+ public:
+  // Everything passed must outlive the scheduler. `tokenizer` may be null: events then carry
+  // token ids only and stop strings are refused.
+  Scheduler(const models::Model& model, const models::Tokenizer* tokenizer,
+            cache::BlockAllocator* allocator, const cache::ModelSpec& spec, ModelRunner* runner,
+            const SchedulerConfig& config);
+  ~Scheduler();
+
+  // INVALID_ARGUMENT naming the field for a request the engine cannot run; RESOURCE_EXHAUSTED
+  // for a prompt that can never fit in memory. Reads only immutable state: any thread may call
+  // it.
+  absl::Status Validate(const Request& request) const;
+  // Queues a validated request.
+  void Add(RequestId id, Request request, std::shared_ptr<RequestStream> stream,
+           Clock::time_point submitted);
+  // Finishes the request with FinishReason::kCancelled and frees everything it held; false if
+  // it is unknown or already finished.
+  bool Cancel(RequestId id);
+  void CancelAll();
+
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  // One iteration: plan, run, sample, emit.
+  void Step();
+
+  SchedulerStats stats() const;
+  CacheBinding* cache() { return cache_.get(); }
+
+ private:
+  bool Admit(Sequence& seq);
+  // Makes KV pages exist for `end` positions. May evict from the cache; when `may_preempt`,
+  // may preempt running sequences (possibly `seq` itself). False if `seq` did not get them (it
+  // was preempted or failed).
+  bool ReserveKv(Sequence& seq, int64_t end, bool may_preempt);
+  // Frees room in `pool` by evicting cached state; false if nothing could be evicted.
+  bool EvictFor(cache::Pool pool, size_t units);
+  void PlanSnapshots(Sequence& seq);
+  void Preempt(Sequence& seq);
+  void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
+              std::string stop_string = {});
+  // Returns the sequence's state to the cache (insert) or the allocator.
+  void ReleaseState(Sequence& seq, bool insert);
+  void SampleAndEmit(Sequence& seq, const float* logits);
+  void RemoveFinished();
+
+  const models::Model& model_;
+  const models::Tokenizer* tokenizer_;
+  cache::BlockAllocator* allocator_;
+  const size_t memory_budget_;
+  ModelRunner* runner_;
+  SchedulerConfig config_;
+  std::unique_ptr<CacheBinding> cache_;
+
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  uint64_t next_admission_ = 1;
+  SchedulerStats stats_;
+
+  // Reused per step.
+  std::vector<Sequence*> scheduled_;
+  std::vector<models::SequenceInput> inputs_;
+  std::vector<absl::Status> errors_;
+};
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_SCHEDULER_H_

@@ -1,0 +1,69 @@
+// One request inside the scheduler: its tokens so far, its memory while it is in the batch, its
+// prefix-cache lease and saved SSM states, its sampler and its accounting. A sequence is either
+// waiting (no memory) or running; a preempted one goes back to waiting with its tokens and
+// sampler intact, so it resumes where it stopped.
+#ifndef TANDEM_ENGINE_SEQUENCE_H_
+#define TANDEM_ENGINE_SEQUENCE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "cache/prefix_cache.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/sampler.h"
+#include "engine/sequence_memory.h"
+#include "models/forward_context.h"
+
+namespace tandem::engine {
+
+using Clock = std::chrono::steady_clock;
+
+struct Sequence {
+  Sequence(RequestId id, Request req, std::shared_ptr<RequestStream> out, Clock::time_point now)
+      : id(id),
+        request(std::move(req)),
+        stream(std::move(out)),
+        submitted(now),
+        tokens(request.prompt),
+        prompt_tokens(request.prompt.size()),
+        sampler(request.sampling) {}
+
+  const RequestId id;
+  const Request request;
+  const std::shared_ptr<RequestStream> stream;
+  const Clock::time_point submitted;
+
+  // The prompt followed by every sampled token. All but the last sampled one have been (or,
+  // after a preemption, will again be) run through the model.
+  std::vector<int32_t> tokens;
+  const size_t prompt_tokens;
+  int32_t generated() const { return static_cast<int32_t>(tokens.size() - prompt_tokens); }
+
+  // Running only.
+  std::optional<SequenceMemory> memory;
+  int64_t computed() const { return memory ? memory->state().tokens : 0; }
+  bool leased = false;
+  cache::PrefixCache::LeaseId lease = 0;
+  std::vector<size_t> checkpoint_positions;  // where prefill saves the SSM state
+  std::vector<std::pair<size_t, SsmCheckpoint>> saved;
+  uint64_t admission = 0;  // order of the latest admission (preemption takes the newest)
+
+  // This step's share, set when the batch is planned.
+  int64_t step_tokens = 0;
+  std::vector<models::SsmSnapshot> step_snapshots;
+  bool preempted_this_step = false;
+
+  Sampler sampler;
+  Usage usage;
+  bool ever_admitted = false;
+  Clock::time_point first_admitted, first_token, last_token;
+};
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_SEQUENCE_H_

@@ -1,0 +1,128 @@
+// Drives a Scheduler synchronously over a fixture model, for deterministic engine tests.
+#ifndef TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
+#define TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/allocator_factory.h"
+#include "engine/cache_model_spec.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "gtest/gtest.h"
+#include "kernels/backends.h"
+#include "models/model.h"
+
+namespace tandem::engine::testing {
+
+inline std::string Fixture(const std::string& path) {
+  return std::string(TANDEM_TEST_DATA) + "/" + path;
+}
+
+inline std::unique_ptr<models::Model> LoadFixtureModel(const std::string& name,
+                                                       int32_t page_tokens = 16) {
+  models::LoadOptions options;
+  options.page_tokens = page_tokens;
+  options.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
+  auto model = models::Model::Load(Fixture("models/" + name), options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+// What a finished request produced.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  Event finished;
+};
+
+inline Outcome Drain(RequestStream& stream) {
+  Outcome out;
+  Event e;
+  while (stream.Next(&e)) {
+    if (e.kind == Event::Kind::kTokens) {
+      out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
+    } else {
+      out.finished = e;
+    }
+  }
+  return out;
+}
+
+class SchedulerHarness {
+ public:
+  SchedulerHarness(const models::Model& model, CachePolicy policy, size_t memory_bytes,
+                   SchedulerConfig config = {}, bool reference_ops = false,
+                   const std::string& allocator = "avmp-dynamic")
+      : model_(model) {
+    auto spec = CacheModelSpecFor(model.config(), "fixture");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    spec_ = *spec;
+    cache::AllocatorOptions options;
+    options.budget_bytes = memory_bytes;
+    options.page_tokens = static_cast<size_t>(model.layout().page_tokens());
+    options.backing = cache::BackingKind::kHost;
+    options.min_rebalance_interval_ops = 8;
+    options.migration_batch_size = 8;
+    auto named = cache::CreateAllocator(allocator, spec_, options);
+    EXPECT_TRUE(named.ok()) << named.status();
+    allocator_ = std::move(named->allocator);
+    runner_ = std::make_unique<ModelRunner>(
+        model, reference_ops ? kernels::MakeReferenceOps() : kernels::MakeCpuOps(2));
+    config.cache.policy = policy;
+    config.cache.tuner.synchronous = true;
+    scheduler_ =
+        std::make_unique<Scheduler>(model, nullptr, allocator_.get(), spec_, runner_.get(), config);
+  }
+
+  std::shared_ptr<RequestStream> Add(Request request) {
+    EXPECT_TRUE(scheduler_->Validate(request).ok()) << scheduler_->Validate(request);
+    auto stream = std::make_shared<RequestStream>(next_id_);
+    scheduler_->Add(next_id_++, std::move(request), stream, Clock::now());
+    return stream;
+  }
+  void RunUntilIdle(int max_steps = 100000) {
+    for (int i = 0; i < max_steps && !scheduler_->idle(); ++i) scheduler_->Step();
+    EXPECT_TRUE(scheduler_->idle());
+  }
+  Outcome Run(Request request) {
+    auto stream = Add(std::move(request));
+    RunUntilIdle();
+    return Drain(*stream);
+  }
+
+  Scheduler& scheduler() { return *scheduler_; }
+  cache::BlockAllocator& allocator() { return *allocator_; }
+  size_t used(cache::Pool pool) const { return allocator_->stats(pool).used_units; }
+
+ private:
+  const models::Model& model_;
+  cache::ModelSpec spec_;
+  std::unique_ptr<cache::BlockAllocator> allocator_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+  RequestId next_id_ = 1;
+};
+
+inline Request Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_new_tokens = max_new_tokens;
+  r.ignore_eos = true;  // random fixture models: keep lengths fixed
+  return r;
+}
+
+// Deterministic pseudo-random prompt ids in [4, vocab).
+inline std::vector<int32_t> Tokens(size_t n, uint32_t seed, int32_t vocab) {
+  std::vector<int32_t> out(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& t : out) {
+    x = x * 1664525u + 1013904223u;
+    t = 4 + static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab - 4));
+  }
+  return out;
+}
+
+}  // namespace tandem::engine::testing
+
+#endif  // TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_

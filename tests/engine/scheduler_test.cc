@@ -1,0 +1,275 @@
+// The scheduler's central property: a request's output does not depend on whether it hit the
+// prefix cache, shared a batch, or was preempted and resumed (DESIGN §4: same greedy tokens).
+// Also admission, Marconi's checkpoints in the loop, cancellation and memory accounting.
+#include "engine/scheduler.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/json_file.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace tandem::engine {
+namespace {
+
+using testing::Drain;
+using testing::Greedy;
+using testing::LoadFixtureModel;
+using testing::Outcome;
+using testing::SchedulerHarness;
+using testing::Tokens;
+
+constexpr size_t kMiB = size_t{1} << 20;
+const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny"};
+
+// Everything the tree holds, in allocator units: what pool usage returns to once idle.
+size_t CacheUnits(Scheduler& s, cache::Pool pool) {
+  const cache::PrefixCacheStats c = s.stats().cache;
+  return pool == cache::Pool::kKvPage ? c.kv_pages : c.checkpoints;
+}
+
+TEST(SchedulerTest, MatchesTheTransformersGreedyTokensForEveryFamily) {
+  for (const char* name : kFamilies) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    auto manifest =
+        models::ReadJsonFile(testing::Fixture(std::string("reference/") + name + "/manifest.json"));
+    ASSERT_TRUE(manifest.ok());
+    const auto& c = (*manifest)["cases"][3];  // 80 tokens
+    SchedulerConfig config;
+    config.prefill_chunk = 24;
+    for (CachePolicy policy : {CachePolicy::kNone, CachePolicy::kMarconi}) {
+      SchedulerHarness h(*model, policy, 64 * kMiB, config);
+      Outcome out = h.Run(Greedy(c["prompt_ids"].get<std::vector<int32_t>>(), 8));
+      EXPECT_EQ(out.tokens, c["greedy_ids"].get<std::vector<int32_t>>());
+      EXPECT_EQ(out.finished.finish_reason, FinishReason::kLength);
+      EXPECT_EQ(out.finished.usage.prompt_tokens, 80);
+      EXPECT_EQ(out.finished.usage.completion_tokens, 8);
+    }
+  }
+}
+
+TEST(SchedulerTest, BatchedRequestsGiveTheirSoloOutputs) {
+  for (const char* name : kFamilies) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    const int32_t vocab = model->config().vocab_size;
+    SchedulerConfig config;
+    config.prefill_chunk = 20;
+    config.step_tokens = 48;  // decode rows and prefill chunks share steps
+    std::vector<std::vector<int32_t>> prompts;
+    for (uint32_t i = 0; i < 6; ++i) prompts.push_back(Tokens(5 + 17 * i, i, vocab));
+
+    std::vector<std::vector<int32_t>> solo;
+    for (const auto& p : prompts) {
+      SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB, config);
+      solo.push_back(h.Run(Greedy(p, 12)).tokens);
+    }
+    SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB, config);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& p : prompts) streams.push_back(h.Add(Greedy(p, 12)));
+    h.RunUntilIdle();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(Drain(*streams[i]).tokens, solo[i]) << "request " << i;
+    }
+    EXPECT_EQ(h.used(cache::Pool::kKvPage), 0u);
+    EXPECT_EQ(h.used(cache::Pool::kSsmBlock), 0u);
+  }
+}
+
+// Turn 2 of a conversation restores turn 1's state (the checkpoint after its last computed
+// token) and must produce exactly what a cold run produces.
+TEST(SchedulerTest, MultiTurnCacheHitEqualsMiss) {
+  for (const char* name : kFamilies) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    const int32_t vocab = model->config().vocab_size;
+    SchedulerConfig config;
+    config.prefill_chunk = 32;
+    for (CachePolicy policy : {CachePolicy::kSglangPlus, CachePolicy::kMarconi}) {
+      SCOPED_TRACE(CachePolicyName(policy));
+      SchedulerHarness warm(*model, policy, 64 * kMiB, config);
+      std::vector<int32_t> history = Tokens(45, 7, vocab);
+      for (int turn = 0; turn < 3; ++turn) {
+        SCOPED_TRACE(turn);
+        Outcome hot = warm.Run(Greedy(history, 6));
+        SchedulerHarness cold(*model, CachePolicy::kNone, 64 * kMiB, config);
+        Outcome miss = cold.Run(Greedy(history, 6));
+        EXPECT_EQ(hot.tokens, miss.tokens);
+        EXPECT_EQ(miss.finished.usage.cached_tokens, 0);
+        if (turn > 0) {
+          // Everything the previous turn computed: its prompt and all but its last token.
+          EXPECT_EQ(hot.finished.usage.cached_tokens,
+                    static_cast<int64_t>(history.size()) - 1 - 29);
+        } else {
+          EXPECT_EQ(hot.finished.usage.cached_tokens, 0);
+        }
+        history.insert(history.end(), hot.tokens.begin(), hot.tokens.end());
+        const std::vector<int32_t> user = Tokens(29, 100 + turn, vocab);
+        history.insert(history.end(), user.begin(), user.end());
+      }
+      // Idle: the pools hold exactly what the tree holds.
+      EXPECT_EQ(warm.used(cache::Pool::kKvPage),
+                CacheUnits(warm.scheduler(), cache::Pool::kKvPage));
+      EXPECT_EQ(warm.used(cache::Pool::kSsmBlock),
+                CacheUnits(warm.scheduler(), cache::Pool::kSsmBlock));
+      EXPECT_GT(warm.scheduler().stats().cached_tokens, 0u);
+    }
+  }
+}
+
+// Marconi's speculative insertion: B diverges from A inside A's edge, so B's prefill saves the
+// state at the branch point; C, which shares the same prefix, then restores it. The branch
+// position (37) is inside a page and inside an SSD chunk.
+TEST(SchedulerTest, BranchPointCheckpointIsTakenInPrefillAndReused) {
+  for (const char* name : kFamilies) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    const int32_t vocab = model->config().vocab_size;
+    const std::vector<int32_t> shared = Tokens(37, 1, vocab);
+    auto with = [&](uint32_t seed) {
+      std::vector<int32_t> p = shared;
+      const std::vector<int32_t> tail = Tokens(23, seed, vocab);
+      p.insert(p.end(), tail.begin(), tail.end());
+      return p;
+    };
+    SchedulerConfig config;
+    config.prefill_chunk = 16;
+    SchedulerHarness h(*model, CachePolicy::kMarconi, 64 * kMiB, config);
+    Outcome a = h.Run(Greedy(with(11), 4));
+    Outcome b = h.Run(Greedy(with(12), 4));
+    EXPECT_EQ(b.finished.usage.cached_tokens, 0);  // matched 37 tokens, but no state there yet
+    EXPECT_EQ(h.scheduler().stats().hit_without_checkpoint, 37u);
+    Outcome c = h.Run(Greedy(with(13), 4));
+    EXPECT_EQ(c.finished.usage.cached_tokens, 37);
+    SchedulerHarness cold(*model, CachePolicy::kNone, 64 * kMiB, config);
+    EXPECT_EQ(c.tokens, cold.Run(Greedy(with(13), 4)).tokens);
+    EXPECT_EQ(b.tokens, cold.Run(Greedy(with(12), 4)).tokens);
+    (void)a;
+  }
+}
+
+// With memory for only a few sequences at a time, requests are preempted and resumed; their
+// outputs do not change.
+TEST(SchedulerTest, PreemptedRequestsResumeWithTheSameOutput) {
+  for (const char* name : {"jamba-tiny", "zamba2-tiny"}) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    const int32_t vocab = model->config().vocab_size;
+    SchedulerConfig config;
+    config.prefill_chunk = 16;
+    config.step_tokens = 64;
+    std::vector<std::vector<int32_t>> prompts;
+    for (uint32_t i = 0; i < 6; ++i) prompts.push_back(Tokens(20 + 3 * i, 50 + i, vocab));
+    std::vector<std::vector<int32_t>> solo;
+    for (const auto& p : prompts) {
+      SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB, config);
+      solo.push_back(h.Run(Greedy(p, 40)).tokens);
+    }
+    // Room for about two sequences' KV (each grows to ≈ 4 pages) next to their SSM blocks.
+    const models::StateLayout& layout = model->layout();
+    for (CachePolicy policy : {CachePolicy::kNone, CachePolicy::kMarconi}) {
+      SCOPED_TRACE(CachePolicyName(policy));
+      const size_t budget = 10 * layout.kv_page_bytes() + 8 * layout.ssm_block_bytes();
+      // SGLang's ratio is SSM bytes : KV bytes.
+      const double ratio = (8.0 * layout.ssm_block_bytes()) / (10.0 * layout.kv_page_bytes());
+      SchedulerHarness h(*model, policy, budget + 4096, config, false,
+                         "fixed-dual:" + std::to_string(ratio));
+      ASSERT_LE(h.allocator().stats(cache::Pool::kKvPage).capacity_units, 11u);
+      std::vector<std::shared_ptr<RequestStream>> streams;
+      for (const auto& p : prompts) streams.push_back(h.Add(Greedy(p, 40)));
+      h.RunUntilIdle();
+      int preemptions = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        Outcome out = Drain(*streams[i]);
+        EXPECT_EQ(out.finished.finish_reason, FinishReason::kLength) << out.finished.error;
+        EXPECT_EQ(out.tokens, solo[i]) << "request " << i;
+        preemptions += out.finished.usage.preemptions;
+      }
+      EXPECT_GT(preemptions, 0);
+      EXPECT_EQ(h.scheduler().stats().preemptions, static_cast<uint64_t>(preemptions));
+      EXPECT_EQ(h.used(cache::Pool::kKvPage), CacheUnits(h.scheduler(), cache::Pool::kKvPage));
+      EXPECT_EQ(h.used(cache::Pool::kSsmBlock), CacheUnits(h.scheduler(), cache::Pool::kSsmBlock));
+    }
+  }
+}
+
+// Cancelling at any moment frees everything the request held.
+TEST(SchedulerTest, CancelInEveryPhaseReturnsPoolsToTheirBaseline) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  const int32_t vocab = model->config().vocab_size;
+  SchedulerConfig config;
+  config.prefill_chunk = 16;
+  config.max_running = 1;  // the second request stays queued
+  for (CachePolicy policy : {CachePolicy::kNone, CachePolicy::kMarconi}) {
+    SCOPED_TRACE(CachePolicyName(policy));
+    SchedulerHarness h(*model, policy, 64 * kMiB, config);
+    h.Run(Greedy(Tokens(40, 3, vocab), 3));  // something cached (for marconi)
+    const size_t kv0 = h.used(cache::Pool::kKvPage), ssm0 = h.used(cache::Pool::kSsmBlock);
+    // step 0: queued; step 1: prefilling (first chunk done); step 4: decoding.
+    for (int steps : {0, 1, 4}) {
+      SCOPED_TRACE(steps);
+      auto running = h.Add(Greedy(Tokens(40, 4, vocab), 50));
+      auto queued = h.Add(Greedy(Tokens(40, 5, vocab), 50));
+      for (int i = 0; i < steps; ++i) h.scheduler().Step();
+      EXPECT_TRUE(h.scheduler().Cancel(queued->id()));
+      EXPECT_TRUE(h.scheduler().Cancel(running->id()));
+      EXPECT_FALSE(h.scheduler().Cancel(running->id()));
+      EXPECT_EQ(Drain(*running).finished.finish_reason, FinishReason::kCancelled);
+      EXPECT_EQ(Drain(*queued).finished.finish_reason, FinishReason::kCancelled);
+      EXPECT_TRUE(h.scheduler().idle());
+      EXPECT_EQ(h.used(cache::Pool::kKvPage), kv0);
+      EXPECT_EQ(h.used(cache::Pool::kSsmBlock), ssm0);
+    }
+  }
+}
+
+TEST(SchedulerTest, StopTokensAndEosEndGeneration) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB);
+  const std::vector<int32_t> prompt = Tokens(30, 9, model->config().vocab_size);
+  const Outcome free_run = h.Run(Greedy(prompt, 8));
+  ASSERT_EQ(free_run.tokens.size(), 8u);
+  Request r = Greedy(prompt, 8);
+  r.stop_token_ids = {free_run.tokens[3]};
+  const Outcome stopped = h.Run(r);
+  // Generation ends at the first occurrence of the stop id, which is kept in the output.
+  const auto first = std::find(free_run.tokens.begin(), free_run.tokens.end(), free_run.tokens[3]);
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(free_run.tokens.begin(), first + 1));
+  EXPECT_EQ(stopped.finished.finish_reason, FinishReason::kStop);
+}
+
+TEST(SchedulerTest, RejectsBadRequestsNamingTheField) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  SchedulerHarness h(*model, CachePolicy::kMarconi, 4 * kMiB);
+  auto error = [&](Request r) { return std::string(h.scheduler().Validate(r).message()); };
+  EXPECT_NE(error(Greedy({}, 4)).find("prompt: no tokens"), std::string::npos);
+  EXPECT_NE(error(Greedy({5, 1024}, 4)).find("prompt[1]"), std::string::npos);
+  EXPECT_NE(error(Greedy({5, -1}, 4)).find("prompt[1]"), std::string::npos);
+  EXPECT_NE(error(Greedy({5}, 0)).find("max_new_tokens"), std::string::npos);
+  Request r = Greedy({5}, 4);
+  r.sampling.greedy = false;
+  r.sampling.temperature = -1;
+  EXPECT_NE(error(r).find("temperature"), std::string::npos);
+  r = Greedy({5}, 4);
+  r.top_logprobs = 21;
+  EXPECT_NE(error(r).find("top_logprobs"), std::string::npos);
+  r = Greedy({5}, 4);
+  r.stop_strings = {"x"};
+  EXPECT_NE(error(r).find("stop_strings"), std::string::npos);
+  // Larger than the memory can ever hold.
+  const absl::Status huge = h.scheduler().Validate(Greedy(std::vector<int32_t>(20000, 5), 4000));
+  EXPECT_TRUE(absl::IsResourceExhausted(huge)) << huge;
+}
+
+}  // namespace
+}  // namespace tandem::engine
