@@ -13,6 +13,10 @@ namespace {
 // Merges with less work than this many output floats run on the calling thread: a decode row's
 // merge is a few thousand multiply-adds, cheaper than waking the pool.
 constexpr int64_t kSerialMergeFloats = 64 * 1024;
+// Below this many multiply-adds (rows × heads × keys × head_dim) a PartialAttention runs on the
+// calling thread: a decode row's suffix of a few dozen keys takes microseconds, less than a
+// pool wake-up costs on cores shared with other processes.
+constexpr int64_t kSerialAttentionMacs = 256 * 1024;
 
 }  // namespace
 
@@ -21,10 +25,11 @@ void CpuOps::PartialAttention(const PartialAttentionArgs& a, Workspace& ws) {
   const int64_t dh = kv.head_dim;
   const int32_t kvh = kv.num_kv_heads, group = a.heads / kvh;
   const int64_t items = a.rows * kvh;
-  const int64_t slots = std::min<int64_t>(items, pool_.size());
+  const int64_t macs = a.rows * a.heads * std::max<int64_t>(0, a.key_end - a.key_begin) * dh;
+  const int64_t slots = macs < kSerialAttentionMacs ? 1 : std::min<int64_t>(items, pool_.size());
   const int64_t per_slot = StreamGroupScratch(group, dh, kv.page_tokens);
   float* scratch = ws.Floats(std::max<int64_t>(slots, 1) * per_slot);
-  pool_.ForEach(items, [&](int64_t slot, int64_t item) {
+  auto item_fn = [&](int64_t slot, int64_t item) {
     const int64_t t = item / kvh;
     const int32_t j = static_cast<int32_t>(item % kvh);
     const int64_t end = a.causal ? std::min(a.key_end, a.start_pos + t + 1) : a.key_end;
@@ -43,7 +48,12 @@ void CpuOps::PartialAttention(const PartialAttentionArgs& a, Workspace& ws) {
       for (int64_t i = 0; i < dh; ++i) o[i] = r.acc[gi * dh + i] * inv;
       a.lse[t * a.ld_lse + h] = r.mx[gi] + std::log(r.sum[gi]);
     }
-  });
+  };
+  if (slots == 1) {
+    for (int64_t item = 0; item < items; ++item) item_fn(0, item);
+  } else {
+    pool_.ForEach(items, item_fn);
+  }
 }
 
 void CpuOps::MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
