@@ -2,6 +2,8 @@
 
 #include <deque>
 
+#include "cache/avmp_allocator.h"
+
 namespace tandem::cache {
 namespace {
 
@@ -9,6 +11,7 @@ struct Running {
   size_t index = 0;
   size_t tokens = 0;  // KV tokens held
   size_t remaining = 0;
+  size_t kv_pages_left = 0;  // pages it will still allocate before it completes
   std::vector<Handle> handles;
   uint64_t blocked_at = UINT64_MAX;  // `frees` when its last allocation failed
 };
@@ -33,6 +36,16 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
   // allocator would only count the same shortage again.
   uint64_t frees = 0;
   uint64_t queue_blocked_at = UINT64_MAX;
+  // The KV pages the running requests will still allocate: AVMP's reserved demand, so that it
+  // does not move to the SSM pool capacity they are going to need.
+  AvmpAllocator* const avmp = dynamic_cast<AvmpAllocator*>(&a);
+  size_t kv_promised = 0;
+  // `pages` of `run`'s promise were allocated, or will not be needed.
+  auto settle = [&](Running& run, size_t pages) {
+    run.kv_pages_left -= pages;
+    kv_promised -= pages;
+    if (avmp != nullptr) avmp->SetReservedDemand(Pool::kKvPage, kv_promised);
+  };
   auto free_all = [&](std::vector<Handle>& hs) {
     for (Handle h : hs) a.Free(h);
     frees += hs.size();
@@ -45,14 +58,15 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
     // back and the pool would thrash).
     while (!queue.empty() && !hold_admissions && queue_blocked_at != frees) {
       const AllocRequest& q = requests[queue.front()];
-      Running run{queue.front(), q.prompt_tokens, q.gen_tokens, {}};
+      Running run{.index = queue.front(), .tokens = q.prompt_tokens, .remaining = q.gen_tokens};
+      const size_t prompt_pages = has_kv ? (q.prompt_tokens + page - 1) / page : 0;
       bool ok = true;
       if (has_ssm) {
         auto h = a.Allocate(Pool::kSsmBlock);
         ok = h.ok();
         if (ok) run.handles.push_back(*h);
       }
-      for (size_t i = 0; ok && has_kv && i < (q.prompt_tokens + page - 1) / page; ++i) {
+      for (size_t i = 0; ok && i < prompt_pages; ++i) {
         auto h = a.Allocate(Pool::kKvPage);
         ok = h.ok();
         if (ok) run.handles.push_back(*h);
@@ -68,6 +82,11 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
         break;
       }
       queue.pop_front();
+      // Decoding takes a page at each page boundary, so the request ends holding the pages of
+      // prompt + output; the prompt's are already taken.
+      run.kv_pages_left = has_kv ? (q.prompt_tokens + q.gen_tokens + page - 1) / page : 0;
+      kv_promised += run.kv_pages_left;
+      settle(run, prompt_pages);
       running.push_back(std::move(run));
     }
     r.peak_running = std::max(r.peak_running, running.size());
@@ -84,6 +103,7 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
           stepped = h.ok();
           if (stepped) {
             run.handles.push_back(*h);
+            if (run.kv_pages_left > 0) settle(run, 1);
           } else {
             run.blocked_at = frees;
           }
@@ -95,6 +115,7 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
         progressed = true;
       }
       if (run.remaining == 0) {
+        settle(run, run.kv_pages_left);
         free_all(run.handles);
         ++r.completed;
         hold_admissions = false;
@@ -107,6 +128,7 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
       // Every running request is stuck waiting for memory: preempt the newest (vLLM-style
       // recompute) so the others can move; it goes back to the head of the queue.
       Running& victim = running.back();
+      settle(victim, victim.kv_pages_left);
       free_all(victim.handles);
       if (running.size() == 1) {
         ++r.dropped;  // alone and still stuck: it can never finish in this pool

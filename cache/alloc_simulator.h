@@ -5,7 +5,10 @@
 // stays queued (FIFO), a decode step stalls, and either retries once something has been freed
 // (retrying into an unchanged allocator would count one shortage many times); when no running
 // request can make progress the newest is preempted (freed and requeued at the head). A
-// request that cannot be admitted into an otherwise idle allocator is dropped.
+// request that cannot be admitted into an otherwise idle allocator is dropped. Admission is
+// greedy for every allocator; for AVMP the admission path also keeps the KV pool's reserved
+// demand current (the pages running requests will still allocate), which its demand-aware
+// migration rules read (cache/avmp_allocator.h).
 #ifndef TANDEM_CACHE_ALLOC_SIMULATOR_H_
 #define TANDEM_CACHE_ALLOC_SIMULATOR_H_
 

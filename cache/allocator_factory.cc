@@ -53,13 +53,21 @@ absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const Mo
     return out;
   }
   bool dynamic = false;
+  bool demand_aware = true;
   double r = 1.0;
   if (absl::ConsumePrefix(&rest, "avmp-static:")) {
     auto parsed = ParseRatio(name, rest);
     if (!parsed.ok()) return parsed.status();
     r = *parsed;
-  } else if (name == "avmp-dynamic") {
+  } else if (name == "avmp-dynamic" || name == "avmp-dynamic-paper") {
     dynamic = true;
+    demand_aware = name == "avmp-dynamic";
+  } else if (absl::ConsumePrefix(&rest, "avmp-dynamic-paper:")) {
+    auto parsed = ParseRatio(name, rest);
+    if (!parsed.ok()) return parsed.status();
+    r = *parsed;
+    dynamic = true;
+    demand_aware = false;
   } else if (absl::ConsumePrefix(&rest, "avmp-dynamic:")) {
     auto parsed = ParseRatio(name, rest);
     if (!parsed.ok()) return parsed.status();
@@ -68,7 +76,8 @@ absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const Mo
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown allocator '", name,
-                     "' (expected padded-unified, fixed-dual:R, avmp-static:R or avmp-dynamic)"));
+                     "' (expected padded-unified, fixed-dual:R, avmp-static:R, avmp-dynamic or "
+                     "avmp-dynamic-paper)"));
   }
   auto a = AvmpAllocator::Create({.kv_page_bytes = kv_page,
                                   .ssm_block_bytes = ssm_block,
@@ -78,7 +87,8 @@ absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const Mo
                                   .threshold_high = options.threshold_high,
                                   .migration_batch_size = options.migration_batch_size,
                                   .min_rebalance_interval_ops = options.min_rebalance_interval_ops,
-                                  .backing = options.backing});
+                                  .backing = options.backing,
+                                  .demand_aware = demand_aware});
   if (!a.ok()) return a.status();
   out.allocator = *std::move(a);
   return out;

@@ -1,7 +1,8 @@
 // Builds an allocator from its command-line name and a model spec:
-//   padded-unified | fixed-dual:R | avmp-static:R | avmp-dynamic[:R]
+//   padded-unified | fixed-dual:R | avmp-static:R | avmp-dynamic[:R] | avmp-dynamic-paper[:R]
 // R is SGLang's mamba_full_memory_ratio (SSM:KV bytes; SSM share = R/(1+R)). avmp-dynamic
-// starts from R (default 1, an even split) and migrates from there.
+// starts from R (default 1, an even split) and migrates from there with the demand-aware rules
+// (cache/avmp_allocator.h); avmp-dynamic-paper migrates by the paper's rules alone.
 #ifndef TANDEM_CACHE_ALLOCATOR_FACTORY_H_
 #define TANDEM_CACHE_ALLOCATOR_FACTORY_H_
 

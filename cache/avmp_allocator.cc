@@ -79,6 +79,7 @@ void AvmpAllocator::AddGranule(Pool pool, uint32_t granule) {
   PoolState& p = pools_[int(pool)];
   owner_[granule] = static_cast<uint8_t>(pool);
   p.granules.insert(granule);
+  if (granule_live_[granule] == 0) ++p.drained;
   if (p.units_per_granule > 0) p.partial.insert(granule);
 }
 
@@ -87,33 +88,93 @@ void AvmpAllocator::RemoveGranule(Pool pool, uint32_t granule) {
   CACHE_DCHECK(granule_live_[granule] == 0u);
   owner_[granule] = kNoPool;
   p.granules.erase(granule);
+  --p.drained;
   p.partial.erase(granule);
 }
 
-bool AvmpAllocator::TryMigrate(Pool recipient) {
+size_t AvmpAllocator::Shortfall(Pool pool) const {
+  const size_t free = capacity_units(pool) - pools_[int(pool)].used;
+  return reserved_[int(pool)] - std::min(reserved_[int(pool)], free);
+}
+
+size_t AvmpAllocator::DemandAwareMove(Pool recipient, bool paper_rule, size_t wanted,
+                                      size_t drained) const {
+  const Pool donor = recipient == Pool::kKvPage ? Pool::kSsmBlock : Pool::kKvPage;
+  const PoolState& r = pools_[int(recipient)];
+  const PoolState& d = pools_[int(donor)];
+  const double d_cap = double(capacity_units(donor));
+  const double dem_d = double(d.used + reserved_[int(donor)]);
+  const double dem_r = double(r.used + reserved_[int(recipient)]);
+  const double ur = double(r.units_per_granule), ud = double(d.units_per_granule);
+  size_t by_rule = 0;
+  if (paper_rule) {
+    // Look-ahead: the largest m with (1 − th)(cap_d − m·ud) − dem_d − m·ur·ρ > 0, ρ being the
+    // donor units each recipient unit brings with it; with no recipient demand, no limit.
+    by_rule = std::min(wanted, std::max<size_t>(1, drained / 2));
+    if (dem_r > 0) {
+      const double keep = 1 - config_.threshold_high;
+      const double limit = (keep * d_cap - dem_d) / (keep * ud + ur * (dem_d / dem_r));
+      const double m = std::ceil(limit) - 1;  // strictly below the limit
+      by_rule = std::min(by_rule, m <= 0 ? size_t{0} : static_cast<size_t>(m));
+    }
+  }
+  size_t by_pull = 0;
+  if (const size_t shortfall = Shortfall(recipient); shortfall > 0) {
+    // Cover the shortfall, plus what the donor's spare units left behind would attract:
+    // m·ur ≥ shortfall + (spare_d − m·ud)·ρ', ρ' the recipient units per donor unit.
+    const double spare_d = d_cap - dem_d;
+    double m = std::ceil(double(shortfall) / ur);
+    if (dem_d > 0) {
+      const double rho = dem_r / dem_d;
+      m = std::max(m, std::ceil((double(shortfall) + spare_d * rho) / (ur + ud * rho)));
+    }
+    by_pull = std::min(static_cast<size_t>(m), std::min(wanted, drained));
+  }
+  return std::max(by_rule, by_pull);
+}
+
+bool AvmpAllocator::TryMigrate(Pool recipient, bool deferred) {
   if (!config_.dynamic) return false;
   const Pool donor = recipient == Pool::kKvPage ? Pool::kSsmBlock : Pool::kKvPage;
   PoolState& r = pools_[int(recipient)];
   PoolState& d = pools_[int(donor)];
   if (r.units_per_granule == 0 || d.units_per_granule == 0) return false;
+  const bool aware = config_.demand_aware;
+  // A pool short of what it promised keeps asking until it is served (rule 3).
+  pull_pending_[int(recipient)] = aware && Shortfall(recipient) > 0;
   if (migrated_once_ && ops_ - last_migration_op_ < config_.min_rebalance_interval_ops)
     return false;
   const size_t d_cap = capacity_units(donor);
   if (d_cap == 0) return false;
-  const double donor_free = double(d_cap - d.used) / double(d_cap);
-  if (donor_free <= config_.threshold_high) return false;
-
-  std::vector<uint32_t> drained;  // fully free donor granules, highest first
-  for (auto it = d.granules.rbegin(); it != d.granules.rend(); ++it) {
-    if (granule_live_[*it] == 0) drained.push_back(*it);
-  }
-  if (drained.empty()) {
-    ++totals_.migrations_aborted;
+  // Free units the donor has not promised to its own sequences (the paper: all free units).
+  const size_t d_free = d_cap - d.used;
+  const size_t d_spare = aware ? d_free - std::min(d_free, reserved_[int(donor)]) : d_free;
+  const bool paper_rule = double(d_spare) / double(d_cap) > config_.threshold_high;
+  if (!paper_rule && !pull_pending_[int(recipient)]) return false;
+  if (d.drained == 0) {
+    if (!deferred) ++totals_.migrations_aborted;
     return false;
+  }
+  std::vector<uint32_t> drained;  // fully free donor granules, highest first
+  drained.reserve(d.drained);
+  for (auto it = d.granules.rbegin(); it != d.granules.rend() && drained.size() < d.drained; ++it) {
+    if (granule_live_[*it] == 0) drained.push_back(*it);
   }
   const size_t wanted =
       (config_.migration_batch_size + r.units_per_granule - 1) / r.units_per_granule;
-  const size_t moved = std::min(wanted, std::max<size_t>(1, drained.size() / 2));
+  size_t moved = 0;
+  if (aware) {
+    moved = DemandAwareMove(recipient, paper_rule, wanted, drained.size());
+    // Never hand over units the donor has promised.
+    moved = std::min(moved, d_spare / d.units_per_granule);
+  } else {
+    // At most half of the donor's drained granules, so one pool's burst cannot drain the other.
+    moved = std::min(wanted, std::max<size_t>(1, drained.size() / 2));
+  }
+  if (moved == 0) {
+    if (!deferred) ++totals_.migrations_aborted;
+    return false;
+  }
   for (size_t i = 0; i < moved; ++i) {
     const uint32_t gi = drained[i];
     RemoveGranule(donor, gi);
@@ -126,6 +187,8 @@ bool AvmpAllocator::TryMigrate(Pool recipient) {
     AddGranule(recipient, gi);
   }
   ++totals_.migrations;
+  if (!paper_rule) ++pulls_;
+  pull_pending_[int(recipient)] = aware && Shortfall(recipient) > 0;
   totals_.bytes_migrated += moved * granule_bytes_;
   totals_.bytes_wasted_to_alignment += moved * (granule_bytes_ - r.units_per_granule * r.stride);
   last_migration_op_ = ops_;
@@ -136,7 +199,17 @@ bool AvmpAllocator::TryMigrate(Pool recipient) {
 absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
   ++ops_;
   PoolState& p = pools_[int(pool)];
-  if (p.partial.empty() && !TryMigrate(pool)) {
+  const Pool other = pool == Pool::kKvPage ? Pool::kSsmBlock : Pool::kKvPage;
+  if (pull_pending_[int(other)]) {
+    // Rule 3: the other pool is still short of what it promised; it gets this pool's freed
+    // granules before a new unit is handed out here.
+    if (Shortfall(other) > 0) {
+      TryMigrate(other, /*deferred=*/true);
+    } else {
+      pull_pending_[int(other)] = false;
+    }
+  }
+  if (p.partial.empty() && !TryMigrate(pool, /*deferred=*/false)) {
     ++p.oom_events;
     return absl::ResourceExhaustedError(
         absl::StrCat("pool ", PoolName(pool), " is full (", capacity_units(pool), " units)"));
@@ -148,6 +221,7 @@ absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
   const uint32_t index = static_cast<uint32_t>(std::find(begin, begin + u, 0) - p.live.begin());
   p.live[index] = 1;
   ++p.used;
+  if (granule_live_[gi] == 0) --p.drained;
   if (++granule_live_[gi] == u) p.partial.erase(gi);
   if (!committed_[gi]) {
     (void)backing_->Commit(size_t{gi} * granule_bytes_, granule_bytes_);
@@ -169,6 +243,7 @@ void AvmpAllocator::Free(Handle handle) {
   --p.used;
   const uint32_t gi = index / static_cast<uint32_t>(p.units_per_granule);
   if (granule_live_[gi]-- == p.units_per_granule) p.partial.insert(gi);
+  if (granule_live_[gi] == 0) ++p.drained;
 }
 
 std::byte* AvmpAllocator::Resolve(Handle handle) const {

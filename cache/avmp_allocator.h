@@ -10,6 +10,27 @@
 // the lowest free index, which keeps live units packed at the low granules so high granules
 // drain and can move. Migrations are throttled by a count of Allocate/Free calls, not by time,
 // so a replay is deterministic.
+//
+// Beyond the paper, demand-aware migration (AvmpConfig::demand_aware, on by default). The
+// paper's trigger looks only at free fractions, so when admissions exhaust the SSM pool while
+// the KV pool is momentarily 30% free it moves KV capacity to SSM, more sequences are admitted,
+// and the KV they will need while decoding is no longer there (with a 152 MB Zamba2 state one
+// granule is one sequence or 25 KV pages, so a single move over-commits the KV pool). The
+// admission path therefore tells the allocator each pool's reserved demand: the units that
+// admitted sequences will still allocate (SetReservedDemand). Then
+//  1. look-ahead: a migration under the paper's trigger is taken only while the donor, net of
+//     its reserved demand, keeps a free fraction above threshold_high *after* the move, counting
+//     the demand the moved capacity will attract at the live ratio of donor to recipient demand
+//     ((used + reserved) of each pool). With no reserved demand this reduces to "the paper's
+//     test, evaluated after the move at the current usage ratio";
+//  2. pull: a pool whose free units do not cover its reserved demand may take the donor's fully
+//     free granules that the donor has not promised, even below threshold_high: enough to cover
+//     the shortfall plus the demand the donor's remaining spare units would attract;
+//  3. deferred pull: when such a pull finds no free donor granule (every SSM block is held by a
+//     running sequence), it is retried at the donor's next Allocate, before that allocation is
+//     served, instead of letting the donor hand its freed granule to a new admission.
+// A migration never takes units the donor has promised. The throttle, batch size, threshold
+// and 1.0× reservation are the paper's and apply to every migration.
 #ifndef TANDEM_CACHE_AVMP_ALLOCATOR_H_
 #define TANDEM_CACHE_AVMP_ALLOCATOR_H_
 
@@ -43,6 +64,9 @@ struct AvmpConfig {
   uint64_t min_rebalance_interval_ops = 1000;
   size_t granule_bytes = 0;  // 0 = the larger stride rounded up to 4 KiB
   BackingKind backing = BackingKind::kHost;
+  // Beyond the paper: the demand-aware rules above. false = the paper's rules exactly (reserved
+  // demand is then ignored).
+  bool demand_aware = true;
 };
 
 class AvmpAllocator final : public BlockAllocator {
@@ -57,6 +81,15 @@ class AvmpAllocator final : public BlockAllocator {
   size_t unit_bytes(Pool pool) const override;
   PoolStats stats(Pool pool) const override;
   AllocatorStats allocator_stats() const override;
+
+  // Beyond the paper: the units of `pool` that admitted sequences will still allocate (for KV,
+  // the pages of the tokens running requests have yet to decode), kept current by whoever
+  // admits sequences. It is a hint for migration only: allocations are never refused because
+  // of it. Default 0.
+  void SetReservedDemand(Pool pool, size_t units) { reserved_[int(pool)] = units; }
+  size_t reserved_demand(Pool pool) const { return reserved_[int(pool)]; }
+  // Migrations that only the demand-aware pull allowed (a subset of migrations).
+  uint64_t demand_pulls() const { return pulls_; }
 
   size_t granule_bytes() const { return granule_bytes_; }
   size_t num_granules() const { return owner_.size(); }
@@ -73,12 +106,18 @@ class AvmpAllocator final : public BlockAllocator {
     std::set<uint32_t> partial;   // owned granules with a free unit, lowest first
     std::vector<uint8_t> live;    // by unit index over all granules
     size_t used = 0;
+    size_t drained = 0;  // owned granules with no live unit
     uint64_t oom_events = 0;
   };
 
   AvmpAllocator() = default;
-  // Moves capacity to `recipient` if the rules allow; true if any granule moved.
-  bool TryMigrate(Pool recipient);
+  // Moves capacity to `recipient` if the rules allow; true if any granule moved. `deferred`:
+  // a retried pull (rule 3), not an allocation failure.
+  bool TryMigrate(Pool recipient, bool deferred);
+  // Units `pool` has promised (reserved demand) beyond its free units.
+  size_t Shortfall(Pool pool) const;
+  // Granules of `donor` whose move to `recipient` the demand-aware rules allow.
+  size_t DemandAwareMove(Pool recipient, bool paper_rule, size_t wanted, size_t drained) const;
   void AddGranule(Pool pool, uint32_t granule);
   void RemoveGranule(Pool pool, uint32_t granule);
   size_t capacity_units(Pool pool) const {
@@ -93,7 +132,10 @@ class AvmpAllocator final : public BlockAllocator {
   std::vector<uint32_t> granule_live_;  // live units in each granule
   std::vector<uint8_t> committed_;      // granule touched since its last decommit
   std::array<PoolState, kNumPools> pools_;
+  size_t reserved_[kNumPools] = {0, 0};
   uint64_t ops_ = 0;
+  uint64_t pulls_ = 0;
+  bool pull_pending_[kNumPools] = {false, false};
   uint64_t last_migration_op_ = 0;
   bool migrated_once_ = false;
   AllocatorStats totals_;

@@ -140,6 +140,108 @@ TEST(AvmpAllocatorTest, MigrationIsThrottledByOperationCount) {
   EXPECT_EQ(a->allocator_stats().migrations, 2u);
 }
 
+// The demand-aware rules (beyond the paper). SmallConfig: 16 granules, 8 KV (32 pages) and 8 SSM.
+
+TEST(AvmpDemandAwareTest, ReservedDemandKeepsCapacityFromMovingToNewAdmissions) {
+  for (bool aware : {true, false}) {
+    AvmpConfig c = SmallConfig();
+    c.demand_aware = aware;
+    auto a = *AvmpAllocator::Create(c);
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+    // The KV pool is entirely free, but running sequences will still need 24 of its 32 pages.
+    a->SetReservedDemand(Pool::kKvPage, 24);
+    auto h = a->Allocate(Pool::kSsmBlock);
+    EXPECT_EQ(h.ok(), !aware) << "aware=" << aware;
+    EXPECT_EQ(a->allocator_stats().migrations, aware ? 0u : 1u);
+    EXPECT_EQ(a->stats(Pool::kKvPage).capacity_units, aware ? 32u : 16u);
+  }
+}
+
+TEST(AvmpDemandAwareTest, LookAheadCountsTheDemandTheMovedCapacityBrings) {
+  // 16 KV pages are used by 8 sequences (two pages per SSM block). The paper's rule moves half
+  // of the 4 drained KV granules (2), which would leave 8 pages for 10 sequences; the
+  // look-ahead keeps the KV pool above threshold_high after the move at the live ratio and
+  // moves one.
+  for (bool aware : {true, false}) {
+    AvmpConfig c = SmallConfig();
+    c.demand_aware = aware;
+    auto a = *AvmpAllocator::Create(c);
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE(a->Allocate(Pool::kKvPage).ok());
+    for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+    ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+    EXPECT_EQ(a->granules(Pool::kSsmBlock), aware ? 9u : 10u) << "aware=" << aware;
+  }
+}
+
+TEST(AvmpDemandAwareTest, PullCoversAShortfallBelowThreshold) {
+  for (bool aware : {true, false}) {
+    AvmpConfig c = SmallConfig();
+    c.demand_aware = aware;
+    auto a = *AvmpAllocator::Create(c);
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+    for (int i = 0; i < 32; ++i) ASSERT_TRUE(a->Allocate(Pool::kKvPage).ok());
+    // The SSM pool is 25% free (below threshold_high), so the paper refuses; but the KV pool
+    // has promised 3 more pages it does not have, and 2 SSM granules are promised to no one.
+    a->SetReservedDemand(Pool::kKvPage, 3);
+    auto h = a->Allocate(Pool::kKvPage);
+    EXPECT_EQ(h.ok(), aware) << "aware=" << aware;
+    EXPECT_EQ(a->demand_pulls(), aware ? 1u : 0u);
+    EXPECT_EQ(a->stats(Pool::kKvPage).capacity_units, aware ? 36u : 32u);
+    EXPECT_EQ(a->allocator_stats().reserved_bytes, 16u * 4096);  // still 1.0× the budget
+  }
+}
+
+TEST(AvmpDemandAwareTest, PullNeverTakesWhatTheDonorPromised) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(a->Allocate(Pool::kKvPage).ok());
+  a->SetReservedDemand(Pool::kKvPage, 3);
+  a->SetReservedDemand(Pool::kSsmBlock, 2);  // both free SSM blocks are spoken for
+  EXPECT_FALSE(a->Allocate(Pool::kKvPage).ok());
+  EXPECT_EQ(a->allocator_stats().migrations, 0u);
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).capacity_units, 8u);
+}
+
+TEST(AvmpDemandAwareTest, DeferredPullTakesTheDonorsNextFreedGranule) {
+  AvmpConfig c = SmallConfig();
+  c.migration_batch_size = 1;
+  auto a = *AvmpAllocator::Create(c);
+  std::vector<Handle> ssm;
+  for (int i = 0; i < 8; ++i) ssm.push_back(*a->Allocate(Pool::kSsmBlock));
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(a->Allocate(Pool::kKvPage).ok());
+  a->SetReservedDemand(Pool::kKvPage, 2);
+  // Every SSM block is held: the KV pool's pull finds no granule to take.
+  EXPECT_FALSE(a->Allocate(Pool::kKvPage).ok());
+  EXPECT_EQ(a->allocator_stats().migrations, 0u);
+  // A sequence finishes; before its block is handed to a new admission, the KV pool gets it.
+  a->Free(ssm.back());
+  EXPECT_FALSE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_EQ(a->demand_pulls(), 1u);
+  EXPECT_EQ(a->stats(Pool::kKvPage).capacity_units, 36u);
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).capacity_units, 7u);
+  EXPECT_TRUE(a->Allocate(Pool::kKvPage).ok());
+  // Once the shortfall is covered the SSM pool is left alone.
+  a->SetReservedDemand(Pool::kKvPage, 0);
+  a->Free(ssm[0]);
+  EXPECT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_EQ(a->allocator_stats().migrations, 1u);
+}
+
+TEST(AvmpDemandAwareTest, PullsAreThrottledLikeEveryMigration) {
+  AvmpConfig c = SmallConfig();
+  c.min_rebalance_interval_ops = 1000;
+  c.migration_batch_size = 1;
+  auto a = *AvmpAllocator::Create(c);
+  std::vector<Handle> ssm;
+  for (int i = 0; i < 6; ++i) ssm.push_back(*a->Allocate(Pool::kSsmBlock));
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(a->Allocate(Pool::kKvPage).ok());
+  a->SetReservedDemand(Pool::kKvPage, 10);
+  ASSERT_TRUE(a->Allocate(Pool::kKvPage).ok());  // first migration: not throttled
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a->Allocate(Pool::kKvPage).ok());
+  EXPECT_FALSE(a->Allocate(Pool::kKvPage).ok());  // still short, but too soon
+  EXPECT_EQ(a->allocator_stats().migrations, 1u);
+}
+
 TEST(AvmpAllocatorDeathTest, DoubleFreeIsCaught) {
   auto a = *AvmpAllocator::Create(SmallConfig());
   Handle h = *a->Allocate(Pool::kKvPage);
@@ -223,7 +325,8 @@ TEST(BaselineAllocatorTest, PaddedUnifiedPadsEverySlotToTheStateSize) {
 TEST(AllocatorFactoryTest, ParsesNames) {
   ModelSpec spec = *ModelSpec::Builtin("jamba-1.5-mini");
   AllocatorOptions o{.budget_bytes = size_t{1} << 30};
-  for (const char* name : {"padded-unified", "fixed-dual:0.9", "avmp-static:0.5", "avmp-dynamic"}) {
+  for (const char* name : {"padded-unified", "fixed-dual:0.9", "avmp-static:0.5", "avmp-dynamic",
+                           "avmp-dynamic:0.9", "avmp-dynamic-paper", "avmp-dynamic-paper:0.5"}) {
     auto a = CreateAllocator(name, spec, o);
     ASSERT_TRUE(a.ok()) << name << ": " << a.status();
     EXPECT_LE(a->allocator->allocator_stats().reserved_bytes, o.budget_bytes) << name;

@@ -1,0 +1,78 @@
+// The pieces of sampling that rewrite or read a row of logits, kept apart from the sampler so
+// that each rule can be tested on hand-made numbers:
+//   TokenCounts      which tokens a sequence has seen (prompt) and generated, and how often;
+//   ApplyPenalties   repetition (Hugging Face), presence and frequency (OpenAI / vLLM);
+//   ComputeLogprobs  log-softmax of a row for the chosen token and the n most likely tokens.
+#ifndef TANDEM_ENGINE_LOGITS_PROCESSORS_H_
+#define TANDEM_ENGINE_LOGITS_PROCESSORS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tandem::engine {
+
+// Token occurrence counts of one sequence. Memory and the per-step cost of the penalties grow
+// with the number of distinct tokens seen, never with the vocabulary: a vocabulary-sized array
+// per sequence would cost megabytes per request and an O(vocab) pass per step.
+// Open addressing over a power-of-two table; nothing is allocated while the distinct count stays
+// within what Reserve() was given.
+class TokenCounts {
+ public:
+  struct Entry {
+    int32_t token;
+    int32_t generated;  // occurrences among generated tokens
+    bool in_prompt;
+  };
+
+  TokenCounts() = default;
+  void Reserve(size_t distinct_tokens);
+  void AddPrompt(int32_t token);
+  void AddGenerated(int32_t token);
+
+  // Distinct tokens, in order of first appearance.
+  std::span<const Entry> entries() const { return entries_; }
+  int32_t generated(int32_t token) const;
+  bool in_prompt(int32_t token) const;
+  // Distinct generated tokens (those with generated > 0), for penalties that ignore the prompt.
+  std::span<const int32_t> generated_entries() const { return generated_entries_; }
+
+ private:
+  Entry& Find(int32_t token);  // inserts when absent
+  const Entry* Lookup(int32_t token) const;
+  void Rehash(size_t slots);
+
+  std::vector<Entry> entries_;
+  std::vector<int32_t> generated_entries_;  // indices into entries_
+  std::vector<int32_t> slots_;              // index into entries_, or -1
+};
+
+struct PenaltyParams {
+  float repetition_penalty = 1.0f;  // 1 = off
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  bool active() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+};
+
+// In place, on the tokens `counts` knows (ids outside the row are ignored):
+//  - repetition (Hugging Face RepetitionPenaltyLogitsProcessor): every token of prompt or output
+//    has a positive logit divided by the penalty, a negative one multiplied by it;
+//  - then presence and frequency (OpenAI, vLLM): a generated token's logit loses
+//    presence + frequency * count. The prompt does not count for these two.
+void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts, std::span<float> logits);
+
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// log_softmax(logits)[chosen], and the `top.size()` most likely tokens in descending order
+// (lowest id first on ties) written to `top`. Accumulates in double. O(vocab · log n).
+float ComputeLogprobs(std::span<const float> logits, int32_t chosen, std::span<TopLogprob> top);
+
+}  // namespace tandem::engine
+
+#endif  // TANDEM_ENGINE_LOGITS_PROCESSORS_H_
