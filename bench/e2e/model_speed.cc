@@ -17,7 +17,7 @@
 #include "kernels/backends.h"
 #include "kernels/cpu/thread_pool.h"
 #include "models/model.h"
-#include "nlohmann/json.hpp"
+#include "models/model_presets.h"
 
 namespace tandem {
 namespace {
@@ -25,61 +25,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-// ~100M-parameter configurations shaped like the real families.
-nlohmann::json JambaConfig() {
-  return {{"architectures", {"JambaForCausalLM"}},
-          {"vocab_size", 16384},
-          {"hidden_size", 768},
-          {"num_hidden_layers", 12},
-          {"num_attention_heads", 12},
-          {"num_key_value_heads", 4},
-          {"intermediate_size", 1024},
-          {"attn_layer_period", 4},
-          {"attn_layer_offset", 2},
-          {"expert_layer_period", 2},
-          {"expert_layer_offset", 1},
-          {"num_experts", 4},
-          {"num_experts_per_tok", 2},
-          {"mamba_d_state", 16},
-          {"mamba_d_conv", 4},
-          {"mamba_expand", 2},
-          {"mamba_dt_rank", 48}};
-}
-nlohmann::json Zamba2Config() {
-  std::vector<std::string> types(14, "mamba");
-  types[5] = types[9] = types[13] = "hybrid";
-  return {{"architectures", {"Zamba2ForCausalLM"}},
-          {"vocab_size", 16384},
-          {"hidden_size", 768},
-          {"num_hidden_layers", 14},
-          {"layers_block_type", types},
-          {"mamba_d_state", 64},
-          {"mamba_d_conv", 4},
-          {"mamba_expand", 2},
-          {"mamba_ngroups", 1},
-          {"n_mamba_heads", 24},
-          {"chunk_size", 256},
-          {"num_attention_heads", 12},
-          {"intermediate_size", 3072},
-          {"num_mem_blocks", 2},
-          {"use_shared_attention_adapter", true},
-          {"adapter_rank", 64},
-          {"use_mem_rope", true}};
-}
-nlohmann::json Mamba2Config() {
-  return {{"architectures", {"Mamba2ForCausalLM"}},
-          {"vocab_size", 16384},
-          {"hidden_size", 768},
-          {"num_hidden_layers", 24},
-          {"num_heads", 24},
-          {"head_dim", 64},
-          {"state_size", 128},
-          {"n_groups", 1},
-          {"expand", 2},
-          {"conv_kernel", 4},
-          {"chunk_size", 256}};
 }
 
 // Read bandwidth: every thread sums its slice of a buffer much larger than the caches.
@@ -168,10 +113,10 @@ int Main(int argc, char** argv) {
       static_cast<long long>(prefill_tokens));
   std::printf("|---|---|---|---|---|---|---|---|\n");
 
-  const std::pair<const char*, nlohmann::json> families[] = {
-      {"jamba", JambaConfig()}, {"zamba2", Zamba2Config()}, {"mamba2", Mamba2Config()}};
-  for (const auto& [name, json] : families) {
-    auto config = models::ParseModelConfig(json, name);
+  for (const std::string& preset : models::ModelPresetNames()) {
+    const std::string family = preset.substr(0, preset.find('-'));
+    const char* name = family.c_str();
+    auto config = models::ModelPreset(preset);
     if (!config.ok()) {
       std::fprintf(stderr, "%s: %s\n", name, std::string(config.status().message()).c_str());
       return 1;

@@ -19,6 +19,8 @@ constexpr Command kCommands[] = {
     {"generate", RunGenerate, "run a checkpoint on a prompt and print the generated text"},
     {"simulate", RunSimulate, "replay a trace or workload through the prefix cache policies"},
     {"simulate-alloc", RunSimulateAlloc, "replay a workload through the memory allocators"},
+    {"bench-engine", RunBenchEngine,
+     "replay a workload through the real engine under each cache policy"},
     {"devices", RunDevices, "list the CUDA devices this build can use"},
 };
 

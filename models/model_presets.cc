@@ -1,0 +1,81 @@
+#include "models/model_presets.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tandem::models {
+namespace {
+
+nlohmann::json Jamba100M() {
+  return {{"architectures", {"JambaForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 12},
+          {"num_attention_heads", 12},
+          {"num_key_value_heads", 4},
+          {"intermediate_size", 1024},
+          {"attn_layer_period", 4},
+          {"attn_layer_offset", 2},
+          {"expert_layer_period", 2},
+          {"expert_layer_offset", 1},
+          {"num_experts", 4},
+          {"num_experts_per_tok", 2},
+          {"mamba_d_state", 16},
+          {"mamba_d_conv", 4},
+          {"mamba_expand", 2},
+          {"mamba_dt_rank", 48}};
+}
+nlohmann::json Zamba2100M() {
+  std::vector<std::string> types(14, "mamba");
+  types[5] = types[9] = types[13] = "hybrid";
+  return {{"architectures", {"Zamba2ForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 14},
+          {"layers_block_type", types},
+          {"mamba_d_state", 64},
+          {"mamba_d_conv", 4},
+          {"mamba_expand", 2},
+          {"mamba_ngroups", 1},
+          {"n_mamba_heads", 24},
+          {"chunk_size", 256},
+          {"num_attention_heads", 12},
+          {"intermediate_size", 3072},
+          {"num_mem_blocks", 2},
+          {"use_shared_attention_adapter", true},
+          {"adapter_rank", 64},
+          {"use_mem_rope", true}};
+}
+nlohmann::json Mamba2100M() {
+  return {{"architectures", {"Mamba2ForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 24},
+          {"num_heads", 24},
+          {"head_dim", 64},
+          {"state_size", 128},
+          {"n_groups", 1},
+          {"expand", 2},
+          {"conv_kernel", 4},
+          {"chunk_size", 256}};
+}
+
+}  // namespace
+
+std::vector<std::string> ModelPresetNames() { return {"jamba-100m", "zamba2-100m", "mamba2-100m"}; }
+
+absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
+  if (name == "jamba-100m") return Jamba100M();
+  if (name == "zamba2-100m") return Zamba2100M();
+  if (name == "mamba2-100m") return Mamba2100M();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model preset '", name, "' (known: ", absl::StrJoin(ModelPresetNames(), ", "), ")"));
+}
+
+absl::StatusOr<ModelConfig> ModelPreset(const std::string& name) {
+  absl::StatusOr<nlohmann::json> json = ModelPresetJson(name);
+  if (!json.ok()) return json.status();
+  return ParseModelConfig(*json, "preset " + name);
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,133 @@
+// The thread-safe engine API: concurrent submissions, streaming, cancellation, shutdown, errors.
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gtest/gtest.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace tandem::engine {
+namespace {
+
+using testing::Drain;
+using testing::Greedy;
+using testing::LoadFixtureModel;
+using testing::Outcome;
+using testing::SchedulerHarness;
+using testing::Tokens;
+
+EngineConfig SmallConfig(CachePolicy policy) {
+  EngineConfig config;
+  config.memory_bytes = 32 << 20;
+  config.threads = 2;
+  config.scheduler.prefill_chunk = 24;
+  config.scheduler.step_tokens = 96;
+  config.scheduler.cache.policy = policy;
+  return config;
+}
+
+TEST(EngineApiTest, ConcurrentClientsGetTheirSoloOutputs) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  const int32_t vocab = model->config().vocab_size;
+  constexpr int kClients = 4, kPerClient = 3;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < kClients * kPerClient; ++i) prompts.push_back(Tokens(10 + 7 * i, i, vocab));
+  std::vector<std::vector<int32_t>> solo;
+  for (const auto& p : prompts) {
+    SchedulerHarness h(*model, CachePolicy::kNone, 32 << 20);
+    solo.push_back(h.Run(Greedy(p, 10)).tokens);
+  }
+  auto engine = Engine::Create(*model, nullptr, SmallConfig(CachePolicy::kMarconi));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::vector<int32_t>> got(prompts.size());
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int j = 0; j < kPerClient; ++j) {
+        const int i = c * kPerClient + j;
+        auto stream = (*engine)->Submit(Greedy(prompts[i], 10));
+        ASSERT_TRUE(stream.ok()) << stream.status();
+        Outcome out = Drain(**stream);
+        EXPECT_EQ(out.finished.finish_reason, FinishReason::kLength);
+        EXPECT_GE(out.finished.timings.first_token, out.finished.timings.queued);
+        EXPECT_GE(out.finished.timings.finished, out.finished.timings.first_token);
+        got[i] = out.tokens;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], solo[i]) << "request " << i;
+  const SchedulerStats stats = (*engine)->stats();
+  EXPECT_EQ(stats.finished, prompts.size());
+  EXPECT_EQ(stats.running + stats.waiting, 0u);
+  EXPECT_EQ(stats.generated_tokens, 10 * prompts.size());
+}
+
+TEST(EngineApiTest, CancelStopsARunningRequestAndFreesItsMemory) {
+  auto model = LoadFixtureModel("zamba2-tiny");
+  ASSERT_NE(model, nullptr);
+  auto engine = Engine::Create(*model, nullptr, SmallConfig(CachePolicy::kNone));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto stream = (*engine)->Submit(Greedy(Tokens(30, 1, 1024), 4000));
+  ASSERT_TRUE(stream.ok());
+  Event e;
+  ASSERT_TRUE((*stream)->Next(&e));  // the first token: it is decoding now
+  EXPECT_EQ(e.kind, Event::Kind::kTokens);
+  EXPECT_TRUE((*engine)->Cancel((*stream)->id()));
+  Outcome rest = Drain(**stream);
+  EXPECT_EQ(rest.finished.finish_reason, FinishReason::kCancelled);
+  EXPECT_LT(rest.finished.usage.completion_tokens, 4000);
+  EXPECT_FALSE((*engine)->Cancel((*stream)->id()));
+  EXPECT_FALSE((*engine)->Cancel(12345));
+  (*engine)->Drain();
+  const SchedulerStats stats = (*engine)->stats();
+  EXPECT_EQ(stats.cancelled, 1u);
+  EXPECT_EQ(stats.memory.pools[0].used_units + stats.memory.pools[1].used_units, 0u);
+}
+
+TEST(EngineApiTest, ShutdownCancelsEverythingAndRefusesNewRequests) {
+  auto model = LoadFixtureModel("mamba2-tiny");
+  ASSERT_NE(model, nullptr);
+  auto engine = Engine::Create(*model, nullptr, SmallConfig(CachePolicy::kMarconi));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 5; ++i) {
+    auto s = (*engine)->Submit(Greedy(Tokens(20, i, 1024), 4000));
+    ASSERT_TRUE(s.ok());
+    streams.push_back(*s);
+  }
+  (*engine)->Shutdown();
+  for (auto& s : streams) {
+    EXPECT_EQ(Drain(*s).finished.finish_reason, FinishReason::kCancelled);
+  }
+  auto refused = (*engine)->Submit(Greedy({5, 6}, 2));
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+}
+
+TEST(EngineApiTest, SubmitRefusesBadRequestsAndAFullQueue) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  EngineConfig config = SmallConfig(CachePolicy::kNone);
+  auto engine = Engine::Create(*model, nullptr, config);
+  ASSERT_TRUE(engine.ok());
+  auto bad = (*engine)->Submit(Greedy({5, 99999}, 2));
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("prompt[1]"), std::string::npos);
+
+  config.max_waiting = 0;  // no queue at all
+  auto full = Engine::Create(*model, nullptr, config);
+  ASSERT_TRUE(full.ok());
+  auto refused = (*full)->Submit(Greedy({5, 6}, 2));
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+
+  config = SmallConfig(CachePolicy::kNone);
+  config.allocator = "padded-unified";
+  EXPECT_TRUE(absl::IsInvalidArgument(Engine::Create(*model, nullptr, config).status()));
+  config.allocator = "avmp-dynamic";
+  config.scheduler.prefill_chunk = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(Engine::Create(*model, nullptr, config).status()));
+}
+
+}  // namespace
+}  // namespace tandem::engine
