@@ -32,7 +32,7 @@ absl::StatusOr<GenerateResult> Generate(const models::Model& model, kernels::Ops
   const int64_t vocab = model.config().vocab_size;
   TANDEM_ASSIGN_OR_RETURN(SequenceMemory memory, SequenceMemory::Create(allocator, model));
   kernels::Workspace ws;
-  Sampler sampler(options.sampling);
+  Sampler sampler(options.sampling, prompt, options.max_new_tokens);
   GenerateResult result;
   std::vector<float> logits(vocab);
 

@@ -8,9 +8,8 @@ namespace tandem::engine {
 namespace {
 size_t SlotOf(int32_t token, size_t mask) {
   // Fibonacci hashing spreads consecutive ids (common in prompts) over the table.
-  return static_cast<size_t>((static_cast<uint64_t>(static_cast<uint32_t>(token)) *
-                              0x9E3779B97F4A7C15ULL) >>
-                             32) &
+  return static_cast<size_t>(
+             (static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0x9E3779B97F4A7C15ULL) >> 32) &
          mask;
 }
 }  // namespace
@@ -88,8 +87,8 @@ void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts,
     for (int32_t index : counts.generated_entries()) {
       const TokenCounts::Entry& e = counts.entries()[index];
       if (!in_row(e.token)) continue;
-      logits[e.token] -= params.presence_penalty +
-                         params.frequency_penalty * static_cast<float>(e.generated);
+      logits[e.token] -=
+          params.presence_penalty + params.frequency_penalty * static_cast<float>(e.generated);
     }
   }
 }
@@ -119,8 +118,7 @@ float ComputeLogprobs(std::span<const float> logits, int32_t chosen, std::span<T
     top[pos].token = id;
   }
   for (size_t i = 0; i < filled; ++i) top[i].logprob = logprob(top[i].token);
-  return chosen >= 0 && static_cast<size_t>(chosen) < logits.size() ? logprob(chosen)
-                                                                      : -INFINITY;
+  return chosen >= 0 && static_cast<size_t>(chosen) < logits.size() ? logprob(chosen) : -INFINITY;
 }
 
 }  // namespace tandem::engine

@@ -62,7 +62,8 @@ struct PenaltyParams {
 //    has a positive logit divided by the penalty, a negative one multiplied by it;
 //  - then presence and frequency (OpenAI, vLLM): a generated token's logit loses
 //    presence + frequency * count. The prompt does not count for these two.
-void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts, std::span<float> logits);
+void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts,
+                    std::span<float> logits);
 
 struct TopLogprob {
   int32_t token = 0;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "cache/check.h"
 
 namespace tandem::engine {
 
@@ -18,6 +19,25 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   }
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
     return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", p.top_p));
+  }
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("min_p must be in [0, 1], got ", p.min_p));
+  }
+  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0.0f) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repetition_penalty must be a positive number, got ", p.repetition_penalty));
+  }
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("presence_penalty must be in [-2, 2], got ", p.presence_penalty));
+  }
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty));
+  }
+  if (p.top_logprobs < 0 || p.top_logprobs > SampleResult::kMaxTop) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "top_logprobs must be in [0, ", SampleResult::kMaxTop, "], got ", p.top_logprobs));
   }
   return absl::OkStatus();
 }
@@ -58,53 +78,155 @@ int32_t Argmax(std::span<const float> logits) {
   return best;
 }
 
-int32_t Sampler::Sample(std::span<const float> logits) {
-  if (params_.greedy) return Argmax(logits);
+SamplingState::SamplingState(const SamplingParams& params, std::span<const int32_t> prompt,
+                             int32_t expected_new_tokens)
+    : params_(params), rng_(params.seed) {
+  // Counting costs time per token, so only the penalties that read the counts turn it on.
+  count_prompt_ = params.repetition_penalty != 1.0f;
+  count_generated_ = params.penalties().active();
+  if (!count_generated_) return;
+  counts_.Reserve((count_prompt_ ? prompt.size() : 0) +
+                  static_cast<size_t>(std::max(expected_new_tokens, 0)));
+  if (count_prompt_) {
+    for (int32_t token : prompt) counts_.AddPrompt(token);
+  }
+}
+
+void SamplingState::Accept(int32_t token) {
+  if (count_generated_) counts_.AddGenerated(token);
+}
+
+BatchSampler::BatchSampler(int32_t vocab_size)
+    : vocab_(vocab_size), penalised_(vocab_size), order_(vocab_size), weights_(vocab_size) {
+  TANDEM_CHECK(vocab_size > 0, "BatchSampler needs a positive vocabulary size");
+}
+
+std::span<const float> BatchSampler::Penalised(std::span<const float> logits,
+                                               const SamplingState& state) {
+  const PenaltyParams penalties = state.params().penalties();
+  if (!penalties.active()) return logits;
+  std::copy(logits.begin(), logits.end(), penalised_.begin());
+  ApplyPenalties(penalties, state.counts(), penalised_);
+  return penalised_;
+}
+
+size_t BatchSampler::Candidates(std::span<const float> logits, const SamplingParams& p) {
   const size_t vocab = logits.size();
-  order_.resize(vocab);
-  std::iota(order_.begin(), order_.end(), 0);
-  // Candidates by descending logit (ties: lower id first), cut to top_k. Ordering is needed only
-  // when top-k or top-p restricts the candidates; plain temperature sampling skips the sort.
-  size_t keep = vocab;
-  auto by_logit = [&](int32_t a, int32_t b) {
+  const auto by_logit = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab) {
-    keep = params_.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
-  } else if (params_.top_p < 1.0f) {
-    std::sort(order_.begin(), order_.end(), by_logit);
+  std::iota(order_.begin(), order_.begin() + vocab, 0);
+  size_t n = vocab;
+  bool sorted = false;
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < vocab) {
+    n = p.top_k;
+    std::partial_sort(order_.begin(), order_.begin() + n, order_.begin() + vocab, by_logit);
+    sorted = true;
   }
-  // Softmax at the temperature, in double, over the candidates.
-  probs_.resize(keep);
-  double max_logit = logits[order_[0]];
-  for (size_t i = 1; i < keep; ++i) max_logit = std::max<double>(max_logit, logits[order_[i]]);
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    probs_[i] = std::exp((logits[order_[i]] - max_logit) / params_.temperature);
-    total += probs_[i];
-  }
-  // Nucleus: the smallest prefix whose probability reaches top_p (at least one token).
-  if (params_.top_p < 1.0f) {
+  const double max_logit =
+      sorted ? logits[order_[0]] : *std::max_element(logits.begin(), logits.end());
+  const double inv_t = 1.0 / p.temperature;
+  const auto weight = [&](int32_t id) { return std::exp((logits[id] - max_logit) * inv_t); };
+
+  if (p.top_p < 1.0f) {
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) total += weight(order_[i]);
+    // The nucleus is usually a small head of the distribution: sort a growing prefix instead of
+    // the whole vocabulary.
+    if (!sorted) {
+      for (size_t m = std::min<size_t>(n, 64);; m = std::min(n, m * 8)) {
+        std::partial_sort(order_.begin(), order_.begin() + m, order_.begin() + n, by_logit);
+        double head = 0;
+        for (size_t i = 0; i < m; ++i) head += weight(order_[i]);
+        if (head / total >= p.top_p || m == n) break;
+      }
+    }
     double cumulative = 0;
-    size_t cut = keep;
-    for (size_t i = 0; i < keep; ++i) {
-      cumulative += probs_[i] / total;
-      if (cumulative >= params_.top_p) {
+    size_t cut = n;
+    for (size_t i = 0; i < n; ++i) {
+      weights_[i] = weight(order_[i]);
+      cumulative += weights_[i] / total;
+      if (cumulative >= p.top_p) {
         cut = i + 1;
         break;
       }
     }
-    keep = cut;
-    total = 0;
-    for (size_t i = 0; i < keep; ++i) total += probs_[i];
+    n = cut;
+  } else {
+    for (size_t i = 0; i < n; ++i) weights_[i] = weight(order_[i]);
   }
-  double r = rng_.Uniform() * total;
-  for (size_t i = 0; i < keep; ++i) {
-    r -= probs_[i];
-    if (r < 0) return order_[i];
+
+  if (p.min_p > 0.0f) {
+    // Weights are relative to the most likely token (weight 1), so the cutoff is min_p itself.
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (weights_[i] >= p.min_p) {
+        order_[kept] = order_[i];
+        weights_[kept++] = weights_[i];
+      }
+    }
+    n = kept;
   }
-  return order_[keep - 1];
+  return n;
+}
+
+SampleResult BatchSampler::SampleRow(std::span<const float> logits, SamplingState& state) {
+  TANDEM_CHECK(logits.size() == static_cast<size_t>(vocab_), "logits row is not vocab-sized");
+  const SamplingParams& p = state.params();
+  SampleResult result;
+  const std::span<const float> row = Penalised(logits, state);
+  if (p.greedy) {
+    result.token = Argmax(row);
+  } else {
+    const size_t n = Candidates(row, p);
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) total += weights_[i];
+    double r = state.rng().Uniform() * total;
+    result.token = order_[n - 1];
+    for (size_t i = 0; i < n; ++i) {
+      r -= weights_[i];
+      if (r < 0) {
+        result.token = order_[i];
+        break;
+      }
+    }
+  }
+  state.Accept(result.token);
+  if (p.logprobs || p.top_logprobs > 0) {
+    result.num_top = std::min(p.top_logprobs, SampleResult::kMaxTop);
+    result.logprob =
+        ComputeLogprobs(logits, result.token, std::span(result.top.data(), result.num_top));
+  }
+  return result;
+}
+
+void BatchSampler::Sample(std::span<const float> logits, std::span<SamplingState* const> states,
+                          std::span<SampleResult> results) {
+  TANDEM_CHECK(logits.size() == states.size() * static_cast<size_t>(vocab_) &&
+                   results.size() == states.size(),
+               "BatchSampler::Sample: logits, states and results disagree on the row count");
+  for (size_t i = 0; i < states.size(); ++i) {
+    results[i] = SampleRow(logits.subspan(i * vocab_, vocab_), *states[i]);
+  }
+}
+
+std::vector<std::pair<int32_t, double>> BatchSampler::Distribution(std::span<const float> logits,
+                                                                   const SamplingState& state) {
+  const std::span<const float> row = Penalised(logits, state);
+  if (state.params().greedy) return {{Argmax(row), 1.0}};
+  const size_t n = Candidates(row, state.params());
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += weights_[i];
+  std::vector<std::pair<int32_t, double>> out;
+  for (size_t i = 0; i < n; ++i) out.emplace_back(order_[i], weights_[i] / total);
+  return out;
+}
+
+SampleResult Sampler::SampleWithLogprobs(std::span<const float> logits) {
+  if (!batch_ || batch_->vocab_size() != static_cast<int32_t>(logits.size())) {
+    batch_.emplace(static_cast<int32_t>(logits.size()));
+  }
+  return batch_->SampleRow(logits, state_);
 }
 
 }  // namespace tandem::engine

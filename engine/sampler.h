@@ -1,26 +1,51 @@
-// Chooses the next token from a row of logits: greedy (argmax, lowest id on ties), or sampling
-// with temperature, top-k and top-p from a per-request seeded generator (same seed, same tokens).
+// Chooses the next token of each sequence from its row of logits.
+//
+// Per row, in this order (the order of Hugging Face's logits processors):
+//   1. penalties on the raw logits: repetition (prompt + generated), then presence and frequency
+//      (generated only) — see logits_processors.h;
+//   2. greedy: argmax of the penalised logits, lowest id on ties; otherwise
+//   3. softmax at `temperature`, cut to the top_k most likely, then to the smallest prefix whose
+//      probability reaches top_p, then to the tokens with probability >= min_p × the largest,
+//      and one draw from what is left.
+// Each sequence owns its SamplingState (generator and token counts), so a seeded request gets
+// the same tokens from the same logits whatever else shares its batch.
+// Logprobs, when asked for, are log_softmax of the model's raw logits (before penalties and
+// temperature): they describe the model, not the sampling rule (what vLLM returns by default).
 #ifndef TANDEM_ENGINE_SAMPLER_H_
 #define TANDEM_ENGINE_SAMPLER_H_
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/logits_processors.h"
 
 namespace tandem::engine {
 
 struct SamplingParams {
   bool greedy = true;
-  float temperature = 1.0f;  // > 0 when sampling
-  int32_t top_k = 0;         // 0 = all tokens
-  float top_p = 1.0f;        // (0, 1]
+  float temperature = 1.0f;         // > 0 when sampling; ignored when greedy
+  int32_t top_k = 0;                // 0 = all tokens
+  float top_p = 1.0f;               // (0, 1]
+  float min_p = 0.0f;               // [0, 1]; 0 = off
+  float repetition_penalty = 1.0f;  // > 0; 1 = off
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  // The generator's seed. Requests that give none should get a random one from the server:
+  // the default 0 makes every such request draw the same stream.
   uint64_t seed = 0;
+  bool logprobs = false;     // report the chosen token's logprob
+  int32_t top_logprobs = 0;  // and the n most likely tokens' (0..20; > 0 implies logprobs)
+
+  PenaltyParams penalties() const {
+    return {repetition_penalty, presence_penalty, frequency_penalty};
+  }
 };
 
-// INVALID_ARGUMENT naming the parameter: temperature <= 0 or not finite when sampling, top_k < 0,
-// top_p outside (0, 1].
+// INVALID_ARGUMENT naming the field and the value, e.g. "top_p must be in (0, 1], got 1.5".
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 
 // A small, fast, portable generator (xoshiro256**) so that a seed means the same stream on
@@ -35,20 +60,89 @@ class Rng {
   uint64_t s_[4];
 };
 
-class Sampler {
+int32_t Argmax(std::span<const float> logits);  // lowest id on ties
+
+// What one sequence carries from step to step. Create it once per request (after validation) and
+// keep it across preemptions; BatchSampler::Sample records each sampled token in it.
+class SamplingState {
  public:
-  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
-  // logits: one row of `vocab` values.
-  int32_t Sample(std::span<const float> logits);
+  // `prompt` feeds the repetition penalty. `expected_new_tokens` sizes the token counts so that
+  // steps up to that many generated tokens allocate nothing.
+  explicit SamplingState(const SamplingParams& params, std::span<const int32_t> prompt = {},
+                         int32_t expected_new_tokens = 0);
+
+  const SamplingParams& params() const { return params_; }
+  const TokenCounts& counts() const { return counts_; }
+  // Counts a generated token (done by the samplers; for tokens forced by other means).
+  void Accept(int32_t token);
+  Rng& rng() { return rng_; }
 
  private:
   SamplingParams params_;
   Rng rng_;
-  std::vector<int32_t> order_;  // reused between calls: no allocation per token
-  std::vector<double> probs_;
+  TokenCounts counts_;
+  bool count_prompt_ = false;
+  bool count_generated_ = false;
 };
 
-int32_t Argmax(std::span<const float> logits);
+struct SampleResult {
+  static constexpr int32_t kMaxTop = 20;
+  int32_t token = 0;
+  // When params.logprobs or top_logprobs > 0: the chosen token's logprob, and the top_logprobs
+  // most likely tokens (descending, lowest id first on ties) in top[0, num_top).
+  float logprob = 0;
+  int32_t num_top = 0;
+  std::array<TopLogprob, kMaxTop> top{};
+};
+
+// Samples the rows of a [rows × vocab] logits matrix, each with its own state. Scratch buffers
+// are sized once for the vocabulary and reused, so a step allocates nothing. Not thread-safe:
+// one per thread that samples.
+class BatchSampler {
+ public:
+  explicit BatchSampler(int32_t vocab_size);
+
+  int32_t vocab_size() const { return vocab_; }
+
+  // logits.size() == states.size() × vocab_size(), results.size() == states.size().
+  void Sample(std::span<const float> logits, std::span<SamplingState* const> states,
+              std::span<SampleResult> results);
+  SampleResult SampleRow(std::span<const float> logits, SamplingState& state);
+
+  // The distribution the row would be drawn from (after penalties, temperature, top-k, top-p and
+  // min-p), as (token, probability) pairs; the greedy rule gives its argmax with probability 1.
+  // For tests and debugging; allocates.
+  std::vector<std::pair<int32_t, double>> Distribution(std::span<const float> logits,
+                                                       const SamplingState& state);
+
+ private:
+  // Fills order_[0, n) and weights_[0, n) with the candidates of the row and their unnormalised
+  // probabilities; returns n. The order is fixed by the parameters and the logits alone.
+  size_t Candidates(std::span<const float> logits, const SamplingParams& p);
+  std::span<const float> Penalised(std::span<const float> logits, const SamplingState& state);
+
+  int32_t vocab_;
+  std::vector<float> penalised_;
+  std::vector<int32_t> order_;
+  std::vector<double> weights_;
+};
+
+// One sequence's sampler: a SamplingState with its own BatchSampler scratch (sized on the first
+// call). Convenient for single-sequence generation; a batch should share one BatchSampler.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params, std::span<const int32_t> prompt = {},
+                   int32_t expected_new_tokens = 0)
+      : state_(params, prompt, expected_new_tokens) {}
+  // logits: one row of `vocab` values.
+  int32_t Sample(std::span<const float> logits) { return SampleWithLogprobs(logits).token; }
+  SampleResult SampleWithLogprobs(std::span<const float> logits);
+  const SamplingState& state() const { return state_; }
+
+ private:
+  SamplingState state_;
+  std::optional<BatchSampler> batch_;
+};
 
 }  // namespace tandem::engine
 
