@@ -1,5 +1,8 @@
 #include "models/attention_layer.h"
 
+#include <algorithm>
+
+#include "models/shared_prefix_plan.h"
 #include "models/status_macros.h"
 
 namespace tandem::models {
@@ -46,7 +49,7 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     }
   }
 
-  float* attn = ctx.ws.Floats(rows * q_width);
+  // All new K/V first: the shared-prefix pass below attends many sequences after the plain one.
   for (const Segment& seg : ctx.segments) {
     float* q = qkv + seg.row * width;
     float* k = q + q_width;
@@ -58,20 +61,109 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     }
     const kernels::PagedKv kv = ctx.layout.KvView(attention_index, seg.state->kv_pages.data());
     ops.WriteKv(k, width, v, width, seg.tokens, seg.start_pos, kv);
+  }
 
+  float* attn = ctx.ws.Floats(rows * q_width);
+  const SharedPrefixPlan plan =
+      PlanSharedPrefixes(ctx.segments, ctx.layout.page_tokens(), HydragenMinSharedWork(), ctx.ws);
+  // Segments the plan covers are marked so that the plain loop skips them.
+  bool* shared = nullptr;
+  if (!plan.order.empty()) {
+    shared = ctx.ws.Array<bool>(ctx.segments.size());
+    std::fill(shared, shared + ctx.segments.size(), false);
+    for (int32_t s : plan.order) shared[s] = true;
+  }
+  for (size_t s = 0; s < ctx.segments.size(); ++s) {
+    if (shared != nullptr && shared[s]) continue;
+    const Segment& seg = ctx.segments[s];
     kernels::AttentionArgs args;
     args.tokens = seg.tokens;
     args.start_pos = seg.start_pos;
     args.heads = dims_.heads;
-    args.q = q;
+    args.q = qkv + seg.row * width;
     args.ld_q = width;
-    args.kv = kv;
+    args.kv = ctx.layout.KvView(attention_index, seg.state->kv_pages.data());
     args.scale = dims_.scale;
     args.out = attn + seg.row * q_width;
     args.ld_out = q_width;
     ops.Attention(args, ctx.ws);
   }
+  if (!plan.order.empty()) SharedPrefixForward(ctx, plan, qkv, width, attention_index, attn);
   ops.Linear(attn, q_width, rows, q_width, o_, nullptr, hidden_, out, hidden_);
+}
+
+void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const SharedPrefixPlan& plan,
+                                         const float* qkv, int64_t width, int32_t attention_index,
+                                         float* attn) const {
+  kernels::Ops& ops = ctx.ops;
+  const int64_t q_width = int64_t{dims_.heads} * dims_.head_dim;
+  const int64_t heads = dims_.heads, pt = ctx.layout.page_tokens();
+  const int64_t members = static_cast<int64_t>(plan.order.size());
+  auto segment = [&](int64_t i) -> const Segment& { return ctx.segments[plan.order[i]]; };
+  auto kv_of = [&](int64_t i) {
+    return ctx.layout.KvView(attention_index, segment(i).state->kv_pages.data());
+  };
+
+  // The decode rows of the members, consecutive in plan order, so a node's rows are one block.
+  float* q = ctx.ws.Floats(members * q_width);
+  for (int64_t i = 0; i < members; ++i) {
+    std::copy_n(qkv + segment(i).row * width, q_width, q + i * q_width);
+  }
+  // Each node once, over its shared pages, for all of its members.
+  const int64_t num_nodes = static_cast<int64_t>(plan.nodes.size());
+  float** node_out = ctx.ws.Array<float*>(num_nodes);
+  float** node_lse = ctx.ws.Array<float*>(num_nodes);
+  for (int64_t n = 0; n < num_nodes; ++n) {
+    const SharedPrefixNode& node = plan.nodes[n];
+    node_out[n] = ctx.ws.Floats(int64_t{node.count} * q_width);
+    node_lse[n] = ctx.ws.Floats(int64_t{node.count} * heads);
+    kernels::SharedPrefixAttentionArgs args;
+    args.rows = node.count;
+    args.heads = dims_.heads;
+    args.q = q + int64_t{node.first} * q_width;
+    args.ld_q = q_width;
+    args.kv = kv_of(node.first);
+    args.key_begin = node.page_begin * pt;
+    args.key_end = node.page_end * pt;
+    args.scale = dims_.scale;
+    args.out = node_out[n];
+    args.ld_out = q_width;
+    args.lse = node_lse[n];
+    args.ld_lse = heads;
+    ops.SharedPrefixAttention(args, ctx.ws);
+  }
+  CountHydragenNodes(num_nodes);
+
+  // Each member: its own suffix, then the merge with every node on its path to the root.
+  float* suffix = ctx.ws.Floats(q_width);
+  float* suffix_lse = ctx.ws.Floats(heads);
+  kernels::AttentionPart* parts = ctx.ws.Array<kernels::AttentionPart>(num_nodes + 1);
+  for (int64_t i = 0; i < members; ++i) {
+    const Segment& seg = segment(i);
+    const int32_t leaf = plan.leaf[i];
+    kernels::PartialAttentionArgs args;
+    args.rows = 1;
+    args.heads = dims_.heads;
+    args.q = q + i * q_width;
+    args.ld_q = q_width;
+    args.kv = kv_of(i);
+    args.key_begin = plan.nodes[leaf].page_end * pt;
+    args.key_end = seg.start_pos + 1;
+    args.scale = dims_.scale;
+    args.out = suffix;
+    args.ld_out = q_width;
+    args.lse = suffix_lse;
+    args.ld_lse = heads;
+    ops.PartialAttention(args, ctx.ws);
+    int64_t count = 0;
+    parts[count++] = {suffix, q_width, suffix_lse, heads};
+    for (int32_t n = leaf; n >= 0; n = plan.nodes[n].parent) {
+      const int64_t row = i - plan.nodes[n].first;
+      parts[count++] = {node_out[n] + row * q_width, q_width, node_lse[n] + row * heads, heads};
+    }
+    ops.MergeAttention({parts, static_cast<size_t>(count)}, 1, dims_.heads, dims_.head_dim,
+                       attn + seg.row * q_width, q_width, nullptr, 0);
+  }
 }
 
 }  // namespace tandem::models

@@ -1,6 +1,7 @@
 // Causal self-attention over the paged KV cache: fused q‖k‖v projection, optional LoRA adapters
 // on q/k/v (Zamba2's per-position adapters), optional rotary embedding (Zamba2), GQA, o_proj.
-// Jamba's attention has no positional encoding at all.
+// Jamba's attention has no positional encoding at all. Decode rows of sequences that share KV
+// pages (a cached prefix) are attended with Hydragen's decomposition (shared_prefix_plan.h).
 #ifndef TANDEM_MODELS_ATTENTION_LAYER_H_
 #define TANDEM_MODELS_ATTENTION_LAYER_H_
 
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "models/forward_context.h"
 #include "models/model_config.h"
+#include "models/shared_prefix_plan.h"
 #include "models/weight_store.h"
 
 namespace tandem::models {
@@ -33,6 +35,12 @@ class AttentionLayer {
                int32_t attention_index, float* out) const;
 
  private:
+  // Hydragen for the decode rows in `plan`: each shared node attended once by all its members,
+  // each member's own suffix, merged by log-sum-exp into the member's rows of `attn`.
+  void SharedPrefixForward(const ForwardContext& ctx, const SharedPrefixPlan& plan,
+                           const float* qkv, int64_t width, int32_t attention_index,
+                           float* attn) const;
+
   AttentionDims dims_;
   int32_t hidden_ = 0;
   const float* qkv_ = nullptr;  // [(heads + 2·kv_heads)·head_dim, input_width]
