@@ -53,6 +53,19 @@ bool StartsWithSpace(const std::string& s) {
 
 DetokenizerVocab::DetokenizerVocab(const models::Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
   const models::Tokenizer& t = tokenizer;
+  kind_.assign(std::max(t.vocab_size(), 0), kOrdinary);
+  for (int32_t id = 0; id < t.vocab_size(); ++id) {
+    const std::string piece = t.TokenToPiece(id);
+    unsigned char byte;
+    if (piece.empty() && !t.IsSpecial(id)) {
+      kind_[id] = kHole;
+    } else if (models::ParseByteFallbackPiece(piece, &byte)) {
+      // Only when the tokenizer renders it as that byte (a tokenizer.json without a ByteFallback
+      // decoder spells "<0x41>" out).
+      const std::string bytes = t.TokenBytes(id);
+      if (bytes.size() == 1 && static_cast<unsigned char>(bytes[0]) == byte) kind_[id] = byte;
+    }
+  }
   // The anchor: an ordinary token whose text is the same alone, doubled, and per TokenBytes, and
   // starts with no space — so no first-token rule can touch it or what follows it.
   const int32_t limit = std::min(t.vocab_size(), 50000);
@@ -86,14 +99,6 @@ DetokenizerVocab::DetokenizerVocab(const models::Tokenizer& tokenizer) : tokeniz
                            "A";
 }
 
-int DetokenizerVocab::ByteOf(int32_t id) const {
-  if (id < 0 || id >= tokenizer_->vocab_size()) return -1;
-  unsigned char byte;
-  if (!models::ParseByteFallbackPiece(tokenizer_->TokenToPiece(id), &byte)) return -1;
-  const std::string bytes = tokenizer_->TokenBytes(id);
-  return bytes.size() == 1 && static_cast<unsigned char>(bytes[0]) == byte ? byte : -1;
-}
-
 std::string DetokenizerVocab::DecodeAfterAnchor(absl::Span<const int32_t> ids) const {
   if (anchor_ >= 0) {
     std::vector<int32_t> with_anchor;
@@ -117,10 +122,7 @@ Detokenizer::Detokenizer(const models::Tokenizer& tokenizer, bool skip_special_t
     : Detokenizer(std::make_shared<DetokenizerVocab>(tokenizer), skip_special_tokens) {}
 
 bool Detokenizer::Dropped(int32_t id) const {
-  if (id < 0 || id >= tok_.vocab_size()) return true;
-  if (tok_.IsSpecial(id)) return skip_special_;
-  // tokenizer.json vocabularies may have holes (no token for an id); Decode skips those.
-  return tok_.TokenToPiece(id).empty();
+  return vocab_->Ignored(id) || (skip_special_ && tok_.IsSpecial(id));
 }
 
 void Detokenizer::StartAfterPrompt(absl::Span<const int32_t> prompt) {

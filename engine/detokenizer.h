@@ -33,16 +33,23 @@
 
 namespace tandem::engine {
 
-// What streaming needs to know about one tokenizer's Decode, found once (a few hundred
-// TokenBytes/Decode calls) and shared by every sequence's Detokenizer. Keeps a reference to the
-// tokenizer, which must outlive it.
+// What streaming needs to know about one tokenizer's Decode, found once (one TokenToPiece per id
+// and a few hundred Decode calls; 2 bytes per id) and shared, read-only, by every sequence's
+// Detokenizer on any thread. Keeps a reference to the tokenizer, which must outlive it.
 class DetokenizerVocab {
  public:
   explicit DetokenizerVocab(const models::Tokenizer& tokenizer);
 
   const models::Tokenizer& tokenizer() const { return *tokenizer_; }
   // The byte of a byte-fallback token ("<0xE2>"), or -1.
-  int ByteOf(int32_t id) const;
+  int ByteOf(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < kind_.size() && kind_[id] >= 0 ? kind_[id] : -1;
+  }
+  // Whether Decode ignores the id whatever skip_special_tokens says: outside the vocabulary, or
+  // a hole in it (no token; tokenizer.json may have those).
+  bool Ignored(int32_t id) const {
+    return id < 0 || static_cast<size_t>(id) >= kind_.size() || kind_[id] == kHole;
+  }
   // Whether byte runs may be emitted per code point (else: held until the run ends).
   bool streams_byte_runs() const { return streams_byte_runs_; }
   bool has_anchor() const { return anchor_ >= 0; }
@@ -52,7 +59,11 @@ class DetokenizerVocab {
   // Text of `ids` (no head among them) as it renders after the anchor.
   std::string DecodeAfterAnchor(absl::Span<const int32_t> ids) const;
 
+  static constexpr int16_t kOrdinary = -1;
+  static constexpr int16_t kHole = -2;
+
   const models::Tokenizer* tokenizer_;
+  std::vector<int16_t> kind_;  // per id: its byte (byte-fallback tokens), kOrdinary or kHole
   int32_t anchor_ = -1;
   std::string anchor_text_;
   bool streams_byte_runs_ = false;

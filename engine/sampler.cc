@@ -97,7 +97,7 @@ void SamplingState::Accept(int32_t token) {
 }
 
 BatchSampler::BatchSampler(int32_t vocab_size)
-    : vocab_(vocab_size), penalised_(vocab_size), order_(vocab_size), weights_(vocab_size) {
+    : vocab_(vocab_size), order_(vocab_size), weights_(vocab_size) {
   TANDEM_CHECK(vocab_size > 0, "BatchSampler needs a positive vocabulary size");
 }
 
@@ -105,6 +105,7 @@ std::span<const float> BatchSampler::Penalised(std::span<const float> logits,
                                                const SamplingState& state) {
   const PenaltyParams penalties = state.params().penalties();
   if (!penalties.active()) return logits;
+  penalised_.resize(vocab_);  // the first penalised row sizes it, once
   std::copy(logits.begin(), logits.end(), penalised_.begin());
   ApplyPenalties(penalties, state.counts(), penalised_);
   return penalised_;

@@ -122,7 +122,7 @@ class BatchSampler {
   std::span<const float> Penalised(std::span<const float> logits, const SamplingState& state);
 
   int32_t vocab_;
-  std::vector<float> penalised_;
+  std::vector<float> penalised_;  // only for rows with penalties
   std::vector<int32_t> order_;
   std::vector<double> weights_;
 };

@@ -296,6 +296,50 @@ TEST(DetokenizerTest, SpecialTokensAreSkippedOrKept) {
   }
 }
 
+// Forwards to a real tokenizer and counts the ids Decode is given.
+class CountingTokenizer : public Tokenizer {
+ public:
+  explicit CountingTokenizer(const Tokenizer& t) : t_(t) {}
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool special) const override {
+    return t_.Encode(text, special);
+  }
+  std::string Decode(absl::Span<const int32_t> ids, bool skip) const override {
+    decoded_ids += ids.size();
+    return t_.Decode(ids, skip);
+  }
+  std::string TokenToPiece(int32_t id) const override { return t_.TokenToPiece(id); }
+  std::string TokenBytes(int32_t id) const override { return t_.TokenBytes(id); }
+  bool strips_leading_space() const override { return t_.strips_leading_space(); }
+  int32_t PieceToId(std::string_view piece) const override { return t_.PieceToId(piece); }
+  int32_t vocab_size() const override { return t_.vocab_size(); }
+  bool IsSpecial(int32_t id) const override { return t_.IsSpecial(id); }
+  mutable size_t decoded_ids = 0;
+
+ private:
+  const Tokenizer& t_;
+};
+
+// O(1) work per token: Decode sees a bounded number of ids per token, however long the output.
+TEST(DetokenizerTest, DecodeWorkIsLinearInTheOutput) {
+  for (const std::string which : {"sp", "hf"}) {
+    std::unique_ptr<Tokenizer> real = Load(which);
+    ASSERT_NE(real, nullptr);
+    CountingTokenizer tok(*real);
+    std::string text;
+    for (const std::string& t : FixtureTexts()) text += t + "\n";
+    auto ids = tok.Encode(text, false);
+    ASSERT_TRUE(ids.ok());
+    ASSERT_GT(ids->size(), 20000u);
+    Detokenizer detok(tok, true);
+    tok.decoded_ids = 0;
+    std::string out;
+    for (int32_t id : *ids) detok.Add(id, &out);
+    detok.Flush(&out);
+    EXPECT_EQ(out, real->Decode(*ids, true)) << which;
+    EXPECT_LE(tok.decoded_ids, 3 * ids->size()) << which;
+  }
+}
+
 TEST(DetokenizerTest, ProbesTheFixtureTokenizers) {
   for (const std::string which : {"sp", "hf", "legacy", "var"}) {
     std::unique_ptr<Tokenizer> tok = Load(which);
