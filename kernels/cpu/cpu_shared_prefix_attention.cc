@@ -26,6 +26,7 @@ constexpr int64_t kChunkKeys = 256;
 // Rows (sequences × group heads) per task. Larger blocks read K/V fewer times; 256 rows of a
 // 128-wide head keep Q, the accumulator and S near 400 KiB.
 constexpr int64_t kMaxRowBlock = 256;
+constexpr int64_t kTasksPerThread = 8;
 // A key split shorter than this costs more in its merge than it gains in parallelism.
 constexpr int64_t kMinSplitKeys = 512;
 
@@ -94,13 +95,15 @@ void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace
     return;
   }
 
-  // Tasks: kv head × row block × key split. Keys are split only when heads and row blocks alone
-  // leave threads idle (few kv heads); a few tasks per thread even out cores shared with others.
+  // Tasks: kv head × row block × key split, about kTasksPerThread per thread: on cores shared
+  // with other processes a thread that loses its core must not hold the others up. With 8 tasks
+  // for 2 threads (one per kv head at 32/8 heads) the op ran at ~60 GFLOP/s, with 16 at ~90
+  // (hydragen_bench BM_SharedPrefixAttention, batch 64, 4K keys).
   const int64_t head_rows = a.rows * group;
   const int64_t row_blocks = (head_rows + kMaxRowBlock - 1) / kMaxRowBlock;
   const int64_t block_rows = (head_rows + row_blocks - 1) / row_blocks;
   const int64_t units = kvh * row_blocks;
-  const int64_t wanted = 2 * int64_t{pool_.size()};
+  const int64_t wanted = kTasksPerThread * int64_t{pool_.size()};
   const int64_t splits = std::clamp<int64_t>((wanted + units - 1) / units, 1,
                                              std::max<int64_t>(1, keys / kMinSplitKeys));
   const int64_t split_keys = (keys + splits - 1) / splits;
