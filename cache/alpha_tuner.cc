@@ -119,7 +119,8 @@ void AlphaTuner::OnRequest(absl::Span<const TokenId> prompt, absl::Span<const To
         // The window is k × the requests served before the first eviction (this one excluded).
         const size_t before = std::max<size_t>(1, requests_ - 1);
         window_size_ = std::max<size_t>(
-            1, static_cast<size_t>(std::ceil(config_.bootstrap_multiplier * double(before))));
+            {1, static_cast<size_t>(std::ceil(config_.bootstrap_multiplier * double(before))),
+             config_.min_window_requests});
         StartWindow("first eviction");
       }
       return;

@@ -3,7 +3,10 @@
 // α stays 0 until the cache's first eviction. Then the tuner snapshots the tree, logs the next
 // k × (requests served before that eviction) requests (the bootstrap window) and replays them
 // on copies of the snapshot, one per α of the grid, on worker threads; the α that saves the
-// most prefill FLOPs over the window is adopted (ties: the smaller α). Beyond the paper: once
+// most prefill FLOPs over the window is adopted (ties: the smaller α). Beyond the paper: the
+// window holds at least min_window_requests requests, because when the first eviction comes
+// after a handful of requests (a small cache) k× that handful is too few requests for the
+// FLOPs of the 21 replays to rank α reliably. Also beyond the paper: once
 // tuned, the tuner watches the token hit rate over a sliding window and re-tunes (new snapshot,
 // new window of the same size) when it drifts from the rate seen at the last tuning. Every
 // tuning is recorded as an event.
@@ -30,6 +33,8 @@ namespace tandem::cache {
 
 struct TunerConfig {
   double bootstrap_multiplier = 5;
+  // Beyond the paper: the bootstrap window is max(k × requests seen, this). 0 = the paper's.
+  size_t min_window_requests = 100;
   std::vector<double> grid = {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
                               1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0};
   int threads = 2;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "cache/counting_allocator.h"
@@ -56,6 +57,29 @@ TEST(AlphaTunerTest, TunesOnceOnTheBootstrapWindow) {
   EXPECT_EQ(rig.cache->alpha(), e.alpha);
   EXPECT_GE(e.alpha, 0);
   EXPECT_LE(e.alpha, 2);
+}
+
+TEST(AlphaTunerTest, BootstrapWindowHasAMinimumSize) {
+  // A 1 GB cache holds about nine 101.9 MB states: the first eviction comes within a few
+  // requests, so k × the requests seen is a tiny window.
+  WorkloadOptions o;
+  o.sessions = 30;
+  const Trace t = *GenerateSessionWorkload("lmsys", o);
+  for (size_t min_window : {size_t{0}, size_t{100}}) {
+    TunerConfig tc;
+    tc.synchronous = true;
+    tc.drift_window = 0;
+    tc.min_window_requests = min_window;
+    Rig rig(size_t{1000} * 1000 * 1000, tc);
+    ServeTrace(rig, t);
+    ASSERT_EQ(rig.tuner->events().size(), 1u);
+    const AlphaTuning& e = rig.tuner->events()[0];
+    // The window starts the request after the first eviction.
+    const size_t seen_before = e.at_request - e.window - 1;
+    const size_t k_window = static_cast<size_t>(std::ceil(tc.bootstrap_multiplier * seen_before));
+    ASSERT_LT(k_window, 100u) << "the first eviction should come early at 1 GB";
+    EXPECT_EQ(e.window, std::max(k_window, min_window)) << "min_window=" << min_window;
+  }
 }
 
 TEST(AlphaTunerTest, AsynchronousTuningMatchesSynchronous) {

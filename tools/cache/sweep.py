@@ -5,6 +5,9 @@ Every number comes from `tandem simulate` / `tandem simulate-alloc` (--json); th
 loops over the grid, stores the JSON and draws the PNGs (matplotlib, optional).
 
   tools/cache/sweep.py --tandem build/cache/tandem --out tools/cache/results
+
+It also prints the Markdown tables of docs/CACHE_RESULTS.md (--tables-only reprints them from
+the stored JSON without running anything).
 """
 import argparse
 import json
@@ -20,7 +23,7 @@ CACHE_GRID = {
 }
 POLICIES = ["vllm-plus", "sglang-plus", "marconi", "marconi-k15"]
 ALLOCATORS = ["padded-unified", "fixed-dual:0.5", "fixed-dual:0.9", "avmp-static:0.5",
-              "avmp-dynamic"]
+              "avmp-dynamic", "avmp-dynamic-paper"]
 ALLOC_WORKLOADS = ["uniform_short", "mixed_long", "agentic_burst", "sharegpt_replay"]
 ALLOC_MODELS = ["jamba-1.5-mini", "zamba2-7b"]
 ALLOC_POOLS = [4, 8]
@@ -69,6 +72,75 @@ def alloc_sweep(args):
                                  allocator=allocator, seed=seed)
                         rows.append(r)
     return rows
+
+
+def mean(xs):
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+def print_tables(cache_rows, alloc_rows):
+    if cache_rows:
+        by = {(r["workload"], r["capacity_gb"], r["policy"]): r for r in cache_rows}
+        print("| workload | GB | vllm-plus | sglang-plus | marconi (α final) | "
+              "marconi k=15 (α final) | marconi ÷ vllm-plus | marconi ÷ sglang-plus | "
+              "P95 per-request hit: sglang-plus / marconi |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for workload, caps in CACHE_GRID.items():
+            for cap in caps:
+                v, g, m, k = (by[(workload, cap, p)] for p in POLICIES)
+                hv, hg, hm = v["token_hit_rate"], g["token_hit_rate"], m["token_hit_rate"]
+                over_v = f"{hm / hv:.1f}×" if hv > 0 else "∞ (vllm-plus 0)"
+                over_g = f"{hm / hg:.2f}×" if hg > 0 else "–"
+                print(f"| {workload} | {cap} | {hv:.4f} | {hg:.4f} | {hm:.4f} ({m['alpha_final']:.1f}) "
+                      f"| {k['token_hit_rate']:.4f} ({k['alpha_final']:.1f}) | {over_v} | {over_g} "
+                      f"| {g['hit_rate_p95']:.3f} / {m['hit_rate_p95']:.3f} |")
+        print()
+        print("| workload | GB | vllm-plus | sglang-plus | marconi | marconi k=15 |")
+        print("|---|---|---|---|---|---|")
+        for workload, caps in CACHE_GRID.items():
+            for cap in caps:
+                cells = " | ".join(f"{by[(workload, cap, p)]['flops_saved'] / 1e15:.2f}"
+                                   for p in POLICIES)
+                print(f"| {workload} | {cap} | {cells} |")
+        print()
+    if alloc_rows:
+        def cell(model, pool, workload, allocator, key):
+            return mean(r[key] for r in alloc_rows
+                        if (r["model"], r["pool_gib"], r["workload"], r["allocator"]) ==
+                        (model, pool, workload, allocator))
+
+        def summed(workload, allocator, key):
+            return sum(cell(m, p, workload, allocator, key)
+                       for m in ALLOC_MODELS for p in ALLOC_POOLS)
+
+        print("| allocator | " + " | ".join(ALLOC_WORKLOADS) +
+              " | total of first 3 | migrations (sum) | peak reserved ÷ budget |")
+        print("|---" * (len(ALLOC_WORKLOADS) + 4) + "|")
+        for a in ALLOCATORS:
+            ooms = [summed(w, a, "oom_events") for w in ALLOC_WORKLOADS]
+            migs = sum(summed(w, a, "migrations") for w in ALLOC_WORKLOADS)
+            peak = max(r["peak_reserved_bytes"] / (r["pool_gib"] * 2**30)
+                       for r in alloc_rows if r["allocator"] == a)
+            print(f"| {a} | " + " | ".join(f"{o:.0f}" for o in ooms) +
+                  f" | {sum(ooms[:3]):.0f} | {migs:.0f} | {peak:.3f} |")
+        print()
+        print("| allocator | " + " | ".join(ALLOC_WORKLOADS) + " |")
+        print("|---" * (len(ALLOC_WORKLOADS) + 1) + "|")
+        for a in ALLOCATORS:
+            gp = [mean(cell(m, p, w, a, "goodput") for m in ALLOC_MODELS for p in ALLOC_POOLS)
+                  for w in ALLOC_WORKLOADS]
+            print(f"| {a} | " + " | ".join(f"{g:.3f}" for g in gp) + " |")
+        print()
+        print("| model | GiB | allocator | " + " | ".join(ALLOC_WORKLOADS) + " |")
+        print("|---" * (len(ALLOC_WORKLOADS) + 3) + "|")
+        for m in ALLOC_MODELS:
+            for p in ALLOC_POOLS:
+                for a in ALLOCATORS:
+                    print(f"| {m} | {p} | {a} | " +
+                          " | ".join(f"{cell(m, p, w, a, 'oom_events'):.0f}"
+                                     for w in ALLOC_WORKLOADS) + " |")
+        print()
 
 
 def plots(out, cache_rows):
@@ -128,16 +200,30 @@ def main():
     p.add_argument("--mooncake", default="../shared/traces/mooncake_synthetic_trace.jsonl")
     p.add_argument("--out", default="tools/cache/results")
     p.add_argument("--skip-alloc", action="store_true")
+    p.add_argument("--skip-cache", action="store_true")
+    p.add_argument("--tables-only", action="store_true",
+                   help="print the tables from the JSON in --out; run nothing")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    cache_rows = cache_sweep(args)
-    with open(os.path.join(args.out, "cache_sweep.json"), "w") as f:
-        json.dump(cache_rows, f, indent=1)
-    if not args.skip_alloc:
+    cache_path = os.path.join(args.out, "cache_sweep.json")
+    alloc_path = os.path.join(args.out, "alloc_sweep.json")
+    run_cache = not (args.skip_cache or args.tables_only)
+    run_alloc = not (args.skip_alloc or args.tables_only)
+    if run_cache:
+        cache_rows = cache_sweep(args)
+        with open(cache_path, "w") as f:
+            json.dump(cache_rows, f, indent=1)
+    if run_alloc:
         alloc_rows = alloc_sweep(args)
-        with open(os.path.join(args.out, "alloc_sweep.json"), "w") as f:
+        with open(alloc_path, "w") as f:
             json.dump(alloc_rows, f, indent=1)
-    plots(args.out, cache_rows)
+    with open(cache_path) as f:
+        cache_rows = json.load(f)
+    with open(alloc_path) as f:
+        alloc_rows = json.load(f)
+    print_tables(cache_rows, alloc_rows)
+    if run_cache:
+        plots(args.out, cache_rows)
 
 
 if __name__ == "__main__":
