@@ -45,23 +45,6 @@ const float* GatherKeys(const PagedKv& kv, bool values, int32_t j, int64_t begin
   return dst;
 }
 
-// Asks for keys [begin, begin + n) of kv head j (K and V) to be brought into L2, so that the next
-// chunk's gather does not wait on memory: shared prefix pages are read once per row block, so
-// they are usually cold.
-void PrefetchKeys(const PagedKv& kv, int32_t j, int64_t begin, int64_t n) {
-  const int64_t pt = kv.page_tokens, dh = kv.head_dim;
-  for (int64_t p = begin; p < begin + n;) {
-    const int64_t page = p / pt, lo = p % pt, cnt = std::min(pt - lo, begin + n - p);
-    const char* k = reinterpret_cast<const char*>(kv.k_block(page, j) + lo * dh);
-    const char* v = reinterpret_cast<const char*>(kv.v_block(page, j) + lo * dh);
-    for (int64_t b = 0; b < cnt * dh * int64_t{sizeof(float)}; b += 64) {
-      __builtin_prefetch(k + b, 0, 2);
-      __builtin_prefetch(v + b, 0, 2);
-    }
-    p += cnt;
-  }
-}
-
 // max(x[0 … n)), in independent lanes so that it vectorises (a running max does not: each step
 // waits for the previous one).
 inline float RowMax(const float* __restrict x, int64_t n) {
@@ -148,7 +131,6 @@ void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace
       const int64_t n = std::min(kChunkKeys, k1 - c0);
       const float* kb = GatherKeys(kv, false, j, c0, n, kc);
       const float* vb = GatherKeys(kv, true, j, c0, n, vc);
-      if (c0 + n < k1) PrefetchKeys(kv, j, c0 + n, std::min(kChunkKeys, k1 - c0 - n));
       BlasSgemmNT(nr, n, dh, qb, dh, kb, dh, 0.0f, s, kChunkKeys);
       const bool first = c0 == k0;
       for (int64_t r = 0; r < nr; ++r) {
