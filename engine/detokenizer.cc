@@ -143,7 +143,9 @@ void Detokenizer::Add(int32_t id, std::string* delta) {
   const bool is_byte = vocab_->ByteOf(id) >= 0;
   if (!head_done_) {
     head_.push_back(id);
-    if (is_byte) return;  // the run is not finished: its rendering may still change
+    // A run may still change how its bytes render, except (streaming tokenizers) at a boundary
+    // of the left-to-right walk.
+    if (is_byte && !(vocab_->streams_byte_runs() && HeadRunAtBoundary())) return;
     std::string text = tok_.Decode(head_, false);
     if (text.empty()) return;
     *delta += text;
@@ -159,6 +161,19 @@ void Detokenizer::Add(int32_t id, std::string* delta) {
   }
   EmitRunChunks(/*final=*/true, delta);
   *delta += vocab_->DecodeAfterAnchor({id});
+}
+
+bool Detokenizer::HeadRunAtBoundary() const {
+  size_t start = head_.size();
+  while (start > 0 && vocab_->ByteOf(head_[start - 1]) >= 0) --start;
+  std::string bytes;
+  for (size_t i = start; i < head_.size(); ++i) bytes.push_back(vocab_->ByteOf(head_[i]));
+  for (size_t pos = 0; pos < bytes.size();) {
+    const size_t n = models::Utf8SequenceLength(bytes, pos);
+    if (n == 0 && MaybeIncomplete(bytes, pos)) return false;
+    pos += n == 0 ? 1 : n;
+  }
+  return true;
 }
 
 void Detokenizer::EmitRunChunks(bool final, std::string* delta) {

@@ -102,6 +102,7 @@ class Detokenizer {
  private:
   bool Dropped(int32_t id) const;
   void EmitRunChunks(bool final, std::string* delta);
+  bool HeadRunAtBoundary() const;
 
   std::shared_ptr<const DetokenizerVocab> vocab_;
   const models::Tokenizer& tok_;

@@ -127,7 +127,11 @@ size_t BatchSampler::Candidates(std::span<const float> logits, const SamplingPar
   const double max_logit =
       sorted ? logits[order_[0]] : *std::max_element(logits.begin(), logits.end());
   const double inv_t = 1.0 / p.temperature;
-  const auto weight = [&](int32_t id) { return std::exp((logits[id] - max_logit) * inv_t); };
+  // The maximum gets weight exactly 1 even when 1/temperature overflows (0 · inf is NaN).
+  const auto weight = [&](int32_t id) {
+    const double d = logits[id] - max_logit;
+    return d == 0 ? 1.0 : std::exp(d * inv_t);
+  };
 
   if (p.top_p < 1.0f) {
     double total = 0;
@@ -182,9 +186,12 @@ SampleResult BatchSampler::SampleRow(std::span<const float> logits, SamplingStat
     const size_t n = Candidates(row, p);
     double total = 0;
     for (size_t i = 0; i < n; ++i) total += weights_[i];
+    // Drawn even when it goes unused, so the stream advances once per step whatever the row.
     double r = state.rng().Uniform() * total;
-    result.token = order_[n - 1];
-    for (size_t i = 0; i < n; ++i) {
+    // NaN logits can leave no candidate, or a NaN total; the draw then degrades to the argmax
+    // rather than indexing out of range.
+    result.token = n > 0 && total > 0 ? order_[n - 1] : Argmax(row);
+    for (size_t i = 0; i < n && total > 0; ++i) {
       r -= weights_[i];
       if (r < 0) {
         result.token = order_[i];

@@ -278,6 +278,15 @@ TEST(DetokenizerTest, NeverEmitsHalfACodePoint) {
     // A bad byte at the end: U+FFFD, as Decode renders it.
     EXPECT_EQ(detok.Add(e2), "");
     EXPECT_EQ(detok.Flush(), "\xEF\xBF\xBD");
+
+    // The same at the start of the output.
+    Detokenizer head(*tok, true);
+    EXPECT_EQ(head.Add(e2), "");
+    EXPECT_EQ(head.Add(x82), "");
+    const std::string first = head.Add(xac);
+    const std::string next = head.Add(a);
+    EXPECT_EQ(first, which == "sp" ? "\xE2\x82\xAC" : "");
+    EXPECT_EQ(first + next, tok->Decode({e2, x82, xac, a}, true));
   }
 }
 

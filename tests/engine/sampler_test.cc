@@ -347,6 +347,20 @@ TEST(SamplerTest, SteadyStateBatchStepsDoNotAllocate) {
   EXPECT_EQ(mallinfo2().uordblks, before);
 }
 
+TEST(SamplerTest, DegenerateRowsDoNotCrash) {
+  SamplingParams p = Sampling(1e-30f, 1);  // 1/T overflows to inf in float, not in double
+  p.min_p = 0.5f;
+  BatchSampler batch(3);
+  SamplingState state(p);
+  EXPECT_EQ(batch.SampleRow(std::vector<float>{0.0f, 1.0f, 0.5f}, state).token, 1);
+  const std::vector<float> nan_row = {NAN, NAN, NAN};
+  const int32_t t = batch.SampleRow(nan_row, state).token;
+  EXPECT_TRUE(t >= 0 && t < 3);
+  const std::vector<float> masked = {-INFINITY, 2.0f, -INFINITY};
+  SamplingState s2(Sampling(1.0f, 2));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(batch.SampleRow(masked, s2).token, 1);
+}
+
 TEST(SamplerTest, InvalidParametersAreNamed) {
   struct Case {
     std::function<void(SamplingParams&)> set;
