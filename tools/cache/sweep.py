@@ -11,6 +11,7 @@ the stored JSON without running anything).
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def alloc_sweep(args):
         for pool in ALLOC_POOLS:
             for workload in ALLOC_WORKLOADS:
                 for allocator in ALLOCATORS:
-                    for seed in SEEDS:
+                    for seed in args.seeds:
                         r = run([args.tandem, "simulate-alloc", "--workload", workload,
                                  "--allocator", allocator, "--pool-gib", str(pool),
                                  "--model-spec", model, "--seed", str(seed), "--json"])
@@ -72,6 +73,29 @@ def alloc_sweep(args):
                                  allocator=allocator, seed=seed)
                         rows.append(r)
     return rows
+
+
+SEED_CHECK = {"seeds": [42, 43, 44, 45, 46], "workloads": ["lmsys", "sharegpt"],
+              "capacities": [1, 2, 3, 5, 10]}
+
+
+def seed_check(args):
+    """marconi ÷ sglang-plus token hit rate over more seeds than the main table's one."""
+    ratios = []
+    for seed in SEED_CHECK["seeds"]:
+        for workload in SEED_CHECK["workloads"]:
+            for cap in SEED_CHECK["capacities"]:
+                hit = {}
+                for policy in ["sglang-plus", "marconi"]:
+                    hit[policy] = run([args.tandem, "simulate", "--workload", workload, "--seed",
+                                       str(seed), "--model-spec", "marconi-7b", "--capacity-gb",
+                                       str(cap), "--policy", policy, "--json"])["token_hit_rate"]
+                ratios.append((seed, workload, cap, hit["marconi"] / hit["sglang-plus"]))
+    geo = math.exp(sum(math.log(r[3]) for r in ratios) / len(ratios))
+    losses = [r for r in ratios if r[3] < 1]
+    print(f"seed check: {len(ratios)} cells, geometric mean marconi ÷ sglang-plus {geo:.3f}, "
+          f"{len(losses)} below 1: " +
+          ", ".join(f"{w} {c} GB seed {s} {r:.2f}×" for s, w, c, r in losses))
 
 
 def mean(xs):
@@ -203,7 +227,15 @@ def main():
     p.add_argument("--skip-cache", action="store_true")
     p.add_argument("--tables-only", action="store_true",
                    help="print the tables from the JSON in --out; run nothing")
+    p.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                   help="allocator grid seeds, comma-separated")
+    p.add_argument("--seed-check", action="store_true",
+                   help="only compare marconi with sglang-plus over several seeds")
     args = p.parse_args()
+    args.seeds = [int(x) for x in args.seeds.split(",")]
+    if args.seed_check:
+        seed_check(args)
+        return
     os.makedirs(args.out, exist_ok=True)
     cache_path = os.path.join(args.out, "cache_sweep.json")
     alloc_path = os.path.join(args.out, "alloc_sweep.json")
@@ -217,10 +249,13 @@ def main():
         alloc_rows = alloc_sweep(args)
         with open(alloc_path, "w") as f:
             json.dump(alloc_rows, f, indent=1)
-    with open(cache_path) as f:
-        cache_rows = json.load(f)
-    with open(alloc_path) as f:
-        alloc_rows = json.load(f)
+    cache_rows = alloc_rows = []
+    if os.path.exists(cache_path):
+        with open(cache_path) as f:
+            cache_rows = json.load(f)
+    if os.path.exists(alloc_path):
+        with open(alloc_path) as f:
+            alloc_rows = json.load(f)
     print_tables(cache_rows, alloc_rows)
     if run_cache:
         plots(args.out, cache_rows)
