@@ -250,45 +250,55 @@ TEST(AvmpAllocatorDeathTest, DoubleFreeIsCaught) {
 }
 
 TEST(AvmpAllocatorTest, RandomOperationsAreDeterministicAndConsistent) {
-  auto run = [](uint64_t seed) -> std::vector<uint64_t> {
-    AvmpConfig c = SmallConfig();
-    c.budget_bytes = 64 * 4096;
-    c.backing = BackingKind::kAccounting;
-    c.min_rebalance_interval_ops = 7;
-    auto a = *AvmpAllocator::Create(c);
-    std::mt19937_64 rng(seed);
-    std::vector<Handle> live[2];
-    std::set<uint32_t> raw;
-    for (int step = 0; step < 20000; ++step) {
-      const int p = rng() % 3 == 0 ? 1 : 0;
-      if (rng() % 2 == 0 || live[p].empty()) {
-        auto h = a->Allocate(Pool(p));
-        if (h.ok()) {
-          EXPECT_TRUE(raw.insert(h->raw()).second) << "handle given out twice";
-          live[p].push_back(*h);
+  // With demand hints too, so the pull and deferred-pull paths run under the same invariants.
+  for (bool hints : {false, true}) {
+    SCOPED_TRACE(hints ? "with reserved demand" : "without reserved demand");
+    auto run = [hints](uint64_t seed) -> std::vector<uint64_t> {
+      AvmpConfig c = SmallConfig();
+      c.budget_bytes = 64 * 4096;
+      c.backing = BackingKind::kAccounting;
+      c.min_rebalance_interval_ops = 7;
+      auto a = *AvmpAllocator::Create(c);
+      std::mt19937_64 rng(seed);
+      std::vector<Handle> live[2];
+      std::set<uint32_t> raw;
+      for (int step = 0; step < 20000; ++step) {
+        if (hints && step % 50 == 0) {
+          a->SetReservedDemand(Pool::kKvPage, rng() % 48);
+          a->SetReservedDemand(Pool::kSsmBlock, rng() % 6);
         }
-      } else {
-        size_t i = rng() % live[p].size();
-        raw.erase(live[p][i].raw());
-        a->Free(live[p][i]);
-        live[p][i] = live[p].back();
-        live[p].pop_back();
+        const int p = rng() % 3 == 0 ? 1 : 0;
+        if (rng() % 2 == 0 || live[p].empty()) {
+          auto h = a->Allocate(Pool(p));
+          if (h.ok()) {
+            EXPECT_TRUE(raw.insert(h->raw()).second) << "handle given out twice";
+            live[p].push_back(*h);
+          }
+        } else {
+          size_t i = rng() % live[p].size();
+          raw.erase(live[p][i].raw());
+          a->Free(live[p][i]);
+          live[p][i] = live[p].back();
+          live[p].pop_back();
+        }
+        for (int q = 0; q < 2; ++q) {
+          PoolStats s = a->stats(Pool(q));
+          EXPECT_EQ(s.used_units, live[q].size());
+          EXPECT_LE(s.used_units, s.capacity_units);
+        }
+        EXPECT_EQ(a->granules(Pool::kKvPage) + a->granules(Pool::kSsmBlock), a->num_granules());
+        if (::testing::Test::HasFailure()) return {};
       }
-      for (int q = 0; q < 2; ++q) {
-        PoolStats s = a->stats(Pool(q));
-        EXPECT_EQ(s.used_units, live[q].size());
-        EXPECT_LE(s.used_units, s.capacity_units);
-      }
-      EXPECT_EQ(a->granules(Pool::kKvPage) + a->granules(Pool::kSsmBlock), a->num_granules());
-      if (::testing::Test::HasFailure()) return {};
-    }
-    AllocatorStats s = a->allocator_stats();
-    return std::vector<uint64_t>{s.migrations, s.bytes_migrated, s.pools[0].oom_events,
-                                 s.pools[1].oom_events, s.pools[0].capacity_units};
-  };
-  auto first = run(7);
-  EXPECT_EQ(first, run(7));
-  EXPECT_GT(first[0], 0u);
+      AllocatorStats s = a->allocator_stats();
+      return std::vector<uint64_t>{
+          s.migrations,          s.bytes_migrated,          s.pools[0].oom_events,
+          s.pools[1].oom_events, s.pools[0].capacity_units, a->demand_pulls()};
+    };
+    auto first = run(7);
+    EXPECT_EQ(first, run(7));
+    EXPECT_GT(first[0], 0u);
+    if (hints) EXPECT_GT(first[5], 0u) << "no pull ever ran";
+  }
 }
 
 TEST(BaselineAllocatorTest, FixedDualUsesSglangsRatio) {
