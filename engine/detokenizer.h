@@ -9,7 +9,8 @@
 // token, or a maximal run of byte-fallback tokens (whose bytes are assembled together, so a run
 // is one unit). The head is decoded with Decode itself; each later unit is decoded by Decode
 // right after a fixed "anchor" token that absorbs the first-token rules, and the anchor's text is
-// cut off. That costs O(1) per token (a byte run: O(its length) once), and exactness comes from
+// cut off. That costs O(1) per token (a byte run: O(its length) once; the head: O(its length)
+// per token while it still renders as nothing, usually for one token), and exactness comes from
 // the tokenizer's own Decode rather than from a second copy of its rules.
 //
 // Byte runs: tokenizers' (Hugging Face) ByteFallback decoder turns a whole run into one U+FFFD
