@@ -58,7 +58,10 @@ absl::StatusOr<AllocSimulationResult> SimulateAllocator(const std::vector<AllocR
     // back and the pool would thrash).
     while (!queue.empty() && !hold_admissions && queue_blocked_at != frees) {
       const AllocRequest& q = requests[queue.front()];
-      Running run{.index = queue.front(), .tokens = q.prompt_tokens, .remaining = q.gen_tokens};
+      Running run;
+      run.index = queue.front();
+      run.tokens = q.prompt_tokens;
+      run.remaining = q.gen_tokens;
       const size_t prompt_pages = has_kv ? (q.prompt_tokens + page - 1) / page : 0;
       bool ok = true;
       if (has_ssm) {
