@@ -33,8 +33,6 @@ namespace tandem::cache {
 
 struct TunerConfig {
   double bootstrap_multiplier = 5;
-  // Beyond the paper: the bootstrap window is max(k × requests seen, this). 0 = the paper's.
-  size_t min_window_requests = 100;
   std::vector<double> grid = {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
                               1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0};
   int threads = 2;
@@ -43,6 +41,8 @@ struct TunerConfig {
   // at the last tuning by more than drift_threshold (absolute). 0 disables re-tuning.
   size_t drift_window = 200;
   double drift_threshold = 0.15;
+  // Beyond the paper: the bootstrap window is max(k × requests seen, this). 0 = the paper's.
+  size_t min_window_requests = 100;
 };
 
 struct AlphaTuning {
