@@ -53,11 +53,12 @@ struct AvmpConfig {
   double initial_ssm_fraction = 0.5;
   // false = a static split (avmp-static): capacity never moves.
   bool dynamic = true;
-  // A full pool may take capacity only from a donor whose free fraction exceeds this.
+  // A full pool may take capacity only from a donor whose free fraction exceeds this (a
+  // demand-aware pull, rule 2, is the one exception).
   double threshold_high = 0.30;
-  // Units of the pool that ran out that one migration tries to add. A migration moves at most
-  // half of the donor's fully free granules (and at least one), so one pool's burst cannot
-  // drain the other.
+  // Units of the pool that ran out that one migration tries to add. A migration under the
+  // threshold rule moves at most half of the donor's fully free granules (and at least one), so
+  // one pool's burst cannot drain the other; a pull is bounded by the shortfall instead.
   size_t migration_batch_size = 128;
   // Allocate/Free calls that must pass between two migrations (the paper's
   // min_rebalance_interval_ops).
