@@ -48,11 +48,6 @@ struct Timings {
   double mean_inter_token = 0;  // average gap between output tokens after the first
 };
 
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0;
-};
-
 struct Event {
   enum class Kind { kTokens, kFinished } kind = Kind::kTokens;
   RequestId id = 0;
@@ -60,8 +55,9 @@ struct Event {
   // point or a possible stop string is incomplete).
   std::vector<int32_t> tokens;
   std::string text;
-  // Per token, when top_logprobs > 0: the chosen token's logprob first, then the top n.
-  std::vector<std::vector<TokenLogprob>> logprobs;
+  // Per token, when sampling.logprobs: the chosen token's logprob first, then the
+  // sampling.top_logprobs most likely tokens (log_softmax of the raw logits).
+  std::vector<std::vector<TopLogprob>> logprobs;
   // kFinished:
   FinishReason finish_reason = FinishReason::kLength;
   std::string stop_string;  // the stop string that matched, if any

@@ -6,10 +6,6 @@
 #include "absl/strings/str_cat.h"
 
 namespace tandem::engine {
-namespace {
-constexpr int32_t kMaxTopLogprobs = 20;
-}  // namespace
-
 Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokenizer,
                      cache::BlockAllocator* allocator, const cache::ModelSpec& spec,
                      ModelRunner* runner, const SchedulerConfig& config)
@@ -19,7 +15,8 @@ Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokeni
       memory_budget_(allocator->allocator_stats().budget_bytes),
       runner_(runner),
       config_(config),
-      cache_(CacheBinding::Create(config.cache, model, spec, allocator)) {
+      cache_(CacheBinding::Create(config.cache, model, spec, allocator)),
+      sampler_(model.config().vocab_size) {
   stats_.cache_policy = CachePolicyName(config.cache.policy);
 }
 
@@ -42,10 +39,6 @@ absl::Status Scheduler::Validate(const Request& r) const {
   }
   if (absl::Status s = ValidateSamplingParams(r.sampling); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: ", s.message()));
-  }
-  if (r.top_logprobs < 0 || r.top_logprobs > kMaxTopLogprobs) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("top_logprobs: must be in [0, ", kMaxTopLogprobs, "], got ", r.top_logprobs));
   }
   for (size_t i = 0; i < r.stop_token_ids.size(); ++i) {
     if (r.stop_token_ids[i] < 0 || r.stop_token_ids[i] >= vocab) {
@@ -391,7 +384,8 @@ void Scheduler::Step() {
 void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
   const int64_t vocab = runner_->vocab();
   std::span<const float> row(logits, static_cast<size_t>(vocab));
-  const int32_t token = seq.sampler.Sample(row);
+  const SampleResult sample = sampler_.SampleRow(row, seq.sampling);
+  const int32_t token = sample.token;
   const Clock::time_point now = Clock::now();
   if (seq.generated() == 0) seq.first_token = now;
   seq.last_token = now;
@@ -401,6 +395,12 @@ void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
   Event event;
   event.id = seq.id;
   event.tokens.push_back(token);
+  if (seq.request.sampling.logprobs || seq.request.sampling.top_logprobs > 0) {
+    std::vector<TopLogprob>& lp = event.logprobs.emplace_back();
+    lp.reserve(1 + sample.num_top);
+    lp.push_back({token, sample.logprob});
+    lp.insert(lp.end(), sample.top.begin(), sample.top.begin() + sample.num_top);
+  }
   seq.stream->Push(std::move(event));
 
   const Request& r = seq.request;

@@ -124,6 +124,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   uint64_t next_admission_ = 1;
   SchedulerStats stats_;
+  BatchSampler sampler_;
 
   // Reused per step.
   std::vector<Sequence*> scheduled_;

@@ -31,7 +31,7 @@ struct Sequence {
         submitted(now),
         tokens(request.prompt),
         prompt_tokens(request.prompt.size()),
-        sampler(request.sampling) {}
+        sampling(request.sampling, request.prompt, request.max_new_tokens) {}
 
   const RequestId id;
   const Request request;
@@ -58,7 +58,7 @@ struct Sequence {
   std::vector<models::SsmSnapshot> step_snapshots;
   bool preempted_this_step = false;
 
-  Sampler sampler;
+  SamplingState sampling;  // generator and token counts: survive preemption
   Usage usage;
   bool ever_admitted = false;
   Clock::time_point first_admitted, first_token, last_token;

@@ -80,6 +80,28 @@ TEST(SchedulerTest, BatchedRequestsGiveTheirSoloOutputs) {
   }
 }
 
+// One sequence's greedy output alone and inside a batch of 32 whose members are at every stage
+// (long and short prompts, chunked prefills beside decodes).
+TEST(SchedulerTest, OutputAloneEqualsOutputInABatchOf32) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  const int32_t vocab = model->config().vocab_size;
+  SchedulerConfig config;
+  config.prefill_chunk = 16;
+  config.step_tokens = 256;
+  config.max_running = 32;
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 32; ++i) prompts.push_back(Tokens(1 + (i * 37) % 90, 200 + i, vocab));
+  SchedulerHarness batch(*model, CachePolicy::kNone, 64 * kMiB, config);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) streams.push_back(batch.Add(Greedy(p, 10)));
+  batch.RunUntilIdle();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SchedulerHarness solo(*model, CachePolicy::kNone, 64 * kMiB, config);
+    EXPECT_EQ(Drain(*streams[i]).tokens, solo.Run(Greedy(prompts[i], 10)).tokens) << i;
+  }
+}
+
 // Turn 2 of a conversation restores turn 1's state (the checkpoint after its last computed
 // token) and must produce exactly what a cold run produces.
 TEST(SchedulerTest, MultiTurnCacheHitEqualsMiss) {
@@ -261,7 +283,7 @@ TEST(SchedulerTest, RejectsBadRequestsNamingTheField) {
   r.sampling.temperature = -1;
   EXPECT_NE(error(r).find("temperature"), std::string::npos);
   r = Greedy({5}, 4);
-  r.top_logprobs = 21;
+  r.sampling.top_logprobs = 21;
   EXPECT_NE(error(r).find("top_logprobs"), std::string::npos);
   r = Greedy({5}, 4);
   r.stop_strings = {"x"};
