@@ -12,6 +12,7 @@ Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokeni
     : model_(model),
       tokenizer_(tokenizer),
       allocator_(allocator),
+      avmp_(dynamic_cast<cache::AvmpAllocator*>(allocator)),
       memory_budget_(allocator->allocator_stats().budget_bytes),
       runner_(runner),
       config_(config),
@@ -353,6 +354,7 @@ void Scheduler::Step() {
     waiting_.pop_front();
     scheduled_.push_back(running_.back().get());
   }
+  UpdateReservedDemand();
   if (scheduled_.empty()) return;
 
   inputs_.clear();
@@ -413,6 +415,20 @@ void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
   } else if (seq.generated() >= r.max_new_tokens) {
     Finish(seq, FinishReason::kLength);
   }
+}
+
+void Scheduler::UpdateReservedDemand() {
+  if (avmp_ == nullptr || model_.config().num_attention_layers == 0) return;
+  size_t pages = 0;
+  for (const auto& seq : running_) {
+    if (!seq->memory) continue;
+    const int64_t final_tokens =
+        static_cast<int64_t>(seq->prompt_tokens) + seq->request.max_new_tokens;
+    const auto needed = static_cast<size_t>(model_.layout().PagesFor(final_tokens));
+    const size_t have = seq->memory->state().kv_pages.size();
+    pages += needed > have ? needed - have : 0;
+  }
+  avmp_->SetReservedDemand(cache::Pool::kKvPage, pages);
 }
 
 SchedulerStats Scheduler::stats() const {

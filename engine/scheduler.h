@@ -23,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "cache/avmp_allocator.h"
 #include "cache/block_allocator.h"
 #include "cache/model_spec.h"
 #include "engine/cache_binding.h"
@@ -111,10 +112,14 @@ class Scheduler {
   void ReleaseState(Sequence& seq, bool insert);
   void SampleAndEmit(Sequence& seq, const float* logits);
   void RemoveFinished();
+  // Tells an AVMP allocator the KV pages running sequences will still allocate, so that it does
+  // not move capacity away that admitted requests are about to need.
+  void UpdateReservedDemand();
 
   const models::Model& model_;
   const models::Tokenizer* tokenizer_;
   cache::BlockAllocator* allocator_;
+  cache::AvmpAllocator* avmp_;  // allocator_ when it is AVMP, else null
   const size_t memory_budget_;
   ModelRunner* runner_;
   SchedulerConfig config_;
