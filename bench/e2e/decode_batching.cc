@@ -4,7 +4,7 @@
 // table with ratios to batch 1, measured in one run.
 //
 //   build/release/bench/decode_batching [--preset jamba-100m] [--threads N] [--steps 24]
-//                                       [--context 128]
+//                                       [--context 128] [--gemm auto|own|blas]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +17,7 @@
 #include "engine/model_runner.h"
 #include "engine/sequence_memory.h"
 #include "kernels/backends.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "models/model.h"
 #include "models/model_presets.h"
 
@@ -25,7 +26,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int Run(const std::string& preset, int threads, int steps, int context) {
+int Run(const std::string& preset, int threads, int steps, int context, const std::string& gemm) {
   auto config = models::ModelPreset(preset);
   if (!config.ok()) {
     std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
@@ -37,7 +38,10 @@ int Run(const std::string& preset, int threads, int steps, int context) {
     return 1;
   }
   const models::Model& m = **model;
-  engine::ModelRunner runner(m, kernels::MakeCpuOps(threads));
+  auto ops = std::make_unique<kernels::CpuOps>(threads);
+  if (gemm == "blas") ops->set_gemm_impl(kernels::GemmImpl::kBlas);
+  if (gemm == "own") ops->set_gemm_impl(kernels::GemmImpl::kOwn);
+  engine::ModelRunner runner(m, std::move(ops));
   const int batches[] = {1, 2, 4, 8, 16, 32};
   const int max_batch = 32;
   const int64_t pages_per_seq = m.layout().PagesFor(context + steps + 1);
@@ -92,7 +96,7 @@ int Run(const std::string& preset, int threads, int steps, int context) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  std::string preset = "jamba-100m";
+  std::string preset = "jamba-100m", gemm = "auto";
   int threads = 0, steps = 24, context = 128;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--preset"))
@@ -103,6 +107,8 @@ int main(int argc, char** argv) {
       steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--context"))
       context = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--gemm"))
+      gemm = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -112,5 +118,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--steps must be >= 2 and --context >= 1\n");
     return 2;
   }
-  return tandem::Run(preset, threads, steps, context);
+  return tandem::Run(preset, threads, steps, context, gemm);
 }
