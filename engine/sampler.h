@@ -72,6 +72,8 @@ class SamplingState {
                          int32_t expected_new_tokens = 0);
 
   const SamplingParams& params() const { return params_; }
+  // Only what the active penalties read: empty without penalties, no prompt tokens without a
+  // repetition penalty.
   const TokenCounts& counts() const { return counts_; }
   // Counts a generated token (done by the samplers; for tokens forced by other means).
   void Accept(int32_t token);
