@@ -61,7 +61,8 @@ struct Event {
   // kFinished:
   FinishReason finish_reason = FinishReason::kLength;
   std::string stop_string;  // the stop string that matched, if any
-  absl::Status error;       // kError: why
+  // kFinished also carries `text`: whatever was held back until the end.
+  absl::Status error;  // kError: why
   Usage usage;
   Timings timings;
 };

@@ -18,6 +18,7 @@ Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokeni
       config_(config),
       cache_(CacheBinding::Create(config.cache, model, spec, allocator)),
       sampler_(model.config().vocab_size) {
+  if (tokenizer_ != nullptr) vocab_ = std::make_shared<DetokenizerVocab>(*tokenizer_);
   stats_.cache_policy = CachePolicyName(config.cache.policy);
 }
 
@@ -50,11 +51,7 @@ absl::Status Scheduler::Validate(const Request& r) const {
   if (!r.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError("stop_strings: the engine has no tokenizer to match text");
   }
-  for (size_t i = 0; i < r.stop_strings.size(); ++i) {
-    if (r.stop_strings[i].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("stop_strings[", i, "]: empty"));
-    }
-  }
+  if (absl::Status s = ValidateStopStrings(r.stop_strings); !s.ok()) return s;
   // A sequence must fit alone: its KV pages plus its own SSM block (checkpoints are optional).
   if (model_.config().num_attention_layers > 0) {
     const size_t pages = static_cast<size_t>(
@@ -73,8 +70,12 @@ absl::Status Scheduler::Validate(const Request& r) const {
 void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream> stream,
                     Clock::time_point submitted) {
   ++stats_.submitted;
-  waiting_.push_back(
-      std::make_unique<Sequence>(id, std::move(request), std::move(stream), submitted));
+  auto seq = std::make_unique<Sequence>(id, std::move(request), std::move(stream), submitted);
+  if (vocab_ != nullptr) {
+    seq->text.emplace(vocab_, seq->request.skip_special_tokens, seq->request.prompt,
+                      seq->request.stop_strings);
+  }
+  waiting_.push_back(std::move(seq));
 }
 
 bool Scheduler::Cancel(RequestId id) {
@@ -130,6 +131,13 @@ void Scheduler::ReleaseState(Sequence& seq, bool insert) {
 void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
                        std::string stop_string) {
   const bool completed = reason == FinishReason::kLength || reason == FinishReason::kStop;
+  std::string tail;
+  if (completed && seq.text) {
+    if (seq.text->Finish(&tail)) {
+      reason = FinishReason::kStop;
+      stop_string = seq.text->matched_stop();
+    }
+  }
   ReleaseState(seq, /*insert=*/completed);
   if (completed && cache_ != nullptr) {
     std::span<const int32_t> all(seq.tokens);
@@ -150,6 +158,7 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   event.finish_reason = reason;
   event.error = std::move(error);
   event.stop_string = std::move(stop_string);
+  event.text = std::move(tail);
   event.usage = seq.usage;
   event.usage.prompt_tokens = static_cast<int64_t>(seq.prompt_tokens);
   event.usage.completion_tokens = seq.generated();
@@ -403,9 +412,15 @@ void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
     lp.push_back({token, sample.logprob});
     lp.insert(lp.end(), sample.top.begin(), sample.top.begin() + sample.num_top);
   }
+  bool stop_text = false;
+  if (seq.text) stop_text = seq.text->Add(token, &event.text);
   seq.stream->Push(std::move(event));
 
   const Request& r = seq.request;
+  if (stop_text) {
+    Finish(seq, FinishReason::kStop, absl::OkStatus(), seq.text->matched_stop());
+    return;
+  }
   const bool stop_id =
       std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end();
   const auto& eos = model_.config().eos_token_ids;

@@ -27,6 +27,7 @@
 #include "cache/block_allocator.h"
 #include "cache/model_spec.h"
 #include "engine/cache_binding.h"
+#include "engine/detokenizer.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
@@ -130,6 +131,7 @@ class Scheduler {
   uint64_t next_admission_ = 1;
   SchedulerStats stats_;
   BatchSampler sampler_;
+  std::shared_ptr<const DetokenizerVocab> vocab_;  // when there is a tokenizer
 
   // Reused per step.
   std::vector<Sequence*> scheduled_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "engine/output_text.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/sampler.h"
@@ -58,7 +59,8 @@ struct Sequence {
   std::vector<models::SsmSnapshot> step_snapshots;
   bool preempted_this_step = false;
 
-  SamplingState sampling;  // generator and token counts: survive preemption
+  SamplingState sampling;          // generator and token counts: survive preemption
+  std::optional<OutputText> text;  // when the engine has a tokenizer
   Usage usage;
   bool ever_admitted = false;
   Clock::time_point first_admitted, first_token, last_token;

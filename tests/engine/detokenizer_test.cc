@@ -16,33 +16,6 @@
 #include "models/unicode_utf8.h"
 #include "nlohmann/json.hpp"
 
-// decode_allocation_test.cc replaces this binary's plain operator new/delete (to count
-// allocations) but not the nothrow forms, which std::stable_sort's temporary buffer uses (the
-// tokenizer.json loader sorts its added tokens). Under AddressSanitizer that nothrow new comes
-// from the sanitizer and is freed by the replaced delete: an alloc-dealloc mismatch. These
-// forward to whichever plain forms the binary has, as the standard's defaults do; weak, so that
-// a complete replacement elsewhere takes precedence.
-__attribute__((weak)) void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new(size);
-  } catch (...) {
-    return nullptr;
-  }
-}
-__attribute__((weak)) void* operator new[](std::size_t size, const std::nothrow_t&) noexcept {
-  try {
-    return ::operator new[](size);
-  } catch (...) {
-    return nullptr;
-  }
-}
-__attribute__((weak)) void operator delete(void* p, const std::nothrow_t&) noexcept {
-  ::operator delete(p);
-}
-__attribute__((weak)) void operator delete[](void* p, const std::nothrow_t&) noexcept {
-  ::operator delete[](p);
-}
-
 namespace tandem::engine {
 namespace {
 

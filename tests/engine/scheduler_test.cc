@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "models/json_file.h"
+#include "models/tokenizer.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace tandem::engine {
@@ -291,6 +292,70 @@ TEST(SchedulerTest, RejectsBadRequestsNamingTheField) {
   // Larger than the memory can ever hold.
   const absl::Status huge = h.scheduler().Validate(Greedy(std::vector<int32_t>(20000, 5), 4000));
   EXPECT_TRUE(absl::IsResourceExhausted(huge)) << huge;
+}
+
+}  // namespace
+}  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// With a tokenizer, events carry text: all deltas together are the decoded output continuing
+// the prompt's text, and a stop string ends the text right before it.
+TEST(SchedulerTextTest, TextDeltasAndStopStrings) {
+  auto model = testing::LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  auto tokenizer = models::LoadTokenizer(testing::Fixture("tokenizers/tiny-spm"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  auto spec = CacheModelSpecFor(model->config(), "fixture");
+  ASSERT_TRUE(spec.ok());
+  cache::AllocatorOptions options;
+  options.budget_bytes = 16 << 20;
+  options.backing = cache::BackingKind::kHost;
+  auto named = cache::CreateAllocator("avmp-dynamic", *spec, options);
+  ASSERT_TRUE(named.ok());
+  ModelRunner runner(*model, kernels::MakeCpuOps(2));
+  Scheduler scheduler(*model, tokenizer->get(), named->allocator.get(), *spec, &runner, {});
+  auto run = [&](Request r, std::string* text) {
+    auto stream = std::make_shared<RequestStream>(1);
+    EXPECT_TRUE(scheduler.Validate(r).ok()) << scheduler.Validate(r);
+    scheduler.Add(1, std::move(r), stream, Clock::now());
+    while (!scheduler.idle()) scheduler.Step();
+    Event e, last;
+    std::vector<int32_t> tokens;
+    while (stream->Next(&e)) {
+      text->append(e.text);
+      tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+      last = e;
+    }
+    return std::make_pair(tokens, last);
+  };
+  auto encoded = (*tokenizer)->Encode("The quick brown fox", true);
+  ASSERT_TRUE(encoded.ok());
+  const std::vector<int32_t> prompt = *encoded;
+  std::string text;
+  auto [tokens, finished] = run(testing::Greedy(prompt, 24), &text);
+  ASSERT_EQ(tokens.size(), 24u);
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), tokens.begin(), tokens.end());
+  const std::string whole = (*tokenizer)->Decode(all, true);
+  const std::string head = (*tokenizer)->Decode(prompt, true);
+  ASSERT_EQ(whole.compare(0, head.size(), head), 0);
+  EXPECT_EQ(text, whole.substr(head.size()));
+
+  // A stop string taken from the middle of that text.
+  ASSERT_GE(text.size(), 8u);
+  const std::string stop = text.substr(text.size() / 2, 3);
+  Request r = testing::Greedy(prompt, 24);
+  r.stop_strings = {stop};
+  std::string stopped_text;
+  auto [stopped_tokens, stopped] = run(r, &stopped_text);
+  EXPECT_EQ(stopped.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(stopped.stop_string, stop);
+  EXPECT_EQ(stopped_text, text.substr(0, text.find(stop)));
+  EXPECT_LE(stopped_tokens.size(), tokens.size());
+  EXPECT_EQ(named->allocator->stats(cache::Pool::kKvPage).used_units,
+            scheduler.stats().cache.kv_pages);
 }
 
 }  // namespace
