@@ -51,6 +51,7 @@ struct Timings {
 struct Event {
   enum class Kind { kTokens, kFinished } kind = Kind::kTokens;
   RequestId id = 0;
+  double seconds = 0;  // since Submit(), when the engine emitted this event
   // kTokens: the new token ids and the text they complete (UTF-8; may be empty while a code
   // point or a possible stop string is incomplete).
   std::vector<int32_t> tokens;

@@ -172,6 +172,7 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
     }
   }
   event.timings.finished = seconds(now);
+  event.seconds = event.timings.finished;
   seq.stream->Push(std::move(event));
   seq.memory.reset();
   seq.tokens.clear();  // marks it finished for RemoveFinished
@@ -405,6 +406,7 @@ void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
 
   Event event;
   event.id = seq.id;
+  event.seconds = std::chrono::duration<double>(now - seq.submitted).count();
   event.tokens.push_back(token);
   if (seq.request.sampling.logprobs || seq.request.sampling.top_logprobs > 0) {
     std::vector<TopLogprob>& lp = event.logprobs.emplace_back();

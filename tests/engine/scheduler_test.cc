@@ -360,3 +360,47 @@ TEST(SchedulerTextTest, TextDeltasAndStopStrings) {
 
 }  // namespace
 }  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// A request that passes validation but cannot fit the KV pool it would get (a static split
+// leaves the KV pool a fraction of the budget) fails with RESOURCE_EXHAUSTED, frees everything,
+// and does not disturb the request running beside it.
+TEST(SchedulerExhaustionTest, AnOversizedRequestFailsAloneAndFreesEverything) {
+  auto model = testing::LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  const models::StateLayout& layout = model->layout();
+  // 6 KV pages (96 positions) and 6 SSM blocks.
+  const double ratio = (6.0 * layout.ssm_block_bytes()) / (6.0 * layout.kv_page_bytes());
+  const size_t budget = 6 * layout.kv_page_bytes() + 6 * layout.ssm_block_bytes() + 4096;
+  SchedulerConfig config;
+  config.prefill_chunk = 16;
+  for (CachePolicy policy : {CachePolicy::kNone, CachePolicy::kMarconi}) {
+    SCOPED_TRACE(CachePolicyName(policy));
+    testing::SchedulerHarness h(*model, policy, budget, config, false,
+                                "fixed-dual:" + std::to_string(ratio));
+    ASSERT_LE(h.allocator().stats(cache::Pool::kKvPage).capacity_units, 6u);
+    const int32_t vocab = model->config().vocab_size;
+    // Fits: 20 + 8 positions. Does not: a 120-token prompt (8 pages) — refused at admission —
+    // and a 40-token prompt that grows past 96 positions while decoding.
+    auto small = h.Add(testing::Greedy(Tokens(20, 1, vocab), 8));
+    auto big_prompt = h.Add(testing::Greedy(Tokens(120, 2, vocab), 4));
+    auto big_decode = h.Add(testing::Greedy(Tokens(40, 3, vocab), 80));
+    h.RunUntilIdle();
+    const Outcome ok = Drain(*small);
+    EXPECT_EQ(ok.finished.finish_reason, FinishReason::kLength);
+    EXPECT_EQ(ok.tokens.size(), 8u);
+    for (auto* stream : {big_prompt.get(), big_decode.get()}) {
+      const Outcome failed = Drain(*stream);
+      EXPECT_EQ(failed.finished.finish_reason, FinishReason::kError);
+      EXPECT_TRUE(absl::IsResourceExhausted(failed.finished.error)) << failed.finished.error;
+    }
+    EXPECT_EQ(h.used(cache::Pool::kKvPage), CacheUnits(h.scheduler(), cache::Pool::kKvPage));
+    EXPECT_EQ(h.used(cache::Pool::kSsmBlock), CacheUnits(h.scheduler(), cache::Pool::kSsmBlock));
+    EXPECT_EQ(h.scheduler().stats().failed, 2u);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::engine
