@@ -49,7 +49,8 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     }
   }
 
-  // All new K/V first: the shared-prefix pass below attends many sequences after the plain one.
+  // Every segment's new K/V is written before any attention runs: the shared-prefix pass below
+  // works across sequences.
   for (const Segment& seg : ctx.segments) {
     float* q = qkv + seg.row * width;
     float* k = q + q_width;
@@ -64,6 +65,9 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
   }
 
   float* attn = ctx.ws.Floats(rows * q_width);
+  // The plan depends on page pointers only, so every attention layer of the pass finds the same
+  // one; rebuilding it (a sort of the decode rows) costs little next to the attention it saves,
+  // and keeps Model::Forward unaware of Hydragen.
   const SharedPrefixPlan plan =
       PlanSharedPrefixes(ctx.segments, ctx.layout.page_tokens(), HydragenMinSharedWork(), ctx.ws);
   // Segments the plan covers are marked so that the plain loop skips them.
