@@ -5,6 +5,7 @@
 // per sequence, and the GEMMs run at the machine's matrix-multiply speed instead of the
 // dot-product speed of per-sequence decode attention.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -43,6 +44,26 @@ const float* GatherKeys(const PagedKv& kv, bool values, int32_t j, int64_t begin
     p += cnt;
   }
   return dst;
+}
+
+// exp(x) for x ≤ 0 — a score minus its row's running maximum — equal to FastExp there: the same
+// reduction and polynomial, without FastExp's overflow handling, which such arguments never
+// need (2^n for n ∈ [−126, 0] is one normal float). The softmax pass between the two GEMMs is
+// the op's largest cost after the GEMMs themselves.
+inline float ExpNonPositive(float x) {
+  const float xc = x < -87.3f ? -87.3f : x;
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693145751953125f;
+  r = r - n * 1.42860682030941723212e-6f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return x < -87.3f ? 0.0f : p * scale;
 }
 
 // max(x[0 … n)), in independent lanes so that it vectorises (a running max does not: each step
@@ -142,7 +163,7 @@ void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace
         float block_sum = 0.0f;
 #pragma omp simd reduction(+ : block_sum)
         for (int64_t c = 0; c < n; ++c) {
-          sr[c] = FastExp(sr[c] - new_max);
+          sr[c] = ExpNonPositive(sr[c] - new_max);
           block_sum += sr[c];
         }
         sum[r] = sum[r] * correction + block_sum;
