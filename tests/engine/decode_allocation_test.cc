@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backends.h"
 #include "models/model.h"
+#include "models/shared_prefix_plan.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};
@@ -68,6 +69,60 @@ TEST(DecodeAllocationTest, SteadyStateDecodeStepsDoNotAllocate) {
     const int64_t before = g_allocations.load();
     for (int i = 0; i < 32; ++i) ASSERT_TRUE(step(200 + i).ok());
     EXPECT_EQ(g_allocations.load() - before, 0);
+  }
+}
+
+// A batch of sequences that share their prefix pages decodes through Hydragen (shared-prefix
+// plan, per-node attention, LSE merges): still nothing allocated per step.
+TEST(DecodeAllocationTest, SharedPrefixBatchDecodeDoesNotAllocate) {
+  for (const char* name : {"jamba-tiny", "zamba2-tiny"}) {
+    SCOPED_TRACE(name);
+    auto model = models::Model::Load(std::string(TANDEM_TEST_DATA) + "/models/" + name);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const models::Model& m = **model;
+    auto ops = kernels::MakeCpuOps();
+    kernels::Workspace ws;
+    constexpr int kSequences = 4;
+    const int64_t page_tokens = m.layout().page_tokens();
+    const int64_t shared_tokens = 3 * page_tokens;  // three full pages, shared by all
+    std::vector<float> prefix_ssm(m.layout().ssm_block_floats(), 0.0f);
+    std::vector<std::vector<float>> prefix_pages(3,
+                                                 std::vector<float>(m.layout().kv_page_floats()));
+    models::SequenceState prefix;
+    prefix.ssm = prefix_ssm.data();
+    for (auto& p : prefix_pages) prefix.kv_pages.push_back(p.data());
+    std::vector<int32_t> prompt(shared_tokens);
+    for (int64_t i = 0; i < shared_tokens; ++i) prompt[i] = 4 + static_cast<int32_t>(i * 7 % 900);
+    std::vector<float> logits(kSequences * m.config().vocab_size);
+    const models::SequenceInput prefill{&prefix, prompt, {}, false};
+    ASSERT_TRUE(m.Forward(*ops, ws, {&prefill, 1}, logits.data()).ok());
+
+    // Each sequence: the shared pages, then private pages for 40 more positions.
+    std::vector<std::vector<float>> ssm(kSequences, prefix_ssm);
+    std::vector<std::vector<std::vector<float>>> own(kSequences);
+    std::vector<models::SequenceState> states(kSequences);
+    for (int s = 0; s < kSequences; ++s) {
+      states[s].ssm = ssm[s].data();
+      states[s].tokens = shared_tokens;
+      for (auto& p : prefix_pages) states[s].kv_pages.push_back(p.data());
+      own[s].assign(3, std::vector<float>(m.layout().kv_page_floats()));
+      for (auto& p : own[s]) states[s].kv_pages.push_back(p.data());
+    }
+    std::vector<int32_t> next(kSequences);
+    std::vector<models::SequenceInput> inputs(kSequences);
+    auto step = [&](int32_t base) {
+      for (int s = 0; s < kSequences; ++s) {
+        next[s] = base + s;
+        inputs[s] = {&states[s], {&next[s], 1}, {}, false};
+      }
+      return m.Forward(*ops, ws, inputs, logits.data());
+    };
+    const int64_t nodes_before = models::HydragenNodesAttended();
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(step(100 + 4 * i).ok());  // warm-up
+    const int64_t before = g_allocations.load();
+    for (int i = 0; i < 24; ++i) ASSERT_TRUE(step(300 + 4 * i).ok());
+    EXPECT_EQ(g_allocations.load() - before, 0);
+    EXPECT_GT(models::HydragenNodesAttended(), nodes_before);  // the shared path ran
   }
 }
 
