@@ -23,12 +23,13 @@ int64_t RowGrain(int64_t cols) {
 // Linear problems below this many multiply-adds run on the calling thread only.
 constexpr int64_t kSerialMacs = 64 * 1024;
 
-// Rows of x for which our own kernel beats OpenBLAS: small-batch decode (2 … 32 rows) — up to
-// 2.5× at 4 rows, where OpenBLAS's sgemm is not tuned for skinny shapes. For one row (GEMV),
-// OpenBLAS's sgemv is 5-20% faster than ours, and from ~32 rows its packed sgemm wins.
-// Measured by bench/kernels/linear_bench.cc (docs/BENCHMARKS.md).
+// Rows of x for which our own kernel beats OpenBLAS: batched decode (2 … 40 rows). It reads the
+// weights in place, where sgemm packs them on every call (an extra pass over memory that small M
+// cannot amortise): 1.6-2.8× faster at 2-32 rows with the weights coming from memory. From ~48
+// rows sgemm's packed kernel computes faster than the extra pass costs. For one row (GEMV) ours
+// and sgemv trade wins by shape. Measured by bench/kernels/gemm_bench.cc (docs/BENCHMARKS.md).
 constexpr int64_t kOwnMinRows = 2;
-constexpr int64_t kOwnMaxRows = 32;
+constexpr int64_t kOwnMaxRows = 40;
 
 }  // namespace
 

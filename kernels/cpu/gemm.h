@@ -8,10 +8,19 @@
 
 namespace tandem::kernels {
 
-// Our own kernel: register tiles of dot products over k (AVX2/FMA when the build has them,
-// plain loops otherwise).
+// Our own kernel, for the small row counts of batched decode: reads the weights in place (no
+// packing), AVX-512 where the CPU has it, else AVX2/FMA, else plain loops (chosen at run time).
 void OwnGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
                const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y);
+
+// The instruction sets OwnGemmNT can run on; tests and benchmarks force one to cover the
+// fallbacks on a machine that has a better one.
+enum class GemmIsa { kScalar, kAvx2, kAvx512 };
+bool GemmIsaSupported(GemmIsa isa);
+GemmIsa BestGemmIsa();  // what OwnGemmNT uses
+// OwnGemmNT on the given instruction set, which must be supported.
+void OwnGemmNTWith(GemmIsa isa, const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+                   const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y);
 
 // OpenBLAS sgemm (sgemv when m == 1) on the same slice. The caller must have limited OpenBLAS to
 // one thread (see CpuOps) so that its threads and ours do not oversubscribe the cores.
