@@ -1,0 +1,146 @@
+// json.dumps as transformers' tojson override calls it: ensure_ascii=False (non-ASCII kept
+// raw), key order preserved unless sort_keys, no HTML escaping (unlike jinja2's own tojson).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "server/chat_template/builtins.h"
+#include "server/chat_template/status_macros.h"
+
+namespace tandem::chat_template {
+namespace {
+
+void QuoteJson(const std::string& s, std::string& out) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof(b), "\\u%04x", c);
+          out += b;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+struct Dumper {
+  const std::string* indent;
+  std::string item_sep;
+  std::string key_sep;
+  bool sort_keys;
+  std::string out;
+
+  void Newline(int level) {
+    out += '\n';
+    for (int i = 0; i < level; ++i) out += *indent;
+  }
+
+  absl::Status Dump(const Value& v, int level) {
+    if (level > 512) return absl::InvalidArgumentError("tojson: nesting too deep");
+    switch (v.kind()) {
+      case Value::Kind::kNone:
+        out += "null";
+        return absl::OkStatus();
+      case Value::Kind::kBool:
+        out += v.as_bool() ? "true" : "false";
+        return absl::OkStatus();
+      case Value::Kind::kInt:
+        out += std::to_string(v.as_int());
+        return absl::OkStatus();
+      case Value::Kind::kFloat: {
+        double d = v.as_float();
+        if (std::isnan(d)) {
+          out += "NaN";
+        } else if (std::isinf(d)) {
+          out += d > 0 ? "Infinity" : "-Infinity";
+        } else {
+          out += FormatFloat(d);
+        }
+        return absl::OkStatus();
+      }
+      case Value::Kind::kString:
+        QuoteJson(v.as_string(), out);
+        return absl::OkStatus();
+      case Value::Kind::kList: {
+        const List& l = v.as_list();
+        if (l.empty()) {
+          out += "[]";
+          return absl::OkStatus();
+        }
+        out += '[';
+        for (size_t i = 0; i < l.size(); ++i) {
+          if (i) out += item_sep;
+          if (indent) Newline(level + 1);
+          TMPL_RETURN_IF_ERROR(Dump(l[i], level + 1));
+        }
+        if (indent) Newline(level);
+        out += ']';
+        return absl::OkStatus();
+      }
+      case Value::Kind::kDict: {
+        std::vector<const std::pair<std::string, Value>*> items;
+        for (const auto& kv : v.as_dict().items()) items.push_back(&kv);
+        if (items.empty()) {
+          out += "{}";
+          return absl::OkStatus();
+        }
+        if (sort_keys) {
+          std::stable_sort(items.begin(), items.end(),
+                           [](auto* a, auto* b) { return a->first < b->first; });
+        }
+        out += '{';
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i) out += item_sep;
+          if (indent) Newline(level + 1);
+          QuoteJson(items[i]->first, out);
+          out += key_sep;
+          TMPL_RETURN_IF_ERROR(Dump(items[i]->second, level + 1));
+        }
+        if (indent) Newline(level);
+        out += '}';
+        return absl::OkStatus();
+      }
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("Object of type ", v.TypeName(), " is not JSON serializable"));
+    }
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> DumpJson(const Value& v, const std::string* indent,
+                                     const std::string& item_sep, const std::string& key_sep,
+                                     bool sort_keys) {
+  Dumper d{indent, item_sep, key_sep, sort_keys, {}};
+  TMPL_RETURN_IF_ERROR(d.Dump(v, 0));
+  return std::move(d.out);
+}
+
+}  // namespace tandem::chat_template

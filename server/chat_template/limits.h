@@ -1,0 +1,25 @@
+// Bounds on what one rendering may cost. A chat template comes from a model's
+// tokenizer_config.json, i.e. from whoever published the model, so it is untrusted input.
+#ifndef TANDEM_SERVER_CHAT_TEMPLATE_LIMITS_H_
+#define TANDEM_SERVER_CHAT_TEMPLATE_LIMITS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::chat_template {
+
+struct RenderLimits {
+  // Bytes of rendered text (also the largest string or list any expression may build).
+  size_t max_output_bytes = 16 << 20;
+  // for-loop iterations summed over the whole rendering (range() is capped by it too).
+  int64_t max_loop_iterations = 1'000'000;
+  // Nested macro calls.
+  int max_call_depth = 64;
+  // Bytes and elements built by concatenation, joins, repeats and filters, summed; stops
+  // quadratic growth such as appending to a list inside a long loop.
+  size_t max_work = size_t{1} << 28;
+};
+
+}  // namespace tandem::chat_template
+
+#endif  // TANDEM_SERVER_CHAT_TEMPLATE_LIMITS_H_

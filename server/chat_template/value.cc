@@ -1,0 +1,284 @@
+#include "server/chat_template/value.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::chat_template {
+
+const Value* Dict::Find(std::string_view key) const {
+  for (const auto& [k, v] : items_) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+void Dict::Set(std::string key, Value value) {
+  for (auto& [k, v] : items_) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  items_.emplace_back(std::move(key), std::move(value));
+}
+
+const std::string& Value::undefined_name() const {
+  static const std::string kEmpty;
+  return s_ ? *s_ : kEmpty;
+}
+
+Value Value::Undefined(std::string name) {
+  Value v;
+  v.s_ = std::make_shared<const std::string>(std::move(name));
+  return v;
+}
+Value Value::None() {
+  Value v;
+  v.kind_ = Kind::kNone;
+  return v;
+}
+Value::Value(bool b) : kind_(Kind::kBool), b_(b) {}
+Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
+Value::Value(double d) : kind_(Kind::kFloat), d_(d) {}
+Value::Value(std::string s)
+    : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {}
+Value::Value(List l) : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(l))) {}
+Value::Value(Dict d) : kind_(Kind::kDict), dict_(std::make_shared<const Dict>(std::move(d))) {}
+
+Value Value::MakeMacro(Macro m) {
+  Value v;
+  v.kind_ = Kind::kMacro;
+  v.macro_ = std::make_shared<const Macro>(std::move(m));
+  return v;
+}
+Value Value::MakeNamespace(Dict d) {
+  Value v;
+  v.kind_ = Kind::kNamespace;
+  v.ns_ = std::make_shared<Dict>(std::move(d));
+  return v;
+}
+Value Value::MakeBuiltin(std::string name, Builtin fn) {
+  Value v;
+  v.kind_ = Kind::kBuiltin;
+  v.builtin_ =
+      std::make_shared<const std::pair<std::string, Builtin>>(std::move(name), std::move(fn));
+  return v;
+}
+
+bool Value::Truthy() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return b_;
+    case Kind::kInt:
+      return i_ != 0;
+    case Kind::kFloat:
+      return d_ != 0;
+    case Kind::kString:
+      return !s_->empty();
+    case Kind::kList:
+      return !list_->empty();
+    case Kind::kDict:
+      return dict_->size() != 0;
+    default:
+      return true;
+  }
+}
+
+std::string FormatFloat(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);
+  std::string sign;
+  if (sci[0] == '-') {
+    sign = "-";
+    sci.erase(0, 1);
+  }
+  size_t e = sci.find('e');
+  std::string mant = sci.substr(0, e);
+  int exp = std::stoi(sci.substr(e + 1));
+  std::string digits;
+  for (char c : mant) {
+    if (c != '.') digits += c;
+  }
+  int decpt = exp + 1;  // value = 0.DIGITS * 10^decpt
+  std::string out;
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) {
+      out = "0." + std::string(-decpt, '0') + digits;
+    } else if (decpt >= static_cast<int>(digits.size())) {
+      out = digits + std::string(decpt - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, decpt) + "." + digits.substr(decpt);
+    }
+  } else {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char eb[16];
+    std::snprintf(eb, sizeof(eb), "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    out += eb;
+  }
+  return sign + out;
+}
+
+std::string ReprString(const std::string& s) {
+  char quote = '\'';
+  if (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) quote = '"';
+  std::string out(1, quote);
+  for (unsigned char c : s) {
+    if (c == static_cast<unsigned char>(quote) || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof(b), "\\x%02x", c);
+      out += b;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += quote;
+  return out;
+}
+
+std::string Value::Str() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+      return "";
+    case Kind::kString:
+      return *s_;
+    default:
+      return Repr();
+  }
+}
+
+std::string Value::Repr() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "None";
+    case Kind::kBool:
+      return b_ ? "True" : "False";
+    case Kind::kInt:
+      return std::to_string(i_);
+    case Kind::kFloat:
+      return FormatFloat(d_);
+    case Kind::kString:
+      return ReprString(*s_);
+    case Kind::kList: {
+      std::string out = "[";
+      for (size_t i = 0; i < list_->size(); ++i) {
+        if (i) out += ", ";
+        out += (*list_)[i].Repr();
+      }
+      return out + "]";
+    }
+    case Kind::kDict: {
+      std::string out = "{";
+      bool first = true;
+      for (const auto& [k, v] : dict_->items()) {
+        if (!first) out += ", ";
+        first = false;
+        out += ReprString(k) + ": " + v.Repr();
+      }
+      return out + "}";
+    }
+    case Kind::kNamespace: {
+      std::string out = "<Namespace {";
+      bool first = true;
+      for (const auto& [k, v] : ns_->items()) {
+        if (!first) out += ", ";
+        first = false;
+        out += ReprString(k) + ": " + v.Repr();
+      }
+      return out + "}>";
+    }
+    case Kind::kMacro:
+      return "<Macro '" + macro_->name + "'>";
+    case Kind::kBuiltin:
+      return "<built-in function " + builtin_->first + ">";
+  }
+  return "";
+}
+
+std::string Value::TypeName() const {
+  switch (kind_) {
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kMacro:
+      return "Macro";
+    case Kind::kNamespace:
+      return "Namespace";
+    case Kind::kBuiltin:
+      return "builtin_function_or_method";
+  }
+  return "object";
+}
+
+bool Equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kString:
+      return a.as_string() == b.as_string();
+    case Value::Kind::kList: {
+      const List& x = a.as_list();
+      const List& y = b.as_list();
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!Equals(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kDict: {
+      const Dict& x = a.as_dict();
+      const Dict& y = b.as_dict();
+      if (x.size() != y.size()) return false;
+      for (const auto& [k, v] : x.items()) {
+        const Value* o = y.Find(k);
+        if (!o || !Equals(v, *o)) return false;
+      }
+      return true;
+    }
+    case Value::Kind::kNamespace:
+      return &a.namespace_dict() == &b.namespace_dict();
+    default:
+      return false;
+  }
+}
+
+}  // namespace tandem::chat_template

@@ -1,0 +1,178 @@
+// The values a template computes with: a small dynamic type mirroring the Python objects that
+// jinja2 sees when transformers renders a chat template (None, bool, int, float, str, list,
+// dict in insertion order), plus the template-only kinds (undefined, macro, namespace,
+// built-in function).
+#ifndef TANDEM_SERVER_CHAT_TEMPLATE_VALUE_H_
+#define TANDEM_SERVER_CHAT_TEMPLATE_VALUE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::chat_template {
+
+class Value;
+struct MacroDef;  // ast.h
+class Interpreter;
+
+using List = std::vector<Value>;
+
+// Keys are strings only: JSON contexts never produce others and templates that build dicts
+// use string keys.
+class Dict {
+ public:
+  const Value* Find(std::string_view key) const;
+  void Set(std::string key, Value value);
+  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  size_t size() const { return items_.size(); }
+
+ private:
+  std::vector<std::pair<std::string, Value>> items_;
+};
+
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+};
+
+using Builtin = std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)>;
+
+struct Macro {
+  const MacroDef* def;
+  std::string name;
+  // The scope a `call` block's caller() renders in; null for macros, which see globals.
+  void* closure = nullptr;
+};
+
+class Value {
+ public:
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kMacro,
+    kNamespace,
+    kBuiltin
+  };
+
+  Value() = default;  // undefined
+  static Value Undefined(std::string name = {});
+  static Value None();
+  Value(bool b);
+  Value(int64_t i);
+  Value(int i) : Value(static_cast<int64_t>(i)) {}
+  Value(double d);
+  Value(std::string s);
+  Value(const char* s) : Value(std::string(s)) {}
+  Value(List l);
+  Value(Dict d);
+  static Value MakeMacro(Macro m);
+  static Value MakeNamespace(Dict d);
+  static Value MakeBuiltin(std::string name, Builtin fn);
+  // Works for nlohmann::json and nlohmann::ordered_json; only the latter keeps object keys
+  // in document order (as Python's dicts do), which tojson output depends on.
+  template <typename Json>
+  static Value FromJson(const Json& j);
+
+  Kind kind() const { return kind_; }
+  bool is_undefined() const { return kind_ == Kind::kUndefined; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_bool() const { return kind_ == Kind::kBool; }
+  bool is_int() const { return kind_ == Kind::kInt; }
+  bool is_float() const { return kind_ == Kind::kFloat; }
+  // Python's bool is an int: arithmetic and numeric tests accept it.
+  bool is_number() const { return is_int() || is_float() || is_bool(); }
+  bool is_string() const { return kind_ == Kind::kString; }
+  bool is_list() const { return kind_ == Kind::kList; }
+  bool is_dict() const { return kind_ == Kind::kDict; }
+  bool is_namespace() const { return kind_ == Kind::kNamespace; }
+  bool is_callable() const { return kind_ == Kind::kMacro || kind_ == Kind::kBuiltin; }
+
+  bool as_bool() const { return b_; }
+  int64_t as_int() const { return is_bool() ? (b_ ? 1 : 0) : i_; }
+  double as_float() const { return is_float() ? d_ : static_cast<double>(as_int()); }
+  const std::string& as_string() const { return *s_; }
+  const List& as_list() const { return *list_; }
+  const Dict& as_dict() const { return *dict_; }
+  Dict& namespace_dict() const { return *ns_; }
+  const Macro& as_macro() const { return *macro_; }
+  const Builtin& as_builtin() const { return builtin_->second; }
+  const std::string& builtin_name() const { return builtin_->first; }
+  const std::string& undefined_name() const;
+
+  // Python truthiness.
+  bool Truthy() const;
+  // Python's str(): what {{ value }} prints.
+  std::string Str() const;
+  // Python's repr(), used inside containers.
+  std::string Repr() const;
+  std::string TypeName() const;
+
+ private:
+  Kind kind_ = Kind::kUndefined;
+  bool b_ = false;
+  int64_t i_ = 0;
+  double d_ = 0;
+  // Containers are immutable once built (the sandbox forbids mutation), so copies share.
+  std::shared_ptr<const std::string> s_;
+  std::shared_ptr<const List> list_;
+  std::shared_ptr<const Dict> dict_;
+  std::shared_ptr<Dict> ns_;  // a namespace is the one mutable object
+  std::shared_ptr<const Macro> macro_;
+  std::shared_ptr<const std::pair<std::string, Builtin>> builtin_;
+};
+
+template <typename Json>
+Value Value::FromJson(const Json& j) {
+  using T = typename Json::value_t;
+  switch (j.type()) {
+    case T::boolean:
+      return Value(j.template get<bool>());
+    case T::number_integer:
+      return Value(j.template get<int64_t>());
+    case T::number_unsigned: {
+      uint64_t u = j.template get<uint64_t>();
+      // Beyond int64 we fall back to float rather than carry Python's big integers.
+      if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
+      return Value(static_cast<int64_t>(u));
+    }
+    case T::number_float:
+      return Value(j.template get<double>());
+    case T::string:
+      return Value(j.template get<std::string>());
+    case T::array: {
+      List l;
+      l.reserve(j.size());
+      for (const auto& e : j) l.push_back(FromJson(e));
+      return Value(std::move(l));
+    }
+    case T::object: {
+      Dict d;
+      for (auto it = j.begin(); it != j.end(); ++it) d.Set(it.key(), FromJson(it.value()));
+      return Value(std::move(d));
+    }
+    default:
+      return None();
+  }
+}
+
+// Python's ==, including 1 == 1.0 == True and element-wise containers.
+bool Equals(const Value& a, const Value& b);
+// Python's float repr (shortest round-trip, exponent beyond 1e16 / below 1e-4).
+std::string FormatFloat(double d);
+std::string ReprString(const std::string& s);
+
+}  // namespace tandem::chat_template
+
+#endif  // TANDEM_SERVER_CHAT_TEMPLATE_VALUE_H_
