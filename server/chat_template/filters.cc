@@ -476,7 +476,9 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
   if (name == "attr") {
     const Value* a = Arg(args, 0, "name");
     if (!a || !a->is_string()) return in.Error("attr needs a name");
-    return GetAttr(in, v, a->as_string());
+    // Attributes only: a dict's keys are items, not attributes, to jinja2's getattr.
+    if (v.is_namespace()) return GetAttr(in, v, a->as_string());
+    return Value::Undefined(a->as_string());
   }
   if (name == "indent") return Indent(in, v, args);
   if (name == "reverse") {
@@ -504,7 +506,7 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
     bool by_value = by && by->is_string() && by->as_string() == "value";
     bool reverse = ArgBool(args, 2, "reverse", false);
     List pairs;
-    for (const auto& [k, x] : v.as_dict().items()) pairs.emplace_back(List{Value(k), x});
+    for (const auto& [k, x] : v.as_dict().items()) pairs.push_back(Value::Tuple(List{Value(k), x}));
     Value index(static_cast<int64_t>(by_value ? 1 : 0));
     std::vector<std::pair<Value, Value>> keyed;
     for (Value& p : pairs)

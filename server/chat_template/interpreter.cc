@@ -249,6 +249,7 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e, Scope& scope) {
         items.push_back(std::move(v));
       }
       TMPL_RETURN_IF_ERROR(Charge(items.size()));
+      if (e.kind == Expr::Kind::kTuple) return Value::Tuple(std::move(items));
       return Value(std::move(items));
     }
     case Expr::Kind::kDict: {

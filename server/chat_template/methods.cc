@@ -174,7 +174,7 @@ absl::StatusOr<Value> DictMethod(Interpreter& in, const Dict& d, const std::stri
   found = true;
   if (name == "items") {
     List out;
-    for (const auto& [k, v] : d.items()) out.emplace_back(List{Value(k), v});
+    for (const auto& [k, v] : d.items()) out.push_back(Value::Tuple(List{Value(k), v}));
     return Value(std::move(out));
   }
   if (name == "keys") {

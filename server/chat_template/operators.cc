@@ -279,7 +279,7 @@ absl::StatusOr<Value> Slice(Interpreter& in, const Value& obj, const Value& star
   if (obj.is_string()) u = DecodeUtf8(obj.as_string());
   int64_t len =
       obj.is_string() ? static_cast<int64_t>(u.size()) : static_cast<int64_t>(obj.as_list().size());
-  int64_t b, e, st;
+  int64_t b = 0, e = 0, st = 1;
   TMPL_RETURN_IF_ERROR(SliceIndices(in, len, start, stop, step, b, e, st));
   std::u32string su;
   List sl;

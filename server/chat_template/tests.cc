@@ -48,9 +48,9 @@ absl::StatusOr<bool> ApplyTest(Interpreter& in, const std::string& name, const V
   if (name == "callable") return v.is_callable();
   if (name == "escaped") return false;
   if (name == "lower" || name == "upper") {
-    if (!v.is_string()) return false;
+    // jinja2 tests str(value), so a dict such as {'k': 1} is lower-case.
     bool cased = false;
-    for (char c : v.as_string()) {
+    for (char c : v.Str()) {
       if (c >= 'a' && c <= 'z') {
         if (name == "upper") return false;
         cased = true;

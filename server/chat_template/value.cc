@@ -48,6 +48,12 @@ Value::Value(std::string s)
 Value::Value(List l) : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(l))) {}
 Value::Value(Dict d) : kind_(Kind::kDict), dict_(std::make_shared<const Dict>(std::move(d))) {}
 
+Value Value::Tuple(List l) {
+  Value v(std::move(l));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::MakeMacro(Macro m) {
   Value v;
   v.kind_ = Kind::kMacro;
@@ -180,11 +186,12 @@ std::string Value::Repr() const {
     case Kind::kString:
       return ReprString(*s_);
     case Kind::kList: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
         out += (*list_)[i].Repr();
       }
+      if (tuple_) return out + (list_->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::kDict: {
@@ -256,6 +263,7 @@ bool Equals(const Value& a, const Value& b) {
     case Value::Kind::kString:
       return a.as_string() == b.as_string();
     case Value::Kind::kList: {
+      if (a.is_tuple() != b.is_tuple()) return false;
       const List& x = a.as_list();
       const List& y = b.as_list();
       if (x.size() != y.size()) return false;

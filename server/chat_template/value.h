@@ -76,6 +76,8 @@ class Value {
   Value(std::string s);
   Value(const char* s) : Value(std::string(s)) {}
   Value(List l);
+  // A Python tuple: a list that prints as (a, b).
+  static Value Tuple(List l);
   Value(Dict d);
   static Value MakeMacro(Macro m);
   static Value MakeNamespace(Dict d);
@@ -95,6 +97,7 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return kind_ == Kind::kString; }
   bool is_list() const { return kind_ == Kind::kList; }
+  bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kMacro || kind_ == Kind::kBuiltin; }
@@ -122,6 +125,7 @@ class Value {
  private:
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
+  bool tuple_ = false;
   int64_t i_ = 0;
   double d_ = 0;
   // Containers are immutable once built (the sandbox forbids mutation), so copies share.
