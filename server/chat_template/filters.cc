@@ -223,6 +223,7 @@ absl::StatusOr<Value> Indent(Interpreter& in, const Value& v, const CallArgs& ar
     for (size_t i = 0; i < lines.size(); ++i) {
       if (i) rv += "\n" + indention;
       rv += lines[i];
+      if (rv.size() > in.limits().max_output_bytes) return in.Error("indent result too large");
     }
   } else {
     rv = lines.empty() ? "" : lines[0];
@@ -230,9 +231,11 @@ absl::StatusOr<Value> Indent(Interpreter& in, const Value& v, const CallArgs& ar
       rv += "\n";
       if (!lines[i].empty()) rv += indention;
       rv += lines[i];
+      if (rv.size() > in.limits().max_output_bytes) return in.Error("indent result too large");
     }
   }
   if (first) rv = indention + rv;
+  if (rv.size() > in.limits().max_output_bytes) return in.Error("indent result too large");
   TMPL_RETURN_IF_ERROR(in.Charge(rv.size()));
   return Value(rv);
 }
@@ -335,7 +338,8 @@ absl::StatusOr<Value> ToJson(Interpreter& in, const Value& v, const CallArgs& ar
     item_sep = seps->as_list()[0].as_string();
     key_sep = seps->as_list()[1].as_string();
   }
-  auto r = DumpJson(v, indent, item_sep, key_sep, sort && sort->Truthy());
+  auto r =
+      DumpJson(v, indent, item_sep, key_sep, sort && sort->Truthy(), in.limits().max_output_bytes);
   if (!r.ok()) return in.Error(absl::StrCat("tojson: ", r.status().message()));
   TMPL_RETURN_IF_ERROR(in.Charge(r->size()));
   return Value(std::move(*r));
@@ -442,10 +446,12 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
     const Value* to = Arg(args, 1, "new");
     const Value* count = Arg(args, 2, "count");
     if (!from || !to) return in.Error("replace needs old and new");
-    std::string out = ReplaceAll(v.Str(), from->Str(), to->Str(),
-                                 count && !count->is_none() ? count->as_int() : -1);
-    TMPL_RETURN_IF_ERROR(in.Charge(out.size()));
-    return Value(std::move(out));
+    auto out =
+        ReplaceAll(v.Str(), from->Str(), to->Str(),
+                   count && !count->is_none() ? count->as_int() : -1, in.limits().max_output_bytes);
+    if (!out) return in.Error("replace result too large");
+    TMPL_RETURN_IF_ERROR(in.Charge(out->size()));
+    return Value(std::move(*out));
   }
   if (name == "round") return Round(in, v, args);
   if (name == "int") return ToInt(v, args);

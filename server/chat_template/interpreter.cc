@@ -29,6 +29,14 @@ absl::Status Interpreter::Charge(size_t units) {
   return absl::OkStatus();
 }
 
+absl::Status Interpreter::CheckWeight(const Value& v) const {
+  if (v.weight() > limits_.max_output_bytes) {
+    return Error(absl::StrCat("value too large (expands to more than ", limits_.max_output_bytes,
+                              " bytes or elements)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Interpreter::Append(std::string& out, const std::string& text) {
   if (out.size() + text.size() > limits_.max_output_bytes) {
     return Error(absl::StrCat("output exceeds ", limits_.max_output_bytes, " bytes"));
@@ -194,7 +202,8 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, Scope& sco
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
     if (++iterations_ > limits_.max_loop_iterations) {
-      return Error(absl::StrCat("more than ", limits_.max_loop_iterations, " loop iterations"));
+      return Error(absl::StrCat("more than ", limits_.max_loop_iterations,
+                                " loop iterations and macro calls"));
     }
     TMPL_RETURN_IF_ERROR(bind(items[i]));
     Dict loop;
@@ -249,8 +258,10 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e, Scope& scope) {
         items.push_back(std::move(v));
       }
       TMPL_RETURN_IF_ERROR(Charge(items.size()));
-      if (e.kind == Expr::Kind::kTuple) return Value::Tuple(std::move(items));
-      return Value(std::move(items));
+      Value v =
+          e.kind == Expr::Kind::kTuple ? Value::Tuple(std::move(items)) : Value(std::move(items));
+      TMPL_RETURN_IF_ERROR(CheckWeight(v));
+      return v;
     }
     case Expr::Kind::kDict: {
       Dict d;
@@ -261,7 +272,9 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e, Scope& scope) {
         d.Set(k.as_string(), std::move(v));
       }
       TMPL_RETURN_IF_ERROR(Charge(d.size()));
-      return Value(std::move(d));
+      Value v(std::move(d));
+      TMPL_RETURN_IF_ERROR(CheckWeight(v));
+      return v;
     }
     case Expr::Kind::kGetAttr: {
       TMPL_ASSIGN_OR_RETURN(Value obj, Eval(*e.args[0], scope));
@@ -341,7 +354,9 @@ absl::StatusOr<Value> Interpreter::EvalBinary(const Expr& e, Scope& scope) {
   }
   TMPL_ASSIGN_OR_RETURN(Value r, Eval(*e.args[1], scope));
   line_ = e.line;
-  return BinaryOp(*this, e.name, l, r);
+  TMPL_ASSIGN_OR_RETURN(Value v, BinaryOp(*this, e.name, l, r));
+  TMPL_RETURN_IF_ERROR(CheckWeight(v));
+  return v;
 }
 
 absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e, Scope& scope) {
@@ -384,6 +399,10 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Value& macro_value, CallArgs&
                                              Value caller) {
   const Macro& m = macro_value.as_macro();
   const MacroDef& def = *m.def;
+  if (++iterations_ > limits_.max_loop_iterations) {
+    return Error(absl::StrCat("more than ", limits_.max_loop_iterations,
+                              " loop iterations and macro calls"));
+  }
   if (call_depth_ >= limits_.max_call_depth) {
     return Error(absl::StrCat("macro calls nested deeper than ", limits_.max_call_depth));
   }

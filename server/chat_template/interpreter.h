@@ -27,6 +27,8 @@ class Interpreter {
   absl::Status Error(const std::string& message) const;
   // Accounts for bytes or elements produced, so quadratic templates stop instead of hanging.
   absl::Status Charge(size_t units);
+  // Refuses containers whose printed form could exceed the output limit (see weight()).
+  absl::Status CheckWeight(const Value& v) const;
   const RenderLimits& limits() const { return limits_; }
 
  private:

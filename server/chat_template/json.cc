@@ -54,6 +54,7 @@ struct Dumper {
   std::string item_sep;
   std::string key_sep;
   bool sort_keys;
+  size_t max_bytes;
   std::string out;
 
   void Newline(int level) {
@@ -62,7 +63,8 @@ struct Dumper {
   }
 
   absl::Status Dump(const Value& v, int level) {
-    if (level > 512) return absl::InvalidArgumentError("tojson: nesting too deep");
+    if (level > 512) return absl::InvalidArgumentError("nesting too deep");
+    if (out.size() > max_bytes) return absl::InvalidArgumentError("result too large");
     switch (v.kind()) {
       case Value::Kind::kNone:
         out += "null";
@@ -137,9 +139,10 @@ struct Dumper {
 
 absl::StatusOr<std::string> DumpJson(const Value& v, const std::string* indent,
                                      const std::string& item_sep, const std::string& key_sep,
-                                     bool sort_keys) {
-  Dumper d{indent, item_sep, key_sep, sort_keys, {}};
+                                     bool sort_keys, size_t max_bytes) {
+  Dumper d{indent, item_sep, key_sep, sort_keys, max_bytes, {}};
   TMPL_RETURN_IF_ERROR(d.Dump(v, 0));
+  if (d.out.size() > max_bytes) return absl::InvalidArgumentError("result too large");
   return std::move(d.out);
 }
 

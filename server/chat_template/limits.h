@@ -9,9 +9,11 @@
 namespace tandem::chat_template {
 
 struct RenderLimits {
-  // Bytes of rendered text (also the largest string or list any expression may build).
+  // Bytes of rendered text; also the largest string or container (by printed size) any
+  // expression may build.
   size_t max_output_bytes = 16 << 20;
-  // for-loop iterations summed over the whole rendering (range() is capped by it too).
+  // for-loop iterations plus macro calls, summed over the whole rendering (range() is
+  // capped by it too), so neither long loops nor branching recursion can hang a render.
   int64_t max_loop_iterations = 1'000'000;
   // Nested macro calls.
   int max_call_depth = 64;

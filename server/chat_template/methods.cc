@@ -121,9 +121,11 @@ absl::StatusOr<Value> StringMethod(Interpreter& in, const std::string& s, const 
       return in.Error("replace() takes two strings");
     }
     const Value* c = Arg(args, 2, "count");
-    std::string out = ReplaceAll(s, a0->as_string(), a1->as_string(), c ? c->as_int() : -1);
-    TMPL_RETURN_IF_ERROR(in.Charge(out.size()));
-    return Value(std::move(out));
+    auto out = ReplaceAll(s, a0->as_string(), a1->as_string(),
+                          c && c->is_number() ? c->as_int() : -1, in.limits().max_output_bytes);
+    if (!out) return in.Error("replace result too large");
+    TMPL_RETURN_IF_ERROR(in.Charge(out->size()));
+    return Value(std::move(*out));
   }
   if (name == "find" || name == "count") {
     if (!a0 || !a0->is_string()) return in.Error(name + "() takes a string");

@@ -1,5 +1,7 @@
 #include "server/chat_template/text.h"
 
+#include <algorithm>
+
 namespace tandem::chat_template {
 
 std::u32string DecodeUtf8(const std::string& s) {
@@ -102,8 +104,22 @@ std::string PyStrip(const std::string& s, const std::string* chars, bool left, b
   return EncodeUtf8(u.substr(b, e - b));
 }
 
-std::string ReplaceAll(const std::string& s, const std::string& from, const std::string& to,
-                       long long count) {
+std::optional<std::string> ReplaceAll(const std::string& s, const std::string& from,
+                                      const std::string& to, long long count, size_t max_bytes) {
+  size_t occurrences = 0;
+  if (from.empty()) {
+    occurrences = CodePointCount(s) + 1;
+  } else {
+    for (size_t f = s.find(from); f != std::string::npos; f = s.find(from, f + from.size())) {
+      ++occurrences;
+    }
+  }
+  if (count >= 0 && static_cast<size_t>(count) < occurrences) occurrences = count;
+  if (to.size() > from.size() &&
+      (to.size() - from.size()) >
+          (max_bytes - std::min(max_bytes, s.size())) / std::max<size_t>(occurrences, 1)) {
+    return std::nullopt;
+  }
   std::string out;
   if (from.empty()) {
     // Python inserts `to` around every code point.

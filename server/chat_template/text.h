@@ -3,6 +3,7 @@
 #ifndef TANDEM_SERVER_CHAT_TEMPLATE_TEXT_H_
 #define TANDEM_SERVER_CHAT_TEMPLATE_TEXT_H_
 
+#include <optional>
 #include <string>
 
 namespace tandem::chat_template {
@@ -17,8 +18,9 @@ bool IsPySpace(char32_t c);
 std::string AsciiUpper(std::string s);
 std::string AsciiLower(std::string s);
 std::string PyStrip(const std::string& s, const std::string* chars, bool left, bool right);
-std::string ReplaceAll(const std::string& s, const std::string& from, const std::string& to,
-                       long long count);
+// nullopt when the result would exceed max_bytes (checked before building it).
+std::optional<std::string> ReplaceAll(const std::string& s, const std::string& from,
+                                      const std::string& to, long long count, size_t max_bytes);
 
 }  // namespace tandem::chat_template
 

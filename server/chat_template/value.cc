@@ -43,10 +43,22 @@ Value Value::None() {
 Value::Value(bool b) : kind_(Kind::kBool), b_(b) {}
 Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
 Value::Value(double d) : kind_(Kind::kFloat), d_(d) {}
+namespace {
+size_t SaturatingAdd(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+}  // namespace
+
 Value::Value(std::string s)
-    : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {}
-Value::Value(List l) : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(l))) {}
-Value::Value(Dict d) : kind_(Kind::kDict), dict_(std::make_shared<const Dict>(std::move(d))) {}
+    : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {
+  weight_ = 1 + s_->size();
+}
+Value::Value(List l) : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(l))) {
+  for (const Value& v : *list_) weight_ = SaturatingAdd(weight_, v.weight_);
+}
+Value::Value(Dict d) : kind_(Kind::kDict), dict_(std::make_shared<const Dict>(std::move(d))) {
+  for (const auto& [k, v] : dict_->items()) {
+    weight_ = SaturatingAdd(weight_, SaturatingAdd(k.size(), v.weight_));
+  }
+}
 
 Value Value::Tuple(List l) {
   Value v(std::move(l));
@@ -205,6 +217,13 @@ std::string Value::Repr() const {
       return out + "}";
     }
     case Kind::kNamespace: {
+      // A namespace is mutable and can contain itself; nested ones print shallowly.
+      static thread_local int depth = 0;
+      if (depth > 0) return "<Namespace {...}>";
+      struct Guard {
+        Guard() { ++depth; }
+        ~Guard() { --depth; }
+      } guard;
       std::string out = "<Namespace {";
       bool first = true;
       for (const auto& [k, v] : ns_->items()) {
@@ -251,6 +270,7 @@ std::string Value::TypeName() const {
 }
 
 bool Equals(const Value& a, const Value& b) {
+  if (a.is_list() && b.is_list() && &a.as_list() == &b.as_list()) return true;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();

@@ -121,11 +121,16 @@ class Value {
   // Python's repr(), used inside containers.
   std::string Repr() const;
   std::string TypeName() const;
+  // Bytes and elements this value expands to when printed or compared, counting shared
+  // sub-lists once per reference (saturating). Containers share their elements, so a few
+  // `set x = [x, x]` steps would otherwise make printing exponential.
+  size_t weight() const { return weight_; }
 
  private:
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool tuple_ = false;
+  size_t weight_ = 1;
   int64_t i_ = 0;
   double d_ = 0;
   // Containers are immutable once built (the sandbox forbids mutation), so copies share.
