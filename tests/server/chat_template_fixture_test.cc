@@ -70,5 +70,19 @@ TEST(ChatTemplateFixtures, EveryCaseMatchesJinja2ByteForByte) {
   EXPECT_GE(cases, 100);
 }
 
+TEST(ChatTemplateFixtures, TemplatesJinja2RefusesAreRefused) {
+  auto invalid = nlohmann::ordered_json::parse(ReadFile(kRoot / "expected" / "invalid.json"));
+  ASSERT_GE(invalid.size(), 30u);
+  for (const auto& c : invalid) {
+    const std::string src = c["template"].get<std::string>();
+    SCOPED_TRACE(src + "  (jinja2: " + c["error"].get<std::string>() + ")");
+    auto tmpl = ChatTemplate::Parse(src);
+    absl::Status status = tmpl.status();
+    if (tmpl.ok()) status = tmpl->Render(nlohmann::ordered_json::object()).status();
+    ASSERT_FALSE(status.ok());
+    EXPECT_THAT(std::string(status.message()), HasSubstr("line "));
+  }
+}
+
 }  // namespace
 }  // namespace tandem::chat_template

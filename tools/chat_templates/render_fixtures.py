@@ -8,6 +8,7 @@ test (tests/server/chat_template_fixture_test.cc) compares byte for byte.
 Inputs:  tests/data/chat_templates/templates/*.jinja, tests/data/chat_templates/contexts/*.json
 Output:  tests/data/chat_templates/expected/<template>.json
          {"<context>": {"output": "..."} | {"error": "...", "raised": true|false}}
+         tests/data/chat_templates/expected/invalid.json: templates jinja2 refuses
 
 Every template is rendered with every context, so a template's error paths (raise_exception
 on a bad role order, undefined values) are fixtures too. Needs only python3-jinja2 (3.1.x).
@@ -58,6 +59,65 @@ def make_environment():
     return env
 
 
+# Templates jinja2 refuses (at compile or render time with an empty context); the C++
+# engine must refuse them too, with a line number.
+INVALID = [
+    "{% if x %}no endif",
+    "{% for x in y %}no endfor",
+    "{% endif %}",
+    "{% if x %}{% endfor %}",
+    "{{ 'unterminated }}",
+    "{{ x + }}",
+    "{{ }}",
+    "{% set %}",
+    "{% for in y %}{% endfor %}",
+    "{% for x y %}{% endfor %}",
+    "{% macro m( %}{% endmacro %}",
+    "{% macro m(a=1, b) %}{% endmacro %}",
+    "{{ f(a=1, 2) }}",
+    "{{ x | }}",
+    "{{ [1, 2 }}",
+    "{{ {'a' 1} }}",
+    "{% break %}",
+    "{% unknown_tag %}",
+    "{# unterminated comment",
+    "{{ 1 }",
+    "{% if x %}{% else %}{% else %}{% endif %}",
+    "line\n{{ 'a' ~ }}",
+    "{{ x is }}",
+    "{{ x.1a }}",
+    "{{ a.b.c }}",
+    "{{ undefined_fn() }}",
+    "{{ 1 | no_such_filter }}",
+    "{{ 1 is no_such_test }}",
+    "{{ 'a' + 1 }}",
+    "{{ 1 / 0 }}",
+    "{{ none.attr.deeper }}",
+    "{{ [1, 2] | join(1) | int + 'x' }}",
+    "{{ raise_exception('custom message') }}",
+    "{% for x in 5 %}{% endfor %}",
+    "{% for x in none %}{% endfor %}",
+    "{{ {}|tojson(indent=none) ~ (x|tojson) }}",
+    "{{ 'abc'[::0] }}",
+    "{{ 1 < 'a' }}",
+    "{{ -'a' }}",
+    "{{ 'abc'.nosuchmethod() }}",
+]
+
+
+def render_invalid(env):
+    results = []
+    for source in INVALID:
+        try:
+            env.from_string(source).render()
+        except Exception as e:  # noqa: BLE001 - any refusal is what we record
+            results.append({"template": source, "error": f"{type(e).__name__}: {e}"})
+            continue
+        sys.exit(f"jinja2 accepted a template listed as invalid: {source!r}")
+    (ROOT / "expected" / "invalid.json").write_text(
+        json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
 def main():
     env = make_environment()
     contexts = {}
@@ -83,7 +143,9 @@ def main():
             total += 1
         (out_dir / f"{path.stem}.json").write_text(
             json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(f"jinja2 {jinja2.__version__}: wrote {total} renderings to {out_dir}", file=sys.stderr)
+    render_invalid(env)
+    print(f"jinja2 {jinja2.__version__}: wrote {total} renderings and {len(INVALID)} refusals "
+          f"to {out_dir}", file=sys.stderr)
 
 
 if __name__ == "__main__":
