@@ -205,6 +205,9 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, Scope& sco
       return Error(absl::StrCat("more than ", limits_.max_loop_iterations,
                                 " loop iterations and macro calls"));
     }
+    // Each iteration starts from a fresh scope: jinja2 reads a variable the body assigns from
+    // the enclosing scope until the assignment, in every iteration.
+    loop_scope.vars.clear();
     TMPL_RETURN_IF_ERROR(bind(items[i]));
     Dict loop;
     loop.Set("index", Value(i + 1));

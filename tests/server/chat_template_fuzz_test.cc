@@ -197,13 +197,15 @@ TEST(ChatTemplateFuzz, MutatedCorpusNeverCrashesOrHangs) {
 TEST(ChatTemplateFuzz, HostileTemplatesHitLimits) {
   const char* const kHostile[] = {
       "{% macro f(n) %}{{ f(n) }}{{ f(n) }}{% endmacro %}{{ f(0) }}",
-      "{% set x = [1] %}{% for i in range(40) %}{% set x = [x, x] %}{% endfor %}{{ x }}",
+      "{% set ns = namespace(x=[1]) %}{% for i in range(40) %}{% set ns.x = [ns.x, ns.x] %}"
+      "{% endfor %}{{ ns.x }}",
       "{{ ('ab' * 40000).replace('', 'xxxxxxxxxxxxxxxxxxx') }}",
       "{{ 'a\n' * 5000 | indent(1000) }}",
       "{% for i in range(999999999) %}{% endfor %}",
       "{{ 2 ** 64 }}{{ 9223372036854775807 + 1 }}",
       "{{ [1] * 999999999 }}",
-      "{% set s = 'x' %}{% for i in range(100) %}{% set s = s ~ s %}{% endfor %}",
+      "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}",
   };
   RenderLimits limits;
   limits.max_output_bytes = 1 << 20;
