@@ -58,7 +58,9 @@ void AddGlobals(Dict& g) {
             for (const auto& [k, x] : v.as_dict().items()) d.Set(k, x);
           }
           for (const auto& [k, v] : a.keyword) d.Set(k, v);
-          return Value::MakeNamespace(std::move(d));
+          Value ns = Value::MakeNamespace(std::move(d));
+          in.TrackNamespace(ns);
+          return ns;
         }));
   g.Set("dict",
         Value::MakeBuiltin("dict", [](Interpreter& in, CallArgs& a) -> absl::StatusOr<Value> {

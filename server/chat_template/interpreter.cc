@@ -15,6 +15,10 @@ Interpreter::Interpreter(const RenderLimits& limits, Dict globals) : limits_(lim
   for (const auto& [k, v] : globals.items()) root_.vars[k] = v;
 }
 
+Interpreter::~Interpreter() {
+  for (Value& ns : namespaces_) ns.namespace_dict().Clear();
+}
+
 absl::Status Interpreter::Error(const std::string& message) const {
   return absl::InvalidArgumentError(
       absl::StrCat("chat template error at line ", line_, ": ", message));

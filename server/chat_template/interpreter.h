@@ -16,6 +16,9 @@ namespace tandem::chat_template {
 class Interpreter {
  public:
   Interpreter(const RenderLimits& limits, Dict globals);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   absl::StatusOr<std::string> Render(const Body& body);
 
@@ -30,6 +33,9 @@ class Interpreter {
   // Refuses containers whose printed form could exceed the output limit (see weight()).
   absl::Status CheckWeight(const Value& v) const;
   const RenderLimits& limits() const { return limits_; }
+  // Namespaces are mutable and can end up containing themselves (`set ns.a = [ns]`); the
+  // interpreter empties every one it created when the render ends, breaking such cycles.
+  void TrackNamespace(const Value& ns) { namespaces_.push_back(ns); }
 
  private:
   struct Scope {
@@ -56,6 +62,7 @@ class Interpreter {
   int call_depth_ = 0;
   int64_t iterations_ = 0;
   size_t work_ = 0;
+  std::vector<Value> namespaces_;
 };
 
 }  // namespace tandem::chat_template

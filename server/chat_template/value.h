@@ -31,6 +31,11 @@ class Dict {
   void Set(std::string key, Value value);
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   size_t size() const { return items_.size(); }
+  // Drops every entry; the moved-out entries are destroyed after the dict is consistent.
+  void Clear() {
+    auto old = std::move(items_);
+    items_.clear();
+  }
 
  private:
   std::vector<std::pair<std::string, Value>> items_;
