@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -93,6 +94,8 @@ class Lexer {
       absl::StatusOr<size_t> end;
       if (kind == '#') {
         end = SkipComment(start, inner);
+      } else if (kind == '%' && IsRawBegin(inner)) {
+        end = LexRaw(start, inner);
       } else {
         Emit(kind == '{' ? Token::Type::kVarBegin : Token::Type::kBlockBegin,
              kind == '{' ? "{{" : "{%", start);
@@ -144,6 +147,54 @@ class Lexer {
       ++p;
     }
     return p;
+  }
+
+  size_t SkipSpaces(size_t p) const {
+    while (p < src_.size() && IsSpace(src_[p])) ++p;
+    return p;
+  }
+
+  // Matches `WORD [-|+]%}` at p (after optional spaces); returns the offset after "%}" and
+  // the control character, or npos.
+  size_t MatchTagWord(size_t p, const char* word, char& control) const {
+    p = SkipSpaces(p);
+    size_t n = std::char_traits<char>::length(word);
+    if (src_.compare(p, n, word) != 0) return std::string::npos;
+    p += n;
+    if (p < src_.size() && (IsNameStart(src_[p]) || IsDigit(src_[p]))) return std::string::npos;
+    p = SkipSpaces(p);
+    control = '\0';
+    if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) control = src_[p++];
+    if (src_.compare(p, 2, "%}") != 0) return std::string::npos;
+    return p + 2;
+  }
+
+  bool IsRawBegin(size_t inner) const {
+    char control;
+    return MatchTagWord(inner, "raw", control) != std::string::npos;
+  }
+
+  // {% raw %}...{% endraw %}: the body is text. As in jinja2, no trim_blocks newline is
+  // removed after the opening tag, but one is after the closing tag.
+  absl::StatusOr<size_t> LexRaw(size_t start, size_t inner) {
+    char control;
+    size_t body = MatchTagWord(inner, "raw", control);
+    if (control == '-') body = SkipSpaces(body);
+    for (size_t q = src_.find("{%", body); q != std::string::npos; q = src_.find("{%", q + 2)) {
+      size_t p = q + 2;
+      char begin_control = '\0';
+      if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) begin_control = src_[p++];
+      char end_control;
+      size_t after = MatchTagWord(p, "endraw", end_control);
+      if (after == std::string::npos) continue;
+      std::string text = src_.substr(body, q - body);
+      if (begin_control == '-') {
+        while (!text.empty() && IsSpace(text.back())) text.pop_back();
+      }
+      if (!text.empty()) Emit(Token::Type::kText, text, body);
+      return AfterTagEnd(after, end_control, true);
+    }
+    return Error(start, "unterminated raw block, expected '{% endraw %}'");
   }
 
   absl::StatusOr<size_t> SkipComment(size_t start, size_t inner) {

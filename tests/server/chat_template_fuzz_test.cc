@@ -119,7 +119,9 @@ const char* const kSnippets[] = {"{{",
                                  "{% generation %}",
                                  "{% endgeneration %}",
                                  "{% filter upper %}",
-                                 "{% endfilter %}"};
+                                 "{% endfilter %}",
+                                 "{% raw %}",
+                                 "{%- endraw -%}"};
 
 std::string Mutate(std::string s, std::mt19937_64& rng) {
   auto pick = [&](size_t n) { return n == 0 ? size_t{0} : static_cast<size_t>(rng() % n); };

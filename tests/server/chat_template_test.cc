@@ -60,6 +60,37 @@ TEST(ChatTemplate, RenderErrors) {
   EXPECT_THAT(RenderError("{{ foo + 1 }}").message(), HasSubstr("undefined"));
 }
 
+TEST(ChatTemplate, TransformersGlobals) {
+  std::string year = RenderOrDie("{{ strftime_now('%Y') }}");
+  EXPECT_EQ(year.size(), 4u);
+  EXPECT_EQ(year.substr(0, 2), "20");
+  EXPECT_THAT(RenderError("{{ strftime_now() }}").message(), HasSubstr("strftime_now"));
+  // Context keys shadow the built-in globals, as render(**context) does in jinja2.
+  EXPECT_EQ(RenderOrDie("{{ range }}", {{"range", "mine"}}), "mine");
+  EXPECT_EQ(RenderOrDie("{% generation %}kept{% endgeneration %}"), "kept");
+}
+
+TEST(ChatTemplate, UnorderedJsonContextSortsKeysButRenders) {
+  auto t = ChatTemplate::Parse("{{ tools | tojson }}|{{ messages[0].content }}");
+  ASSERT_TRUE(t.ok());
+  nlohmann::json ctx = {{"tools", {{{"b", 1}, {"a", 2}}}},
+                        {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  auto r = t->Render(ctx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "[{\"a\": 2, \"b\": 1}]|hi");
+  EXPECT_FALSE(t->Render(nlohmann::json::array()).ok());
+}
+
+TEST(ChatTemplate, CopiesShareTheParsedTemplate) {
+  auto t = ChatTemplate::Parse("{% macro m(x) %}<{{ x }}>{% endmacro %}{{ m(name) }}");
+  ASSERT_TRUE(t.ok());
+  ChatTemplate copy = *t;
+  t = ChatTemplate::Parse("other");
+  auto r = copy.Render(nlohmann::json{{"name", "n"}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "<n>");
+}
+
 TEST(ChatTemplate, Limits) {
   RenderLimits limits;
   limits.max_loop_iterations = 1000;
