@@ -23,28 +23,8 @@ class Interpreter;
 
 using List = std::vector<Value>;
 
-// Keys are strings only: JSON contexts never produce others and templates that build dicts
-// use string keys.
-class Dict {
- public:
-  const Value* Find(std::string_view key) const;
-  void Set(std::string key, Value value);
-  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
-  // Drops every entry; the moved-out entries are destroyed after the dict is consistent.
-  void Clear() {
-    auto old = std::move(items_);
-    items_.clear();
-  }
-
- private:
-  std::vector<std::pair<std::string, Value>> items_;
-};
-
-struct CallArgs {
-  std::vector<Value> positional;
-  std::vector<std::pair<std::string, Value>> keyword;
-};
+class Dict;
+struct CallArgs;
 
 using Builtin = std::function<absl::StatusOr<Value>(Interpreter&, CallArgs&)>;
 
@@ -145,6 +125,29 @@ class Value {
   std::shared_ptr<Dict> ns_;  // a namespace is the one mutable object
   std::shared_ptr<const Macro> macro_;
   std::shared_ptr<const std::pair<std::string, Builtin>> builtin_;
+};
+
+// Keys are strings only: JSON contexts never produce others and templates that build dicts
+// use string keys.
+class Dict {
+ public:
+  const Value* Find(std::string_view key) const;
+  void Set(std::string key, Value value);
+  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  size_t size() const { return items_.size(); }
+  // Drops every entry; the moved-out entries are destroyed after the dict is consistent.
+  void Clear() {
+    auto old = std::move(items_);
+    items_.clear();
+  }
+
+ private:
+  std::vector<std::pair<std::string, Value>> items_;
+};
+
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
 };
 
 template <typename Json>
