@@ -17,22 +17,23 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
   enum class Kind {
-    kLiteral,      // literal
-    kName,         // name
-    kList,         // args = items
-    kTuple,        // args = items (evaluates to a list)
-    kDict,         // args = alternating key, value
-    kGetAttr,      // args[0] . name
-    kGetItem,      // args[0] [ args[1] ]
-    kSlice,        // args[0] [ args[1] : args[2] : args[3] ] (null = omitted)
-    kCall,         // args[0] ( args[1..] , kwargs )
-    kFilter,       // args[0] | name ( args[1..], kwargs ); args[0] null in a filter block
-    kTest,         // args[0] is [not] name ( args[1..] ); negated
-    kNot,          // not args[0]
-    kNeg,          // - args[0]
-    kPos,          // + args[0]
-    kBinary,       // args[0] name args[1]; name is the operator ("and", "in", "notin", "~", ...)
-    kConditional,  // args[1] if args[0] else args[2] (args[2] null = undefined)
+    kLiteral,       // literal
+    kName,          // name
+    kList,          // args = items
+    kTuple,         // args = items (evaluates to a list)
+    kDict,          // args = alternating key, value
+    kGetAttr,       // args[0] . name
+    kGetItem,       // args[0] [ args[1] ]
+    kSlice,         // args[0] [ args[1] : args[2] : args[3] ] (null = omitted)
+    kCall,          // args[0] ( args[1..] , kwargs )
+    kFilter,        // args[0] | name ( args[1..], kwargs ); args[0] null in a filter block
+    kTest,          // args[0] is [not] name ( args[1..] ); negated
+    kNot,           // not args[0]
+    kNeg,           // - args[0]
+    kPos,           // + args[0]
+    kBinary,        // args[0] name args[1]; name is the operator ("and", "in", "notin", "~", ...)
+    kConditional,   // args[1] if args[0] else args[2] (args[2] null = undefined)
+    kCompareChain,  // args[0] kwargs[0].first kwargs[0].second kwargs[1].first ... (a < b < c)
   };
   Kind kind;
   int line = 0;
@@ -68,6 +69,7 @@ struct Stmt {
     kBreak,
     kContinue,
     kScope,  // bodies[0] rendered inline (e.g. {% generation %})
+    kWith,   // targets[i] = conditions[i] in a new scope around bodies[0]
   };
   Kind kind;
   int line = 0;

@@ -141,6 +141,14 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, Scope& sc
       return Flow::kContinue;
     case Stmt::Kind::kScope:
       return Exec(s.bodies[0], scope, out);
+    case Stmt::Kind::kWith: {
+      Scope inner{&scope, {}};
+      for (size_t i = 0; i < s.targets.size(); ++i) {
+        TMPL_ASSIGN_OR_RETURN(Value v, Eval(*s.conditions[i], scope));
+        inner.vars[s.targets[i]] = std::move(v);
+      }
+      return Exec(s.bodies[0], inner, out);
+    }
   }
   return Flow::kNormal;
 }
@@ -339,6 +347,19 @@ absl::StatusOr<Value> Interpreter::Eval(const Expr& e, Scope& scope) {
     }
     case Expr::Kind::kBinary:
       return EvalBinary(e, scope);
+    case Expr::Kind::kCompareChain: {
+      // a < b < c is (a < b) and (b < c), with b evaluated once.
+      TMPL_ASSIGN_OR_RETURN(Value left, Eval(*e.args[0], scope));
+      Value result(true);
+      for (const auto& [op, expr] : e.kwargs) {
+        TMPL_ASSIGN_OR_RETURN(Value right, Eval(*expr, scope));
+        line_ = e.line;
+        TMPL_ASSIGN_OR_RETURN(result, BinaryOp(*this, op, left, right));
+        if (!result.Truthy()) return result;
+        left = std::move(right);
+      }
+      return result;
+    }
     case Expr::Kind::kConditional: {
       TMPL_ASSIGN_OR_RETURN(Value c, Eval(*e.args[0], scope));
       if (c.Truthy()) return Eval(*e.args[1], scope);

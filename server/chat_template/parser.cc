@@ -150,6 +150,7 @@ class Parser {
       TMPL_RETURN_IF_ERROR(ExpectBlockEnd());
       return s;
     }
+    if (n == "with") return ParseWith(std::move(s));
     if (n == "generation") {
       // transformers' AssistantTracker marks assistant spans; rendering is unaffected.
       s->kind = Stmt::Kind::kScope;
@@ -161,6 +162,24 @@ class Parser {
       return s;
     }
     return Error(tag, absl::StrCat("unknown statement '", n, "'"));
+  }
+
+  absl::StatusOr<StmtPtr> ParseWith(StmtPtr s) {
+    s->kind = Stmt::Kind::kWith;
+    while (Peek().type != Token::Type::kBlockEnd) {
+      if (!s->targets.empty()) TMPL_RETURN_IF_ERROR(ExpectOp(","));
+      TMPL_ASSIGN_OR_RETURN(std::string name, ExpectName());
+      TMPL_RETURN_IF_ERROR(ExpectOp("="));
+      TMPL_ASSIGN_OR_RETURN(ExprPtr value, ParseExpression(true));
+      s->targets.push_back(name);
+      s->conditions.push_back(std::move(value));
+    }
+    Next();
+    TMPL_ASSIGN_OR_RETURN(Body b, ParseBody({"endwith"}));
+    s->bodies.push_back(std::move(b));
+    Next();
+    TMPL_RETURN_IF_ERROR(ExpectBlockEnd());
+    return s;
   }
 
   absl::StatusOr<StmtPtr> ParseIf(StmtPtr s) {
@@ -436,14 +455,20 @@ class Parser {
       }
       TMPL_ASSIGN_OR_RETURN(ExprPtr r, ParseMath1());
       if (!result) {
-        TMPL_ASSIGN_OR_RETURN(result, Binary(at, op, std::move(l), std::move(r)));
-      } else {
-        // Re-evaluating the middle operand is harmless: expressions have no side effects
-        // other than raise_exception, which would have fired already.
-        return Error(at, "chained comparisons are not supported");
+        result = Make(Expr::Kind::kCompareChain, at);
+        result->args.push_back(std::move(l));
       }
+      result->kwargs.emplace_back(op, std::move(r));
     }
-    return result ? std::move(result) : std::move(l);
+    if (!result) return l;
+    if (result->kwargs.size() == 1) {
+      // The common case, a single comparison, is a plain binary node.
+      result->kind = Expr::Kind::kBinary;
+      result->name = result->kwargs[0].first;
+      result->args.push_back(std::move(result->kwargs[0].second));
+      result->kwargs.clear();
+    }
+    return result;
   }
 
   absl::StatusOr<ExprPtr> ParseMath1() {
