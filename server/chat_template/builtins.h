@@ -27,7 +27,7 @@ void AddGlobals(Dict& globals);
 // json.cc: Python's json.dumps(ensure_ascii=False) as transformers' tojson calls it.
 absl::StatusOr<std::string> DumpJson(const Value& v, const std::string* indent,
                                      const std::string& item_sep, const std::string& key_sep,
-                                     bool sort_keys, size_t max_bytes);
+                                     bool sort_keys, bool ensure_ascii, size_t max_bytes);
 // operators.cc
 absl::StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Value& a,
                                const Value& b);

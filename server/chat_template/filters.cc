@@ -338,8 +338,9 @@ absl::StatusOr<Value> ToJson(Interpreter& in, const Value& v, const CallArgs& ar
     item_sep = seps->as_list()[0].as_string();
     key_sep = seps->as_list()[1].as_string();
   }
-  auto r =
-      DumpJson(v, indent, item_sep, key_sep, sort && sort->Truthy(), in.limits().max_output_bytes);
+  auto r = DumpJson(v, indent, item_sep, key_sep, sort && sort->Truthy(),
+                    Arg(args, 99, "ensure_ascii") && Arg(args, 99, "ensure_ascii")->Truthy(),
+                    in.limits().max_output_bytes);
   if (!r.ok()) return in.Error(absl::StrCat("tojson: ", r.status().message()));
   TMPL_RETURN_IF_ERROR(in.Charge(r->size()));
   return Value(std::move(*r));

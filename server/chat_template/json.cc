@@ -7,43 +7,65 @@
 #include "absl/strings/str_cat.h"
 #include "server/chat_template/builtins.h"
 #include "server/chat_template/status_macros.h"
+#include "server/chat_template/text.h"
 
 namespace tandem::chat_template {
 namespace {
 
-void QuoteJson(const std::string& s, std::string& out) {
+void QuoteJsonAscii(unsigned char c, std::string& out) {
+  switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\b':
+      out += "\\b";
+      break;
+    case '\f':
+      out += "\\f";
+      break;
+    default:
+      if (c < 0x20) {
+        char b[8];
+        std::snprintf(b, sizeof(b), "\\u%04x", c);
+        out += b;
+      } else {
+        out += static_cast<char>(c);
+      }
+  }
+}
+
+void QuoteJson(const std::string& s, bool ensure_ascii, std::string& out) {
   out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof(b), "\\u%04x", c);
-          out += b;
-        } else {
-          out += static_cast<char>(c);
-        }
+  if (!ensure_ascii) {
+    for (unsigned char c : s) QuoteJsonAscii(c, out);  // UTF-8 bytes pass through
+    out += '"';
+    return;
+  }
+  // json.dumps(ensure_ascii=True): every non-ASCII code point as \uXXXX, astral ones as a
+  // surrogate pair.
+  for (char32_t cp : DecodeUtf8(s)) {
+    char b[16];
+    if (cp < 0x80) {
+      QuoteJsonAscii(static_cast<unsigned char>(cp), out);
+    } else if (cp < 0x10000) {
+      std::snprintf(b, sizeof(b), "\\u%04x", static_cast<unsigned>(cp));
+      out += b;
+    } else {
+      unsigned v = static_cast<unsigned>(cp) - 0x10000;
+      std::snprintf(b, sizeof(b), "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+      out += b;
     }
   }
   out += '"';
@@ -54,6 +76,7 @@ struct Dumper {
   std::string item_sep;
   std::string key_sep;
   bool sort_keys;
+  bool ensure_ascii;
   size_t max_bytes;
   std::string out;
 
@@ -87,7 +110,7 @@ struct Dumper {
         return absl::OkStatus();
       }
       case Value::Kind::kString:
-        QuoteJson(v.as_string(), out);
+        QuoteJson(v.as_string(), ensure_ascii, out);
         return absl::OkStatus();
       case Value::Kind::kList: {
         const List& l = v.as_list();
@@ -120,7 +143,7 @@ struct Dumper {
         for (size_t i = 0; i < items.size(); ++i) {
           if (i) out += item_sep;
           if (indent) Newline(level + 1);
-          QuoteJson(items[i]->first, out);
+          QuoteJson(items[i]->first, ensure_ascii, out);
           out += key_sep;
           TMPL_RETURN_IF_ERROR(Dump(items[i]->second, level + 1));
         }
@@ -139,8 +162,8 @@ struct Dumper {
 
 absl::StatusOr<std::string> DumpJson(const Value& v, const std::string* indent,
                                      const std::string& item_sep, const std::string& key_sep,
-                                     bool sort_keys, size_t max_bytes) {
-  Dumper d{indent, item_sep, key_sep, sort_keys, max_bytes, {}};
+                                     bool sort_keys, bool ensure_ascii, size_t max_bytes) {
+  Dumper d{indent, item_sep, key_sep, sort_keys, ensure_ascii, max_bytes, {}};
   TMPL_RETURN_IF_ERROR(d.Dump(v, 0));
   if (d.out.size() > max_bytes) return absl::InvalidArgumentError("result too large");
   return std::move(d.out);
