@@ -157,13 +157,13 @@ class Lexer {
   // Matches `WORD [-|+]%}` at p (after optional spaces); returns the offset after "%}" and
   // the control character, or npos.
   size_t MatchTagWord(size_t p, const char* word, char& control) const {
+    control = '\0';
     p = SkipSpaces(p);
     size_t n = std::char_traits<char>::length(word);
     if (src_.compare(p, n, word) != 0) return std::string::npos;
     p += n;
     if (p < src_.size() && (IsNameStart(src_[p]) || IsDigit(src_[p]))) return std::string::npos;
     p = SkipSpaces(p);
-    control = '\0';
     if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) control = src_[p++];
     if (src_.compare(p, 2, "%}") != 0) return std::string::npos;
     return p + 2;
