@@ -1,5 +1,6 @@
 #include "server/chat_template/chat_template.h"
 
+#include "absl/strings/str_cat.h"
 #include "server/chat_template/interpreter.h"
 #include "server/chat_template/parser.h"
 
@@ -17,11 +18,30 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Parse(std::string source) {
   return ChatTemplate(std::move(parsed));
 }
 
+namespace {
+
+// Stops at `max` levels, so the check itself recurses boundedly.
+template <typename Json>
+bool NestedDeeperThan(const Json& j, int max) {
+  if (!j.is_structured()) return false;
+  if (max <= 0) return true;
+  for (const auto& child : j) {
+    if (NestedDeeperThan(child, max - 1)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 template <typename Json>
 absl::StatusOr<std::string> ChatTemplate::RenderImpl(const Json& context,
                                                      const RenderLimits& limits) const {
   if (!context.is_object() && !context.is_null()) {
     return absl::InvalidArgumentError("chat template context must be a JSON object");
+  }
+  if (NestedDeeperThan(context, limits.max_nesting_depth)) {
+    return absl::InvalidArgumentError(absl::StrCat("chat template context nested deeper than ",
+                                                   limits.max_nesting_depth, " levels"));
   }
   Dict globals;
   if (context.is_object()) {

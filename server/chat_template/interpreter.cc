@@ -34,6 +34,10 @@ absl::Status Interpreter::Charge(size_t units) {
 }
 
 absl::Status Interpreter::CheckWeight(const Value& v) const {
+  if (v.depth() > static_cast<size_t>(limits_.max_nesting_depth)) {
+    return Error(
+        absl::StrCat("lists and dicts nested deeper than ", limits_.max_nesting_depth, " levels"));
+  }
   if (v.weight() > limits_.max_output_bytes) {
     return Error(absl::StrCat("value too large (expands to more than ", limits_.max_output_bytes,
                               " bytes or elements)"));
@@ -74,7 +78,25 @@ absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Body& body, Scope& sco
   return Flow::kNormal;
 }
 
+namespace {
+struct NestingGuard {
+  explicit NestingGuard(int& n) : n(n) { ++n; }
+  ~NestingGuard() { --n; }
+  int& n;
+};
+}  // namespace
+
 absl::StatusOr<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, Scope& scope,
+                                                        std::string& out) {
+  NestingGuard guard(nesting_);
+  if (nesting_ > limits_.max_nesting_depth) {
+    return Error(
+        absl::StrCat("evaluation nested deeper than ", limits_.max_nesting_depth, " levels"));
+  }
+  return ExecNode(s, scope, out);
+}
+
+absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Stmt& s, Scope& scope,
                                                         std::string& out) {
   if (s.line) line_ = s.line;
   switch (s.kind) {
@@ -259,6 +281,19 @@ absl::Status Interpreter::EvalArgs(const Expr& e, size_t first, Scope& scope, Ca
 }
 
 absl::StatusOr<Value> Interpreter::Eval(const Expr& e, Scope& scope) {
+  NestingGuard guard(nesting_);
+  if (nesting_ > limits_.max_nesting_depth) {
+    return Error(
+        absl::StrCat("evaluation nested deeper than ", limits_.max_nesting_depth, " levels"));
+  }
+  // Every value an expression yields passes the size and nesting check, whichever filter,
+  // method or global built it.
+  absl::StatusOr<Value> v = EvalNode(e, scope);
+  if (v.ok()) TMPL_RETURN_IF_ERROR(CheckWeight(*v));
+  return v;
+}
+
+absl::StatusOr<Value> Interpreter::EvalNode(const Expr& e, Scope& scope) {
   if (e.line) line_ = e.line;
   switch (e.kind) {
     case Expr::Kind::kLiteral:

@@ -49,6 +49,8 @@ class Interpreter {
   absl::StatusOr<Flow> ExecFor(const Stmt& s, Scope& scope, std::string& out);
   absl::Status ExecSet(const Stmt& s, Scope& scope);
   absl::StatusOr<Value> Eval(const Expr& e, Scope& scope);
+  absl::StatusOr<Value> EvalNode(const Expr& e, Scope& scope);
+  absl::StatusOr<Flow> ExecNode(const Stmt& s, Scope& scope, std::string& out);
   absl::StatusOr<Value> EvalBinary(const Expr& e, Scope& scope);
   absl::StatusOr<Value> EvalCall(const Expr& e, Scope& scope);
   absl::Status EvalArgs(const Expr& e, size_t first, Scope& scope, CallArgs& args);
@@ -60,6 +62,7 @@ class Interpreter {
   Scope root_;
   int line_ = 0;
   int call_depth_ = 0;
+  int nesting_ = 0;
   int64_t iterations_ = 0;
   size_t work_ = 0;
   std::vector<Value> namespaces_;

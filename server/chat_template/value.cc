@@ -1,5 +1,6 @@
 #include "server/chat_template/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -52,12 +53,18 @@ Value::Value(std::string s)
   weight_ = 1 + s_->size();
 }
 Value::Value(List l) : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(l))) {
-  for (const Value& v : *list_) weight_ = SaturatingAdd(weight_, v.weight_);
+  for (const Value& v : *list_) {
+    weight_ = SaturatingAdd(weight_, v.weight_);
+    depth_ = std::max(depth_, v.depth_ + 1);
+  }
+  depth_ = std::max<size_t>(depth_, 1);
 }
 Value::Value(Dict d) : kind_(Kind::kDict), dict_(std::make_shared<const Dict>(std::move(d))) {
   for (const auto& [k, v] : dict_->items()) {
     weight_ = SaturatingAdd(weight_, SaturatingAdd(k.size(), v.weight_));
+    depth_ = std::max(depth_, v.depth_ + 1);
   }
+  depth_ = std::max<size_t>(depth_, 1);
 }
 
 Value Value::Tuple(List l) {

@@ -110,12 +110,15 @@ class Value {
   // sub-lists once per reference (saturating). Containers share their elements, so a few
   // `set x = [x, x]` steps would otherwise make printing exponential.
   size_t weight() const { return weight_; }
+  // Container nesting (0 for scalars); printing, comparing and serialising recurse this deep.
+  size_t depth() const { return depth_; }
 
  private:
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool tuple_ = false;
   size_t weight_ = 1;
+  size_t depth_ = 0;
   int64_t i_ = 0;
   double d_ = 0;
   // Containers are immutable once built (the sandbox forbids mutation), so copies share.

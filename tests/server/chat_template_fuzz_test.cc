@@ -206,6 +206,12 @@ TEST(ChatTemplateFuzz, HostileTemplatesHitLimits) {
       "{% for i in range(999999999) %}{% endfor %}",
       "{{ 2 ** 64 }}{{ 9223372036854775807 + 1 }}",
       "{{ [1] * 999999999 }}",
+      "{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}"
+      "{% endfor %}{{ ns.x }}",
+      "{% set ns = namespace(x={}) %}{% for i in range(5000) %}{% set ns.x = dict(a=ns.x) %}"
+      "{% endfor %}{{ ns.x | tojson }}",
+      "{% set ns = namespace(x={'a': 1}) %}{% for i in range(5000) %}"
+      "{% set ns.x = dict(k=ns.x | items | list) %}{% endfor %}{{ ns.x == ns.x }}",
       "{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}"
       "{% endfor %}",
   };
@@ -219,6 +225,23 @@ TEST(ChatTemplateFuzz, HostileTemplatesHitLimits) {
     auto r = t->Render(nlohmann::ordered_json::object(), limits);
     EXPECT_FALSE(r.ok());
   }
+  // Deepest nesting the parser allows, inside the deepest macro recursion: must fail cleanly
+  // rather than overflow the stack.
+  std::string deep = "{% macro f(n) %}{{ " + std::string(60, '[') + "f(n + 1)" +
+                     std::string(60, ']') + " }}{% endmacro %}{{ f(0) }}";
+  auto deep_tmpl = ChatTemplate::Parse(deep);
+  ASSERT_TRUE(deep_tmpl.ok()) << deep_tmpl.status();
+  EXPECT_FALSE(deep_tmpl->Render(nlohmann::ordered_json::object()).ok());
+
+  // A context nested deeper than the limit is refused before it is converted.
+  nlohmann::ordered_json nested = nlohmann::ordered_json::array();
+  for (int i = 0; i < 1000; ++i) nested = nlohmann::ordered_json::array({nested});
+  auto plain = ChatTemplate::Parse("{{ messages }}");
+  ASSERT_TRUE(plain.ok());
+  auto refused = plain->Render(nlohmann::ordered_json{{"messages", nested}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("nested deeper"), std::string::npos);
+
   // A namespace that contains itself prints nested copies shallowly instead of recursing.
   auto t = ChatTemplate::Parse("{% set ns = namespace() %}{% set ns.a = [ns, ns] %}{{ ns }}");
   ASSERT_TRUE(t.ok());
