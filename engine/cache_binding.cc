@@ -1,31 +1,6 @@
 #include "engine/cache_binding.h"
 
-#include "absl/strings/str_cat.h"
-
 namespace tandem::engine {
-
-absl::StatusOr<CachePolicy> ParseCachePolicy(const std::string& name) {
-  if (name == "none") return CachePolicy::kNone;
-  if (name == "vllm-plus") return CachePolicy::kVllmPlus;
-  if (name == "sglang-plus") return CachePolicy::kSglangPlus;
-  if (name == "marconi") return CachePolicy::kMarconi;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown cache policy '", name, "' (expected none, vllm-plus, sglang-plus or marconi)"));
-}
-
-const char* CachePolicyName(CachePolicy policy) {
-  switch (policy) {
-    case CachePolicy::kNone:
-      return "none";
-    case CachePolicy::kVllmPlus:
-      return "vllm-plus";
-    case CachePolicy::kSglangPlus:
-      return "sglang-plus";
-    case CachePolicy::kMarconi:
-      return "marconi";
-  }
-  return "unknown";
-}
 
 std::unique_ptr<CacheBinding> CacheBinding::Create(const CacheBindingConfig& config,
                                                    const models::Model& model,

@@ -18,20 +18,17 @@
 #include "cache/block_allocator.h"
 #include "cache/model_spec.h"
 #include "cache/prefix_cache.h"
+#include "cache/simulator.h"
 #include "engine/sequence_memory.h"
 #include "models/model.h"
 
 namespace tandem::engine {
 
-enum class CachePolicy {
-  kNone,        // no prefix caching: every prompt is prefilled in full
-  kVllmPlus,    // a checkpoint every 32 tokens, LRU over leaves
-  kSglangPlus,  // Marconi's admission (branch point + last token), LRU over leaves
-  kMarconi,     // Marconi's admission and FLOP-aware eviction with online α tuning
-};
-// "none", "vllm-plus", "sglang-plus", "marconi".
-absl::StatusOr<CachePolicy> ParseCachePolicy(const std::string& name);
-const char* CachePolicyName(CachePolicy policy);
+// The policies are the simulator's (cache/simulator.h: none, vllm-plus, sglang-plus, marconi),
+// so `tandem simulate` and the engine mean the same thing by a name.
+using cache::CachePolicy;
+using cache::CachePolicyName;
+using cache::ParseCachePolicy;
 
 struct CacheBindingConfig {
   CachePolicy policy = CachePolicy::kMarconi;
