@@ -4,6 +4,9 @@
 // with an online softmax across chunks. Each K/V chunk is read once per row block instead of once
 // per sequence, and the GEMMs run at the machine's matrix-multiply speed instead of the
 // dot-product speed of per-sequence decode attention.
+//
+// This file holds the portable implementation (gathered K/V chunks, OpenBLAS products) and the
+// dispatch; where the CPU has AVX-512, the fused kernel of hydragen_avx512.cc runs instead.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -13,6 +16,8 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_kernels.h"
+#include "kernels/cpu/hydragen_attention.h"
 
 // The softmax loops between the GEMMs are a fifth of the op's time at 256-bit vectors; where the
 // CPU has 512-bit ones, using them there is worth it (GCC prefers 256 by default on x86-64-v4).
@@ -84,7 +89,41 @@ inline float RowMax(const float* __restrict x, int64_t n) {
 
 }  // namespace
 
+bool SharedPrefixImplSupported(SharedPrefixImpl impl) {
+  switch (impl) {
+    case SharedPrefixImpl::kAuto:
+    case SharedPrefixImpl::kBlas:
+      return true;
+    case SharedPrefixImpl::kAvx512:
+      // The AVX-512 kernel is compiled in every x86-64 build; the CPU must also run it.
+      return GemmIsaSupported(GemmIsa::kAvx512);
+  }
+  return false;
+}
+
+void SharedPrefixAttentionWith(SharedPrefixImpl impl, ThreadPool& pool,
+                               const SharedPrefixAttentionArgs& args, Workspace& ws) {
+  if (impl == SharedPrefixImpl::kAuto) {
+    static const SharedPrefixImpl best = SharedPrefixImplSupported(SharedPrefixImpl::kAvx512)
+                                             ? SharedPrefixImpl::kAvx512
+                                             : SharedPrefixImpl::kBlas;
+    impl = best;
+  }
+#ifdef TANDEM_GEMM_X86
+  if (impl == SharedPrefixImpl::kAvx512) {
+    SharedPrefixAttentionAvx512(pool, args, ws);
+    return;
+  }
+#endif
+  SharedPrefixAttentionBlas(pool, args, ws);
+}
+
 void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace& ws) {
+  SharedPrefixAttentionWith(SharedPrefixImpl::kAuto, pool_, a, ws);
+}
+
+void SharedPrefixAttentionBlas(ThreadPool& pool, const SharedPrefixAttentionArgs& a,
+                               Workspace& ws) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const PagedKv& kv = a.kv;
   const int64_t dh = kv.head_dim;
@@ -107,7 +146,7 @@ void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace
   const int64_t row_blocks = (head_rows + kMaxRowBlock - 1) / kMaxRowBlock;
   const int64_t block_rows = (head_rows + row_blocks - 1) / row_blocks;
   const int64_t units = kvh * row_blocks;
-  const int64_t wanted = kTasksPerThread * int64_t{pool_.size()};
+  const int64_t wanted = kTasksPerThread * int64_t{pool.size()};
   const int64_t splits = std::clamp<int64_t>((wanted + units - 1) / units, 1,
                                              std::max<int64_t>(1, keys / kMinSplitKeys));
   const int64_t split_keys = (keys + splits - 1) / splits;
@@ -118,7 +157,7 @@ void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace
   float* results = ws.Floats(tasks * per_task);
   // Per slot: Q block (pre-scaled), scores, and K/V chunk copies.
   const int64_t per_slot = block_rows * dh + block_rows * kChunkKeys + 2 * kChunkKeys * dh;
-  const int64_t slots = std::min<int64_t>(tasks, pool_.size());
+  const int64_t slots = std::min<int64_t>(tasks, pool.size());
   float* scratch = ws.Floats(slots * per_slot);
 
   // Row r of a head's rows is query head (j·group + r % group) of sequence r / group.
@@ -126,7 +165,7 @@ void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace
     return a.q + (r / group) * a.ld_q + (int64_t{j} * group + r % group) * dh;
   };
 
-  pool_.ForEach(tasks, [&](int64_t slot, int64_t task) {
+  pool.ForEach(tasks, [&](int64_t slot, int64_t task) {
     const int64_t split = task % splits, unit = task / splits;
     const int32_t j = static_cast<int32_t>(unit / row_blocks);
     const int64_t r0 = (unit % row_blocks) * block_rows;
@@ -178,7 +217,7 @@ void CpuOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace
   });
 
   // Normalise, merging the key splits of each row by their running max and sum.
-  pool_.ParallelFor(units, 1, [&](int64_t u0, int64_t u1) {
+  pool.ParallelFor(units, 1, [&](int64_t u0, int64_t u1) {
     for (int64_t unit = u0; unit < u1; ++unit) {
       const int32_t j = static_cast<int32_t>(unit / row_blocks);
       const int64_t r0 = (unit % row_blocks) * block_rows;

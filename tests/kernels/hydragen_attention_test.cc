@@ -1,7 +1,8 @@
 // Hydragen's decomposition (DESIGN §4) at the op level: shared-prefix attention of many decode
 // rows + each sequence's own suffix attention, merged by log-sum-exp, equals plain paged
 // attention of each sequence, on both backends; also the edge cases of the merge (empty parts,
-// huge logits, chaining) and hierarchical (tree) sharing.
+// huge logits, chaining) and hierarchical (tree) sharing. The CPU backend's prefix attention runs
+// with each of its implementations (the AVX-512 kernel and the portable OpenBLAS one).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/hydragen_attention.h"
 #include "kernels/reference/reference_ops.h"
 #include "tests/kernels/test_util.h"
 
@@ -176,8 +178,31 @@ DecodeBatch SharedPrefixBatch(PagePool& pool, const Shape& s, int64_t prefix_pag
   return b;
 }
 
+// CpuOps whose SharedPrefixAttention runs one given implementation (the other ops are CpuOps's).
+class CpuOpsWith : public CpuOps {
+ public:
+  CpuOpsWith(SharedPrefixImpl impl, int threads) : CpuOps(threads), impl_(impl), pool_(threads) {}
+  void SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace& ws) override {
+    SharedPrefixAttentionWith(impl_, pool_, a, ws);
+  }
+
+ private:
+  SharedPrefixImpl impl_;
+  ThreadPool pool_;
+};
+
+// "reference", "cpu" (the implementation CpuOps picks), "cpu_blas", "cpu_avx512".
+const char* const kBackends[] = {"reference", "cpu", "cpu_blas", "cpu_avx512"};
+
+// Whether this machine runs the backend (the AVX-512 kernel needs the CPU to have it).
+bool Available(const std::string& name) {
+  return name != "cpu_avx512" || SharedPrefixImplSupported(SharedPrefixImpl::kAvx512);
+}
+
 std::unique_ptr<Ops> Backend(const std::string& name) {
   if (name == "reference") return std::make_unique<ReferenceOps>();
+  if (name == "cpu_blas") return std::make_unique<CpuOpsWith>(SharedPrefixImpl::kBlas, 3);
+  if (name == "cpu_avx512") return std::make_unique<CpuOpsWith>(SharedPrefixImpl::kAvx512, 3);
   return std::make_unique<CpuOps>(3);
 }
 
@@ -193,6 +218,7 @@ class HydragenTest
 
 TEST_P(HydragenTest, PrefixPlusSuffixEqualsPlainAttention) {
   const auto [backend, shape, page_tokens, batch] = GetParam();
+  if (!Available(backend)) GTEST_SKIP() << "this CPU has no AVX-512";
   auto ops = Backend(backend);
   ReferenceOps ref;
   PagePool pool(page_tokens, shape.kv_heads, shape.head_dim, 11 + batch + page_tokens);
@@ -215,7 +241,8 @@ TEST_P(HydragenTest, PrefixPlusSuffixEqualsPlainAttention) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, HydragenTest,
-    ::testing::Combine(::testing::Values("reference", "cpu"),
+    ::testing::Combine(::testing::ValuesIn(std::vector<std::string>(std::begin(kBackends),
+                                                                    std::end(kBackends))),
                        ::testing::Values(Shape{4, 4, 16}, Shape{8, 2, 32}, Shape{6, 1, 8}),
                        ::testing::Values(16, 5), ::testing::Values(1, 2, 7, 33)),
     [](const auto& info) {
@@ -229,29 +256,98 @@ INSTANTIATE_TEST_SUITE_P(
 // Long prefixes and many rows take the fast backend's other paths: several key chunks, key
 // splits (one kv head cannot keep three threads busy), and several row blocks (70 × 4 rows).
 TEST(HydragenTest, LongPrefixAndManyRowsOnCpu) {
-  CpuOps cpu(3);
   ReferenceOps ref;
-  for (const auto& [shape, batch, prefix_pages] :
-       {std::tuple{Shape{4, 1, 32}, int64_t{3}, int64_t{80}},
-        std::tuple{Shape{8, 2, 16}, int64_t{70}, int64_t{9}}}) {
-    SCOPED_TRACE("batch " + std::to_string(batch));
-    PagePool pool(16, shape.kv_heads, shape.head_dim, 3);
-    Rng rng(4);
-    std::vector<int64_t> suffix;
-    for (int64_t i = 0; i < batch; ++i) suffix.push_back(1 + i % 20);
-    const DecodeBatch b = SharedPrefixBatch(pool, shape, prefix_pages, suffix, rng);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-    const int64_t end = prefix_pages * 16;
-    const std::vector<float> got = HydragenAttention(
-        cpu, pool, b, shape, scale, {{0, batch, 0, end}}, std::vector<int64_t>(batch, end));
-    EXPECT_TRUE(AllClose(got, PlainAttention(ref, pool, b, shape, scale), 2e-5f, 2e-5f));
+  for (const std::string backend : {"cpu_blas", "cpu_avx512"}) {
+    if (!Available(backend)) continue;
+    SCOPED_TRACE(backend);
+    auto cpu = Backend(backend);
+    for (const auto& [shape, batch, prefix_pages] :
+         {std::tuple{Shape{4, 1, 32}, int64_t{3}, int64_t{80}},
+          std::tuple{Shape{8, 2, 16}, int64_t{70}, int64_t{9}}}) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      PagePool pool(16, shape.kv_heads, shape.head_dim, 3);
+      Rng rng(4);
+      std::vector<int64_t> suffix;
+      for (int64_t i = 0; i < batch; ++i) suffix.push_back(1 + i % 20);
+      const DecodeBatch b = SharedPrefixBatch(pool, shape, prefix_pages, suffix, rng);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+      const int64_t end = prefix_pages * 16;
+      const std::vector<float> got = HydragenAttention(
+          *cpu, pool, b, shape, scale, {{0, batch, 0, end}}, std::vector<int64_t>(batch, end));
+      EXPECT_TRUE(AllClose(got, PlainAttention(ref, pool, b, shape, scale), 2e-5f, 2e-5f));
+    }
+  }
+}
+
+// SharedPrefixAttention alone, out and lse against the reference backend, on shapes that take
+// every edge of both CPU implementations: key ranges that start and end inside a page (8-key
+// tiles copied instead of read in place, a ragged last tile), pages of 5 and 8 tokens, head
+// dims that are not a multiple of 8 or 16, head rows that are not a multiple of 16 (padded
+// vector lanes) or exceed one 256-row block, several 128-key chunks and key splits.
+TEST(HydragenTest, SharedPrefixKernelsMatchReferenceOnRaggedShapes) {
+  ReferenceOps ref;
+  struct Case {
+    Shape shape;
+    int32_t page_tokens;
+    int64_t rows, key_begin, key_end;
+  };
+  const Case cases[] = {
+      {{4, 1, 12}, 16, 1, 0, 1},       // one key, one row
+      {{4, 1, 12}, 5, 3, 3, 10},       // 7 keys from inside a 5-token page
+      {{8, 2, 20}, 8, 5, 4, 301},      // ragged everything, three chunks
+      {{6, 3, 8}, 16, 9, 16, 1200},    // key splits
+      {{8, 2, 128}, 16, 70, 0, 1536},  // 280 head rows: two row blocks; splits
+      {{32, 8, 128}, 16, 17, 0, 700},  // the benchmark's head shape, 68 head rows
+      {{4, 2, 33}, 7, 2, 5, 600},      // odd head dim, 7-token pages
+  };
+  for (const std::string backend : {"cpu_blas", "cpu_avx512"}) {
+    if (!Available(backend)) continue;
+    auto cpu = Backend(backend);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(backend + " d" + std::to_string(c.shape.head_dim) + " page" +
+                   std::to_string(c.page_tokens) + " rows" + std::to_string(c.rows) + " keys " +
+                   std::to_string(c.key_begin) + ".." + std::to_string(c.key_end));
+      PagePool pool(c.page_tokens, c.shape.kv_heads, c.shape.head_dim, 50);
+      const std::vector<float*> table =
+          pool.NewPages((c.key_end + c.page_tokens - 1) / c.page_tokens);
+      Rng rng(51);
+      const int64_t width = int64_t{c.shape.heads} * c.shape.head_dim;
+      // Query rows further apart than a row (ld_q > width), as in a fused QKV buffer.
+      const int64_t ld_q = width + 3;
+      const std::vector<float> q = rng.Uniform(c.rows * ld_q);
+      auto run = [&](Ops& ops, std::vector<float>& out, std::vector<float>& lse) {
+        out.assign(c.rows * width, 7.0f);
+        lse.assign(c.rows * c.shape.heads, 7.0f);
+        SharedPrefixAttentionArgs a;
+        a.rows = c.rows;
+        a.heads = c.shape.heads;
+        a.q = q.data();
+        a.ld_q = ld_q;
+        a.kv = pool.View(table);
+        a.key_begin = c.key_begin;
+        a.key_end = c.key_end;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(c.shape.head_dim));
+        a.out = out.data();
+        a.ld_out = width;
+        a.lse = lse.data();
+        a.ld_lse = c.shape.heads;
+        Workspace ws;
+        ops.SharedPrefixAttention(a, ws);
+      };
+      std::vector<float> got, got_lse, want, want_lse;
+      run(*cpu, got, got_lse);
+      run(ref, want, want_lse);
+      EXPECT_TRUE(AllClose(got, want, 2e-5f, 2e-5f));
+      EXPECT_TRUE(AllClose(got_lse, want_lse, 2e-5f, 2e-6f));
+    }
   }
 }
 
 // The prefix covers every key and the suffix part is empty (lse = −inf): the merge must return
 // the prefix part unchanged, with no NaN from exp(−inf − −inf).
 TEST(HydragenTest, EmptySuffixLeavesPrefixAttention) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const std::string backend : kBackends) {
+    if (!Available(backend)) continue;
     SCOPED_TRACE(backend);
     auto ops = Backend(backend);
     ReferenceOps ref;
@@ -269,7 +365,8 @@ TEST(HydragenTest, EmptySuffixLeavesPrefixAttention) {
 }
 
 TEST(HydragenTest, EmptyRangeGivesZeroAndMinusInfinity) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const std::string backend : kBackends) {
+    if (!Available(backend)) continue;
     SCOPED_TRACE(backend);
     auto ops = Backend(backend);
     PagePool pool(16, 2, 8, 1);
@@ -311,7 +408,8 @@ TEST(HydragenTest, EmptyRangeGivesZeroAndMinusInfinity) {
 
 // lse is the log-sum-exp of the scaled scores: checked against a direct double computation.
 TEST(HydragenTest, PartialAttentionReturnsLogSumExp) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const std::string backend : kBackends) {
+    if (!Available(backend)) continue;
     SCOPED_TRACE(backend);
     auto ops = Backend(backend);
     PagePool pool(4, 1, 8, 2);
@@ -347,7 +445,8 @@ TEST(HydragenTest, PartialAttentionReturnsLogSumExp) {
 
 // Causal rows of PartialAttention over [0, end) equal Attention's rows (suffix prefill).
 TEST(HydragenTest, CausalPartialAttentionEqualsAttention) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const std::string backend : kBackends) {
+    if (!Available(backend)) continue;
     SCOPED_TRACE(backend);
     auto ops = Backend(backend);
     PagePool pool(16, 2, 16, 6);
@@ -391,7 +490,8 @@ TEST(HydragenTest, CausalPartialAttentionEqualsAttention) {
 // Scores of ~±1e3: exp of a raw score overflows fp32 (e^88), so this only passes if every part
 // and the merge work relative to a maximum.
 TEST(HydragenTest, HugeLogitsStayExact) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const std::string backend : kBackends) {
+    if (!Available(backend)) continue;
     SCOPED_TRACE(backend);
     auto ops = Backend(backend);
     ReferenceOps ref;
@@ -413,7 +513,8 @@ TEST(HydragenTest, HugeLogitsStayExact) {
 // Two levels: a root shared by all six sequences, then two subtrees of three sharing more pages.
 // Each level is attended once by the rows below it; the three parts merge per sequence.
 TEST(HydragenTest, HierarchicalSharingEqualsPlainAttention) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const std::string backend : kBackends) {
+    if (!Available(backend)) continue;
     SCOPED_TRACE(backend);
     auto ops = Backend(backend);
     ReferenceOps ref;
@@ -447,7 +548,8 @@ TEST(HydragenTest, HierarchicalSharingEqualsPlainAttention) {
 
 // Merging is order-independent, chains through its lse output, and may write over part 0.
 TEST(HydragenTest, MergeChainsAndWorksInPlace) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const std::string backend : kBackends) {
+    if (!Available(backend)) continue;
     SCOPED_TRACE(backend);
     auto ops = Backend(backend);
     Rng rng(41);
