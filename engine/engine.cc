@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
         model.layout().kv_page_bytes(), ", ", model.layout().ssm_block_bytes(), ")"));
   }
   engine->allocator_ = std::move(named.allocator);
-  if (ops == nullptr) ops = kernels::MakeCpuOps(config.threads);
+  if (ops == nullptr) ops = kernels::MakeCpuOps(config.threads, config.batch_invariant);
   engine->runner_ = std::make_unique<ModelRunner>(model, std::move(ops));
   engine->scheduler_ =
       std::make_unique<Scheduler>(model, tokenizer, engine->allocator_.get(), engine->spec_,

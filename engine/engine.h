@@ -34,6 +34,10 @@ struct EngineConfig {
   // avmp-dynamic[:R] | avmp-static:R | fixed-dual:R (cache/allocator_factory.h)
   std::string allocator = "avmp-dynamic";
   int threads = 0;            // compute threads; 0 = one per core
+  // Batch-invariant kernels (kernels::CpuOps::set_batch_invariant) for the CPU backend the engine
+  // creates when given none: a cache hit, a shared batch or a preemption then leaves every logit
+  // bit-identical (up to Hydragen's LSE merge). Off trades that for faster prefill GEMMs.
+  bool batch_invariant = true;
   size_t max_waiting = 1024;  // queued requests beyond which Submit refuses
 };
 

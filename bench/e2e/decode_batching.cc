@@ -4,7 +4,8 @@
 // table with ratios to batch 1, measured in one run.
 //
 //   build/release/bench/decode_batching [--preset jamba-100m] [--threads N] [--steps 24]
-//                                       [--context 128] [--gemm auto|own|blas]
+//                                       [--context 128] [--gemm auto|own|blas|invariant]
+// (--gemm invariant: the engine's default batch-invariant mode, kernels::CpuOps::set_batch_invariant)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,7 @@ int Run(const std::string& preset, int threads, int steps, int context, const st
   auto ops = std::make_unique<kernels::CpuOps>(threads);
   if (gemm == "blas") ops->set_gemm_impl(kernels::GemmImpl::kBlas);
   if (gemm == "own") ops->set_gemm_impl(kernels::GemmImpl::kOwn);
+  if (gemm == "invariant") ops->set_batch_invariant(true);
   engine::ModelRunner runner(m, std::move(ops));
   const int batches[] = {1, 2, 4, 8, 16, 32};
   const int max_batch = 32;
@@ -113,6 +115,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
     }
+  }
+  if (gemm != "auto" && gemm != "own" && gemm != "blas" && gemm != "invariant") {
+    std::fprintf(stderr, "--gemm must be auto, own, blas or invariant, got %s\n", gemm.c_str());
+    return 2;
   }
   if (steps < 2 || context < 1) {
     std::fprintf(stderr, "--steps must be >= 2 and --context >= 1\n");

@@ -45,7 +45,7 @@ float* CpuOps::SlotScratch(int64_t floats_per_slot) {
 void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
                     const float* bias, int64_t n, float* y, int64_t ld_y) {
   if (m <= 0 || n <= 0) return;
-  const bool own = gemm_impl_ == GemmImpl::kOwn ||
+  const bool own = batch_invariant_ || gemm_impl_ == GemmImpl::kOwn ||
                    (gemm_impl_ == GemmImpl::kAuto && m >= kOwnMinRows && m <= kOwnMaxRows);
   auto slice = [&](int64_t n0, int64_t n1) {
     if (own) {

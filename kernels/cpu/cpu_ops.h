@@ -20,6 +20,16 @@ class CpuOps : public Ops {
   // from our own pool instead.
   explicit CpuOps(int threads = 0);
   void set_gemm_impl(GemmImpl impl) { gemm_impl_ = impl; }
+  // Batch-invariant mode: a token's result is the same instruction sequence whatever else shares
+  // its call: however many rows a Linear has (our own GEMM, whose per-element reduction order
+  // depends only on k, at every row count), wherever a prefill was split and whether the token
+  // came through prefill or a decode step (the SSD scan runs the decode step's recurrence token
+  // by token instead of in chunks). A cache hit, a batched decode and a resumed preemption then
+  // give bit-identical logits to a cold, lone, uninterrupted run, except where Hydragen splits
+  // an attention into LSE-merged parts (equal to plain attention up to fp32 rounding). Costs
+  // prefill speed: sgemm is faster at large row counts (docs/BENCHMARKS.md, "Batch invariance").
+  void set_batch_invariant(bool on) { batch_invariant_ = on; }
+  bool batch_invariant() const { return batch_invariant_; }
   // SsdScan runs in chunks of min(args.chunk_size, max_chunk) tokens. The result does not depend
   // on the chunk length (up to rounding), and on CPUs short chunks are much faster: the
   // intra-chunk work grows with the chunk length while the state passing does not (2-5× between
@@ -64,9 +74,12 @@ class CpuOps : public Ops {
   // Per-slot scratch for ops without a Workspace argument: `floats_per_slot` floats for each of
   // the pool's slots, 64-byte aligned; grows only when a larger shape first appears.
   float* SlotScratch(int64_t floats_per_slot);
+  // SsdScan in batch-invariant mode (cpu_scan.cc).
+  void SsdScanRecurrent(const SsdScanArgs& a);
 
   ThreadPool pool_;
   GemmImpl gemm_impl_ = GemmImpl::kAuto;
+  bool batch_invariant_ = false;
   int32_t ssd_max_chunk_ = kDefaultSsdMaxChunk;
   Workspace slot_scratch_{0};
   int64_t slot_scratch_floats_ = 0;

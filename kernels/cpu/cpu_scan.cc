@@ -16,6 +16,10 @@ namespace {
 // keep the block's state in L1.
 constexpr int64_t kChannelBlock = 64;
 
+// Conv work (tokens × kernel × channels) below which one thread does a whole call: a decode
+// step's conv is a few thousand multiply-adds, cheaper than waking the pool.
+constexpr int64_t kSerialConvMacs = 32 * 1024;
+
 }  // namespace
 
 // ---- Causal depthwise conv1d ----------------------------------------------------------------
@@ -25,7 +29,11 @@ void CpuOps::CausalConv1d(const CausalConvArgs& a) {
   // Row r of the virtual window [state ‖ u] (r < K-1: state row, else token r-(K-1)).
   auto row = [&](int64_t r) { return r < S ? a.state + r * C : a.u + (r - S) * a.ld_u; };
   constexpr int64_t kMaxK = 8;
-  pool_.ParallelFor(C, kChannelBlock, [&](int64_t c0, int64_t c1) {
+  // Whole channel blocks per task (the per-channel arithmetic does not depend on the split).
+  const int64_t grain =
+      std::max<int64_t>(1, kSerialConvMacs / std::max<int64_t>(1, T * K * kChannelBlock)) *
+      kChannelBlock;
+  pool_.ParallelFor(C, grain, [&](int64_t c0, int64_t c1) {
     // Snapshots and outputs read the incoming state, so it is overwritten last.
     for (const StateSnapshot& snap : a.snapshots) {
       for (int64_t r = 0; r < S; ++r) {
@@ -80,31 +88,11 @@ void CpuOps::CausalConv1d(const CausalConvArgs& a) {
   });
 }
 
-void CpuOps::CausalConv1dStep(const CausalConvArgs& a) {
-  const int64_t C = a.channels, K = a.kernel, S = K - 1;
-  pool_.ParallelFor(C, 4096, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const float* w = a.weight + c * K;
-      const float u = a.u[c];
-      float s = a.bias != nullptr ? a.bias[c] : 0.0f;
-      for (int64_t k = 0; k < S; ++k) s += w[k] * a.state[k * C + c];
-      s += w[S] * u;
-      a.out[c] = a.silu ? Silu(s) : s;
-      for (const StateSnapshot& snap : a.snapshots) {
-        if (snap.after_tokens == 0) {
-          for (int64_t k = 0; k < S; ++k) snap.dst[k * C + c] = a.state[k * C + c];
-        }
-      }
-      for (int64_t k = 0; k + 1 < S; ++k) a.state[k * C + c] = a.state[(k + 1) * C + c];
-      if (S > 0) a.state[(S - 1) * C + c] = u;
-      for (const StateSnapshot& snap : a.snapshots) {
-        if (snap.after_tokens == 1) {
-          for (int64_t k = 0; k < S; ++k) snap.dst[k * C + c] = a.state[k * C + c];
-        }
-      }
-    }
-  });
-}
+// The decode step is the scan over one token: the same arithmetic, so that a token's output and
+// the state it leaves are bit-identical whether it came through a prefill or a decode step (a
+// cache hit resumes by prefill what a cold run decoded). The separate per-channel loop this
+// replaced rounded differently; its speed advantage on one token was within noise.
+void CpuOps::CausalConv1dStep(const CausalConvArgs& a) { CausalConv1d(a); }
 
 // ---- Mamba-1 selective scan -----------------------------------------------------------------
 
@@ -210,6 +198,29 @@ inline void SsdStep(float* __restrict s, int64_t P, int64_t N, float decay, floa
   }
 }
 
+// One token of the SSD recurrence for one head: S ← decay·S + dt·x ⊗ b, then y = S·c + d·x.
+// Out of line on purpose: the decode step and the batch-invariant scan both call this one
+// function, so a token is the same instruction sequence on either path (an inlined copy could be
+// vectorised or contracted differently in each caller and round differently).
+__attribute__((noinline)) void SsdRecurrentToken(float* __restrict s, int64_t P, int64_t N,
+                                                 float decay, float dt, const float* __restrict x,
+                                                 const float* __restrict b,
+                                                 const float* __restrict c, float d,
+                                                 float* __restrict y) {
+  for (int64_t p = 0; p < P; ++p) {
+    const float dx = dt * x[p];
+    float* __restrict sp = s + p * N;
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t n = 0; n < N; ++n) {
+      const float v = decay * sp[n] + dx * b[n];
+      sp[n] = v;
+      dot += v * c[n];
+    }
+    y[p] = dot + d * x[p];
+  }
+}
+
 struct SsdSlot {
   float* dt;   // [Q]
   float* cum;  // [Q]
@@ -224,6 +235,10 @@ constexpr int64_t kCbRows = 32;
 }  // namespace
 
 void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
+  if (batch_invariant_) {
+    SsdScanRecurrent(a);
+    return;
+  }
   const int64_t T = a.tokens, H = a.heads, P = a.head_dim, N = a.state_size, G = a.groups;
   const int64_t chunk = std::min<int64_t>(a.chunk_size, std::max<int32_t>(1, ssd_max_chunk_));
   const int64_t Q = std::max<int64_t>(1, std::min<int64_t>(chunk, T));
@@ -321,6 +336,36 @@ void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
   }
 }
 
+// The batch-invariant scan: per head, the decode step's recurrence token by token. The head's
+// state (P·N floats, 32 KiB at 64 × 128) stays in L1 across the tokens, so this is compute-bound
+// at about 2·P·N multiply-adds per token and head — a few percent of a layer's GEMM work.
+void CpuOps::SsdScanRecurrent(const SsdScanArgs& a) {
+  const int64_t T = a.tokens, H = a.heads, P = a.head_dim, N = a.state_size;
+  const int64_t heads_per_group = H / a.groups;
+  pool_.ParallelFor(H, 1, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t g = h / heads_per_group;
+      float* S = a.state + h * P * N;
+      size_t next = 0;
+      auto emit = [&](int64_t done) {
+        for (; next < a.snapshots.size() && a.snapshots[next].after_tokens == done; ++next) {
+          std::memcpy(a.snapshots[next].dst + h * P * N, S, P * N * sizeof(float));
+        }
+      };
+      emit(0);
+      for (int64_t t = 0; t < T; ++t) {
+        const float dt = SsdDt(a.dt[t * a.ld_dt + h], a.dt_bias[h], a.dt_min, a.dt_max);
+        SsdRecurrentToken(S, P, N, std::exp(dt * a.a[h]), dt, a.x + t * a.ld_x + h * P,
+                          a.b + t * a.ld_b + g * N, a.c + t * a.ld_c + g * N, a.d[h],
+                          a.y + t * a.ld_y + h * P);
+        emit(t + 1);
+      }
+    }
+  });
+}
+
+// One token for every head: the recurrent scan's arithmetic (SsdRecurrentToken), grouped a few
+// heads per task because one head's step is too little work to wake a thread for.
 void CpuOps::SsdStateUpdate(const SsdScanArgs& a) {
   const int64_t H = a.heads, P = a.head_dim, N = a.state_size;
   const int64_t heads_per_group = H / a.groups;
@@ -328,28 +373,13 @@ void CpuOps::SsdStateUpdate(const SsdScanArgs& a) {
   pool_.ParallelFor(H, grain, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
       const int64_t g = h / heads_per_group;
-      const float* __restrict b = a.b + g * N;
-      const float* __restrict c = a.c + g * N;
-      const float* __restrict x = a.x + h * P;
-      float* __restrict S = a.state + h * P * N;
-      float* __restrict y = a.y + h * P;
+      float* S = a.state + h * P * N;
       for (const StateSnapshot& snap : a.snapshots) {
         if (snap.after_tokens == 0) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
       }
       const float dt = SsdDt(a.dt[h], a.dt_bias[h], a.dt_min, a.dt_max);
-      const float decay = std::exp(dt * a.a[h]);
-      for (int64_t p = 0; p < P; ++p) {
-        const float dx = dt * x[p];
-        float* __restrict sp = S + p * N;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t n = 0; n < N; ++n) {
-          const float s = decay * sp[n] + dx * b[n];
-          sp[n] = s;
-          dot += s * c[n];
-        }
-        y[p] = dot + a.d[h] * x[p];
-      }
+      SsdRecurrentToken(S, P, N, std::exp(dt * a.a[h]), dt, a.x + h * P, a.b + g * N,
+                        a.c + g * N, a.d[h], a.y + h * P);
       for (const StateSnapshot& snap : a.snapshots) {
         if (snap.after_tokens == 1) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
       }

@@ -38,6 +38,14 @@ constexpr int kNR = 6;
 // the hardware prefetchers follow worse (measured 1.1-1.2× slower at k = 3072 with kc = 1024).
 constexpr int64_t kMaxKc = 4096;
 
+// Prefill row counts (batch-invariant mode runs every Linear here) go in blocks of this many x
+// rows: the block (32 rows × kc, 96 KiB at k = 768) stays in L2 while every weight panel passes
+// over it, where the whole of x (1.5 MiB at 512 rows) was re-read from beyond L2 for every
+// panel. Up to kRowBlockFrom rows, one block: batched decode must read its weights only once.
+// Measured 1.3-1.6× faster at 512 rows (docs/BENCHMARKS.md, "Batch invariance").
+constexpr int64_t kRowBlock = 32;
+constexpr int64_t kRowBlockFrom = 64;
+
 // Sums of each 256-bit half: lanes 0-7 hold 8 partials of a, lanes 8-15 8 partials of b.
 TANDEM_AVX512 inline __m512 FoldHalves(__m512 a, __m512 b) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
@@ -148,25 +156,31 @@ TANDEM_AVX512 void GemmNTAvx512(const float* x, int64_t ld_x, int64_t m, int64_t
   // Equal k blocks, whole vectors where possible, so the masked step runs at most once per tile.
   const int64_t blocks = (k + kMaxKc - 1) / kMaxKc;
   const int64_t kc = std::min(k, ((k + blocks - 1) / blocks + 15) / 16 * 16);
-  for (int64_t k0 = 0; k0 < k; k0 += kc) {
-    const int64_t kl = std::min(kc, k - k0);
-    const bool accumulate = k0 > 0;
-    const int64_t tiles = (m + kMR - 1) / kMR;
-    for (int64_t j = n0; j < n1; j += kNR) {
-      const int64_t nr = std::min<int64_t>(kNR, n1 - j);
-      const float* wp = w + j * k + k0;
-      const int64_t pf_panel = j + kNR;
-      const int64_t pf_n = std::clamp<int64_t>(n1 - pf_panel, 0, kNR);
-      const float* bp = !accumulate && bias != nullptr ? bias + j : nullptr;
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t i = t * kMR;
-        const int64_t mr = std::min<int64_t>(kMR, m - i);
-        // Tile t prefetches rows t, t + tiles, … of a later panel: the memory stream runs at an
-        // even rate through all the tiles instead of in a burst during the first.
-        const int pf_rows = t < pf_n ? static_cast<int>((pf_n - t + tiles - 1) / tiles) : 0;
-        const float* pf = pf_rows > 0 ? w + (pf_panel + t) * k + k0 : nullptr;
-        kTiles[mr - 1][nr - 1](x + i * ld_x + k0, ld_x, wp, k, kl, y + i * ld_y + j, ld_y, bp,
-                               accumulate, pf, tiles * k, pf_rows);
+  const int64_t row_block = m <= kRowBlockFrom ? m : kRowBlock;
+  for (int64_t r0 = 0; r0 < m; r0 += row_block) {
+    const int64_t mrows = std::min(row_block, m - r0);
+    const float* xb = x + r0 * ld_x;
+    float* yb = y + r0 * ld_y;
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+      const int64_t kl = std::min(kc, k - k0);
+      const bool accumulate = k0 > 0;
+      const int64_t tiles = (mrows + kMR - 1) / kMR;
+      for (int64_t j = n0; j < n1; j += kNR) {
+        const int64_t nr = std::min<int64_t>(kNR, n1 - j);
+        const float* wp = w + j * k + k0;
+        const int64_t pf_panel = j + kNR;
+        const int64_t pf_n = std::clamp<int64_t>(n1 - pf_panel, 0, kNR);
+        const float* bp = !accumulate && bias != nullptr ? bias + j : nullptr;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t i = t * kMR;
+          const int64_t mr = std::min<int64_t>(kMR, mrows - i);
+          // Tile t prefetches rows t, t + tiles, … of a later panel: the memory stream runs at an
+          // even rate through all the tiles instead of in a burst during the first.
+          const int pf_rows = t < pf_n ? static_cast<int>((pf_n - t + tiles - 1) / tiles) : 0;
+          const float* pf = pf_rows > 0 ? w + (pf_panel + t) * k + k0 : nullptr;
+          kTiles[mr - 1][nr - 1](xb + i * ld_x + k0, ld_x, wp, k, kl, yb + i * ld_y + j, ld_y, bp,
+                                 accumulate, pf, tiles * k, pf_rows);
+        }
       }
     }
   }

@@ -42,6 +42,8 @@ const std::vector<FlagSpec>& BenchFlags() {
       {"time-scale", true, "trace: multiplies arrival times (default 1; 0 = all at once)"},
       {"memory-gib", true, "memory for KV pages and SSM blocks (default 2)"},
       {"threads", true, "compute threads (default: all cores)"},
+      {"fast-kernels", false,
+       "not batch-invariant: faster prefill GEMMs, logits move by rounding with batch and cache"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per step (default 512)"},
       {"prefill-chunk", true, "prompt tokens per sequence per step (default 256)"},
@@ -163,6 +165,7 @@ int RunBenchEngine(int argc, char** argv) {
     config.memory_bytes = static_cast<size_t>(gib * (1ull << 30));
     TANDEM_ASSIGN_OR_RETURN(int64_t threads, PositiveInt(*args, "threads", 0, 0));
     config.threads = static_cast<int>(std::min<int64_t>(threads, 1024));
+    config.batch_invariant = !args->Has("fast-kernels");
     TANDEM_ASSIGN_OR_RETURN(int64_t running, PositiveInt(*args, "max-running", 32));
     config.scheduler.max_running = static_cast<int32_t>(std::min<int64_t>(running, 4096));
     TANDEM_ASSIGN_OR_RETURN(config.scheduler.step_tokens, PositiveInt(*args, "step-tokens", 512));

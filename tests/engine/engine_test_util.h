@@ -33,6 +33,7 @@ inline std::unique_ptr<models::Model> LoadFixtureModel(const std::string& name,
 // What a finished request produced.
 struct Outcome {
   std::vector<int32_t> tokens;
+  std::vector<std::vector<TopLogprob>> logprobs;  // when the request asked for them
   Event finished;
 };
 
@@ -42,6 +43,7 @@ inline Outcome Drain(RequestStream& stream) {
   while (stream.Next(&e)) {
     if (e.kind == Event::Kind::kTokens) {
       out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
+      out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
     } else {
       out.finished = e;
     }
@@ -49,10 +51,45 @@ inline Outcome Drain(RequestStream& stream) {
   return out;
 }
 
+// Whether two runs' logprobs are bit-identical: the same tokens listed in the same order with
+// the same float values.
+inline bool SameLogprobs(const std::vector<std::vector<TopLogprob>>& a,
+                         const std::vector<std::vector<TopLogprob>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size()) return false;
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      if (a[i][j].token != b[i][j].token || a[i][j].logprob != b[i][j].logprob) return false;
+    }
+  }
+  return true;
+}
+
+// The compute backend a harness runs on: the reference loops, the CPU backend as the engine
+// creates it (batch-invariant), or the CPU backend in its fastest, not batch-invariant mode.
+enum class Backend { kReference, kCpu, kCpuFast };
+
+inline const char* BackendName(Backend b) {
+  switch (b) {
+    case Backend::kReference:
+      return "reference";
+    case Backend::kCpu:
+      return "cpu";
+    case Backend::kCpuFast:
+      return "cpu-fast";
+  }
+  return "?";
+}
+
+inline std::unique_ptr<kernels::Ops> MakeOps(Backend b) {
+  return b == Backend::kReference ? kernels::MakeReferenceOps()
+                                  : kernels::MakeCpuOps(2, /*batch_invariant=*/b == Backend::kCpu);
+}
+
 class SchedulerHarness {
  public:
   SchedulerHarness(const models::Model& model, CachePolicy policy, size_t memory_bytes,
-                   SchedulerConfig config = {}, bool reference_ops = false,
+                   SchedulerConfig config = {}, Backend backend = Backend::kCpu,
                    const std::string& allocator = "avmp-dynamic")
       : model_(model) {
     auto spec = CacheModelSpecFor(model.config(), "fixture");
@@ -67,8 +104,7 @@ class SchedulerHarness {
     auto named = cache::CreateAllocator(allocator, spec_, options);
     EXPECT_TRUE(named.ok()) << named.status();
     allocator_ = std::move(named->allocator);
-    runner_ = std::make_unique<ModelRunner>(
-        model, reference_ops ? kernels::MakeReferenceOps() : kernels::MakeCpuOps(2));
+    runner_ = std::make_unique<ModelRunner>(model, MakeOps(backend));
     config.cache.policy = policy;
     config.cache.tuner.synchronous = true;
     scheduler_ =
@@ -109,6 +145,14 @@ inline Request Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {
   r.prompt = std::move(prompt);
   r.max_new_tokens = max_new_tokens;
   r.ignore_eos = true;  // random fixture models: keep lengths fixed
+  return r;
+}
+
+// Greedy with the chosen token's and the top 5 logprobs, to compare runs' logits.
+inline Request GreedyWithLogprobs(std::vector<int32_t> prompt, int32_t max_new_tokens) {
+  Request r = Greedy(std::move(prompt), max_new_tokens);
+  r.sampling.logprobs = true;
+  r.sampling.top_logprobs = 5;
   return r;
 }
 

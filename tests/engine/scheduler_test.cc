@@ -95,11 +95,16 @@ TEST(SchedulerTest, OutputAloneEqualsOutputInABatchOf32) {
   for (uint32_t i = 0; i < 32; ++i) prompts.push_back(Tokens(1 + (i * 37) % 90, 200 + i, vocab));
   SchedulerHarness batch(*model, CachePolicy::kNone, 64 * kMiB, config);
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const auto& p : prompts) streams.push_back(batch.Add(Greedy(p, 10)));
+  for (const auto& p : prompts) streams.push_back(batch.Add(testing::GreedyWithLogprobs(p, 10)));
   batch.RunUntilIdle();
   for (size_t i = 0; i < prompts.size(); ++i) {
     SchedulerHarness solo(*model, CachePolicy::kNone, 64 * kMiB, config);
-    EXPECT_EQ(Drain(*streams[i]).tokens, solo.Run(Greedy(prompts[i], 10)).tokens) << i;
+    const Outcome in_batch = Drain(*streams[i]);
+    const Outcome alone = solo.Run(testing::GreedyWithLogprobs(prompts[i], 10));
+    EXPECT_EQ(in_batch.tokens, alone.tokens) << i;
+    // The engine's backend is batch-invariant and these prompts share no pages (no Hydragen):
+    // the logits are the same bits alone and among 31 others.
+    EXPECT_TRUE(testing::SameLogprobs(in_batch.logprobs, alone.logprobs)) << i;
   }
 }
 
@@ -190,10 +195,10 @@ TEST(SchedulerTest, PreemptedRequestsResumeWithTheSameOutput) {
     config.step_tokens = 64;
     std::vector<std::vector<int32_t>> prompts;
     for (uint32_t i = 0; i < 6; ++i) prompts.push_back(Tokens(20 + 3 * i, 50 + i, vocab));
-    std::vector<std::vector<int32_t>> solo;
+    std::vector<Outcome> solo;
     for (const auto& p : prompts) {
       SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB, config);
-      solo.push_back(h.Run(Greedy(p, 40)).tokens);
+      solo.push_back(h.Run(testing::GreedyWithLogprobs(p, 40)));
     }
     // Room for about two sequences' KV (each grows to ≈ 4 pages) next to their SSM blocks.
     const models::StateLayout& layout = model->layout();
@@ -202,17 +207,20 @@ TEST(SchedulerTest, PreemptedRequestsResumeWithTheSameOutput) {
       const size_t budget = 10 * layout.kv_page_bytes() + 8 * layout.ssm_block_bytes();
       // SGLang's ratio is SSM bytes : KV bytes.
       const double ratio = (8.0 * layout.ssm_block_bytes()) / (10.0 * layout.kv_page_bytes());
-      SchedulerHarness h(*model, policy, budget + 4096, config, false,
+      SchedulerHarness h(*model, policy, budget + 4096, config, testing::Backend::kCpu,
                          "fixed-dual:" + std::to_string(ratio));
       ASSERT_LE(h.allocator().stats(cache::Pool::kKvPage).capacity_units, 11u);
       std::vector<std::shared_ptr<RequestStream>> streams;
-      for (const auto& p : prompts) streams.push_back(h.Add(Greedy(p, 40)));
+      for (const auto& p : prompts) streams.push_back(h.Add(testing::GreedyWithLogprobs(p, 40)));
       h.RunUntilIdle();
       int preemptions = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
         Outcome out = Drain(*streams[i]);
         EXPECT_EQ(out.finished.finish_reason, FinishReason::kLength) << out.finished.error;
-        EXPECT_EQ(out.tokens, solo[i]) << "request " << i;
+        EXPECT_EQ(out.tokens, solo[i].tokens) << "request " << i;
+        // Resumed by prefill over what it had decoded, on the batch-invariant backend: the same
+        // bits as the uninterrupted run.
+        EXPECT_TRUE(testing::SameLogprobs(out.logprobs, solo[i].logprobs)) << "request " << i;
         preemptions += out.finished.usage.preemptions;
       }
       EXPECT_GT(preemptions, 0);
@@ -378,7 +386,7 @@ TEST(SchedulerExhaustionTest, AnOversizedRequestFailsAloneAndFreesEverything) {
   config.prefill_chunk = 16;
   for (CachePolicy policy : {CachePolicy::kNone, CachePolicy::kMarconi}) {
     SCOPED_TRACE(CachePolicyName(policy));
-    testing::SchedulerHarness h(*model, policy, budget, config, false,
+    testing::SchedulerHarness h(*model, policy, budget, config, testing::Backend::kCpu,
                                 "fixed-dual:" + std::to_string(ratio));
     ASSERT_LE(h.allocator().stats(cache::Pool::kKvPage).capacity_units, 6u);
     const int32_t vocab = model->config().vocab_size;

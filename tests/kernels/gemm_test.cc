@@ -117,6 +117,40 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, GemmIsaTest,
                          ::testing::Values(GemmIsa::kAvx512, GemmIsa::kAvx2, GemmIsa::kScalar),
                          [](const auto& info) { return IsaName(info.param); });
 
+// Batch invariance (CpuOps::set_batch_invariant): a row's output is the same bits whatever other
+// rows share the call, where it sits in the register tiles, how the columns are sliced, and
+// whether k spans several cache blocks — for every instruction set's kernel.
+TEST_P(GemmIsaTest, ARowsResultDoesNotDependOnTheOtherRows) {
+  Rng rng(31);
+  for (const int64_t k : {int64_t{200}, int64_t{4100}}) {
+    const int64_t n = 75;
+    const std::vector<float> w = rng.Uniform(n * k), b = rng.Uniform(n);
+    const std::vector<float> x = rng.Uniform(70 * k);
+    std::vector<float> alone(70 * n);
+    for (int64_t i = 0; i < 70; ++i) {
+      OwnGemmNTWith(GetParam(), x.data() + i * k, k, 1, k, w.data(), b.data(), 0, n,
+                    alone.data() + i * n, n);
+    }
+    for (const int64_t m : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{16}, int64_t{41},
+                            int64_t{70}}) {
+      for (const int64_t row0 : {int64_t{0}, int64_t{70} - m}) {
+        std::vector<float> y(m * n);
+        // Columns in two slices cut off the tile width, as a thread split may cut them.
+        OwnGemmNTWith(GetParam(), x.data() + row0 * k, k, m, k, w.data(), b.data(), 0, 29,
+                      y.data(), n);
+        OwnGemmNTWith(GetParam(), x.data() + row0 * k, k, m, k, w.data(), b.data(), 29, n,
+                      y.data(), n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            ASSERT_EQ(y[i * n + j], alone[(row0 + i) * n + j])
+                << "k=" << k << " m=" << m << " row " << row0 + i << " column " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmDispatchTest, BestIsaIsSupported) {
   EXPECT_TRUE(GemmIsaSupported(BestGemmIsa()));
   EXPECT_TRUE(GemmIsaSupported(GemmIsa::kScalar));
@@ -137,6 +171,25 @@ TEST(GemmDispatchTest, LinearAutoMatchesOwnAtEveryRowCount) {
     cpu.set_gemm_impl(GemmImpl::kOwn);
     cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, own_y.data(), n);
     ASSERT_TRUE(testing::AllClose(auto_y, own_y, 1e-4f, 1e-4f)) << "m=" << m;
+  }
+}
+
+// In batch-invariant mode Linear gives a row the same bits at every row count, including one row
+// (where the fast mode uses sgemv) and many (sgemm).
+TEST(GemmDispatchTest, BatchInvariantLinearIsBitIdenticalAtEveryRowCount) {
+  CpuOps cpu(2);
+  cpu.set_batch_invariant(true);
+  Rng rng(9);
+  const int64_t k = 300, n = 517;
+  const std::vector<float> w = rng.Uniform(n * k), b = rng.Uniform(n);
+  const std::vector<float> x = rng.Uniform(130 * k);
+  std::vector<float> first(n);
+  cpu.Linear(x.data(), k, 1, k, w.data(), b.data(), n, first.data(), n);
+  for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{17}, int64_t{40}, int64_t{41},
+                          int64_t{130}}) {
+    std::vector<float> y(m * n);
+    cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, y.data(), n);
+    for (int64_t j = 0; j < n; ++j) ASSERT_EQ(y[j], first[j]) << "m=" << m << " column " << j;
   }
 }
 

@@ -554,5 +554,83 @@ TEST(ScanEdgeTest, KernelWidthOneHasNoState) {
   EXPECT_TRUE(AllCloseStrided(got, want, 5, 9, d.ld_out, 1e-6f, 1e-5f));
 }
 
+// ---- Batch-invariant mode ------------------------------------------------------------------
+
+// The decode step and the batch-invariant scan run the same recurrence: a prefill split at any
+// position, or run token by token through SsdStateUpdate, gives the same bits as one call, and
+// snapshots are the states the stepwise run passes through. It agrees with the reference too.
+TEST(SsdTest, BatchInvariantScanIsBitIdenticalHoweverTheTokensAreSplit) {
+  for (const int32_t groups : {1, 2}) {
+    SsdData d(45, 4, 8, groups, 16, 17);
+    CpuOps cpu(2);
+    cpu.set_batch_invariant(true);
+    Workspace ws;
+    auto one_state = d.state0;
+    std::vector<float> one(d.tokens * d.ld_x, 0.0f);
+    std::vector<float> snap(d.state_len());
+    const StateSnapshot snaps[] = {{29, snap.data()}};
+    auto args = d.Args(one_state.data(), one.data(), 256);
+    args.snapshots = snaps;
+    cpu.SsdScan(args, ws);
+
+    auto step_state = d.state0;
+    std::vector<float> steps(d.tokens * d.ld_x, 0.0f);
+    for (int64_t t = 0; t < d.tokens; ++t) {
+      auto a = d.Args(step_state.data(), steps.data() + t * d.ld_x, 256);
+      a.tokens = 1;
+      a.x += t * d.ld_x;
+      a.dt += t * d.ld_dt;
+      a.b += t * d.ld_bc;
+      a.c += t * d.ld_bc;
+      cpu.SsdStateUpdate(a);
+      if (t + 1 == 29) EXPECT_EQ(step_state, snap) << "snapshot after 29 tokens";
+    }
+    EXPECT_EQ(steps, one);
+    EXPECT_EQ(step_state, one_state);
+
+    for (const int64_t split : {int64_t{1}, int64_t{13}, int64_t{32}, int64_t{44}}) {
+      auto state = d.state0;
+      std::vector<float> two(d.tokens * d.ld_x, 0.0f);
+      auto a = d.Args(state.data(), two.data(), 256);
+      a.tokens = split;
+      cpu.SsdScan(a, ws);
+      a.tokens = d.tokens - split;
+      a.x += split * d.ld_x;
+      a.dt += split * d.ld_dt;
+      a.b += split * d.ld_bc;
+      a.c += split * d.ld_bc;
+      a.y += split * d.ld_x;
+      cpu.SsdScan(a, ws);
+      EXPECT_EQ(two, one) << "split at " << split;
+      EXPECT_EQ(state, one_state) << "split at " << split;
+    }
+
+    auto ref_state = d.state0;
+    std::vector<float> ref_y(d.tokens * d.ld_x, 0.0f);
+    ReferenceOps().SsdScan(d.Args(ref_state.data(), ref_y.data(), 256), ws);
+    EXPECT_TRUE(AllClose(one, ref_y, 2e-5f, 1e-4f));
+    EXPECT_TRUE(AllClose(one_state, ref_state, 2e-5f, 1e-4f));
+  }
+}
+
+// The conv's decode step is the prefill over one token: the same bits either way.
+TEST(ConvBatchInvarianceTest, StepIsBitIdenticalToPrefill) {
+  for (const int32_t kernel : {2, 4}) {
+    ConvData d({37, 300, kernel, true, true}, 8);
+    CpuOps cpu(2);
+    auto state_prefill = d.state0, state_step = d.state0;
+    std::vector<float> out_prefill(37 * d.ld_out, 0.0f), out_step(37 * d.ld_out, 0.0f);
+    cpu.CausalConv1d(d.Args(state_prefill.data(), out_prefill.data()));
+    for (int64_t t = 0; t < 37; ++t) {
+      auto a = d.Args(state_step.data(), out_step.data() + t * d.ld_out);
+      a.tokens = 1;
+      a.u += t * d.ld_u;
+      cpu.CausalConv1dStep(a);
+    }
+    EXPECT_EQ(out_step, out_prefill) << "kernel " << kernel;
+    EXPECT_EQ(state_step, state_prefill) << "kernel " << kernel;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels
