@@ -8,7 +8,8 @@
 // GQA model: 32 query heads, 8 kv heads, head_dim 128, pages of 16 tokens.
 //
 // BM_HydragenVsPaged/B/P: the grid of docs/BENCHMARKS.md; BM_HydragenCrossover/B/P: small batches
-// and prefixes, where the crossover lies.
+// and prefixes, where the crossover lies; BM_SharedPrefixAttention/impl/B/P: the prefix op alone,
+// with each implementation (0 = OpenBLAS, the portable fallback; 1 = the AVX-512 kernel).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 #include "bench/kernels/bench_util.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/hydragen_attention.h"
 
 namespace tandem::kernels {
 namespace {
@@ -176,7 +178,14 @@ BENCHMARK(BM_HydragenCrossover)
 
 // The prefix op alone, with its GEMM rate: 4 flops per (row, head, key, dim) for Q·Kᵀ and P·V.
 void BM_SharedPrefixAttention(benchmark::State& state) {
-  const int64_t batch = state.range(0), prefix = state.range(1);
+  const auto impl = state.range(0) == 0 ? SharedPrefixImpl::kBlas : SharedPrefixImpl::kAvx512;
+  if (!SharedPrefixImplSupported(impl)) {
+    state.SkipWithError("this CPU has no AVX-512");
+    return;
+  }
+  Cpu();  // constructing CpuOps limits OpenBLAS to one thread per call, as CpuOps runs it
+  static ThreadPool pool(bench::ThreadsFromEnv());
+  const int64_t batch = state.range(1), prefix = state.range(2);
   const Batch b(batch, prefix);
   std::vector<float> out(batch * kWidth), lse(batch * kHeads);
   Workspace ws;
@@ -194,14 +203,14 @@ void BM_SharedPrefixAttention(benchmark::State& state) {
     s.ld_out = kWidth;
     s.lse = lse.data();
     s.ld_lse = kHeads;
-    Cpu().SharedPrefixAttention(s, ws);
+    SharedPrefixAttentionWith(impl, pool, s, ws);
   }
   state.counters["GFLOP/s"] = benchmark::Counter(4.0 * batch * kHeads * prefix * kHeadDim * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SharedPrefixAttention)
-    ->ArgsProduct({{8, 64}, {4096}})
-    ->ArgNames({"batch", "prefix"})
+    ->ArgsProduct({{0, 1}, {8, 64}, {4096}})
+    ->ArgNames({"impl", "batch", "prefix"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
