@@ -89,7 +89,8 @@ TANDEM_HYDRAGEN_INLINE __m512 ExpNonPositive(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+  // "Not less than" rather than "greater or equal": a NaN score stays NaN, as in FastExp.
+  const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_NLT_UQ);
   return _mm512_maskz_scalef_ps(live, p, n);
 }
 
@@ -435,6 +436,8 @@ void SharedPrefixAttentionAvx512(ThreadPool& pool, const SharedPrefixAttentionAr
     float block[kLanes];
     for (int64_t b0 = 0; b0 < nr; b0 += kLanes) {
       const int64_t nb = std::min<int64_t>(kLanes, nr - b0);
+      // Lanes past the block's rows (padding) weigh nothing; they are computed and not stored.
+      for (int64_t sp = 0; sp < splits; ++sp) std::fill(weight[sp], weight[sp] + kLanes, 0.0f);
       for (int64_t r = 0; r < nb; ++r) {
         float max_all = kNegInf;
         for (int64_t sp = 0; sp < splits; ++sp) {
