@@ -583,7 +583,9 @@ TEST(SsdTest, BatchInvariantScanIsBitIdenticalHoweverTheTokensAreSplit) {
       a.b += t * d.ld_bc;
       a.c += t * d.ld_bc;
       cpu.SsdStateUpdate(a);
-      if (t + 1 == 29) EXPECT_EQ(step_state, snap) << "snapshot after 29 tokens";
+      if (t + 1 == 29) {
+        EXPECT_EQ(step_state, snap) << "snapshot after 29 tokens";
+      }
     }
     EXPECT_EQ(steps, one);
     EXPECT_EQ(step_state, one_state);
