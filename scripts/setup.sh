@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev nlohmann-json3-dev libopenblas-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  python3 python3-numpy python3-grpcio
 )
 
 missing=()

@@ -16,6 +16,7 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"serve", RunServe, "serve a checkpoint over gRPC (tandem.v1.Tandem, health, reflection)"},
     {"generate", RunGenerate, "run a checkpoint on a prompt and print the generated text"},
     {"simulate", RunSimulate, "replay a trace or workload through the prefix cache policies"},
     {"simulate-alloc", RunSimulateAlloc, "replay a workload through the memory allocators"},

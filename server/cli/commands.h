@@ -10,6 +10,7 @@ int Main(int argc, char** argv);
 int RunGenerate(int argc, char** argv);
 int RunDevices(int argc, char** argv);
 int RunBenchEngine(int argc, char** argv);
+int RunServe(int argc, char** argv);
 
 }  // namespace tandem::cli
 

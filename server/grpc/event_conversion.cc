@@ -1,0 +1,62 @@
+#include "server/grpc/event_conversion.h"
+
+namespace tandem::server {
+
+void AppendTokens(const engine::Event& event, v1::Chunk* chunk) {
+  chunk->mutable_token_ids()->Add(event.tokens.begin(), event.tokens.end());
+  chunk->mutable_text()->append(event.text);
+  for (const std::vector<engine::TopLogprob>& row : event.logprobs) {
+    v1::TokenLogprobs* out = chunk->add_logprobs();
+    if (row.empty()) continue;
+    // The engine puts the chosen token first, then the most likely ones.
+    out->set_token_id(row[0].token);
+    out->set_logprob(row[0].logprob);
+    for (size_t i = 1; i < row.size(); ++i) {
+      v1::TopLogprob* top = out->add_top();
+      top->set_token_id(row[i].token);
+      top->set_logprob(row[i].logprob);
+    }
+  }
+}
+
+absl::Status FinishedResponse(const engine::Event& event, int32_t last_token,
+                              v1::GenerateResponse* response) {
+  if (event.finish_reason == engine::FinishReason::kError) {
+    absl::Status error = event.error.ok() ? absl::InternalError("the request failed") : event.error;
+    v1::Error* out = response->mutable_error();
+    out->set_code(static_cast<int32_t>(error.code()));
+    out->set_message(std::string(error.message()));
+    return error;
+  }
+  v1::Complete* complete = response->mutable_complete();
+  switch (event.finish_reason) {
+    case engine::FinishReason::kLength:
+      complete->set_finish_reason(v1::LENGTH);
+      break;
+    case engine::FinishReason::kStop:
+      complete->set_finish_reason(v1::STOP);
+      if (!event.stop_string.empty()) {
+        complete->set_matched_stop_str(event.stop_string);
+      } else if (last_token >= 0) {
+        complete->set_matched_token_id(last_token);
+      }
+      break;
+    default:
+      complete->set_finish_reason(v1::ABORTED);
+      break;
+  }
+  complete->set_text(event.text);
+  v1::Usage* usage = complete->mutable_usage();
+  usage->set_prompt_tokens(event.usage.prompt_tokens);
+  usage->set_cached_tokens(event.usage.cached_tokens);
+  usage->set_completion_tokens(event.usage.completion_tokens);
+  usage->set_preemptions(event.usage.preemptions);
+  v1::Timings* timings = complete->mutable_timings();
+  timings->set_queued_seconds(event.timings.queued);
+  timings->set_first_token_seconds(event.timings.first_token);
+  timings->set_finished_seconds(event.timings.finished);
+  timings->set_mean_inter_token_seconds(event.timings.mean_inter_token);
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,24 @@
+// Engine events in, API messages out: a run of token events becomes one Chunk (a slow reader
+// gets the tokens that piled up in one message instead of one message per token), the finished
+// event becomes Complete, or Error when the engine failed the request.
+#ifndef TANDEM_SERVER_GRPC_EVENT_CONVERSION_H_
+#define TANDEM_SERVER_GRPC_EVENT_CONVERSION_H_
+
+#include "absl/status/status.h"
+#include "engine/request.h"
+#include "tandem/v1/tandem.pb.h"
+
+namespace tandem::server {
+
+// Appends a kTokens event's tokens, text and logprobs to `chunk`.
+void AppendTokens(const engine::Event& event, v1::Chunk* chunk);
+
+// Fills `response` from a kFinished event. `last_token` is the request's last output token
+// (-1 when none): a stop without a stop string was that token. Returns the status the call ends
+// with: OK, or the engine's error (then `response` holds an Error).
+absl::Status FinishedResponse(const engine::Event& event, int32_t last_token,
+                              v1::GenerateResponse* response);
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_EVENT_CONVERSION_H_

@@ -1,0 +1,95 @@
+#include "server/grpc/generate_stream.h"
+
+#include <chrono>
+#include <utility>
+
+#include "server/grpc/event_conversion.h"
+#include "server/grpc/grpc_status.h"
+#include "server/grpc/stream_pump.h"
+
+namespace tandem::server {
+
+GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump, std::string request_id,
+                               std::shared_ptr<engine::RequestStream> stream)
+    : state_(state), pump_(pump), request_id_(std::move(request_id)), stream_(std::move(stream)) {}
+
+GenerateStream::~GenerateStream() {
+  // A stream torn down before its request finished (client gone, server stopping) must not
+  // leave the request holding engine memory.
+  if (!stream_->finished()) state_.engine().Cancel(stream_->id());
+  ReleaseId();
+  state_.ReleaseStream();
+}
+
+void GenerateStream::ReleaseId() {
+  if (id_released_) return;
+  id_released_ = true;
+  state_.ReleaseId(request_id_);
+}
+
+void GenerateStream::OnWriteDone(bool ok) {
+  pump_.Signal(this, {.write_done = true, .write_ok = ok});
+}
+
+void GenerateStream::OnCancel() {
+  // Free the request's memory now rather than when the pump gets round to it.
+  state_.engine().Cancel(stream_->id());
+  pump_.Signal(this, {.cancelled = true});
+}
+
+void GenerateStream::OnDone() { pump_.Signal(this, {.done = true}); }
+
+GenerateStream::Waiting GenerateStream::Advance(const StreamSignals& signals) {
+  if (signals.write_done) {
+    write_in_flight_ = false;
+    if (!signals.write_ok) cancelled_ = true;  // the client is gone
+  }
+  if (signals.cancelled) cancelled_ = true;
+  if (finish_called_ || write_in_flight_) return Waiting::kGrpc;
+  if (cancelled_) {
+    state_.engine().Cancel(stream_->id());
+    ReleaseId();
+    finish_called_ = true;
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+    return Waiting::kGrpc;
+  }
+  if (final_written_) {
+    finish_called_ = true;
+    Finish(final_status_);
+    return Waiting::kGrpc;
+  }
+
+  response_.Clear();
+  response_.set_request_id(request_id_);
+  std::optional<engine::Event> finished = std::move(pending_finished_);
+  pending_finished_.reset();
+  if (!finished) {
+    v1::Chunk* chunk = nullptr;
+    engine::Event event;
+    bool timed_out = false;
+    while (stream_->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) {
+      if (event.kind == engine::Event::Kind::kFinished) {
+        finished = std::move(event);
+        break;
+      }
+      if (chunk == nullptr) chunk = response_.mutable_chunk();
+      AppendTokens(event, chunk);
+      if (!event.tokens.empty()) last_token_ = event.tokens.back();
+    }
+    if (chunk != nullptr && finished) {
+      pending_finished_ = std::move(finished);  // the chunk goes first
+      finished.reset();
+    }
+    if (chunk == nullptr && !finished) return Waiting::kEngine;
+  }
+  if (finished) {
+    ReleaseId();  // the request is over: Abort no longer finds it, the id may be reused
+    final_status_ = ToGrpcStatus(FinishedResponse(*finished, last_token_, &response_));
+    final_written_ = true;
+  }
+  write_in_flight_ = true;
+  StartWrite(&response_);
+  return Waiting::kGrpc;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,76 @@
+// One Generate or Chat call: a gRPC write reactor that forwards a request's engine events to
+// the client. It holds no thread. gRPC's callbacks (write done, cancelled, done) only record
+// what happened with the StreamPump; every call into gRPC (StartWrite, Finish) is made by the
+// pump's thread in Advance(). That keeps one thread per concern and rules out re-entrant
+// callbacks deadlocking on our locks. The engine never waits for the client: it pushes events
+// into the RequestStream, and they are read here at the client's pace.
+#ifndef TANDEM_SERVER_GRPC_GENERATE_STREAM_H_
+#define TANDEM_SERVER_GRPC_GENERATE_STREAM_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/request_stream.h"
+#include "grpcpp/grpcpp.h"
+#include "server/grpc/service_state.h"
+#include "tandem/v1/tandem.grpc.pb.h"
+
+namespace tandem::server {
+
+class StreamPump;
+
+// What happened to a stream since the pump last looked (recorded by gRPC's threads).
+struct StreamSignals {
+  bool write_done = false;
+  bool write_ok = true;
+  bool cancelled = false;
+  bool done = false;
+};
+
+class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  // The request is already in the engine as `stream`, with `request_id` reserved and one
+  // stream slot acquired in `state`; the destructor gives both back.
+  GenerateStream(ServiceState& state, StreamPump& pump, std::string request_id,
+                 std::shared_ptr<engine::RequestStream> stream);
+  ~GenerateStream() override;
+
+  enum class Waiting { kEngine, kGrpc };
+  // Pump thread only: consumes signals, writes what the engine produced, finishes the call.
+  // Says what the stream now waits for: engine events (to be polled) or a gRPC callback.
+  Waiting Advance(const StreamSignals& signals);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void ReleaseId();
+
+  ServiceState& state_;
+  StreamPump& pump_;
+  const std::string request_id_;
+  std::shared_ptr<engine::RequestStream> stream_;
+  // Pump thread only.
+  v1::GenerateResponse response_;
+  std::optional<engine::Event> pending_finished_;  // read while a chunk was being built
+  int32_t last_token_ = -1;
+  bool write_in_flight_ = false;
+  bool final_written_ = false;
+  bool finish_called_ = false;
+  bool cancelled_ = false;
+  bool id_released_ = false;
+  grpc::Status final_status_;
+};
+
+// A call refused before it reached the engine: finishes at once with the status.
+class RefusedStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_GENERATE_STREAM_H_

@@ -1,0 +1,115 @@
+#include "server/grpc/grpc_server.h"
+
+#include <algorithm>
+#include <future>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/grpc/service_state.h"
+#include "server/grpc/stream_pump.h"
+#include "server/grpc/tandem_service.h"
+
+namespace tandem::server {
+namespace {
+
+// Runs one short request through every layer so that the first client does not pay for lazy
+// initialisation (thread pools, scratch buffers, page commits).
+absl::Status WarmUp(engine::Engine& engine, const models::Model& model) {
+  engine::Request request;
+  request.prompt = {std::max(model.config().bos_token_id, 0)};
+  request.max_new_tokens = 2;
+  request.ignore_eos = true;
+  request.client_id = "warm-up";
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream = engine.Submit(request);
+  if (!stream.ok()) return stream.status();
+  engine::Event event;
+  while ((*stream)->Next(&event)) {
+    if (event.kind == engine::Event::Kind::kFinished &&
+        event.finish_reason == engine::FinishReason::kError) {
+      return event.error;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string Address(const std::string& host, int port) {
+  // An IPv6 literal needs brackets before the port.
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel& model,
+                                                              const ServerConfig& config) {
+  if (config.port < 0 || config.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port must be in [0, 65535], got ", config.port));
+  }
+  std::unique_ptr<GrpcServer> server(new GrpcServer());
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(*model.model, model.tokenizer.get(), config.engine);
+  if (!engine.ok()) return engine.status();
+  server->engine_ = *std::move(engine);
+  if (absl::Status s = WarmUp(*server->engine_, *model.model); !s.ok()) {
+    return absl::InternalError(absl::StrCat("warm-up request failed: ", s.message()));
+  }
+  server->state_ = std::make_unique<ServiceState>(model, *server->engine_, config);
+  server->pump_ = std::make_unique<StreamPump>();
+  server->service_ = std::make_unique<TandemService>(*server->state_, *server->pump_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(Address(config.host, config.port), grpc::InsecureServerCredentials(),
+                           &server->port_);
+  // Room above the prompt cap for the rest of the message, so that an oversized prompt gets
+  // our INVALID_ARGUMENT naming the field rather than gRPC's size error.
+  const int64_t max_message = config.limits.max_request_bytes + (64 << 10);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_message, INT32_MAX)));
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    server->pump_->Stop();
+    return absl::UnavailableError(
+        absl::StrCat("could not listen on ", Address(config.host, config.port)));
+  }
+  // The model is loaded and warm: ready.
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  health->SetServingStatus(true);
+  // Probes may ask about the service by name as well as about the server ("").
+  health->SetServingStatus(v1::Tandem::service_full_name(), true);
+  return server;
+}
+
+GrpcServer::~GrpcServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  state_->set_draining();
+  // Let in-flight requests finish; past the grace period, abort the rest (Shutdown makes Drain
+  // return, and every unfinished stream ends as aborted).
+  std::future<void> drained = std::async(std::launch::async, [e = engine_.get()] { e->Drain(); });
+  if (drained.wait_until(deadline) != std::future_status::ready) engine_->Shutdown();
+  drained.wait();
+  // Give the pump time to write the last messages; clients that do not read them by then are
+  // cancelled.
+  const auto flush = std::max(deadline, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                        flush - std::chrono::steady_clock::now()));
+  server_->Wait();
+  pump_->Stop();
+  engine_->Shutdown();
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,248 @@
+#include "server/grpc/request_validation.h"
+
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/stop_strings.h"
+#include "models/unicode_utf8.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::server {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+// Written as !(lo <= x && x <= hi) so that NaN, which compares false, is refused too.
+bool InRange(float x, float lo, float hi) { return lo <= x && x <= hi; }
+
+absl::Status CheckText(const std::string& text, const std::string& field, int64_t max_bytes) {
+  if (static_cast<int64_t>(text.size()) > max_bytes) {
+    return Invalid(
+        field, absl::StrCat(text.size(), " bytes, more than the server's limit of ", max_bytes));
+  }
+  if (!models::IsValidUtf8(text)) return Invalid(field, "not valid UTF-8");
+  return absl::OkStatus();
+}
+
+// Draws seeds for requests that give none. One generator behind a mutex: requests are rare
+// compared with the work each one does.
+uint64_t RandomSeed() {
+  static std::mutex mu;
+  static std::mt19937_64 gen{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return gen();
+}
+
+absl::Status CheckPromptLength(size_t tokens, const std::string& field,
+                               const ValidationContext& context) {
+  if (tokens == 0) return Invalid(field, "the prompt is empty");
+  if (tokens > static_cast<size_t>(context.limits.max_prompt_tokens)) {
+    return Invalid(field, absl::StrCat(tokens, " tokens, more than the server's limit of ",
+                                       context.limits.max_prompt_tokens));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateRequestId(const std::string& request_id) {
+  if (request_id.size() > 128) {
+    return Invalid("request_id", absl::StrCat(request_id.size(), " characters, more than 128"));
+  }
+  for (char c : request_id) {
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid("request_id", "only printable ASCII characters without spaces are allowed");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
+                              int32_t vocab_size, const std::string& field) {
+  for (int i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return Invalid(
+          absl::StrCat(field, "[", i, "]"),
+          absl::StrCat("token id ", ids[i], " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContext& context,
+                             engine::Request* out) {
+  engine::SamplingParams& s = out->sampling;
+  const float temperature = p.has_temperature() ? p.temperature() : 1.0f;
+  if (!InRange(temperature, 0.0f, 100.0f)) {
+    return Invalid("sampling.temperature", absl::StrCat("must be in [0, 100], got ", temperature));
+  }
+  // As vLLM does: temperatures this small divide the logits into overflow, and mean greedy.
+  s.greedy = temperature < 1e-5f;
+  s.temperature = s.greedy ? 1.0f : temperature;
+  if (p.top_k() < 0) {
+    return Invalid("sampling.top_k", absl::StrCat("must be >= 0, got ", p.top_k()));
+  }
+  s.top_k = p.top_k();
+  s.top_p = p.has_top_p() ? p.top_p() : 1.0f;
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) {
+    return Invalid("sampling.top_p", absl::StrCat("must be in (0, 1], got ", s.top_p));
+  }
+  s.min_p = p.min_p();
+  if (!InRange(s.min_p, 0.0f, 1.0f)) {
+    return Invalid("sampling.min_p", absl::StrCat("must be in [0, 1], got ", s.min_p));
+  }
+  s.repetition_penalty = p.has_repetition_penalty() ? p.repetition_penalty() : 1.0f;
+  if (!(s.repetition_penalty > 0.0f && std::isfinite(s.repetition_penalty))) {
+    return Invalid("sampling.repetition_penalty",
+                   absl::StrCat("must be > 0 and finite, got ", s.repetition_penalty));
+  }
+  s.presence_penalty = p.presence_penalty();
+  if (!InRange(s.presence_penalty, -2.0f, 2.0f)) {
+    return Invalid("sampling.presence_penalty",
+                   absl::StrCat("must be in [-2, 2], got ", s.presence_penalty));
+  }
+  s.frequency_penalty = p.frequency_penalty();
+  if (!InRange(s.frequency_penalty, -2.0f, 2.0f)) {
+    return Invalid("sampling.frequency_penalty",
+                   absl::StrCat("must be in [-2, 2], got ", s.frequency_penalty));
+  }
+  s.seed = p.has_seed() ? p.seed() : RandomSeed();
+  if (p.top_logprobs() < 0 || p.top_logprobs() > engine::SampleResult::kMaxTop) {
+    return Invalid("sampling.top_logprobs",
+                   absl::StrCat("must be in [0, ", engine::SampleResult::kMaxTop, "], got ",
+                                p.top_logprobs()));
+  }
+  s.top_logprobs = p.top_logprobs();
+  s.logprobs = p.logprobs() || p.top_logprobs() > 0;
+  out->top_logprobs = p.top_logprobs();
+
+  const int32_t max_new = p.has_max_new_tokens() ? p.max_new_tokens() : 16;
+  if (max_new < 1 || max_new > context.max_new_tokens_limit) {
+    return Invalid(
+        "sampling.max_new_tokens",
+        absl::StrCat("must be in [1, ", context.max_new_tokens_limit, "], got ", max_new));
+  }
+  out->max_new_tokens = max_new;
+
+  const int32_t vocab = context.model->model->config().vocab_size;
+  if (absl::Status s = ValidateTokenIds(p.stop_token_ids(), vocab, "sampling.stop_token_ids");
+      !s.ok()) {
+    return s;
+  }
+  out->stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+  out->stop_strings.assign(p.stop_strings().begin(), p.stop_strings().end());
+  if (absl::Status s = engine::ValidateStopStrings(out->stop_strings); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.", s.message()));
+  }
+  if (!out->stop_strings.empty() && context.model->tokenizer == nullptr) {
+    return Invalid("sampling.stop_strings", "the model has no tokenizer to match text with");
+  }
+  out->ignore_eos = p.ignore_eos();
+  out->skip_special_tokens = p.has_skip_special_tokens() ? p.skip_special_tokens() : true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,
+                                                     const ValidationContext& context) {
+  if (absl::Status s = ValidateRequestId(request.request_id()); !s.ok()) return s;
+  engine::Request out;
+  const ServedModel& served = *context.model;
+  const int32_t vocab = served.model->config().vocab_size;
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText: {
+      if (absl::Status s = CheckText(request.text(), "text", context.limits.max_request_bytes);
+          !s.ok()) {
+        return s;
+      }
+      if (request.text().empty()) return Invalid("text", "the prompt is empty");
+      if (served.tokenizer == nullptr) {
+        return absl::FailedPreconditionError(
+            "text: the model has no tokenizer; send token_ids instead");
+      }
+      const bool special = !request.has_add_special_tokens() || request.add_special_tokens();
+      absl::StatusOr<std::vector<int32_t>> ids = served.tokenizer->Encode(request.text(), special);
+      if (!ids.ok()) return Invalid("text", std::string(ids.status().message()));
+      if (absl::Status s = CheckPromptLength(ids->size(), "text", context); !s.ok()) return s;
+      out.prompt = *std::move(ids);
+      break;
+    }
+    case v1::GenerateRequest::kTokenIds: {
+      const auto& ids = request.token_ids().ids();
+      if (absl::Status s = CheckPromptLength(ids.size(), "token_ids.ids", context); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = ValidateTokenIds(ids, vocab, "token_ids.ids"); !s.ok()) return s;
+      out.prompt.assign(ids.begin(), ids.end());
+      break;
+    }
+    case v1::GenerateRequest::PROMPT_NOT_SET:
+      return Invalid("prompt", "give either text or token_ids");
+  }
+  if (absl::Status s = ConvertSampling(request.sampling(), context, &out); !s.ok()) return s;
+  out.client_id = request.request_id();
+  return out;
+}
+
+absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
+                                                 const ValidationContext& context) {
+  if (absl::Status s = ValidateRequestId(request.request_id()); !s.ok()) return s;
+  const ServedModel& served = *context.model;
+  if (request.messages().empty()) return Invalid("messages", "at least one message is needed");
+  int64_t total_bytes = 0;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (int i = 0; i < request.messages_size(); ++i) {
+    const v1::ChatMessage& m = request.messages(i);
+    const std::string field = absl::StrCat("messages[", i, "]");
+    const std::string& role = m.role();
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return Invalid(field + ".role",
+                     absl::StrCat("unknown role '", models::IsValidUtf8(role) ? role : "?",
+                                  "' (expected system, user, assistant or tool)"));
+    }
+    total_bytes += static_cast<int64_t>(m.content().size());
+    if (total_bytes > context.limits.max_request_bytes) {
+      return Invalid(field + ".content",
+                     absl::StrCat("the messages reach ", total_bytes,
+                                  " bytes here, more than the server's limit of ",
+                                  context.limits.max_request_bytes));
+    }
+    if (!models::IsValidUtf8(m.content())) return Invalid(field + ".content", "not valid UTF-8");
+    messages.push_back({{"role", role}, {"content", m.content()}});
+  }
+  if (served.tokenizer == nullptr || !served.chat_template.has_value()) {
+    return absl::FailedPreconditionError(
+        "messages: the model has no chat template (tokenizer_config.json chat_template); use "
+        "Generate");
+  }
+  const models::TokenizerConfig& tc = served.tokenizer->config();
+  nlohmann::ordered_json variables = {
+      {"messages", std::move(messages)},
+      {"add_generation_prompt",
+       !request.has_add_generation_prompt() || request.add_generation_prompt()},
+      {"bos_token", tc.bos_token},
+      {"eos_token", tc.eos_token},
+  };
+  absl::StatusOr<std::string> rendered = served.chat_template->Render(variables);
+  if (!rendered.ok()) {
+    // A template's raise_exception is how it refuses a conversation (e.g. roles that do not
+    // alternate), so the client hears it as a bad request.
+    return Invalid("messages",
+                   absl::StrCat("the chat template refused them: ", rendered.status().message()));
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = served.tokenizer->Encode(*rendered, false);
+  if (!ids.ok()) return Invalid("messages", std::string(ids.status().message()));
+  if (absl::Status s = CheckPromptLength(ids->size(), "messages", context); !s.ok()) return s;
+  engine::Request out;
+  out.prompt = *std::move(ids);
+  if (absl::Status s = ConvertSampling(request.sampling(), context, &out); !s.ok()) return s;
+  out.client_id = request.request_id();
+  return out;
+}
+
+}  // namespace tandem::server

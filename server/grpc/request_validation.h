@@ -1,0 +1,50 @@
+// Turns a client's Generate or Chat request into an engine::Request, or refuses it with a
+// status whose message names the offending field as the proto spells it ("sampling.top_p: must
+// be in (0, 1], got 1.5", "messages[2].role: ..."). Everything a client controls is checked
+// here, before the engine sees it: sizes against the server's caps, sampling values, UTF-8, chat
+// roles, token ids against the vocabulary. Pure functions of the request and the model, so they
+// can be tested (and fuzzed) without a server.
+#ifndef TANDEM_SERVER_GRPC_REQUEST_VALIDATION_H_
+#define TANDEM_SERVER_GRPC_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "server/grpc/served_model.h"
+#include "server/grpc/server_config.h"
+#include "tandem/v1/tandem.pb.h"
+
+namespace tandem::server {
+
+// What validation needs besides the request.
+struct ValidationContext {
+  const ServedModel* model = nullptr;
+  RequestLimits limits;
+  int32_t max_new_tokens_limit = 4096;
+};
+
+// request_id: empty (the server assigns one) or 1..128 printable ASCII characters.
+absl::Status ValidateRequestId(const std::string& request_id);
+
+// Fills the sampling and stopping fields of `out` from `params` (field names prefixed with
+// "sampling."). An absent seed is drawn at random.
+absl::Status ConvertSampling(const v1::SamplingParams& params, const ValidationContext& context,
+                             engine::Request* out);
+
+absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,
+                                                     const ValidationContext& context);
+
+// Renders the messages with the model's chat template (bos/eos tokens, add_generation_prompt)
+// and tokenizes the result without adding special tokens again: the template placed them.
+absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
+                                                 const ValidationContext& context);
+
+// Ids in [0, vocab): INVALID_ARGUMENT naming `field`[i] otherwise.
+absl::Status ValidateTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
+                              int32_t vocab_size, const std::string& field);
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_REQUEST_VALIDATION_H_

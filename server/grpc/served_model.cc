@@ -1,0 +1,31 @@
+#include "server/grpc/served_model.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
+
+namespace tandem::server {
+
+absl::StatusOr<ServedModel> ServedModel::Load(const std::string& dir,
+                                              const models::LoadOptions& options) {
+  ServedModel served;
+  TANDEM_ASSIGN_OR_RETURN(served.model, models::Model::Load(dir, options));
+  const bool has_tokenizer_file = std::filesystem::exists(dir + "/tokenizer.json") ||
+                                  std::filesystem::exists(dir + "/tokenizer.model");
+  if (!has_tokenizer_file) return served;
+  TANDEM_ASSIGN_OR_RETURN(served.tokenizer, models::LoadTokenizer(dir));
+  const std::string& source = served.tokenizer->config().chat_template;
+  if (!source.empty()) {
+    absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(source);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, "/tokenizer_config.json: chat_template: ", parsed.status().message()));
+    }
+    served.chat_template = *std::move(parsed);
+  }
+  return served;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,31 @@
+// The model the server serves, with what requests need besides the weights: the tokenizer
+// (optional: without it only token-id prompts work) and the parsed chat template (optional:
+// without it Chat is refused). Immutable once loaded, so every RPC thread reads it freely.
+#ifndef TANDEM_SERVER_GRPC_SERVED_MODEL_H_
+#define TANDEM_SERVER_GRPC_SERVED_MODEL_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/model.h"
+#include "models/tokenizer.h"
+#include "server/chat_template/chat_template.h"
+
+namespace tandem::server {
+
+struct ServedModel {
+  std::unique_ptr<models::Model> model;
+  std::unique_ptr<models::Tokenizer> tokenizer;  // may be null
+  std::optional<ChatTemplate> chat_template;     // only with a tokenizer
+
+  // Loads a checkpoint directory. A missing tokenizer is not an error (token-id prompts still
+  // work); a tokenizer that fails to load, or a chat template that fails to parse, is.
+  static absl::StatusOr<ServedModel> Load(const std::string& dir,
+                                          const models::LoadOptions& options);
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_SERVED_MODEL_H_

@@ -1,0 +1,94 @@
+// What every RPC of the service shares: the model, the engine, the caps, and the registry of
+// live streamed requests that Abort looks ids up in. Thread-safe.
+#ifndef TANDEM_SERVER_GRPC_SERVICE_STATE_H_
+#define TANDEM_SERVER_GRPC_SERVICE_STATE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "engine/engine.h"
+#include "server/grpc/request_validation.h"
+#include "server/grpc/served_model.h"
+#include "server/grpc/server_config.h"
+
+namespace tandem::server {
+
+class ServiceState {
+ public:
+  ServiceState(const ServedModel& model, engine::Engine& engine, const ServerConfig& config)
+      : model_(model), engine_(engine), config_(config) {
+    validation_.model = &model_;
+    validation_.limits = config.limits;
+    validation_.max_new_tokens_limit = config.engine.scheduler.max_new_tokens_limit;
+  }
+
+  const ServedModel& model() const { return model_; }
+  engine::Engine& engine() { return engine_; }
+  const ServerConfig& config() const { return config_; }
+  const ValidationContext& validation() const { return validation_; }
+  double uptime_seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
+
+  // Once set, new Generate and Chat calls get UNAVAILABLE.
+  void set_draining() { draining_ = true; }
+  bool draining() const { return draining_; }
+
+  // Counts an open stream; false (and nothing counted) when the cap is reached.
+  bool AcquireStream() {
+    if (active_streams_.fetch_add(1) >= config_.limits.max_concurrent_streams) {
+      active_streams_.fetch_sub(1);
+      return false;
+    }
+    return true;
+  }
+  void ReleaseStream() { active_streams_.fetch_sub(1); }
+  int64_t active_streams() const { return active_streams_.load(); }
+
+  // Reserves a request id before the request reaches the engine; false when a live request
+  // already uses it. An empty id gets a fresh "req-N" (written back).
+  bool ReserveId(std::string* request_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request_id->empty()) {
+      do {
+        *request_id = "req-" + std::to_string(next_id_++);
+      } while (live_.contains(*request_id));
+    }
+    return live_.emplace(*request_id, std::nullopt).second;
+  }
+  void BindId(const std::string& request_id, engine::RequestId id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[request_id] = id;
+  }
+  void ReleaseId(const std::string& request_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(request_id);
+  }
+  // The engine id of a live request.
+  std::optional<engine::RequestId> Lookup(const std::string& request_id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(request_id);
+    return it == live_.end() ? std::nullopt : it->second;
+  }
+
+ private:
+  const ServedModel& model_;
+  engine::Engine& engine_;
+  const ServerConfig config_;
+  ValidationContext validation_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> active_streams_{0};
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, std::optional<engine::RequestId>> live_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_SERVICE_STATE_H_

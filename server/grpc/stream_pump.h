@@ -1,0 +1,49 @@
+// The thread that moves engine events to gRPC streams. It owns every live GenerateStream:
+// gRPC's callbacks post signals here, and this thread alone calls into the streams (and so into
+// gRPC's write API), deleting each after gRPC reports it done.
+//
+// The engine's RequestStream offers no completion callback, only a blocking or timed pop, so a
+// stream that waits for tokens is polled: while any does, the thread wakes every poll_interval
+// (and at once on any gRPC callback); with none, it sleeps until signalled.
+#ifndef TANDEM_SERVER_GRPC_STREAM_PUMP_H_
+#define TANDEM_SERVER_GRPC_STREAM_PUMP_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "server/grpc/generate_stream.h"
+
+namespace tandem::server {
+
+class StreamPump {
+ public:
+  explicit StreamPump(std::chrono::microseconds poll_interval = std::chrono::microseconds(500));
+  ~StreamPump();  // Stop()
+  StreamPump(const StreamPump&) = delete;
+  StreamPump& operator=(const StreamPump&) = delete;
+
+  // Takes ownership (until gRPC's OnDone) and starts streaming.
+  void Add(GenerateStream* stream);
+  // Called by a stream's gRPC callbacks.
+  void Signal(GenerateStream* stream, const StreamSignals& signals);
+  // Waits until every stream is done (gRPC server shut down first), then ends the thread.
+  void Stop();
+
+ private:
+  void Run();
+
+  const std::chrono::microseconds poll_interval_;
+  std::mutex mu_;
+  std::condition_variable wake_cv_;
+  bool wake_ = false;
+  bool stopping_ = false;
+  absl::flat_hash_map<GenerateStream*, StreamSignals> streams_;
+  std::thread thread_;
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_STREAM_PUMP_H_

@@ -1,0 +1,159 @@
+// A real GrpcServer on a loopback port over a fixture model, and helpers that talk to it through
+// the generated C++ client.
+#ifndef TANDEM_TESTS_SERVER_GRPC_GRPC_TEST_UTIL_H_
+#define TANDEM_TESTS_SERVER_GRPC_GRPC_TEST_UTIL_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/grpc/grpc_server.h"
+#include "server/grpc/served_model.h"
+#include "tandem/v1/tandem.grpc.pb.h"
+
+namespace tandem::server::testing {
+
+inline std::string Fixture(const std::string& path) {
+  return std::string(TANDEM_TEST_DATA) + "/" + path;
+}
+
+inline models::LoadOptions FixtureLoadOptions() {
+  models::LoadOptions options;
+  options.page_tokens = 16;
+  options.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
+  return options;
+}
+
+// zamba2-tiny has a tokenizer and a ChatML chat template.
+inline std::unique_ptr<ServedModel> LoadServedFixture(const std::string& name = "zamba2-tiny") {
+  absl::StatusOr<ServedModel> served =
+      ServedModel::Load(Fixture("models/" + name), FixtureLoadOptions());
+  EXPECT_TRUE(served.ok()) << served.status();
+  if (!served.ok()) return nullptr;
+  return std::make_unique<ServedModel>(*std::move(served));
+}
+
+inline ServerConfig SmallServerConfig() {
+  ServerConfig config;
+  config.port = 0;
+  config.engine.memory_bytes = 32 << 20;
+  config.engine.threads = 2;
+  config.engine.scheduler.prefill_chunk = 64;
+  config.engine.scheduler.step_tokens = 256;
+  config.limits.max_prompt_tokens = 512;
+  config.limits.max_request_bytes = 4096;
+  return config;
+}
+
+struct StreamResult {
+  std::string request_id;
+  std::vector<int32_t> tokens;
+  std::string text;  // chunks' text followed by Complete's
+  int chunks = 0;
+  bool has_complete = false;
+  v1::Complete complete;
+  bool has_error = false;
+  v1::Error error;
+  std::vector<v1::TokenLogprobs> logprobs;
+  grpc::Status status;
+};
+
+// Reads a Generate/Chat stream to its end. `on_chunk` (optional) runs after each chunk.
+inline StreamResult ReadStream(grpc::ClientReader<v1::GenerateResponse>& reader,
+                               const std::function<void(const StreamResult&)>& on_chunk = {}) {
+  StreamResult out;
+  v1::GenerateResponse response;
+  while (reader.Read(&response)) {
+    out.request_id = response.request_id();
+    if (response.has_chunk()) {
+      ++out.chunks;
+      out.tokens.insert(out.tokens.end(), response.chunk().token_ids().begin(),
+                        response.chunk().token_ids().end());
+      out.text += response.chunk().text();
+      for (const auto& lp : response.chunk().logprobs()) out.logprobs.push_back(lp);
+      if (on_chunk) on_chunk(out);
+    } else if (response.has_complete()) {
+      out.has_complete = true;
+      out.complete = response.complete();
+      out.text += response.complete().text();
+    } else if (response.has_error()) {
+      out.has_error = true;
+      out.error = response.error();
+    }
+  }
+  out.status = reader.Finish();
+  return out;
+}
+
+class Client {
+ public:
+  explicit Client(int port)
+      : channel_(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials())),
+        stub_(v1::Tandem::NewStub(channel_)) {}
+
+  std::shared_ptr<grpc::Channel> channel() { return channel_; }
+  v1::Tandem::Stub& stub() { return *stub_; }
+
+  StreamResult Generate(const v1::GenerateRequest& request) {
+    grpc::ClientContext context;
+    auto reader = stub_->Generate(&context, request);
+    return ReadStream(*reader);
+  }
+  StreamResult Chat(const v1::ChatRequest& request) {
+    grpc::ClientContext context;
+    auto reader = stub_->Chat(&context, request);
+    return ReadStream(*reader);
+  }
+  v1::ServerInfo ServerInfo() {
+    grpc::ClientContext context;
+    v1::ServerInfo info;
+    grpc::Status status = stub_->GetServerInfo(&context, {}, &info);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return info;
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Tandem::Stub> stub_;
+};
+
+inline v1::GenerateRequest GreedyIds(const std::vector<int32_t>& ids, int32_t max_new_tokens) {
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
+  request.mutable_sampling()->set_ignore_eos(true);  // random fixture weights: fixed lengths
+  return request;
+}
+
+// Deterministic pseudo-random prompt ids in [4, vocab) (ids below 4 are special).
+inline std::vector<int32_t> Tokens(size_t n, uint32_t seed, int32_t vocab) {
+  std::vector<int32_t> out(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& t : out) {
+    x = x * 1664525u + 1013904223u;
+    t = 4 + static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab - 4));
+  }
+  return out;
+}
+
+// Polls `done` until it holds; asserts on the outcome, not on how long it took (the cap only
+// keeps a broken server from hanging the suite).
+inline bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 6000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+}  // namespace tandem::server::testing
+
+#endif  // TANDEM_TESTS_SERVER_GRPC_GRPC_TEST_UTIL_H_

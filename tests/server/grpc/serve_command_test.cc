@@ -1,0 +1,138 @@
+// The real `tandem serve` binary: it announces its port, answers a C++ client, reports
+// SERVING, and on SIGTERM drains the request in flight and exits 0.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "gtest/gtest.h"
+#include "tests/server/grpc/grpc_test_util.h"
+
+namespace tandem::server {
+namespace {
+
+using testing::Client;
+using testing::GreedyIds;
+using testing::StreamResult;
+
+// A child process running `tandem` with `args`; its stdout is a pipe read line by line.
+class TandemProcess {
+ public:
+  explicit TandemProcess(std::vector<std::string> args) {
+    // Everything the child needs is built before fork(): between fork and exec a child of a
+    // multi-threaded process may only make async-signal-safe calls.
+    const std::string binary = std::string(TANDEM_BINARY_DIR) + "/tandem";
+    std::vector<char*> argv = {const_cast<char*>(binary.c_str())};
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fdopen(fds[0], "r");
+  }
+  ~TandemProcess() {
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (out_ != nullptr) fclose(out_);
+  }
+
+  // The next line of stdout, without the newline; "" at end of file.
+  std::string ReadLine() {
+    char buffer[512];
+    if (out_ == nullptr || fgets(buffer, sizeof(buffer), out_) == nullptr) return "";
+    std::string line(buffer);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    return line;
+  }
+  // Everything left on stdout, up to end of file.
+  std::string ReadAll() {
+    std::string text;
+    char buffer[512];
+    size_t n = 0;
+    while (out_ != nullptr && (n = fread(buffer, 1, sizeof(buffer), out_)) > 0)
+      text.append(buffer, n);
+    return text;
+  }
+  void Signal(int signal) { kill(pid_, signal); }
+  // The exit status, or -1 when it did not exit normally.
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  bool started() const { return pid_ > 0 && out_ != nullptr; }
+
+ private:
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  FILE* out_ = nullptr;
+};
+
+TEST(ServeCommandTest, ServesUntilSigtermThenDrainsAndExitsZero) {
+  TandemProcess tandem({"serve", "--model", testing::Fixture("models/zamba2-tiny"), "--port", "0",
+                        "--threads", "2", "--memory-gib", "0.05", "--grace-seconds", "60"});
+  ASSERT_TRUE(tandem.started());
+  const std::string line = tandem.ReadLine();
+  const std::string prefix = "tandem serving on 127.0.0.1:";
+  ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
+  const int port = std::stoi(line.substr(prefix.size()));
+  ASSERT_GT(port, 0);
+
+  Client client(port);
+  {
+    auto health = grpc::health::v1::Health::NewStub(client.channel());
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckResponse response;
+    ASSERT_TRUE(health->Check(&context, {}, &response).ok());
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+  StreamResult quick = client.Generate(GreedyIds({5, 6, 7, 8}, 4));
+  ASSERT_TRUE(quick.status.ok()) << quick.status.error_message();
+  EXPECT_EQ(quick.tokens.size(), 4u);
+
+  // A long request is in flight when SIGTERM arrives: it still completes.
+  grpc::ClientContext context;
+  auto reader = client.stub().Generate(&context, GreedyIds({5, 6, 7, 8}, 1500));
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  tandem.Signal(SIGTERM);
+  StreamResult rest = testing::ReadStream(*reader);
+  EXPECT_TRUE(rest.status.ok()) << rest.status.error_message();
+  EXPECT_EQ(rest.complete.finish_reason(), v1::LENGTH);
+  EXPECT_EQ(rest.complete.usage().completion_tokens(), 1500);
+  EXPECT_EQ(tandem.Wait(), 0);
+}
+
+TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
+  TandemProcess tandem(
+      {"serve", "--model", testing::Fixture("models/zamba2-tiny"), "--port", "70000"});
+  ASSERT_TRUE(tandem.started());
+  EXPECT_EQ(tandem.Wait(), 2);
+  TandemProcess help({"serve", "--help"});
+  ASSERT_TRUE(help.started());
+  const std::string text = help.ReadAll();
+  EXPECT_EQ(help.Wait(), 0);
+  for (const char* flag : {"--model", "--port", "--host", "--max-streams", "--max-queue",
+                           "--max-prompt-tokens", "--max-new-tokens", "--grace-seconds"}) {
+    EXPECT_NE(text.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::server
