@@ -24,8 +24,15 @@ void RequestStream::Push(Event event) {
     if (finished_pushed_) return;  // nothing follows the finished event
     if (event.kind == Event::Kind::kFinished) finished_pushed_ = true;
     events_.push_back(std::move(event));
+    if (listener_) listener_();
   }
   cv_.notify_all();
+}
+
+void RequestStream::SetPushListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_ = std::move(listener);
+  if (listener_ && !events_.empty()) listener_();
 }
 
 bool RequestStream::Next(Event* event) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 
 #include "engine/request.h"
@@ -27,6 +28,13 @@ class RequestStream {
   // True once the finished event has been pushed (it may not have been read yet).
   bool finished() const;
 
+  // Lets a reader that serves many streams from one thread (the gRPC pump) sleep until an event
+  // arrives instead of polling: `listener` runs after every Push, on the pushing thread and
+  // under this stream's lock, so once SetPushListener(nullptr) returns it never runs again and
+  // whatever it refers to may go. It must be quick and must not call back into this stream or
+  // the engine. If events are already waiting when it is set, it runs once at once.
+  void SetPushListener(std::function<void()> listener);
+
  private:
   const RequestId id_;
   mutable std::mutex mu_;
@@ -34,6 +42,7 @@ class RequestStream {
   std::deque<Event> events_;
   bool finished_pushed_ = false;
   bool finished_taken_ = false;
+  std::function<void()> listener_;
 };
 
 }  // namespace tandem::engine

@@ -11,9 +11,15 @@ namespace tandem::server {
 
 GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump, std::string request_id,
                                std::shared_ptr<engine::RequestStream> stream)
-    : state_(state), pump_(pump), request_id_(std::move(request_id)), stream_(std::move(stream)) {}
+    : state_(state), pump_(pump), request_id_(std::move(request_id)), stream_(std::move(stream)) {
+  // Wakes the pump when the engine produces something for this stream (a pump that does not
+  // know this stream yet ignores it, and its first Advance reads what is waiting).
+  stream_->SetPushListener([this] { pump_.Signal(this, {}); });
+}
 
 GenerateStream::~GenerateStream() {
+  // First, so that the engine's pushes (including the Cancel's below) no longer reach the pump.
+  stream_->SetPushListener(nullptr);
   // A stream torn down before its request finished (client gone, server stopping) must not
   // leave the request holding engine memory.
   if (!stream_->finished()) state_.engine().Cancel(stream_->id());
@@ -39,24 +45,24 @@ void GenerateStream::OnCancel() {
 
 void GenerateStream::OnDone() { pump_.Signal(this, {.done = true}); }
 
-GenerateStream::Waiting GenerateStream::Advance(const StreamSignals& signals) {
+void GenerateStream::Advance(const StreamSignals& signals) {
   if (signals.write_done) {
     write_in_flight_ = false;
     if (!signals.write_ok) cancelled_ = true;  // the client is gone
   }
   if (signals.cancelled) cancelled_ = true;
-  if (finish_called_ || write_in_flight_) return Waiting::kGrpc;
+  if (finish_called_ || write_in_flight_) return;
   if (cancelled_) {
     state_.engine().Cancel(stream_->id());
     ReleaseId();
     finish_called_ = true;
     Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
-    return Waiting::kGrpc;
+    return;
   }
   if (final_written_) {
     finish_called_ = true;
     Finish(final_status_);
-    return Waiting::kGrpc;
+    return;
   }
 
   response_.Clear();
@@ -80,7 +86,7 @@ GenerateStream::Waiting GenerateStream::Advance(const StreamSignals& signals) {
       pending_finished_ = std::move(finished);  // the chunk goes first
       finished.reset();
     }
-    if (chunk == nullptr && !finished) return Waiting::kEngine;
+    if (chunk == nullptr && !finished) return;
   }
   if (finished) {
     ReleaseId();  // the request is over: Abort no longer finds it, the id may be reused
@@ -89,7 +95,7 @@ GenerateStream::Waiting GenerateStream::Advance(const StreamSignals& signals) {
   }
   write_in_flight_ = true;
   StartWrite(&response_);
-  return Waiting::kGrpc;
+  return;
 }
 
 }  // namespace tandem::server

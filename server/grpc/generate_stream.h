@@ -36,10 +36,9 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
                  std::shared_ptr<engine::RequestStream> stream);
   ~GenerateStream() override;
 
-  enum class Waiting { kEngine, kGrpc };
   // Pump thread only: consumes signals, writes what the engine produced, finishes the call.
-  // Says what the stream now waits for: engine events (to be polled) or a gRPC callback.
-  Waiting Advance(const StreamSignals& signals);
+  // The stream then waits for a gRPC callback or an engine event, each of which signals the pump.
+  void Advance(const StreamSignals& signals);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;

@@ -5,7 +5,7 @@
 
 namespace tandem::server {
 
-StreamPump::StreamPump(std::chrono::microseconds poll_interval) : poll_interval_(poll_interval) {
+StreamPump::StreamPump() {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -64,27 +64,27 @@ void StreamPump::Run() {
 
     // Outside the lock: Advance calls into gRPC, which may run a stream's callbacks inline,
     // and those call Signal().
-    bool polling = false;
     std::vector<GenerateStream*> done;
     for (const auto& [stream, signals] : work) {
       if (signals.done) {
         done.push_back(stream);
-      } else if (stream->Advance(signals) == GenerateStream::Waiting::kEngine) {
-        polling = true;
+      } else {
+        stream->Advance(signals);
       }
     }
     lock.lock();
-    for (GenerateStream* stream : done) {
-      streams_.erase(stream);
-      delete stream;  // gRPC no longer touches a reactor after OnDone
+    for (GenerateStream* stream : done) streams_.erase(stream);
+    if (!done.empty()) {
+      // Deleted outside the lock: a stream's destructor cancels its request, and the engine's
+      // push of the finished event runs the listener, which takes this lock (until the
+      // destructor has removed the listener, which it does first).
+      lock.unlock();
+      for (GenerateStream* stream : done) delete stream;  // gRPC is done with these reactors
+      lock.lock();
     }
-    if (!wake_) {
-      if (polling) {
-        wake_cv_.wait_for(lock, poll_interval_, [&] { return wake_; });
-      } else {
-        wake_cv_.wait(lock, [&] { return wake_; });
-      }
-    }
+    // Stop's wake-up may have been consumed by this pass (whose last stream then finished), so
+    // an empty pump that is stopping must not wait for another.
+    wake_cv_.wait(lock, [&] { return wake_ || (stopping_ && streams_.empty()); });
   }
 }
 

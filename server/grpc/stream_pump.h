@@ -2,13 +2,11 @@
 // gRPC's callbacks post signals here, and this thread alone calls into the streams (and so into
 // gRPC's write API), deleting each after gRPC reports it done.
 //
-// The engine's RequestStream offers no completion callback, only a blocking or timed pop, so a
-// stream that waits for tokens is polled: while any does, the thread wakes every poll_interval
-// (and at once on any gRPC callback); with none, it sleeps until signalled.
+// The thread sleeps until signalled: by gRPC's callbacks, or by the engine pushing an event into
+// a stream's RequestStream (its push listener), so nothing is polled.
 #ifndef TANDEM_SERVER_GRPC_STREAM_PUMP_H_
 #define TANDEM_SERVER_GRPC_STREAM_PUMP_H_
 
-#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -20,14 +18,15 @@ namespace tandem::server {
 
 class StreamPump {
  public:
-  explicit StreamPump(std::chrono::microseconds poll_interval = std::chrono::microseconds(500));
+  StreamPump();
   ~StreamPump();  // Stop()
   StreamPump(const StreamPump&) = delete;
   StreamPump& operator=(const StreamPump&) = delete;
 
   // Takes ownership (until gRPC's OnDone) and starts streaming.
   void Add(GenerateStream* stream);
-  // Called by a stream's gRPC callbacks.
+  // Called by a stream's gRPC callbacks and its RequestStream's push listener; a stream that is
+  // not (or no longer) registered is ignored.
   void Signal(GenerateStream* stream, const StreamSignals& signals);
   // Waits until every stream is done (gRPC server shut down first), then ends the thread.
   void Stop();
@@ -35,7 +34,6 @@ class StreamPump {
  private:
   void Run();
 
-  const std::chrono::microseconds poll_interval_;
   std::mutex mu_;
   std::condition_variable wake_cv_;
   bool wake_ = false;

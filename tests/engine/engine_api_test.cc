@@ -26,6 +26,38 @@ EngineConfig SmallConfig(CachePolicy policy) {
   return config;
 }
 
+// The push listener lets one thread serve many streams without polling: it runs on every push,
+// at once when set over waiting events, and never after it is cleared.
+TEST(RequestStreamTest, PushListenerRunsOnEveryPushUntilCleared) {
+  RequestStream stream(7);
+  Event tokens;
+  tokens.kind = Event::Kind::kTokens;
+  tokens.tokens = {5};
+  stream.Push(tokens);
+  int calls = 0;
+  stream.SetPushListener([&] { ++calls; });
+  EXPECT_EQ(calls, 1);  // an event was already waiting
+  stream.Push(tokens);
+  EXPECT_EQ(calls, 2);
+  // Pushed from another thread, as the engine loop does: the listener runs there.
+  std::thread engine_loop([&] { stream.Push(tokens); });
+  engine_loop.join();
+  EXPECT_EQ(calls, 3);
+  stream.SetPushListener(nullptr);
+  Event finished;
+  finished.kind = Event::Kind::kFinished;
+  stream.Push(finished);
+  EXPECT_EQ(calls, 3);
+  Event e;
+  int read = 0;
+  while (stream.Next(&e)) ++read;
+  EXPECT_EQ(read, 4);
+  // Cleared, then set again over an empty queue: nothing to report.
+  RequestStream empty(8);
+  empty.SetPushListener([&] { ++calls; });
+  EXPECT_EQ(calls, 3);
+}
+
 TEST(EngineApiTest, ConcurrentClientsGetTheirSoloOutputs) {
   auto model = LoadFixtureModel("jamba-tiny");
   ASSERT_NE(model, nullptr);
