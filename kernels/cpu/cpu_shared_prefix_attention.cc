@@ -103,6 +103,16 @@ bool SharedPrefixImplSupported(SharedPrefixImpl impl) {
 
 void SharedPrefixAttentionWith(SharedPrefixImpl impl, ThreadPool& pool,
                                const SharedPrefixAttentionArgs& args, Workspace& ws) {
+  if (args.rows <= 0) return;
+  if (args.key_end <= args.key_begin) {  // an empty range: out = 0, lse = −inf
+    const int64_t width = int64_t{args.heads} * args.kv.head_dim;
+    for (int64_t m = 0; m < args.rows; ++m) {
+      std::fill(args.out + m * args.ld_out, args.out + m * args.ld_out + width, 0.0f);
+      std::fill(args.lse + m * args.ld_lse, args.lse + m * args.ld_lse + args.heads,
+                -std::numeric_limits<float>::infinity());
+    }
+    return;
+  }
   if (impl == SharedPrefixImpl::kAuto) {
     static const SharedPrefixImpl best = SharedPrefixImplSupported(SharedPrefixImpl::kAvx512)
                                              ? SharedPrefixImpl::kAvx512
@@ -129,14 +139,6 @@ void SharedPrefixAttentionBlas(ThreadPool& pool, const SharedPrefixAttentionArgs
   const int64_t dh = kv.head_dim;
   const int32_t kvh = kv.num_kv_heads, group = a.heads / kvh;
   const int64_t keys = a.key_end - a.key_begin;
-  if (a.rows <= 0) return;
-  if (keys <= 0) {
-    for (int64_t m = 0; m < a.rows; ++m) {
-      std::fill(a.out + m * a.ld_out, a.out + m * a.ld_out + a.heads * dh, 0.0f);
-      std::fill(a.lse + m * a.ld_lse, a.lse + m * a.ld_lse + a.heads, kNegInf);
-    }
-    return;
-  }
 
   // Tasks: kv head × row block × key split, about kTasksPerThread per thread: on cores shared
   // with other processes a thread that loses its core must not hold the others up. With 8 tasks

@@ -20,7 +20,8 @@ bool SharedPrefixImplSupported(SharedPrefixImpl impl);
 void SharedPrefixAttentionWith(SharedPrefixImpl impl, ThreadPool& pool,
                                const SharedPrefixAttentionArgs& args, Workspace& ws);
 
-// The two implementations (cpu_shared_prefix_attention.cc, hydragen_avx512.cc).
+// The two implementations (cpu_shared_prefix_attention.cc, hydragen_avx512.cc). They expect
+// rows > 0 and a non-empty key range; SharedPrefixAttentionWith handles the rest.
 void SharedPrefixAttentionBlas(ThreadPool& pool, const SharedPrefixAttentionArgs& args,
                                Workspace& ws);
 void SharedPrefixAttentionAvx512(ThreadPool& pool, const SharedPrefixAttentionArgs& args,

@@ -386,14 +386,6 @@ void SharedPrefixAttentionAvx512(ThreadPool& pool, const SharedPrefixAttentionAr
   const int64_t dh = kv.head_dim;
   const int32_t kvh = kv.num_kv_heads, group = a.heads / kvh;
   const int64_t keys = a.key_end - a.key_begin;
-  if (a.rows <= 0) return;
-  if (keys <= 0) {
-    for (int64_t m = 0; m < a.rows; ++m) {
-      std::fill(a.out + m * a.ld_out, a.out + m * a.ld_out + a.heads * dh, 0.0f);
-      std::fill(a.lse + m * a.ld_lse, a.lse + m * a.ld_lse + a.heads, kNegInf);
-    }
-    return;
-  }
 
   // Tasks: kv head × row block × key split, as in the BLAS path.
   const int64_t head_rows = a.rows * group;
