@@ -78,4 +78,10 @@ absl::StatusOr<ModelConfig> ModelPreset(const std::string& name) {
   return ParseModelConfig(*json, "preset " + name);
 }
 
+absl::StatusOr<std::unique_ptr<Model>> RandomPresetModel(const std::string& name, uint64_t seed) {
+  absl::StatusOr<ModelConfig> config = ModelPreset(name);
+  if (!config.ok()) return config.status();
+  return Model::CreateRandom(*config, seed);
+}
+
 }  // namespace tandem::models

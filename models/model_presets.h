@@ -4,10 +4,12 @@
 #ifndef TANDEM_MODELS_MODEL_PRESETS_H_
 #define TANDEM_MODELS_MODEL_PRESETS_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/model.h"
 #include "models/model_config.h"
 #include "nlohmann/json.hpp"
 
@@ -18,6 +20,8 @@ std::vector<std::string> ModelPresetNames();
 // config.json contents of a preset; INVALID_ARGUMENT naming the known presets otherwise.
 absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name);
 absl::StatusOr<ModelConfig> ModelPreset(const std::string& name);
+// The preset's model with random weights from `seed` (Model::CreateRandom).
+absl::StatusOr<std::unique_ptr<Model>> RandomPresetModel(const std::string& name, uint64_t seed);
 
 }  // namespace tandem::models
 

@@ -104,12 +104,7 @@ class ModeTimer {
 };
 
 int RunPreset(const std::string& preset, const Options& o) {
-  auto config = models::ModelPreset(preset);
-  if (!config.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
-    return 1;
-  }
-  auto model = models::Model::CreateRandom(*config, 1);
+  auto model = models::RandomPresetModel(preset, 1);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
     return 1;

@@ -28,12 +28,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int Run(const std::string& preset, int threads, int steps, int context, const std::string& gemm) {
-  auto config = models::ModelPreset(preset);
-  if (!config.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
-    return 1;
-  }
-  auto model = models::Model::CreateRandom(*config, 1);
+  auto model = models::RandomPresetModel(preset, 1);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
     return 1;

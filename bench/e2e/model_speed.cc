@@ -116,12 +116,7 @@ int Main(int argc, char** argv) {
   for (const std::string& preset : models::ModelPresetNames()) {
     const std::string family = preset.substr(0, preset.find('-'));
     const char* name = family.c_str();
-    auto config = models::ModelPreset(preset);
-    if (!config.ok()) {
-      std::fprintf(stderr, "%s: %s\n", name, std::string(config.status().message()).c_str());
-      return 1;
-    }
-    auto model = models::Model::CreateRandom(*config, 1);
+    auto model = models::RandomPresetModel(preset, 1);
     if (!model.ok()) {
       std::fprintf(stderr, "%s: %s\n", name, std::string(model.status().message()).c_str());
       return 1;

@@ -193,9 +193,7 @@ int RunBenchEngine(int argc, char** argv) {
     model_name = *dir;
   } else {
     model_name = args->String("preset").value_or("jamba-100m");
-    auto preset = models::ModelPreset(model_name);
-    if (!preset.ok()) return Fail(preset.status());
-    model = models::Model::CreateRandom(*preset, 1);
+    model = models::RandomPresetModel(model_name, 1);
   }
   if (!model.ok()) return Fail(model.status());
 
