@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backends.h"
 #include "models/model.h"
+#include "tests/test_tokens.h"
 
 namespace tandem::engine::testing {
 
@@ -156,16 +157,7 @@ inline Request GreedyWithLogprobs(std::vector<int32_t> prompt, int32_t max_new_t
   return r;
 }
 
-// Deterministic pseudo-random prompt ids in [4, vocab).
-inline std::vector<int32_t> Tokens(size_t n, uint32_t seed, int32_t vocab) {
-  std::vector<int32_t> out(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& t : out) {
-    x = x * 1664525u + 1013904223u;
-    t = 4 + static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab - 4));
-  }
-  return out;
-}
+using ::tandem::testing::Tokens;  // tests/test_tokens.h
 
 }  // namespace tandem::engine::testing
 

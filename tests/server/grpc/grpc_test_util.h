@@ -16,6 +16,7 @@
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/served_model.h"
 #include "tandem/v1/tandem.grpc.pb.h"
+#include "tests/test_tokens.h"
 
 namespace tandem::server::testing {
 
@@ -133,16 +134,7 @@ inline v1::GenerateRequest GreedyIds(const std::vector<int32_t>& ids, int32_t ma
   return request;
 }
 
-// Deterministic pseudo-random prompt ids in [4, vocab) (ids below 4 are special).
-inline std::vector<int32_t> Tokens(size_t n, uint32_t seed, int32_t vocab) {
-  std::vector<int32_t> out(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& t : out) {
-    x = x * 1664525u + 1013904223u;
-    t = 4 + static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(vocab - 4));
-  }
-  return out;
-}
+using ::tandem::testing::Tokens;  // tests/test_tokens.h
 
 // Polls `done` until it holds; asserts on the outcome, not on how long it took (the cap only
 // keeps a broken server from hanging the suite).
