@@ -30,7 +30,8 @@ class CpuOps : public Ops {
   // prefill speed: sgemm is faster at large row counts (docs/BENCHMARKS.md, "Batch invariance").
   void set_batch_invariant(bool on) { batch_invariant_ = on; }
   bool batch_invariant() const { return batch_invariant_; }
-  // SsdScan runs in chunks of min(args.chunk_size, max_chunk) tokens. The result does not depend
+  // Outside batch-invariant mode, SsdScan runs in chunks of min(args.chunk_size, max_chunk) tokens
+  // (in it, token by token: see set_batch_invariant). The result does not depend
   // on the chunk length (up to rounding), and on CPUs short chunks are much faster: the
   // intra-chunk work grows with the chunk length while the state passing does not (2-5× between
   // 256 and 32 at T = 512, docs/BENCHMARKS.md). Tests raise it to exercise long chunks.
