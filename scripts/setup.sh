@@ -7,8 +7,10 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libabsl-dev nlohmann-json3-dev libopenblas-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev
   python3 python3-numpy python3-grpcio
+  # tests only: a real Prometheus scrapes /metrics; clang's libFuzzer runs the fuzz targets
+  prometheus clang libclang-rt-14-dev
 )
 
 missing=()

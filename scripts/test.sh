@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite:
 #   1. the release build (with CUDA code when nvcc is found) and every test;
-#   2. a CPU-only build under AddressSanitizer + UndefinedBehaviorSanitizer and every test again.
+#   2. a CPU-only build under AddressSanitizer + UndefinedBehaviorSanitizer and every test again;
+#   3. the libFuzzer targets (clang), each run for a bounded time (FUZZ_SECONDS, default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -19,3 +20,6 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SAN
 cmake --build build/asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs"
+
+echo "== libFuzzer targets (clang) =="
+scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

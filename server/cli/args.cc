@@ -54,13 +54,18 @@ std::optional<std::string> Args::String(const std::string& name) const {
   return it->second;
 }
 
+std::string Args::Source(const std::string& name) const {
+  auto it = sources_.find(name);
+  return it == sources_.end() ? absl::StrCat("--", name) : it->second;
+}
+
 absl::StatusOr<std::optional<int64_t>> Args::Int(const std::string& name) const {
   auto s = String(name);
   if (!s) return std::optional<int64_t>();
   int64_t v;
   if (!absl::SimpleAtoi(*s, &v)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("flag --", name, ": '", *s, "' is not an integer"));
+        absl::StrCat(Source(name), ": '", *s, "' is not an integer"));
   }
   return std::optional<int64_t>(v);
 }
@@ -71,7 +76,7 @@ absl::StatusOr<std::optional<double>> Args::Double(const std::string& name) cons
   double v;
   if (!absl::SimpleAtod(*s, &v)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("flag --", name, ": '", *s, "' is not a number"));
+        absl::StrCat(Source(name), ": '", *s, "' is not a number"));
   }
   return std::optional<double>(v);
 }
@@ -84,7 +89,7 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> Args::IntList(const std::str
     int64_t v;
     if (!absl::SimpleAtoi(part, &v)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("flag --", name, ": '", std::string(part), "' is not an integer"));
+          absl::StrCat(Source(name), ": '", std::string(part), "' is not an integer"));
     }
     out.push_back(v);
   }

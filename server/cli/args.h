@@ -26,6 +26,14 @@ class Args {
   static absl::StatusOr<Args> Parse(int argc, char** argv, const std::vector<FlagSpec>& specs);
 
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  // Sets a flag the command line did not give (config_sources.h fills them from the
+  // environment and a config file); a flag already set keeps its value. `source` names where
+  // the value came from in error messages, e.g. "TANDEM_PORT" or "serve.conf:3".
+  void SetIfAbsent(const std::string& name, std::string value, std::string source) {
+    if (values_.emplace(name, std::move(value)).second) sources_[name] = std::move(source);
+  }
+  // Where a flag's value came from: "--name" for the command line.
+  std::string Source(const std::string& name) const;
   std::optional<std::string> String(const std::string& name) const;
   absl::StatusOr<std::optional<int64_t>> Int(const std::string& name) const;
   absl::StatusOr<std::optional<double>> Double(const std::string& name) const;
@@ -34,6 +42,7 @@ class Args {
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> sources_;  // flags not from the command line
 };
 
 // "Usage: tandem NAME [flags]" followed by one line per flag.

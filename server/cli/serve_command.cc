@@ -5,25 +5,34 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "models/status_macros.h"
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
+#include "server/cli/config_sources.h"
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/served_model.h"
+#include "server/logging/structured_log.h"
 
 namespace tandem::cli {
 namespace {
 
 const std::vector<FlagSpec>& ServeFlags() {
   static const std::vector<FlagSpec> specs = {
-      {"model", true, "checkpoint directory (config.json, *.safetensors, tokenizer)"},
+      {"model", true,
+       "checkpoint directory (config.json, *.safetensors, tokenizer); default: the bundled "
+       "model, bundled/tandem-tiny-chat"},
+      {"config", true, "a file of `flag = value` lines (flags and TANDEM_* variables win)"},
       {"host", true, "address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)"},
       {"port", true, "port to listen on (default 50051; 0 picks a free one and prints it)"},
       {"memory-gib", true, "memory for KV pages and SSM blocks (default 1)"},
@@ -41,6 +50,15 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"max-new-tokens", true, "largest max_new_tokens a request may ask for (default 4096)"},
       {"max-request-bytes", true, "bytes of prompt text in one request (default 1048576)"},
       {"grace-seconds", true, "on SIGTERM/SIGINT, time for in-flight requests to finish (30)"},
+      {"tls-cert", true, "PEM certificate chain: serve TLS only (needs --tls-key)"},
+      {"tls-key", true, "PEM private key of --tls-cert"},
+      {"auth-token", true, "require 'authorization: Bearer TOKEN' on every tandem.v1 call"},
+      {"auth-token-file", true, "read the bearer token from this file (keeps it out of ps)"},
+      {"metrics-host", true, "address of the Prometheus /metrics endpoint (default: --host)"},
+      {"metrics-port", true, "port of /metrics (default 9464; 0 picks a free one and prints it)"},
+      {"no-metrics", false, "serve no /metrics endpoint"},
+      {"log-format", true, "text (logfmt, default) or json: one line per event on stderr"},
+      {"log-level", true, "debug, info (default), warning or error"},
       {"help", false, "show this help"},
   };
   return specs;
@@ -51,6 +69,8 @@ struct Settings {
   models::LoadOptions load;
   server::ServerConfig server;
   double grace_seconds = 30;
+  server::LogFormat log_format = server::LogFormat::kText;
+  server::LogLevel log_level = server::LogLevel::kInfo;
 };
 
 // An integer flag in [lo, hi], or `fallback` when absent.
@@ -60,25 +80,90 @@ absl::StatusOr<int64_t> IntIn(const Args& args, const std::string& name, int64_t
   if (!value) return fallback;
   if (*value < lo || *value > hi) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " must be in [", lo, ", ", hi, "], got ", *value));
+        absl::StrCat(args.Source(name), " must be in [", lo, ", ", hi, "], got ", *value));
   }
   return *value;
 }
 
+// The bundled model, looked for beside the binary (build/release/tandem in a checkout, or
+// bin/ next to share/ when installed) and then under the working directory.
+absl::StatusOr<std::string> BundledModelDir() {
+  constexpr const char* kName = "tandem-tiny-chat";
+  std::vector<std::filesystem::path> candidates;
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    candidates.push_back(exe.parent_path() / "../../bundled" / kName);
+    candidates.push_back(exe.parent_path() / "../share/tandem" / kName);
+  }
+  candidates.push_back(std::filesystem::path("bundled") / kName);
+  for (const std::filesystem::path& dir : candidates) {
+    if (std::filesystem::exists(dir / "config.json", error)) {
+      return std::filesystem::weakly_canonical(dir, error).string();
+    }
+  }
+  return absl::NotFoundError(
+      "no --model given and the bundled model (bundled/tandem-tiny-chat) was not found beside "
+      "the binary or in the working directory");
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--auth-token-file: cannot read '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token(absl::StripAsciiWhitespace(text.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--auth-token-file: '", path, "' is empty"));
+  }
+  return token;
+}
+
+absl::Status ReadSecurity(const Args& args, server::SecurityConfig* security) {
+  security->tls_cert_file = args.String("tls-cert").value_or("");
+  security->tls_key_file = args.String("tls-key").value_or("");
+  if (security->tls_cert_file.empty() != security->tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (args.Has("auth-token") && args.Has("auth-token-file")) {
+    return absl::InvalidArgumentError("give --auth-token or --auth-token-file, not both");
+  }
+  if (std::optional<std::string> file = args.String("auth-token-file")) {
+    TANDEM_ASSIGN_OR_RETURN(security->auth_token, ReadTokenFile(*file));
+  } else {
+    security->auth_token = args.String("auth-token").value_or("");
+    if (args.Has("auth-token") && security->auth_token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(args.Source("auth-token"), " is empty"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
   Settings s;
-  std::optional<std::string> model = args.String("model");
-  if (!model) return absl::InvalidArgumentError("--model DIR is required");
-  s.model_dir = *model;
+  if (std::optional<std::string> model = args.String("model")) {
+    s.model_dir = *model;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(s.model_dir, BundledModelDir());
+  }
   s.server.host = args.String("host").value_or("127.0.0.1");
   TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "port", 0, 65535, 50051));
   s.server.port = static_cast<int>(port);
+  TANDEM_RETURN_IF_ERROR(ReadSecurity(args, &s.server.security));
+  s.server.metrics.enabled = !args.Has("no-metrics");
+  s.server.metrics.host = args.String("metrics-host").value_or(s.server.host);
+  TANDEM_ASSIGN_OR_RETURN(int64_t metrics_port, IntIn(args, "metrics-port", 0, 65535, 9464));
+  s.server.metrics.port = static_cast<int>(metrics_port);
+  TANDEM_ASSIGN_OR_RETURN(s.log_format,
+                          server::ParseLogFormat(args.String("log-format").value_or("text")));
+  TANDEM_ASSIGN_OR_RETURN(s.log_level,
+                          server::ParseLogLevel(args.String("log-level").value_or("info")));
 
   engine::EngineConfig& e = s.server.engine;
   TANDEM_ASSIGN_OR_RETURN(std::optional<double> gib, args.Double("memory-gib"));
   if (gib && !(*gib > 0 && *gib <= 1024)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--memory-gib must be in (0, 1024], got ", *gib));
+        absl::StrCat(args.Source("memory-gib"), " must be in (0, 1024], got ", *gib));
   }
   e.memory_bytes = static_cast<size_t>(gib.value_or(1.0) * (1ull << 30));
   e.allocator = args.String("allocator").value_or("avmp-dynamic");
@@ -109,7 +194,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(std::optional<double> grace, args.Double("grace-seconds"));
   if (grace && !(*grace >= 0 && *grace <= 3600)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--grace-seconds must be in [0, 3600], got ", *grace));
+        absl::StrCat(args.Source("grace-seconds"), " must be in [0, 3600], got ", *grace));
   }
   s.grace_seconds = grace.value_or(30.0);
   return s;
@@ -117,45 +202,69 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
 
 absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
   models::LoadOptions load = settings.load;
-  if (isatty(fileno(stderr))) {
-    load.progress = [](const std::string& step) {
-      std::fprintf(stderr, "\rloading model: %-24s", step.c_str());
-      if (step == "done") std::fprintf(stderr, "\n");
-    };
-  }
+  load.progress = [](const std::string& step) {
+    server::LogLine(server::LogLevel::kInfo, "loading model").Field("step", step);
+  };
   const auto load_start = std::chrono::steady_clock::now();
+  server::LogLine(server::LogLevel::kInfo, "loading model").Field("dir", settings.model_dir);
   TANDEM_ASSIGN_OR_RETURN(server::ServedModel model,
                           server::ServedModel::Load(settings.model_dir, load));
-  std::fprintf(
-      stderr, "loaded %s: %s, %d layers, tokenizer %s, chat template %s, %.2f s\n",
-      settings.model_dir.c_str(), model.model->config().architecture.c_str(),
-      model.model->config().num_layers, model.tokenizer ? "yes" : "no",
-      model.chat_template ? "yes" : "no",
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+  server::LogLine(server::LogLevel::kInfo, "model loaded")
+      .Field("dir", settings.model_dir)
+      .Field("architecture", model.model->config().architecture)
+      .Field("layers", model.model->config().num_layers)
+      .Field("tokenizer", model.tokenizer != nullptr)
+      .Field("chat_template", model.chat_template.has_value())
+      .Field("seconds",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
 
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::GrpcServer> server,
                           server::GrpcServer::Start(model, settings.server));
-  // Scripts read this line to find the port (useful with --port 0).
-  std::fprintf(stdout, "tandem serving on %s:%d\n", settings.server.host.c_str(), server->port());
+  const server::ServerConfig& config = settings.server;
+  server::LogLine(server::LogLevel::kInfo, "serving")
+      .Field("address", absl::StrCat(config.host, ":", server->port()))
+      .Field("tls", !config.security.tls_cert_file.empty())
+      .Field("auth_token", !config.security.auth_token.empty())
+      .Field("metrics_port", server->metrics_port())
+      .Field("cache_policy", engine::CachePolicyName(config.engine.scheduler.cache.policy));
+  // Scripts read these lines to find the ports (useful with --port 0 and --metrics-port 0).
+  if (server->metrics_port() != 0) {
+    std::fprintf(stdout, "tandem metrics on http://%s:%d/metrics\n", config.metrics.host.c_str(),
+                 server->metrics_port());
+  }
+  std::fprintf(stdout, "tandem serving on %s:%d\n", config.host.c_str(), server->port());
   std::fflush(stdout);
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  std::fprintf(stderr, "received %s: draining (grace %.0f s)\n",
-               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", settings.grace_seconds);
+  const engine::SchedulerStats stats = server->engine().stats();
+  server::LogLine(server::LogLevel::kInfo, "draining")
+      .Field("signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
+      .Field("grace_seconds", settings.grace_seconds)
+      .Field("in_flight", static_cast<int64_t>(stats.running + stats.waiting));
   server->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(settings.grace_seconds * 1000)));
-  std::fprintf(stderr, "stopped\n");
+  server::LogLine(server::LogLevel::kInfo, "stopped");
   return absl::OkStatus();
 }
 
 }  // namespace
 
 int RunServe(int argc, char** argv) {
-  const std::string synopsis = "--model DIR [--host 127.0.0.1] [--port 50051] [flags]";
+  const std::string synopsis =
+      "[--model DIR] [--host 127.0.0.1] [--port 50051] [flags]\n\n"
+      "Every flag may also come from the environment as TANDEM_<FLAG> (TANDEM_MEMORY_GIB=2) or\n"
+      "from --config FILE (lines of `flag = value`); the command line wins, then the\n"
+      "environment, then the file.";
   absl::StatusOr<Args> args = Args::Parse(argc, argv, ServeFlags());
   if (args.ok() && args->Has("help")) {
     std::cout << Usage("serve", synopsis, ServeFlags());
     return 0;
+  }
+  if (args.ok()) {
+    if (absl::Status s = FillFromEnvironmentAndFile(ServeFlags(), ProcessEnvironment(), &*args);
+        !s.ok()) {
+      args = s;
+    }
   }
   absl::StatusOr<Settings> settings =
       args.ok() ? ReadSettings(*args) : absl::StatusOr<Settings>(args.status());
@@ -164,6 +273,7 @@ int RunServe(int argc, char** argv) {
               << Usage("serve", synopsis, ServeFlags());
     return 2;
   }
+  server::ConfigureLogging(settings->log_format, settings->log_level);
   // Block the stop signals before any thread starts, so that every thread inherits the mask and
   // only sigwait() in this thread receives them.
   sigset_t stop_signals;
@@ -172,7 +282,8 @@ int RunServe(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   if (absl::Status status = Run(*settings, stop_signals); !status.ok()) {
-    std::cerr << "tandem serve: " << status.message() << "\n";
+    server::LogLine(server::LogLevel::kError, "tandem serve failed")
+        .Field("error", status.message());
     return 1;
   }
   return 0;

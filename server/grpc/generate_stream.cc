@@ -3,15 +3,23 @@
 #include <chrono>
 #include <utility>
 
+#include "server/grpc/call_record.h"
 #include "server/grpc/event_conversion.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/stream_pump.h"
 
 namespace tandem::server {
 
-GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump, std::string request_id,
+GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump, const char* rpc,
+                               std::string request_id,
+                               std::chrono::system_clock::time_point deadline,
                                std::shared_ptr<engine::RequestStream> stream)
-    : state_(state), pump_(pump), request_id_(std::move(request_id)), stream_(std::move(stream)) {
+    : state_(state),
+      pump_(pump),
+      rpc_(rpc),
+      request_id_(std::move(request_id)),
+      deadline_(deadline),
+      stream_(std::move(stream)) {
   // Wakes the pump when the engine produces something for this stream (a pump that does not
   // know this stream yet ignores it, and its first Advance reads what is waiting).
   stream_->SetPushListener([this] { pump_.Signal(this, {}); });
@@ -55,13 +63,14 @@ void GenerateStream::Advance(const StreamSignals& signals) {
   if (cancelled_) {
     state_.engine().Cancel(stream_->id());
     ReleaseId();
-    finish_called_ = true;
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+    // The client sees DEADLINE_EXCEEDED from its own library; record it as such too.
+    const bool expired = std::chrono::system_clock::now() >= deadline_;
+    FinishCall(expired ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded")
+                       : grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
     return;
   }
   if (final_written_) {
-    finish_called_ = true;
-    Finish(final_status_);
+    FinishCall(final_status_);
     return;
   }
 
@@ -71,17 +80,7 @@ void GenerateStream::Advance(const StreamSignals& signals) {
   pending_finished_.reset();
   if (!finished) {
     v1::Chunk* chunk = nullptr;
-    engine::Event event;
-    bool timed_out = false;
-    while (stream_->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) {
-      if (event.kind == engine::Event::Kind::kFinished) {
-        finished = std::move(event);
-        break;
-      }
-      if (chunk == nullptr) chunk = response_.mutable_chunk();
-      AppendTokens(event, chunk);
-      if (!event.tokens.empty()) last_token_ = event.tokens.back();
-    }
+    finished = TakeEvents(&chunk);
     if (chunk != nullptr && finished) {
       pending_finished_ = std::move(finished);  // the chunk goes first
       finished.reset();
@@ -92,10 +91,41 @@ void GenerateStream::Advance(const StreamSignals& signals) {
     ReleaseId();  // the request is over: Abort no longer finds it, the id may be reused
     final_status_ = ToGrpcStatus(FinishedResponse(*finished, last_token_, &response_));
     final_written_ = true;
+    finished_ = std::move(finished);
   }
   write_in_flight_ = true;
   StartWrite(&response_);
-  return;
+}
+
+std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
+  engine::Event event;
+  bool timed_out = false;
+  while (stream_->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) {
+    if (event.kind == engine::Event::Kind::kFinished) return event;
+    if (*chunk == nullptr) *chunk = response_.mutable_chunk();
+    AppendTokens(event, *chunk);
+    if (event.tokens.empty()) continue;
+    last_token_ = event.tokens.back();
+    // Tokens of one event were emitted by one step: the first carries the gap, the rest 0.
+    if (last_token_seconds_ >= 0) {
+      state_.metrics().ObserveInterTokenGap(event.seconds - last_token_seconds_);
+    }
+    for (size_t i = 1; i < event.tokens.size(); ++i) state_.metrics().ObserveInterTokenGap(0);
+    last_token_seconds_ = event.seconds;
+  }
+  return std::nullopt;
+}
+
+void GenerateStream::FinishCall(const grpc::Status& status) {
+  finish_called_ = true;
+  RecordServedCall(state_, rpc_, request_id_, status, finished_ ? &*finished_ : nullptr);
+  Finish(status);
+}
+
+RefusedStream::RefusedStream(ServiceState& state, const char* rpc, const std::string& request_id,
+                             const grpc::Status& status) {
+  RecordRefusedCall(state, rpc, request_id, status);
+  Finish(status);
 }
 
 }  // namespace tandem::server

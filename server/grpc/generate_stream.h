@@ -7,6 +7,7 @@
 #ifndef TANDEM_SERVER_GRPC_GENERATE_STREAM_H_
 #define TANDEM_SERVER_GRPC_GENERATE_STREAM_H_
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,8 +32,10 @@ struct StreamSignals {
 class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   // The request is already in the engine as `stream`, with `request_id` reserved and one
-  // stream slot acquired in `state`; the destructor gives both back.
-  GenerateStream(ServiceState& state, StreamPump& pump, std::string request_id,
+  // stream slot acquired in `state`; the destructor gives both back. `rpc` names the method
+  // for metrics and logs; `deadline` is the call's (to tell a deadline from a cancellation).
+  GenerateStream(ServiceState& state, StreamPump& pump, const char* rpc, std::string request_id,
+                 std::chrono::system_clock::time_point deadline,
                  std::shared_ptr<engine::RequestStream> stream);
   ~GenerateStream() override;
 
@@ -46,15 +49,24 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
  private:
   void ReleaseId();
+  // Reads the events waiting in the engine's stream into response_'s chunk; returns the finish
+  // event if it came.
+  std::optional<engine::Event> TakeEvents(v1::Chunk** chunk);
+  // Ends the call with `status` (once) and records it.
+  void FinishCall(const grpc::Status& status);
 
   ServiceState& state_;
   StreamPump& pump_;
+  const char* const rpc_;
   const std::string request_id_;
+  const std::chrono::system_clock::time_point deadline_;
   std::shared_ptr<engine::RequestStream> stream_;
   // Pump thread only.
   v1::GenerateResponse response_;
   std::optional<engine::Event> pending_finished_;  // read while a chunk was being built
+  std::optional<engine::Event> finished_;  // the finish event, once converted
   int32_t last_token_ = -1;
+  double last_token_seconds_ = -1;  // engine time of the latest token, for inter-token gaps
   bool write_in_flight_ = false;
   bool final_written_ = false;
   bool finish_called_ = false;
@@ -63,10 +75,12 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   grpc::Status final_status_;
 };
 
-// A call refused before it reached the engine: finishes at once with the status.
+// A call refused before it reached the engine: records the refusal and finishes at once with
+// the status.
 class RefusedStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  RefusedStream(ServiceState& state, const char* rpc, const std::string& request_id,
+                const grpc::Status& status);
   void OnDone() override { delete this; }
 };
 

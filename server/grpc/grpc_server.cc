@@ -1,7 +1,9 @@
 #include "server/grpc/grpc_server.h"
 
 #include <algorithm>
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -10,6 +12,8 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/grpc/service_state.h"
+#include "server/metrics/engine_collector.h"
+#include "server/metrics/metrics_endpoint.h"
 #include "server/grpc/stream_pump.h"
 #include "server/grpc/tandem_service.h"
 
@@ -36,6 +40,32 @@ absl::Status WarmUp(engine::Engine& engine, const models::Model& model) {
   return absl::OkStatus();
 }
 
+// The PEM files' contents, or an error naming the file.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read '", path, "'"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": '", path, "' is not a PEM file"));
+  }
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const SecurityConfig& config) {
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both a certificate and a key file");
+  }
+  if (config.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<std::string> cert = ReadPemFile(config.tls_cert_file, "TLS certificate");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile(config.tls_key_file, "TLS key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(options);
+}
+
 std::string Address(const std::string& host, int port) {
   // An IPv6 literal needs brackets before the port.
   if (host.find(':') != std::string::npos && host.front() != '[') {
@@ -52,6 +82,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
     return absl::InvalidArgumentError(
         absl::StrCat("port must be in [0, 65535], got ", config.port));
   }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      Credentials(config.security);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<GrpcServer> server(new GrpcServer());
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(*model.model, model.tokenizer.get(), config.engine);
@@ -63,12 +96,25 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
   server->state_ = std::make_unique<ServiceState>(model, *server->engine_, config);
   server->pump_ = std::make_unique<StreamPump>();
   server->service_ = std::make_unique<TandemService>(*server->state_, *server->pump_);
+  if (config.metrics.enabled) {
+    ServiceState* state = server->state_.get();
+    server->engine_collector_ = std::make_shared<EngineCollector>([state] {
+      return EngineSnapshot{state->engine().stats(), state->active_streams(), state->draining()};
+    });
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
+        config.metrics.host, config.metrics.port,
+        {server->state_->metrics().registry(), server->engine_collector_});
+    if (!metrics.ok()) {
+      server->pump_->Stop();
+      return metrics.status();
+    }
+    server->metrics_ = *std::move(metrics);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(Address(config.host, config.port), grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(Address(config.host, config.port), *credentials, &server->port_);
   // Room above the prompt cap for the rest of the message, so that an oversized prompt gets
   // our INVALID_ARGUMENT naming the field rather than gRPC's size error.
   const int64_t max_message = config.limits.max_request_bytes + (64 << 10);
@@ -90,6 +136,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
 
 GrpcServer::~GrpcServer() { Shutdown(std::chrono::milliseconds(0)); }
 
+int GrpcServer::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+
 void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
@@ -110,6 +158,8 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   server_->Wait();
   pump_->Stop();
   engine_->Shutdown();
+  // Last: a scrape during the drain still sees the server.
+  metrics_.reset();
 }
 
 }  // namespace tandem::server

@@ -1,5 +1,6 @@
 // The whole server: the engine over a loaded model, tandem.v1.Tandem, grpc.health.v1 and server
-// reflection (so grpcurl works without the .proto files) on one listening port.
+// reflection (so grpcurl works without the .proto files) on one listening port (TLS when
+// configured), and Prometheus metrics on a port of their own.
 //
 // Lifecycle: Start() creates the engine, warms it up with a one-token request, then listens with
 // health SERVING. Shutdown(grace) sets health NOT_SERVING, refuses new streams with UNAVAILABLE,
@@ -22,6 +23,8 @@ class Server;
 
 namespace tandem::server {
 
+class EngineCollector;
+class MetricsEndpoint;
 class ServiceState;
 class StreamPump;
 class TandemService;
@@ -35,6 +38,8 @@ class GrpcServer {
 
   // The port bound (the one asked for, or the one the system picked for port 0).
   int port() const { return port_; }
+  // The metrics endpoint's port; 0 when metrics are disabled.
+  int metrics_port() const;
   void Shutdown(std::chrono::milliseconds grace);
   engine::Engine& engine() { return *engine_; }
 
@@ -46,6 +51,8 @@ class GrpcServer {
   std::unique_ptr<StreamPump> pump_;
   std::unique_ptr<TandemService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<EngineCollector> engine_collector_;
+  std::unique_ptr<MetricsEndpoint> metrics_;
   int port_ = 0;
   bool shut_down_ = false;
 };

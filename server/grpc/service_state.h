@@ -15,6 +15,7 @@
 #include "server/grpc/request_validation.h"
 #include "server/grpc/served_model.h"
 #include "server/grpc/server_config.h"
+#include "server/metrics/request_metrics.h"
 
 namespace tandem::server {
 
@@ -31,6 +32,7 @@ class ServiceState {
   engine::Engine& engine() { return engine_; }
   const ServerConfig& config() const { return config_; }
   const ValidationContext& validation() const { return validation_; }
+  RequestMetrics& metrics() { return metrics_; }
   double uptime_seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   }
@@ -81,6 +83,7 @@ class ServiceState {
   engine::Engine& engine_;
   const ServerConfig config_;
   ValidationContext validation_;
+  RequestMetrics metrics_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> active_streams_{0};

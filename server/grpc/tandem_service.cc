@@ -4,10 +4,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/grpc/bearer_auth.h"
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/info.h"
 #include "server/grpc/request_validation.h"
+#include "server/logging/structured_log.h"
 
 namespace tandem::server {
 namespace {
@@ -20,29 +22,45 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const grp
 
 }  // namespace
 
+grpc::Status TandemService::Authorize(const grpc::CallbackServerContext& context) const {
+  return CheckBearerToken(context, state_.config().security.auth_token);
+}
+
 grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  if (state_.draining()) {
-    return new RefusedStream(
-        grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  if (grpc::Status refused = Admission(*context); !refused.ok()) {
+    return new RefusedStream(state_, "Generate", request->request_id(), refused);
   }
-  return Start(request->request_id(), BuildGenerateRequest(*request, state_.validation()));
+  return Start("Generate", *context, request->request_id(),
+               BuildGenerateRequest(*request, state_.validation()));
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Chat(
     grpc::CallbackServerContext* context, const v1::ChatRequest* request) {
-  if (state_.draining()) {
-    return new RefusedStream(
-        grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  if (grpc::Status refused = Admission(*context); !refused.ok()) {
+    return new RefusedStream(state_, "Chat", request->request_id(), refused);
   }
-  return Start(request->request_id(), BuildChatRequest(*request, state_.validation()));
+  return Start("Chat", *context, request->request_id(),
+               BuildChatRequest(*request, state_.validation()));
+}
+
+grpc::Status TandemService::Admission(const grpc::CallbackServerContext& context) const {
+  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
+  if (state_.draining()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+  }
+  return grpc::Status::OK;
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Start(
-    std::string request_id, absl::StatusOr<engine::Request> request) {
-  if (!request.ok()) return new RefusedStream(ToGrpcStatus(request.status()));
+    const char* rpc, const grpc::CallbackServerContext& context, std::string request_id,
+    absl::StatusOr<engine::Request> request) {
+  if (!request.ok()) {
+    return new RefusedStream(state_, rpc, request_id, ToGrpcStatus(request.status()));
+  }
   if (!state_.AcquireStream()) {
     return new RefusedStream(
+        state_, rpc, request_id,
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                      absl::StrCat("too many concurrent streams (the server's limit is ",
                                   state_.config().limits.max_concurrent_streams, ")")));
@@ -50,6 +68,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Start(
   if (!state_.ReserveId(&request_id)) {
     state_.ReleaseStream();
     return new RefusedStream(
+        state_, rpc, request_id,
         grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                      absl::StrCat("request_id: '", request_id, "' is used by a live request")));
   }
@@ -59,10 +78,15 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Start(
   if (!stream.ok()) {
     state_.ReleaseId(request_id);
     state_.ReleaseStream();
-    return new RefusedStream(ToGrpcStatus(stream.status()));
+    return new RefusedStream(state_, rpc, request_id, ToGrpcStatus(stream.status()));
   }
   state_.BindId(request_id, (*stream)->id());
-  auto* reactor = new GenerateStream(state_, pump_, std::move(request_id), *std::move(stream));
+  LogLine(LogLevel::kDebug, "request started")
+      .Field("rpc", rpc)
+      .Field("request_id", request_id)
+      .Field("peer", context.peer());
+  auto* reactor = new GenerateStream(state_, pump_, rpc, std::move(request_id), context.deadline(),
+                                     *std::move(stream));
   pump_.Add(reactor);
   return reactor;
 }
@@ -70,18 +94,21 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Start(
 grpc::ServerUnaryReactor* TandemService::Tokenize(grpc::CallbackServerContext* context,
                                                   const v1::TokenizeRequest* request,
                                                   v1::TokenizeResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
   return Answer(context, ToGrpcStatus(TokenizeText(state_, *request, response)));
 }
 
 grpc::ServerUnaryReactor* TandemService::Detokenize(grpc::CallbackServerContext* context,
                                                     const v1::DetokenizeRequest* request,
                                                     v1::DetokenizeResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
   return Answer(context, ToGrpcStatus(DetokenizeIds(state_, *request, response)));
 }
 
 grpc::ServerUnaryReactor* TandemService::GetModelInfo(grpc::CallbackServerContext* context,
                                                       const v1::GetModelInfoRequest* request,
                                                       v1::ModelInfo* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
   FillModelInfo(state_, response);
   return Answer(context, grpc::Status::OK);
 }
@@ -89,6 +116,7 @@ grpc::ServerUnaryReactor* TandemService::GetModelInfo(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* TandemService::GetServerInfo(grpc::CallbackServerContext* context,
                                                        const v1::GetServerInfoRequest* request,
                                                        v1::ServerInfo* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
   FillServerInfo(state_, response);
   return Answer(context, grpc::Status::OK);
 }
@@ -96,6 +124,7 @@ grpc::ServerUnaryReactor* TandemService::GetServerInfo(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* TandemService::Abort(grpc::CallbackServerContext* context,
                                                const v1::AbortRequest* request,
                                                v1::AbortResponse* response) {
+  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
   if (absl::Status s = ValidateRequestId(request->request_id()); !s.ok()) {
     return Answer(context, ToGrpcStatus(s));
   }

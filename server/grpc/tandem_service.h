@@ -35,8 +35,15 @@ class TandemService final : public v1::Tandem::CallbackService {
                                   v1::AbortResponse* response) override;
 
  private:
+  // The bearer token check every call makes first.
+  grpc::Status Authorize(const grpc::CallbackServerContext& context) const;
+  // What a Generate or Chat call must pass before its request is even built: the token, and
+  // the server not draining.
+  grpc::Status Admission(const grpc::CallbackServerContext& context) const;
   // Admits a built request (or its refusal) into the engine and returns the call's reactor.
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Start(std::string request_id,
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Start(const char* rpc,
+                                                        const grpc::CallbackServerContext& context,
+                                                        std::string request_id,
                                                         absl::StatusOr<engine::Request> request);
 
   ServiceState& state_;

@@ -49,6 +49,7 @@ inline ServerConfig SmallServerConfig() {
   config.engine.scheduler.step_tokens = 256;
   config.limits.max_prompt_tokens = 512;
   config.limits.max_request_bytes = 4096;
+  config.metrics.port = 0;  // tests run in parallel: never the fixed default port
   return config;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <vector>
@@ -77,6 +78,14 @@ class TandemProcess {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   bool started() const { return pid_ > 0 && out_ != nullptr; }
+  // Reads stdout up to the line starting with `prefix` and returns the integer after it; -1 at
+  // end of file.
+  int ReadPortAfter(const std::string& prefix) {
+    for (std::string line = ReadLine(); !line.empty(); line = ReadLine()) {
+      if (line.rfind(prefix, 0) == 0) return std::atoi(line.c_str() + prefix.size());
+    }
+    return -1;
+  }
 
  private:
   pid_t pid_ = -1;
@@ -86,12 +95,11 @@ class TandemProcess {
 
 TEST(ServeCommandTest, ServesUntilSigtermThenDrainsAndExitsZero) {
   TandemProcess tandem({"serve", "--model", testing::Fixture("models/zamba2-tiny"), "--port", "0",
-                        "--threads", "2", "--memory-gib", "0.05", "--grace-seconds", "60"});
+                        "--metrics-port", "0", "--threads", "2", "--memory-gib", "0.05",
+                        "--grace-seconds", "60"});
   ASSERT_TRUE(tandem.started());
-  const std::string line = tandem.ReadLine();
-  const std::string prefix = "tandem serving on 127.0.0.1:";
-  ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
-  const int port = std::stoi(line.substr(prefix.size()));
+  EXPECT_GT(tandem.ReadPortAfter("tandem metrics on http://127.0.0.1:"), 0);
+  const int port = tandem.ReadPortAfter("tandem serving on 127.0.0.1:");
   ASSERT_GT(port, 0);
 
   Client client(port);
@@ -128,8 +136,10 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
   ASSERT_TRUE(help.started());
   const std::string text = help.ReadAll();
   EXPECT_EQ(help.Wait(), 0);
-  for (const char* flag : {"--model", "--port", "--host", "--max-streams", "--max-queue",
-                           "--max-prompt-tokens", "--max-new-tokens", "--grace-seconds"}) {
+  for (const char* flag :
+       {"--model", "--port", "--host", "--max-streams", "--max-queue", "--max-prompt-tokens",
+        "--max-new-tokens", "--grace-seconds", "--config", "--tls-cert", "--tls-key",
+        "--auth-token", "--metrics-port", "--log-format", "TANDEM_"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
   }
 }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang into build/fuzz and runs each for a bounded time
+# (default 60 s each; scripts/fuzz.sh SECONDS) from its committed seed corpus. A crash, a
+# sanitizer report, a leak or a slow input fails the run; libFuzzer writes the input that did
+# it to build/fuzz/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+  -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_CUDA=OFF -DTANDEM_BUILD_TESTS=OFF \
+  -DTANDEM_BUILD_BENCH=OFF -DTANDEM_NATIVE=OFF -DTANDEM_FUZZ=ON >/dev/null
+cmake --build build/fuzz --target chat_template_fuzzer request_validation_fuzzer
+
+mkdir -p build/fuzz/artifacts
+run() {
+  local fuzzer=$1 seeds=$2
+  # The fuzzer adds what it finds to its corpus: work on a copy, keep the committed seeds.
+  local corpus=build/fuzz/corpus/$fuzzer
+  mkdir -p "$corpus"
+  cp -n "$seeds"/* "$corpus"/
+  echo "-- $fuzzer: ${seconds} s from $(ls "$corpus" | wc -l) inputs"
+  local log=build/fuzz/$fuzzer.log
+  if ! "build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/ "$corpus" >"$log" 2>&1; then
+    cat "$log"
+    echo "fuzz: $fuzzer failed (input in build/fuzz/artifacts/)"
+    exit 1
+  fi
+  tail -n 6 "$log"
+}
+run chat_template_fuzzer tests/data/chat_templates/templates
+run request_validation_fuzzer tests/data/fuzz/request_validation

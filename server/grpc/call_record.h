@@ -1,0 +1,28 @@
+// What the server records when a Generate or Chat call ends, refused or served: the call in
+// tandem_requests_total by its gRPC code, the engine's finish event in the latency histograms,
+// and one structured log line with the request id.
+#ifndef TANDEM_SERVER_GRPC_CALL_RECORD_H_
+#define TANDEM_SERVER_GRPC_CALL_RECORD_H_
+
+#include <string>
+
+#include "engine/request.h"
+#include "grpcpp/support/status.h"
+#include "server/grpc/service_state.h"
+
+namespace tandem::server {
+
+// "OK", "INVALID_ARGUMENT", ... (the canonical names, as in grpc-status documentation).
+std::string StatusCodeName(grpc::StatusCode code);
+
+// A call that never reached the engine (bad request, no stream slot, draining, no token).
+void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& request_id,
+                       const grpc::Status& status);
+// A call whose request ran in the engine; `finished` is null when the call ended before the
+// engine's finish event was read (the client cancelled or its deadline passed).
+void RecordServedCall(ServiceState& state, const char* rpc, const std::string& request_id,
+                      const grpc::Status& status, const engine::Event* finished);
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_CALL_RECORD_H_

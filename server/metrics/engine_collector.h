@@ -1,0 +1,37 @@
+// Engine-wide metrics read at scrape time: token and request counters, memory per pool, the
+// prefix cache and its α. The engine keeps these as cumulative statistics already, so reading
+// them when Prometheus asks costs nothing per token and can never drift from GetServerInfo.
+#ifndef TANDEM_SERVER_METRICS_ENGINE_COLLECTOR_H_
+#define TANDEM_SERVER_METRICS_ENGINE_COLLECTOR_H_
+
+#include <functional>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace tandem::server {
+
+// What the collector reads on each scrape.
+struct EngineSnapshot {
+  engine::SchedulerStats stats;
+  int64_t active_streams = 0;  // open Generate/Chat calls
+  bool draining = false;
+};
+
+class EngineCollector : public prometheus::Collectable {
+ public:
+  // `snapshot` is called on the metrics endpoint's thread; it must be thread-safe.
+  explicit EngineCollector(std::function<EngineSnapshot()> snapshot)
+      : snapshot_(std::move(snapshot)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  std::function<EngineSnapshot()> snapshot_;
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_METRICS_ENGINE_COLLECTOR_H_

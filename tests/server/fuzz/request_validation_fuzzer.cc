@@ -1,0 +1,52 @@
+// libFuzzer target for request validation: the input is a GenerateRequest or a ChatRequest in
+// protobuf text format (readable seeds in tests/data/fuzz/request_validation), turned into an
+// engine request against the zamba2-tiny fixture (tokenizer and chat template) under small
+// caps. Any answer is fine; a crash, a sanitizer report or a hang is not. Run e.g.
+//   build/fuzz/request_validation_fuzzer -max_total_time=60 CORPUS_DIR
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <string>
+
+#include "google/protobuf/text_format.h"
+#include "server/grpc/request_validation.h"
+#include "server/grpc/served_model.h"
+
+namespace {
+
+const tandem::server::ValidationContext& Context() {
+  static const tandem::server::ValidationContext* context = [] {
+    tandem::models::LoadOptions options;
+    options.page_tokens = 16;
+    auto served = tandem::server::ServedModel::Load(
+        std::string(TANDEM_TEST_DATA) + "/models/zamba2-tiny", options);
+    if (!served.ok()) {
+      std::fprintf(stderr, "cannot load the fixture: %s\n", served.status().ToString().c_str());
+      std::abort();
+    }
+    auto* c = new tandem::server::ValidationContext();
+    c->model = new tandem::server::ServedModel(*std::move(served));
+    c->limits.max_request_bytes = 4096;
+    c->limits.max_prompt_tokens = 512;
+    c->max_new_tokens_limit = 256;
+    return c;
+  }();
+  return *context;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  google::protobuf::TextFormat::Parser parser;
+  tandem::v1::GenerateRequest generate;
+  if (parser.ParseFromString(text, &generate)) {
+    (void)tandem::server::BuildGenerateRequest(generate, Context());
+  }
+  tandem::v1::ChatRequest chat;
+  if (parser.ParseFromString(text, &chat)) {
+    (void)tandem::server::BuildChatRequest(chat, Context());
+  }
+  return 0;
+}

@@ -1,0 +1,161 @@
+// The Prometheus endpoint of a real server: request latencies and outcomes as histograms and
+// counters, and the engine's own counters and gauges agreeing with GetServerInfo.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/server/grpc/grpc_test_util.h"
+#include "tests/server/grpc/http_get.h"
+
+namespace tandem::server {
+namespace {
+
+using testing::Client;
+using testing::Eventually;
+using testing::GreedyIds;
+using testing::HttpGet;
+using testing::StreamResult;
+
+// The value of the one sample of `name` whose labels include every `label="value"` given;
+// -1 when there is none.
+double Sample(const std::string& exposition, const std::string& name,
+              const std::vector<std::string>& labels = {}) {
+  for (absl::string_view line : absl::StrSplit(exposition, '\n')) {
+    if (line.empty() || line.front() == '#') continue;
+    const size_t space = line.rfind(' ');
+    absl::string_view series = line.substr(0, space);
+    if (series.substr(0, series.find('{')) != name) continue;
+    bool all = true;
+    for (const std::string& label : labels) all = all && absl::StrContains(series, label);
+    double value = 0;
+    if (all && absl::SimpleAtod(line.substr(space + 1), &value)) return value;
+  }
+  return -1;
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::LoadServedFixture();
+    ASSERT_NE(model_, nullptr);
+    absl::StatusOr<std::unique_ptr<GrpcServer>> server =
+        GrpcServer::Start(*model_, testing::SmallServerConfig());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_GT(server_->metrics_port(), 0);
+  }
+  std::string Scrape() {
+    testing::HttpResponse response = HttpGet(server_->metrics_port(), "/metrics");
+    EXPECT_EQ(response.status, 200);
+    return response.body;
+  }
+  std::unique_ptr<ServedModel> model_;
+  std::unique_ptr<GrpcServer> server_;
+};
+
+TEST_F(MetricsTest, RequestsAppearInHistogramsAndCountersByCodeAndReason) {
+  Client client(server_->port());
+  for (int i = 0; i < 2; ++i) {
+    StreamResult r = client.Generate(GreedyIds(testing::Tokens(40, 3, 1024), 4));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  v1::GenerateRequest bad = GreedyIds({5, 6}, 4);
+  bad.mutable_sampling()->set_top_p(1.5f);
+  EXPECT_EQ(client.Generate(bad).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  {
+    // Dies by its deadline mid-stream.
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+    auto reader = client.stub().Generate(&context, GreedyIds({5, 6, 7}, 1000));
+    EXPECT_EQ(testing::ReadStream(*reader).status.error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return Sample(Scrape(), "tandem_requests_total", {"code=\"DEADLINE_EXCEEDED\""}) == 1;
+  }));
+  const std::string text = Scrape();
+  EXPECT_EQ(Sample(text, "tandem_requests_total", {"rpc=\"Generate\"", "code=\"OK\""}), 2);
+  EXPECT_EQ(Sample(text, "tandem_requests_total", {"code=\"INVALID_ARGUMENT\""}), 1);
+  EXPECT_EQ(Sample(text, "tandem_requests_finished_total", {"reason=\"length\""}), 2);
+  EXPECT_EQ(Sample(text, "tandem_time_to_first_token_seconds_count"), 2);
+  EXPECT_EQ(Sample(text, "tandem_time_to_first_token_seconds_bucket", {"le=\"+Inf\""}), 2);
+  EXPECT_GT(Sample(text, "tandem_time_to_first_token_seconds_sum"), 0);
+  EXPECT_EQ(Sample(text, "tandem_e2e_request_latency_seconds_count"), 2);
+  EXPECT_EQ(Sample(text, "tandem_queue_time_seconds_count"), 2);
+  // 4 tokens each: 3 gaps each (the deadline-cut stream's gaps count too, so at least 6).
+  EXPECT_GE(Sample(text, "tandem_inter_token_latency_seconds_count"), 6);
+  EXPECT_NE(text.find("# TYPE tandem_time_to_first_token_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("# HELP tandem_token_hit_rate "), std::string::npos);
+}
+
+TEST_F(MetricsTest, EngineCountersAndGaugesAgreeWithServerInfo) {
+  Client client(server_->port());
+  // Three prompts sharing a prefix: the third restores it from the cache.
+  for (uint32_t i = 0; i < 3; ++i) {
+    std::vector<int32_t> prompt = testing::Tokens(64, 5, 1024);
+    const std::vector<int32_t> suffix = testing::Tokens(16, 200 + i, 1024);
+    prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+    ASSERT_TRUE(client.Generate(GreedyIds(prompt, 3)).status.ok());
+  }
+  // The stream slot and the engine's batch are released just after the client's last message.
+  ASSERT_TRUE(Eventually([&] {
+    const std::string text = Scrape();
+    return Sample(text, "tandem_requests_running") == 0 &&
+           Sample(text, "tandem_streams_active") == 0;
+  }));
+  const v1::ServerInfo info = client.ServerInfo();
+  const std::string text = Scrape();
+  EXPECT_EQ(Sample(text, "tandem_prompt_tokens_total"), info.prompt_tokens());
+  EXPECT_EQ(Sample(text, "tandem_cached_tokens_total"), info.cached_tokens());
+  EXPECT_GT(info.cached_tokens(), 0);
+  EXPECT_EQ(Sample(text, "tandem_generation_tokens_total"), info.generated_tokens());
+  EXPECT_DOUBLE_EQ(Sample(text, "tandem_token_hit_rate"), info.token_hit_rate());
+  EXPECT_EQ(Sample(text, "tandem_requests_waiting"), 0);
+  EXPECT_EQ(Sample(text, "tandem_cache_evictions_total"), info.evictions());
+  EXPECT_EQ(Sample(text, "tandem_migrations_total"), info.migrations());
+  EXPECT_EQ(Sample(text, "tandem_alpha_tunings_total"), info.alpha_tunings());
+  EXPECT_DOUBLE_EQ(Sample(text, "tandem_cache_alpha"), info.alpha());
+  for (const v1::PoolInfo& pool : info.pools()) {
+    const std::string label = "pool=\"" + pool.name() + "\"";
+    EXPECT_EQ(Sample(text, "tandem_pool_capacity_bytes", {label}),
+              pool.capacity_units() * pool.unit_bytes())
+        << pool.name();
+    EXPECT_EQ(Sample(text, "tandem_pool_used_bytes", {label}),
+              pool.used_units() * pool.unit_bytes())
+        << pool.name();
+    EXPECT_EQ(Sample(text, "tandem_oom_events_total", {label}), pool.oom_events()) << pool.name();
+  }
+  EXPECT_EQ(Sample(text, "tandem_memory_budget_bytes"), info.memory_budget_bytes());
+}
+
+TEST_F(MetricsTest, OnlyGetAndHeadOfMetricsAreServed) {
+  EXPECT_EQ(HttpGet(server_->metrics_port(), "/metrics?x=1").status, 200);
+  EXPECT_EQ(HttpGet(server_->metrics_port(), "/").status, 404);
+  EXPECT_EQ(HttpGet(server_->metrics_port(), "/../etc/passwd").status, 404);
+}
+
+TEST(MetricsEndpointTest, ABusyPortIsAnErrorNamingTheAddress) {
+  std::unique_ptr<ServedModel> model = testing::LoadServedFixture();
+  ASSERT_NE(model, nullptr);
+  absl::StatusOr<std::unique_ptr<GrpcServer>> first =
+      GrpcServer::Start(*model, testing::SmallServerConfig());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ServerConfig config = testing::SmallServerConfig();
+  config.metrics.port = (*first)->metrics_port();
+  absl::StatusOr<std::unique_ptr<GrpcServer>> second = GrpcServer::Start(*model, config);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find(absl::StrCat("127.0.0.1:", config.metrics.port)),
+            std::string::npos)
+      << second.status();
+
+  config.metrics.enabled = false;
+  absl::StatusOr<std::unique_ptr<GrpcServer>> without = GrpcServer::Start(*model, config);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ((*without)->metrics_port(), 0);
+}
+
+}  // namespace
+}  // namespace tandem::server
