@@ -17,6 +17,8 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"serve", RunServe, "serve a checkpoint over gRPC (tandem.v1.Tandem, health, reflection)"},
+    {"chat", RunChat, "chat with a tandem server: stdin lines in, streamed answers out"},
+    {"bench", RunBench, "load-test a tandem server over gRPC (sessions or a trace)"},
     {"generate", RunGenerate, "run a checkpoint on a prompt and print the generated text"},
     {"simulate", RunSimulate, "replay a trace or workload through the prefix cache policies"},
     {"simulate-alloc", RunSimulateAlloc, "replay a workload through the memory allocators"},

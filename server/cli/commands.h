@@ -11,6 +11,8 @@ int RunGenerate(int argc, char** argv);
 int RunDevices(int argc, char** argv);
 int RunBenchEngine(int argc, char** argv);
 int RunServe(int argc, char** argv);
+int RunChat(int argc, char** argv);
+int RunBench(int argc, char** argv);
 
 }  // namespace tandem::cli
 

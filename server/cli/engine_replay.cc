@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "server/cli/workload_tokens.h"
 
 namespace tandem::cli {
 namespace {
@@ -16,25 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Token ids in [4, vocab): ids below 4 are special in every tokenizer we ship.
-int32_t MapToVocab(uint64_t x, int32_t vocab) {
-  return 4 + static_cast<int32_t>(x % static_cast<uint64_t>(vocab - 4));
-}
-
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return x ^ (x >> 33);
-}
-
-std::vector<int32_t> RandomTokens(size_t n, uint64_t stream, int32_t vocab) {
-  std::vector<int32_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = MapToVocab(Mix(stream * 1000003 + i), vocab);
-  return out;
 }
 
 // Submits one request and reads its stream to the end.
@@ -75,14 +56,6 @@ void SleepUntil(Clock::time_point t) { std::this_thread::sleep_until(t); }
 
 }  // namespace
 
-double Quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const double rank = std::ceil(q * static_cast<double>(values.size()));
-  const size_t index = static_cast<size_t>(std::max(1.0, rank)) - 1;
-  return values[std::min(index, values.size() - 1)];
-}
-
 absl::StatusOr<ReplayResult> ReplayMultiTurn(engine::Engine& engine, const MultiTurnWorkload& w) {
   if (w.sessions == 0 || w.turns == 0 || w.user_tokens + w.system_tokens == 0 ||
       w.output_tokens == 0 || !(w.sessions_per_second > 0) || w.think_seconds < 0) {
@@ -91,7 +64,7 @@ absl::StatusOr<ReplayResult> ReplayMultiTurn(engine::Engine& engine, const Multi
         "positive, think time non-negative");
   }
   const int32_t vocab = engine.model().config().vocab_size;
-  const std::vector<int32_t> system = RandomTokens(w.system_tokens, Mix(w.seed), vocab);
+  const std::vector<int32_t> system = RandomTokens(w.system_tokens, MixBits(w.seed), vocab);
   ReplayResult result;
   result.records.resize(w.sessions * w.turns);
   const Clock::time_point start = Clock::now();
@@ -103,7 +76,7 @@ absl::StatusOr<ReplayResult> ReplayMultiTurn(engine::Engine& engine, const Multi
       std::vector<int32_t> history = system;
       for (size_t t = 0; t < w.turns; ++t) {
         const std::vector<int32_t> user =
-            RandomTokens(w.user_tokens, Mix(w.seed + 7919 * (s * w.turns + t + 1)), vocab);
+            RandomTokens(w.user_tokens, MixBits(w.seed + 7919 * (s * w.turns + t + 1)), vocab);
         history.insert(history.end(), user.begin(), user.end());
         std::vector<int32_t> output;
         result.records[s * w.turns + t] =
@@ -138,15 +111,8 @@ absl::StatusOr<ReplayResult> ReplayTrace(engine::Engine& engine, const cache::Tr
   std::vector<std::thread> clients;
   for (size_t c = 0; c < std::min(options.clients, n); ++c) {
     clients.emplace_back([&] {
-      std::vector<cache::TokenId> input, output;
       for (size_t i = next++; i < n; i = next++) {
-        trace.Tokens(i, &input, &output);
-        if (input.size() > options.max_prompt_tokens) input.resize(options.max_prompt_tokens);
-        std::vector<int32_t> prompt(input.size());
-        // Equal trace tokens map to equal model tokens, so shared prefixes stay shared.
-        for (size_t k = 0; k < input.size(); ++k) {
-          prompt[k] = MapToVocab(static_cast<uint64_t>(input[k]), vocab);
-        }
+        std::vector<int32_t> prompt = TracePrompt(trace, i, options.max_prompt_tokens, vocab);
         const size_t out =
             std::clamp<size_t>(trace.requests[i].output_tokens, 1, options.max_output_tokens);
         SleepUntil(start +

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "cache/trace.h"
 #include "engine/engine.h"
+#include "server/cli/quantile.h"
 
 namespace tandem::cli {
 
@@ -52,9 +53,6 @@ absl::StatusOr<ReplayResult> ReplayMultiTurn(engine::Engine& engine,
                                              const MultiTurnWorkload& workload);
 absl::StatusOr<ReplayResult> ReplayTrace(engine::Engine& engine, const cache::Trace& trace,
                                          const TraceReplayOptions& options);
-
-// The q-quantile (0..1) of `values` by the nearest-rank rule; 0 for an empty set.
-double Quantile(std::vector<double> values, double q);
 
 }  // namespace tandem::cli
 

@@ -1,0 +1,72 @@
+#include "server/client/connection.h"
+
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::client {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read TLS CA file '", path, "'"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("TLS CA file '", path, "' is empty"));
+  }
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& address,
+                                                             const ClientSecurity& security) {
+  if (address.empty()) return absl::InvalidArgumentError("the server address is empty");
+  std::unique_ptr<Connection> connection(new Connection());
+  connection->address_ = address;
+  grpc::ChannelArguments args;
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (!security.tls_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadFile(security.tls_ca_file);
+    if (!ca.ok()) return ca.status();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = *std::move(ca);
+    credentials = grpc::SslCredentials(ssl);
+    if (!security.bearer_token.empty()) {
+      credentials = grpc::CompositeChannelCredentials(
+          credentials, grpc::AccessTokenCredentials(security.bearer_token));
+    }
+    if (!security.tls_server_name_override.empty()) {
+      args.SetSslTargetNameOverride(security.tls_server_name_override);
+    }
+    connection->tls_ = true;
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+    if (!security.bearer_token.empty()) {
+      connection->per_call_authorization_ = absl::StrCat("Bearer ", security.bearer_token);
+    }
+  }
+  connection->channel_ = grpc::CreateCustomChannel(address, credentials, args);
+  connection->stub_ = v1::Tandem::NewStub(connection->channel_);
+  return connection;
+}
+
+void Connection::Prepare(grpc::ClientContext& context,
+                         std::optional<std::chrono::milliseconds> timeout) const {
+  if (!per_call_authorization_.empty()) {
+    context.AddMetadata("authorization", per_call_authorization_);
+  }
+  if (timeout) context.set_deadline(std::chrono::system_clock::now() + *timeout);
+}
+
+std::unique_ptr<grpc::ClientContext> Connection::NewContext(
+    std::optional<std::chrono::milliseconds> timeout) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  Prepare(*context, timeout);
+  return context;
+}
+
+}  // namespace tandem::client
