@@ -44,8 +44,9 @@ class Runner {
 
   LoadResult Run() {
     start_ = Clock::now();
-    if (options_.duration_seconds)
+    if (options_.duration_seconds) {
       stop_sending_at_ = start_ + FromSeconds(*options_.duration_seconds);
+    }
     next_arrival_ = start_;
     Clock::time_point last_end = start_;
     while (true) {
@@ -65,6 +66,9 @@ class Runner {
       for (std::unique_ptr<Call>& call : finished) {
         --in_flight_;
         const bool ok = call->record.status.ok() && call->record.has_complete;
+        if (!ok && options_.pacing == LoadOptions::Pacing::kClosedLoop) {
+          resting_.push_back(Clock::now() + kFailureBackoff);
+        }
         workload_.Finished(call->request, ok, call->output);
         recorder_.Add(call->record);
         last_end = std::max(last_end, call->start + FromSeconds(call->record.e2e_seconds));
@@ -81,11 +85,12 @@ class Runner {
     return !workload_.Exhausted();
   }
 
-  // When the loop must look again without a call finishing: the next open-loop arrival, or the
-  // end of the sending window (so that an idle loop notices it).
+  // When the loop must look again without a call finishing: the next open-loop arrival, the end
+  // of a resting slot's pause, or the end of the sending window (so that an idle loop notices).
   std::optional<Clock::time_point> NextWake() {
     if (!MaySend()) return std::nullopt;
     std::optional<Clock::time_point> wake = stop_sending_at_;
+    if (!resting_.empty()) wake = wake ? std::min(*wake, resting_.front()) : resting_.front();
     if (options_.pacing != LoadOptions::Pacing::kClosedLoop) {
       const Clock::time_point arrival = ArrivalTime();
       wake = wake ? std::min(*wake, arrival) : arrival;
@@ -103,7 +108,9 @@ class Runner {
   void SendDue() {
     while (MaySend()) {
       if (options_.pacing == LoadOptions::Pacing::kClosedLoop) {
-        if (in_flight_ >= options_.concurrency) return;
+        const Clock::time_point now = Clock::now();
+        while (!resting_.empty() && resting_.front() <= now) resting_.pop_front();
+        if (in_flight_ + static_cast<int64_t>(resting_.size()) >= options_.concurrency) return;
       } else {
         if (Clock::now() < ArrivalTime()) return;
         if (options_.pacing == LoadOptions::Pacing::kPoisson) {
@@ -181,6 +188,7 @@ class Runner {
   std::optional<Clock::time_point> stop_sending_at_;
   Clock::time_point next_arrival_;
   int64_t in_flight_ = 0;
+  std::deque<Clock::time_point> resting_;  // closed loop: when slots whose call failed reopen
   LoadResult result_;
 
   // Finished calls, handed over by gRPC's threads.

@@ -4,7 +4,9 @@
 // each. Failures are recorded, never fatal.
 //
 // Pacing:
-//  * closed loop: `concurrency` calls in flight; each finished call frees its slot for the next;
+//  * closed loop: `concurrency` calls in flight; each finished call frees its slot for the next
+//    (after a failed call the slot rests kFailureBackoff first, so that a server that refuses
+//    everything is probed rather than flooded with instant retries);
 //  * Poisson: requests arrive at `rate` per second (open loop: arrivals do not wait for answers);
 //  * the workload's clock: a trace's timestamps (open loop).
 // Sending stops after `duration_seconds` or `max_requests` (whichever comes first) or when the
@@ -21,6 +23,8 @@
 #include "server/client/connection.h"
 
 namespace tandem::cli {
+
+inline constexpr std::chrono::milliseconds kFailureBackoff{50};
 
 struct LoadOptions {
   enum class Pacing { kClosedLoop, kPoisson, kWorkloadClock };
