@@ -32,7 +32,7 @@ GenerateStream::~GenerateStream() {
   // leave the request holding engine memory.
   if (!stream_->finished()) state_.engine().Cancel(stream_->id());
   ReleaseId();
-  state_.ReleaseStream();
+  if (!finish_called_) state_.ReleaseStream();
 }
 
 void GenerateStream::ReleaseId() {
@@ -119,6 +119,10 @@ std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
 void GenerateStream::FinishCall(const grpc::Status& status) {
   finish_called_ = true;
   RecordServedCall(state_, rpc_, request_id_, status, finished_ ? &*finished_ : nullptr);
+  // The slot is free once the call's outcome is decided: a client that opens a new stream as
+  // soon as it reads this status must find it free (gRPC's OnDone and this object's deletion
+  // come later).
+  state_.ReleaseStream();
   Finish(status);
 }
 
