@@ -519,6 +519,21 @@ PrefixCache::Hit PrefixCache::Lookup(absl::Span<const TokenId> prompt, size_t ma
         hit.checkpoint_positions.push_back(p);
       }
     } else if (w.matched > usable) {
+      // A branch point the tree already has but without a state: two sequences that shared a
+      // prefix ran at the same time, neither saw the other at lookup, and the second one's
+      // insertion split the first one's edge. Nothing would ever checkpoint that node, and the
+      // prefix would stay unusable for every later request, so this one repairs it.
+      NodeId bare_branch = kNone;
+      for (NodeId cur = w.node; cur != kRoot; cur = nodes_[cur].parent) {
+        const Node& n = nodes_[cur];
+        const bool fully = cur != w.node || w.in_edge == n.tokens.size();
+        if (n.end() <= usable) break;
+        if (fully && n.num_children >= 2 && !n.checkpoint.valid() && n.end() < w.matched) {
+          bare_branch = cur;
+          break;
+        }
+      }
+      if (bare_branch != kNone) hit.checkpoint_positions.push_back(nodes_[bare_branch].end());
       // Speculative insertion: this prompt leaves the tree at w.matched, inside an edge or at
       // a node without a state; that branch point is worth a checkpoint.
       const Node& n = nodes_[w.node];

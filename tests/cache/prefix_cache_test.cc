@@ -200,6 +200,31 @@ TEST(PrefixCacheTest, SpeculativeInsertionCheckpointsTheBranchPoint) {
   EXPECT_TRUE(e.cache().CheckInvariants().ok());
 }
 
+TEST(PrefixCacheTest, ABranchPointLeftWithoutAStateByConcurrentSequencesIsRepaired) {
+  FakeEngine e(TinyHybrid());
+  const auto shared = Range(1, 51);
+  // Two sequences sharing 50 tokens run at once: neither sees the other at lookup, and the
+  // second insertion splits the first's edge at 50 with no state there.
+  auto a = e.Begin(Cat(shared, Range(1000, 1030)));
+  auto b = e.Begin(Cat(shared, Range(2000, 2030)));
+  EXPECT_TRUE(a.hit.checkpoint_positions.empty());
+  EXPECT_TRUE(b.hit.checkpoint_positions.empty());
+  ASSERT_TRUE(e.Finish(a, {7}).ok());
+  ASSERT_TRUE(e.Finish(b, {8}).ok());
+  // A third prompt through the bare branch point, leaving the tree inside a's edge: it is
+  // asked for the state at 50 as well as at its own branch point.
+  auto c = e.Begin(Cat(shared, Range(1000, 1010)));
+  EXPECT_EQ(c.hit.usable_tokens, 0u);
+  EXPECT_EQ(c.hit.checkpoint_positions, (std::vector<size_t>{50, 60}));
+  ASSERT_TRUE(e.Finish(c, {9}).ok());
+  // From then on the shared prefix is reused.
+  auto d = e.cache().Lookup(Cat(shared, Range(3000, 3010)));
+  EXPECT_EQ(d.usable_tokens, 50u);
+  e.ExpectBlockTable(d, shared);
+  e.cache().Abort(d.lease);
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
 TEST(PrefixCacheTest, AdmitsAtMostTwoStatesPerSequence) {
   FakeEngine e(TinyHybrid());
   e.Serve(Range(1, 101));
