@@ -21,6 +21,7 @@
 #include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "server/cli/args.h"
+#include "server/cli/bundled_model.h"
 #include "server/cli/commands.h"
 
 namespace tandem::cli {
@@ -28,7 +29,9 @@ namespace {
 
 const std::vector<FlagSpec>& GenerateFlags() {
   static const std::vector<FlagSpec> specs = {
-      {"model", true, "checkpoint directory (config.json, *.safetensors, tokenizer)"},
+      {"model", true,
+       "checkpoint directory (config.json, *.safetensors, tokenizer); default: the bundled "
+       "model, bundled/tandem-tiny-chat"},
       {"prompt", true, "prompt text (encoded with the checkpoint's tokenizer)"},
       {"prompt-ids", true, "prompt as comma-separated token ids, e.g. 1,2,3"},
       {"max-new-tokens", true, "tokens to generate (default 16)"},
@@ -64,9 +67,11 @@ struct Settings {
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
   Settings s;
-  auto model = args.String("model");
-  if (!model) return absl::InvalidArgumentError("--model DIR is required");
-  s.model_dir = *model;
+  if (std::optional<std::string> model = args.String("model")) {
+    s.model_dir = *model;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(s.model_dir, BundledModelDir());
+  }
   s.prompt = args.String("prompt");
   TANDEM_ASSIGN_OR_RETURN(auto ids, args.IntList("prompt-ids"));
   if (s.prompt.has_value() == ids.has_value()) {
@@ -228,7 +233,7 @@ absl::Status Run(const Settings& settings) {
 
 int RunGenerate(int argc, char** argv) {
   const std::string synopsis =
-      "--model DIR (--prompt TEXT | --prompt-ids 1,2,3) --max-new-tokens N "
+      "[--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --max-new-tokens N "
       "[--greedy | --temperature T --top-p P --top-k K --seed S] [--dump-logits FILE.npy] "
       "[--json]";
   absl::StatusOr<Args> args = Args::Parse(argc, argv, GenerateFlags());

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/status_macros.h"
 #include "server/cli/args.h"
+#include "server/cli/bundled_model.h"
 #include "server/cli/commands.h"
 #include "server/cli/config_sources.h"
 #include "server/grpc/grpc_server.h"
@@ -83,28 +83,6 @@ absl::StatusOr<int64_t> IntIn(const Args& args, const std::string& name, int64_t
         absl::StrCat(args.Source(name), " must be in [", lo, ", ", hi, "], got ", *value));
   }
   return *value;
-}
-
-// The bundled model, looked for beside the binary (build/release/tandem in a checkout, or
-// bin/ next to share/ when installed) and then under the working directory.
-absl::StatusOr<std::string> BundledModelDir() {
-  constexpr const char* kName = "tandem-tiny-chat";
-  std::vector<std::filesystem::path> candidates;
-  std::error_code error;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) {
-    candidates.push_back(exe.parent_path() / "../../bundled" / kName);
-    candidates.push_back(exe.parent_path() / "../share/tandem" / kName);
-  }
-  candidates.push_back(std::filesystem::path("bundled") / kName);
-  for (const std::filesystem::path& dir : candidates) {
-    if (std::filesystem::exists(dir / "config.json", error)) {
-      return std::filesystem::weakly_canonical(dir, error).string();
-    }
-  }
-  return absl::NotFoundError(
-      "no --model given and the bundled model (bundled/tandem-tiny-chat) was not found beside "
-      "the binary or in the working directory");
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
