@@ -1,14 +1,11 @@
 #include "server/grpc/call_record.h"
 
-#include "absl/status/status.h"
+#include "server/client/status_names.h"
 #include "server/logging/structured_log.h"
 
 namespace tandem::server {
 
-std::string StatusCodeName(grpc::StatusCode code) {
-  // gRPC's codes are absl's canonical codes, number for number.
-  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
-}
+using client::StatusCodeName;
 
 void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& request_id,
                        const grpc::Status& status) {

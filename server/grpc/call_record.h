@@ -12,9 +12,6 @@
 
 namespace tandem::server {
 
-// "OK", "INVALID_ARGUMENT", ... (the canonical names, as in grpc-status documentation).
-std::string StatusCodeName(grpc::StatusCode code);
-
 // A call that never reached the engine (bad request, no stream slot, draining, no token).
 void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& request_id,
                        const grpc::Status& status);
