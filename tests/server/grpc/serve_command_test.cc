@@ -132,6 +132,18 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
       {"serve", "--model", testing::Fixture("models/zamba2-tiny"), "--port", "70000"});
   ASSERT_TRUE(tandem.started());
   EXPECT_EQ(tandem.Wait(), 2);
+  const std::string model = testing::Fixture("models/zamba2-tiny");
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"serve", "--model", model, "--tls-cert", testing::Fixture("tls/server.crt")},
+           {"serve", "--model", model, "--auth-token-file", "/nonexistent/token"},
+           {"serve", "--model", model, "--auth-token", "a", "--auth-token-file", "b"},
+           {"serve", "--model", model, "--log-format", "xml"},
+           {"serve", "--model", model, "--config", "/nonexistent/serve.conf"},
+       }) {
+    TandemProcess bad(args);
+    ASSERT_TRUE(bad.started());
+    EXPECT_EQ(bad.Wait(), 2) << args[3];
+  }
   TandemProcess help({"serve", "--help"});
   ASSERT_TRUE(help.started());
   const std::string text = help.ReadAll();
