@@ -376,7 +376,7 @@ def write_tokenizer_files(out_dir, sp_model_path, sp):
                              "normalized": False, "single_word": False, "special": True}
     config = {
         "tokenizer_class": "LlamaTokenizer",
-        "add_bos_token": True, "add_eos_token": False, "legacy": False,
+        "add_bos_token": True, "add_eos_token": False, "legacy": True,
         "add_prefix_space": None, "sp_model_kwargs": {},
         "bos_token": sp.id_to_piece(BOS_ID), "eos_token": sp.id_to_piece(EOS_ID),
         "pad_token": sp.id_to_piece(PAD_ID), "unk_token": sp.id_to_piece(UNK_ID),
