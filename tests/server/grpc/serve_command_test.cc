@@ -127,6 +127,38 @@ TEST(ServeCommandTest, ServesUntilSigtermThenDrainsAndExitsZero) {
   EXPECT_EQ(tandem.Wait(), 0);
 }
 
+// The README's first command: no --model serves the bundled model, whose chat template and
+// end-of-turn token make Chat answer and stop.
+TEST(ServeCommandTest, WithoutAModelServesTheBundledModel) {
+  TandemProcess tandem({"serve", "--port", "0", "--no-metrics", "--threads", "2",
+                        "--memory-gib", "0.1"});
+  ASSERT_TRUE(tandem.started());
+  const int port = tandem.ReadPortAfter("tandem serving on 127.0.0.1:");
+  ASSERT_GT(port, 0);
+  Client client(port);
+  {
+    grpc::ClientContext context;
+    v1::ModelInfo info;
+    ASSERT_TRUE(client.stub().GetModelInfo(&context, {}, &info).ok());
+    EXPECT_EQ(info.architecture(), "JambaForCausalLM");
+    EXPECT_NE(info.model_path().find("bundled/tandem-tiny-chat"), std::string::npos);
+    EXPECT_TRUE(info.has_chat_template());
+  }
+  v1::ChatRequest chat;
+  v1::ChatMessage* message = chat.add_messages();
+  message->set_role("user");
+  message->set_content("Tell me about Elizabeth.");
+  chat.mutable_sampling()->set_temperature(0.7f);
+  chat.mutable_sampling()->set_seed(5);
+  chat.mutable_sampling()->set_max_new_tokens(300);
+  StreamResult answer = client.Chat(chat);
+  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  EXPECT_FALSE(answer.text.empty());
+  EXPECT_GT(answer.complete.usage().prompt_tokens(), 5);
+  tandem.Signal(SIGTERM);
+  EXPECT_EQ(tandem.Wait(), 0);
+}
+
 TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
   TandemProcess tandem(
       {"serve", "--model", testing::Fixture("models/zamba2-tiny"), "--port", "70000"});
