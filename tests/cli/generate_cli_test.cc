@@ -70,7 +70,7 @@ TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
     std::string args;
     std::string expected;
   } cases[] = {
-      {"generate --prompt hi", "--model"},
+      {"generate --prompt hi --model", "--model needs a value"},
       {"generate --model " + Model("jamba-tiny"), "exactly one of --prompt and --prompt-ids"},
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1,x", "'x' is not an integer"},
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --greedy --seed 3",
