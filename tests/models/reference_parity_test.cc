@@ -1,5 +1,6 @@
-// Our forward pass against transformers' on the same tiny checkpoints (tools/reference):
-// full-prefill logits at every position and greedy continuations with their logits.
+// Our forward pass against transformers' on the same checkpoints (tools/reference): the tiny
+// fixtures and the bundled model; full-prefill logits at every position and greedy
+// continuations with their logits.
 #include <fstream>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ float ToleranceFor(const std::string& model, const std::string& backend) {
   return model == "zamba2-tiny" && backend == "cpu" ? 2.5e-4f : 1e-4f;
 }
 
+// Each manifest names its checkpoint relative to the repo root (tests/data/models/<name> for the
+// tiny fixtures, bundled/tandem-tiny-chat for the bundled model).
+std::string RepoRoot() { return std::string(TANDEM_TEST_DATA) + "/../.."; }
+
 struct ParityCase {
   std::string model;
   std::string backend;
@@ -34,10 +39,11 @@ class ReferenceParityTest : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(ReferenceParityTest, PrefillLogitsAndGreedyTokensMatchTransformers) {
   const ParityCase& pc = GetParam();
-  auto model = models::Model::Load(ModelDir(pc.model), ParityOptions());
-  ASSERT_TRUE(model.ok()) << model.status();
   auto manifest = models::ReadJsonFile(ReferenceDir(pc.model) + "/manifest.json");
   ASSERT_TRUE(manifest.ok()) << manifest.status();
+  auto model = models::Model::Load(RepoRoot() + "/" + (*manifest)["model_dir"].get<std::string>(),
+                                   ParityOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
   auto ops = pc.backend == "reference" ? kernels::MakeReferenceOps() : kernels::MakeCpuOps();
   kernels::Workspace ws;
   const int64_t vocab = (*model)->config().vocab_size;
@@ -76,8 +82,8 @@ TEST_P(ReferenceParityTest, PrefillLogitsAndGreedyTokensMatchTransformers) {
 
 std::vector<ParityCase> AllCases() {
   std::vector<ParityCase> cases;
-  for (const char* model :
-       {"jamba-tiny", "jamba-tiny-projbias", "zamba2-tiny", "zamba2-tiny-1block", "mamba2-tiny"}) {
+  for (const char* model : {"jamba-tiny", "jamba-tiny-projbias", "zamba2-tiny", "zamba2-tiny-1block",
+                            "mamba2-tiny", "tandem-tiny-chat"}) {
     for (const char* backend : {"cpu", "reference"}) cases.push_back({model, backend});
   }
   return cases;

@@ -72,6 +72,10 @@ ROPE_ANGLES = "float32"
 # boundary, 80 spans two full chunks plus a partial one, 157 spans four plus a partial one.
 FULL_PROMPTS = [1, 7, 33, 80, 157]
 SHORT_PROMPTS = [1, 7, 70]
+# --existing checkpoints (real vocabularies, larger .npy files): two prompts, ids from
+# EXISTING_FIRST_PROMPT_ID up (the bundled model's ids 0-6 are pad/bos/eos/unk and chat markers).
+EXISTING_PROMPTS = [33, 80]
+EXISTING_FIRST_PROMPT_ID = 7
 
 
 # --------------------------------------------------------------------------------------------
@@ -655,6 +659,15 @@ def generate(name, spec):
     if before is not None:
         after = full_logits(ref, probe)
         assert np.array_equal(before, after), f"reloaded {name} differs: {np.abs(before - after).max()}"
+    write_references(name, spec["cls"], ref, out_dir, prompts, str(spec["save_dtype"]).replace("torch.", ""))
+    return out_dir
+
+
+def write_references(name, cls, ref, out_dir, prompts, checkpoint_dtype):
+    """Computes and writes tests/data/reference/<name>/ for the float32-loaded model `ref` of the
+    checkpoint in `out_dir`: one case per entry of `prompts` (length -> ids)."""
+    vocab = ref.config.vocab_size
+    shards = sorted(f for f in os.listdir(out_dir) if f.endswith(".safetensors"))
     ref = to_compute_dtype(ref, COMPUTE_DTYPE)
     compute_dtype = str(COMPUTE_DTYPE).replace("torch.", "")
 
@@ -672,7 +685,7 @@ def generate(name, spec):
         routing.close()
         if layers is not None:
             layers.close()
-        assert logits.shape == (n, VOCAB) and np.isfinite(logits).all()
+        assert logits.shape == (n, vocab) and np.isfinite(logits).all()
         tokens, rows, margins = greedy_no_cache(ref, ids, GREEDY_STEPS)
         assert np.array_equal(rows[0], logits[-1])
         stepwise = stepwise_logits(ref, ids)
@@ -685,10 +698,10 @@ def generate(name, spec):
                 "name": case,
                 "prompt_ids": ids,
                 "prefill_logits_file": f"{case}.prefill_logits.npy",
-                "prefill_logits_shape": [n, VOCAB],
+                "prefill_logits_shape": [n, vocab],
                 "greedy_ids": tokens,
                 "greedy_logits_file": f"{case}.greedy_logits.npy",
-                "greedy_logits_shape": [GREEDY_STEPS, VOCAB],
+                "greedy_logits_shape": [GREEDY_STEPS, vocab],
                 "greedy_min_top2_margin": min(margins),
                 "stepwise_max_abs_diff": step_diff,
             }
@@ -742,7 +755,7 @@ def generate(name, spec):
         "token-by-token cached decode of the same prompt, both in " + compute_dtype + " " + noise_note,
     ]
     extra = {}
-    if spec["cls"] is Zamba2ForCausalLM:
+    if cls is Zamba2ForCausalLM:
         extra["zamba2_dt_min_clamp"] = "time_step_min"
         extra["time_step_min"] = cfg.time_step_min
         notes.append(
@@ -765,7 +778,7 @@ def generate(name, spec):
                 )
             else:
                 notes.append("rope_angles exact: RoPE inv_freq and angles in float64.")
-    if spec["cls"] is Mamba2ForCausalLM:
+    if cls is Mamba2ForCausalLM:
         extra["time_step_limit"] = list(cfg.time_step_limit)
         notes.append(
             "Mamba2: checkpoint stored in bfloat16; references come from loading it with "
@@ -773,18 +786,18 @@ def generate(name, spec):
             "full-width over din (transformers Mamba2 semantics), not grouped. time_step_limit "
             "(0, inf) makes the dt clamp a no-op."
         )
-    if spec["cls"] is JambaForCausalLM:
+    if cls is JambaForCausalLM:
         notes.append("Jamba: use_mamba_kernels=False (slow_forward path); attention has no positional encoding.")
     manifest = {
         "model": name,
         "model_dir": os.path.relpath(out_dir, REPO_ROOT),
-        "architecture": cfg.architectures[0] if cfg.architectures else spec["cls"].__name__,
-        "checkpoint_dtype": str(spec["save_dtype"]).replace("torch.", ""),
+        "architecture": cfg.architectures[0] if cfg.architectures else cls.__name__,
+        "checkpoint_dtype": checkpoint_dtype,
         "compute_dtype": compute_dtype,
         "logits_storage_dtype": "float32",
         "device": "cpu",
         "attn_implementation": "eager",
-        "vocab_size": VOCAB,
+        "vocab_size": vocab,
         "generation": {
             "method": "greedy",
             "do_sample": False,
@@ -806,7 +819,25 @@ def generate(name, spec):
     with open(os.path.join(ref_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
-    return out_dir
+
+
+def generate_existing(model_dir, name):
+    """References for a checkpoint that this tool did not build (e.g. bundled/tandem-tiny-chat):
+    loaded as stored, the same float64 computation, EXISTING_PROMPTS of seeded random ids."""
+    print(f"== {name} ({model_dir})", flush=True)
+    model_dir = os.path.abspath(os.path.join(REPO_ROOT, model_dir))
+    with open(os.path.join(model_dir, "config.json")) as f:
+        arch = json.load(f)["architectures"][0]
+    cls = {c.__name__: c for c in (JambaForCausalLM, Zamba2ForCausalLM, Mamba2ForCausalLM)}[arch]
+    dtypes = {t[0] for t in checkpoint_tensors(model_dir).values()}
+    assert len(dtypes) == 1, f"mixed checkpoint dtypes {dtypes}"
+    checkpoint_dtype = {"F32": "float32", "BF16": "bfloat16"}[dtypes.pop()]
+    ref = load_float32(cls, model_dir)
+    rng = np.random.default_rng(PROMPT_SEED)
+    prompts = {
+        n: rng.integers(EXISTING_FIRST_PROMPT_ID, ref.config.vocab_size, size=n).tolist() for n in EXISTING_PROMPTS
+    }
+    write_references(name, cls, ref, model_dir, prompts, checkpoint_dtype)
 
 
 def describe(name):
@@ -842,7 +873,16 @@ def main():
     parser.add_argument(
         "--tokenizers-only", action="store_true", help="only copy tokenizer files into existing checkpoints"
     )
+    parser.add_argument(
+        "--existing",
+        metavar="DIR",
+        help="write references for this existing checkpoint (relative to the repo root) instead of building one",
+    )
+    parser.add_argument("--name", help="with --existing: the folder name under tests/data/reference/")
     args = parser.parse_args()
+    if args.existing:
+        if not args.name or args.models or args.describe or args.tokenizers_only:
+            sys.exit("--existing needs --name and takes no model names, --describe or --tokenizers-only")
     names = args.models or list(MODELS)
     for n in names:
         if n not in MODELS:
@@ -857,6 +897,9 @@ def main():
     ROPE_ANGLES = args.rope_angles
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    if args.existing:
+        generate_existing(args.existing, args.name)
+        return
     for n in names:
         out_dir = os.path.join(MODELS_DIR, n) if args.tokenizers_only else generate(n, MODELS[n])
         copied = copy_tokenizer(n, MODELS[n], out_dir)
