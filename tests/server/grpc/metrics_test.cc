@@ -41,8 +41,11 @@ class MetricsTest : public ::testing::Test {
   void SetUp() override {
     model_ = testing::LoadServedFixture();
     ASSERT_NE(model_, nullptr);
-    absl::StatusOr<std::unique_ptr<GrpcServer>> server =
-        GrpcServer::Start(*model_, testing::SmallServerConfig());
+    ServerConfig config = testing::SmallServerConfig();
+    // Room for a request that cannot finish before its deadline on any machine.
+    config.engine.scheduler.max_new_tokens_limit = 1 << 20;
+    config.engine.memory_bytes = 256 << 20;
+    absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(*model_, config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_GT(server_->metrics_port(), 0);
@@ -66,10 +69,10 @@ TEST_F(MetricsTest, RequestsAppearInHistogramsAndCountersByCodeAndReason) {
   bad.mutable_sampling()->set_top_p(1.5f);
   EXPECT_EQ(client.Generate(bad).status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   {
-    // Dies by its deadline mid-stream.
+    // Dies by its deadline mid-stream: 30,000 tokens take 10 s on an idle 2-core machine.
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
-    auto reader = client.stub().Generate(&context, GreedyIds({5, 6, 7}, 1000));
+    auto reader = client.stub().Generate(&context, GreedyIds({5, 6, 7}, 30000));
     EXPECT_EQ(testing::ReadStream(*reader).status.error_code(),
               grpc::StatusCode::DEADLINE_EXCEEDED);
   }
