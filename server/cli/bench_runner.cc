@@ -22,7 +22,7 @@ Clock::duration FromSeconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// One call from send to end. gRPC's threads fill it (one call's callbacks never overlap); the
+// One call from send to end. The call's own thread fills it (its handlers never overlap); the
 // runner's thread reads it once the call is done.
 struct Call {
   BenchRequest request;
@@ -191,7 +191,7 @@ class Runner {
   std::deque<Clock::time_point> resting_;  // closed loop: when slots whose call failed reopen
   LoadResult result_;
 
-  // Finished calls, handed over by gRPC's threads.
+  // Finished calls, handed over by the calls' threads.
   std::mutex mu_;
   std::condition_variable done_cv_;
   std::deque<std::unique_ptr<Call>> done_;

@@ -69,4 +69,29 @@ std::unique_ptr<grpc::ClientContext> Connection::NewContext(
   return context;
 }
 
+void Connection::Spawn(std::function<void()> body) const {
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  // Reap the threads that are done, so that a long run does not keep every stack.
+  for (size_t i = 0; i < threads_.size();) {
+    if (threads_[i].finished->load()) {
+      threads_[i].thread.join();
+      threads_[i] = std::move(threads_.back());
+      threads_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  threads_.push_back({std::thread([body = std::move(body), finished] {
+                        body();
+                        finished->store(true);
+                      }),
+                      finished});
+}
+
+Connection::~Connection() {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  for (CallThread& t : threads_) t.thread.join();
+}
+
 }  // namespace tandem::client

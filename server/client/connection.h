@@ -9,10 +9,15 @@
 #ifndef TANDEM_SERVER_CLIENT_CONNECTION_H_
 #define TANDEM_SERVER_CLIENT_CONNECTION_H_
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
@@ -40,6 +45,11 @@ class Connection {
   std::unique_ptr<grpc::ClientContext> NewContext(
       std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
 
+  // Runs `body` on a thread of its own (StreamCall's calls). Threads that have finished are
+  // joined on the next Spawn; the destructor joins the rest.
+  void Spawn(std::function<void()> body) const;
+  ~Connection();
+
  private:
   Connection() = default;
 
@@ -48,6 +58,13 @@ class Connection {
   std::string per_call_authorization_;  // "Bearer <token>" on plaintext channels, else empty
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Tandem::Stub> stub_;
+
+  struct CallThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  mutable std::mutex threads_mu_;
+  mutable std::vector<CallThread> threads_;
 };
 
 }  // namespace tandem::client

@@ -1,43 +1,43 @@
 #include "server/client/stream_call.h"
 
+#include <memory>
 #include <utility>
 
 namespace tandem::client {
+namespace {
+
+// Reads the stream to its end, handing each message and then the status to the handlers.
+void ReadToEnd(grpc::ClientReader<v1::GenerateResponse>& reader,
+               const StreamCall::Handlers& handlers) {
+  v1::GenerateResponse response;
+  while (reader.Read(&response)) {
+    if (handlers.on_response) handlers.on_response(response);
+  }
+  const grpc::Status status = reader.Finish();
+  if (handlers.on_done) handlers.on_done(status);
+}
+
+}  // namespace
 
 void StreamCall::StartGenerate(const Connection& connection, v1::GenerateRequest request,
                                std::optional<std::chrono::milliseconds> timeout,
                                Handlers handlers) {
-  auto* call = new StreamCall(std::move(handlers));
-  call->generate_request_ = std::move(request);
-  connection.Prepare(call->context_, timeout);
-  connection.stub().async()->Generate(&call->context_, &call->generate_request_, call);
-  call->Begin();
+  connection.Spawn([&connection, request = std::move(request), timeout,
+                    handlers = std::move(handlers)] {
+    std::unique_ptr<grpc::ClientContext> context = connection.NewContext(timeout);
+    auto reader = connection.stub().Generate(context.get(), request);
+    ReadToEnd(*reader, handlers);
+  });
 }
 
 void StreamCall::StartChat(const Connection& connection, v1::ChatRequest request,
                            std::optional<std::chrono::milliseconds> timeout, Handlers handlers) {
-  auto* call = new StreamCall(std::move(handlers));
-  call->chat_request_ = std::move(request);
-  connection.Prepare(call->context_, timeout);
-  connection.stub().async()->Chat(&call->context_, &call->chat_request_, call);
-  call->Begin();
-}
-
-void StreamCall::Begin() {
-  StartRead(&response_);
-  StartCall();
-}
-
-void StreamCall::OnReadDone(bool ok) {
-  // !ok: the stream ended (or failed); OnDone follows with the status.
-  if (!ok) return;
-  if (handlers_.on_response) handlers_.on_response(response_);
-  StartRead(&response_);
-}
-
-void StreamCall::OnDone(const grpc::Status& status) {
-  if (handlers_.on_done) handlers_.on_done(status);
-  delete this;
+  connection.Spawn([&connection, request = std::move(request), timeout,
+                    handlers = std::move(handlers)] {
+    std::unique_ptr<grpc::ClientContext> context = connection.NewContext(timeout);
+    auto reader = connection.stub().Chat(context.get(), request);
+    ReadToEnd(*reader, handlers);
+  });
 }
 
 }  // namespace tandem::client
