@@ -63,8 +63,12 @@ void GenerateStream::Advance(const StreamSignals& signals) {
   if (cancelled_) {
     state_.engine().Cancel(stream_->id());
     ReleaseId();
-    // The client sees DEADLINE_EXCEEDED from its own library; record it as such too.
-    const bool expired = std::chrono::system_clock::now() >= deadline_;
+    // The client sees DEADLINE_EXCEEDED from its own library; record it as such too. Its
+    // library cancels the call when its own deadline passes, and that cancellation may reach
+    // us a little before our copy of the deadline (sent as a rounded timeout, counted from
+    // arrival) has passed: a cancellation that close to the deadline is the deadline.
+    constexpr auto kDeadlineSlack = std::chrono::milliseconds(250);
+    const bool expired = std::chrono::system_clock::now() + kDeadlineSlack >= deadline_;
     FinishCall(expired ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded")
                        : grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
     return;
