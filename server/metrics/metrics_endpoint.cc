@@ -12,7 +12,6 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 
