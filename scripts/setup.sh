@@ -8,7 +8,9 @@ packages=(
   libabsl-dev nlohmann-json3-dev libopenblas-dev libsentencepiece-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus-cpp-dev
-  python3 python3-numpy python3-grpcio
+  python3 python3-numpy python3-grpcio libssl-dev
+  # tests only: raw HTTP/2 frames for the transport-abuse tests
+  python3-h2
   # tests only: a real Prometheus scrapes /metrics; clang's libFuzzer runs the fuzz targets
   prometheus clang libclang-rt-14-dev
 )

@@ -1,15 +1,18 @@
 #include "server/cli/config_sources.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/util/small_file.h"
 
 namespace tandem::cli {
 namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
 
 const FlagSpec* FindSpec(const std::vector<FlagSpec>& specs, const std::string& name) {
   for (const FlagSpec& s : specs) {
@@ -42,11 +45,16 @@ absl::Status Apply(const FlagSpec& spec, const std::string& value, const std::st
 // Parses `flag = value` lines; a value may be double-quoted (keeps spaces and '#').
 absl::StatusOr<std::map<std::string, std::pair<std::string, int>>> ReadConfigFile(
     const std::string& path, const std::vector<FlagSpec>& specs) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("config file '", path, "': cannot read"));
+  // A config file is a few dozen lines; the bound keeps /dev/zero or a misnamed log file from
+  // being read without end, and a directory is refused by name rather than read as empty.
+  absl::StatusOr<std::string> contents = server::ReadSmallFile(path, kMaxConfigBytes);
+  if (!contents.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("config file ", contents.status().message()));
+  }
   std::map<std::string, std::pair<std::string, int>> entries;  // name -> value, line
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(*contents, '\n')) {
+    ++number;
     const std::string where = absl::StrCat(path, ":", number);
     absl::string_view text = absl::StripAsciiWhitespace(line);
     if (text.empty() || text.front() == '#') continue;

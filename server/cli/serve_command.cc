@@ -4,16 +4,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "models/status_macros.h"
 #include "server/cli/args.h"
@@ -23,9 +21,14 @@
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/served_model.h"
 #include "server/logging/structured_log.h"
+#include "server/util/bearer_tokens.h"
+#include "server/util/host_memory.h"
+#include "server/util/small_file.h"
 
 namespace tandem::cli {
 namespace {
+
+constexpr size_t kMaxTokenFileBytes = 1 << 20;
 
 const std::vector<FlagSpec>& ServeFlags() {
   static const std::vector<FlagSpec> specs = {
@@ -46,6 +49,13 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"prefill-chunk", true, "prompt tokens per sequence per step (default 256)"},
       {"max-queue", true, "queued requests beyond which new ones get RESOURCE_EXHAUSTED (1024)"},
       {"max-streams", true, "concurrent Generate/Chat streams (default 256)"},
+      {"max-streams-per-connection", true,
+       "HTTP/2 streams one client connection may open at once (default 128)"},
+      {"stream-stall-seconds", true,
+       "cancel a stream whose client has read nothing for this long (default 30)"},
+      {"max-resets-per-connection", true,
+       "calls a connection's client may cancel within 10 s before the connection's new calls "
+       "are refused for 30 s: the HTTP/2 rapid-reset defence (default 500; 0 disables)"},
       {"max-prompt-tokens", true, "tokens of one prompt (default 8192)"},
       {"max-new-tokens", true, "largest max_new_tokens a request may ask for (default 4096)"},
       {"max-request-bytes", true, "bytes of prompt text in one request (default 1048576)"},
@@ -53,10 +63,17 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"tls-cert", true, "PEM certificate chain: serve TLS only (needs --tls-key)"},
       {"tls-key", true, "PEM private key of --tls-cert"},
       {"auth-token", true, "require 'authorization: Bearer TOKEN' on every tandem.v1 call"},
-      {"auth-token-file", true, "read the bearer token from this file (keeps it out of ps)"},
+      {"auth-token-file", true,
+       "accept the bearer tokens in this file, one per line as TOKEN or NAME:TOKEN; each names "
+       "a caller, whose request ids are its own (keeps tokens out of ps)"},
       {"metrics-host", true, "address of the Prometheus /metrics endpoint (default: --host)"},
       {"metrics-port", true, "port of /metrics (default 9464; 0 picks a free one and prints it)"},
       {"no-metrics", false, "serve no /metrics endpoint"},
+      {"metrics-tls-cert", true, "PEM certificate chain: serve /metrics over HTTPS only"},
+      {"metrics-tls-key", true, "PEM private key of --metrics-tls-cert"},
+      {"metrics-auth-token-file", true,
+       "scrapes must send 'Authorization: Bearer TOKEN' with a token of this file (format as "
+       "--auth-token-file)"},
       {"log-format", true, "text (logfmt, default) or json: one line per event on stderr"},
       {"log-level", true, "debug, info (default), warning or error"},
       {"help", false, "show this help"},
@@ -85,16 +102,20 @@ absl::StatusOr<int64_t> IntIn(const Args& args, const std::string& name, int64_t
   return *value;
 }
 
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--auth-token-file: cannot read '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(text.str()));
-  if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--auth-token-file: '", path, "' is empty"));
+// A token file (server/util/bearer_tokens.h has the format), read through the bounded reader.
+absl::StatusOr<server::BearerTokens> ReadTokenFile(const Args& args, const std::string& flag) {
+  const std::string path = *args.String(flag);
+  absl::StatusOr<std::string> text = server::ReadSmallFile(path, kMaxTokenFileBytes);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source(flag), ": ", text.status().message()));
   }
-  return token;
+  absl::StatusOr<server::BearerTokens> tokens = server::BearerTokens::Parse(*text, path);
+  if (!tokens.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source(flag), ": ", tokens.status().message()));
+  }
+  return tokens;
 }
 
 absl::Status ReadSecurity(const Args& args, server::SecurityConfig* security) {
@@ -106,15 +127,48 @@ absl::Status ReadSecurity(const Args& args, server::SecurityConfig* security) {
   if (args.Has("auth-token") && args.Has("auth-token-file")) {
     return absl::InvalidArgumentError("give --auth-token or --auth-token-file, not both");
   }
-  if (std::optional<std::string> file = args.String("auth-token-file")) {
-    TANDEM_ASSIGN_OR_RETURN(security->auth_token, ReadTokenFile(*file));
-  } else {
-    security->auth_token = args.String("auth-token").value_or("");
-    if (args.Has("auth-token") && security->auth_token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(args.Source("auth-token"), " is empty"));
+  if (args.Has("auth-token-file")) {
+    TANDEM_ASSIGN_OR_RETURN(security->tokens, ReadTokenFile(args, "auth-token-file"));
+  } else if (std::optional<std::string> token = args.String("auth-token")) {
+    absl::StatusOr<server::BearerTokens> tokens = server::BearerTokens::Single(*token);
+    if (!tokens.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(args.Source("auth-token"), ": ", tokens.status().message()));
     }
+    security->tokens = *std::move(tokens);
   }
   return absl::OkStatus();
+}
+
+absl::Status ReadMetrics(const Args& args, const std::string& default_host,
+                         server::MetricsConfig* metrics) {
+  metrics->enabled = !args.Has("no-metrics");
+  metrics->host = args.String("metrics-host").value_or(default_host);
+  TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "metrics-port", 0, 65535, 9464));
+  metrics->port = static_cast<int>(port);
+  metrics->tls_cert_file = args.String("metrics-tls-cert").value_or("");
+  metrics->tls_key_file = args.String("metrics-tls-key").value_or("");
+  if (metrics->tls_cert_file.empty() != metrics->tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--metrics-tls-cert and --metrics-tls-key go together");
+  }
+  if (args.Has("metrics-auth-token-file")) {
+    TANDEM_ASSIGN_OR_RETURN(metrics->tokens, ReadTokenFile(args, "metrics-auth-token-file"));
+  }
+  return absl::OkStatus();
+}
+
+// --memory-gib must fit in this machine (or its container): the pools are reserved at start but
+// committed as they fill, so an impossible budget would otherwise surface as the kernel's OOM
+// killer under load rather than as an error now.
+absl::StatusOr<size_t> MemoryBudget(const Args& args) {
+  TANDEM_ASSIGN_OR_RETURN(std::optional<double> gib, args.Double("memory-gib"));
+  const size_t host = server::HostMemoryBytes();
+  if (gib && !(*gib > 0 && *gib * double(1ull << 30) < double(host))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.Source("memory-gib"), " must be > 0 and less than this machine's memory (",
+        absl::SixDigits(double(host) / double(1ull << 30)), " GiB), got ", *gib));
+  }
+  return static_cast<size_t>(gib.value_or(1.0) * double(1ull << 30));
 }
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
@@ -128,22 +182,14 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "port", 0, 65535, 50051));
   s.server.port = static_cast<int>(port);
   TANDEM_RETURN_IF_ERROR(ReadSecurity(args, &s.server.security));
-  s.server.metrics.enabled = !args.Has("no-metrics");
-  s.server.metrics.host = args.String("metrics-host").value_or(s.server.host);
-  TANDEM_ASSIGN_OR_RETURN(int64_t metrics_port, IntIn(args, "metrics-port", 0, 65535, 9464));
-  s.server.metrics.port = static_cast<int>(metrics_port);
+  TANDEM_RETURN_IF_ERROR(ReadMetrics(args, s.server.host, &s.server.metrics));
   TANDEM_ASSIGN_OR_RETURN(s.log_format,
                           server::ParseLogFormat(args.String("log-format").value_or("text")));
   TANDEM_ASSIGN_OR_RETURN(s.log_level,
                           server::ParseLogLevel(args.String("log-level").value_or("info")));
 
   engine::EngineConfig& e = s.server.engine;
-  TANDEM_ASSIGN_OR_RETURN(std::optional<double> gib, args.Double("memory-gib"));
-  if (gib && !(*gib > 0 && *gib <= 1024)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(args.Source("memory-gib"), " must be in (0, 1024], got ", *gib));
-  }
-  e.memory_bytes = static_cast<size_t>(gib.value_or(1.0) * (1ull << 30));
+  TANDEM_ASSIGN_OR_RETURN(e.memory_bytes, MemoryBudget(args));
   e.allocator = args.String("allocator").value_or("avmp-dynamic");
   TANDEM_ASSIGN_OR_RETURN(
       e.scheduler.cache.policy,
@@ -164,6 +210,19 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   server::RequestLimits& limits = s.server.limits;
   TANDEM_ASSIGN_OR_RETURN(int64_t streams, IntIn(args, "max-streams", 1, 1 << 20, 256));
   limits.max_concurrent_streams = static_cast<int32_t>(streams);
+  TANDEM_ASSIGN_OR_RETURN(int64_t per_connection,
+                          IntIn(args, "max-streams-per-connection", 1, 1 << 20, 128));
+  limits.max_streams_per_connection = static_cast<int32_t>(per_connection);
+  TANDEM_ASSIGN_OR_RETURN(std::optional<double> stall, args.Double("stream-stall-seconds"));
+  if (stall && !(*stall > 0 && *stall <= 86400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("stream-stall-seconds"), " must be in (0, 86400], got ", *stall));
+  }
+  limits.write_stall_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(std::ceil(stall.value_or(30.0) * 1000)));
+  TANDEM_ASSIGN_OR_RETURN(int64_t resets,
+                          IntIn(args, "max-resets-per-connection", 0, 1 << 30, 500));
+  limits.reset_flood.max_resets = static_cast<int32_t>(resets);
   TANDEM_ASSIGN_OR_RETURN(int64_t prompt, IntIn(args, "max-prompt-tokens", 1, 1 << 24, 8192));
   limits.max_prompt_tokens = static_cast<int32_t>(prompt);
   TANDEM_ASSIGN_OR_RETURN(limits.max_request_bytes,
@@ -202,7 +261,7 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
   server::LogLine(server::LogLevel::kInfo, "serving")
       .Field("address", absl::StrCat(config.host, ":", server->port()))
       .Field("tls", !config.security.tls_cert_file.empty())
-      .Field("auth_token", !config.security.auth_token.empty())
+      .Field("auth_tokens", static_cast<int64_t>(config.security.tokens.size()))
       .Field("metrics_port", server->metrics_port())
       .Field("cache_policy", engine::CachePolicyName(config.engine.scheduler.cache.policy));
   // Scripts read these lines to find the ports (useful with --port 0 and --metrics-port 0).

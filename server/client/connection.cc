@@ -1,23 +1,22 @@
 #include "server/client/connection.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/util/small_file.h"
 
 namespace tandem::client {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read TLS CA file '", path, "'"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) {
+absl::StatusOr<std::string> ReadCaFile(const std::string& path) {
+  absl::StatusOr<std::string> text = server::ReadSmallFile(path, 1 << 20);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("TLS CA file ", text.status().message()));
+  }
+  if (text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat("TLS CA file '", path, "' is empty"));
   }
-  return text.str();
+  return text;
 }
 
 }  // namespace
@@ -30,7 +29,7 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const std::string& 
   grpc::ChannelArguments args;
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (!security.tls_ca_file.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile(security.tls_ca_file);
+    absl::StatusOr<std::string> ca = ReadCaFile(security.tls_ca_file);
     if (!ca.ok()) return ca.status();
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = *std::move(ca);

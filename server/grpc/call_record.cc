@@ -1,5 +1,9 @@
 #include "server/grpc/call_record.h"
 
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
 #include "server/client/status_names.h"
 #include "server/logging/structured_log.h"
 
@@ -7,25 +11,78 @@ namespace tandem::server {
 
 using client::StatusCodeName;
 
-void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& request_id,
-                       const grpc::Status& status) {
-  const std::string code = StatusCodeName(status.error_code());
-  state.metrics().CountCall(rpc, code);
-  LogLine(LogLevel::kWarning, "request refused")
-      .Field("rpc", rpc)
-      .Field("request_id", request_id)
-      .Field("code", code)
-      .Field("error", status.error_message());
+namespace {
+
+// Refusals are logged at most kBurst at once and kPerSecond on average: a client that sends
+// thousands of bad calls a second must not turn the log into the bottleneck (or fill the disk).
+// The first line after a quiet spell says how many were left out.
+class RefusalLogBudget {
+ public:
+  // True when this refusal may be logged; *suppressed is then how many were not, since the last.
+  bool Take(int64_t* suppressed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    tokens_ =
+        std::min(kBurst, tokens_ + kPerSecond * std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+    if (tokens_ < 1) {
+      ++suppressed_;
+      return false;
+    }
+    tokens_ -= 1;
+    *suppressed = suppressed_;
+    suppressed_ = 0;
+    return true;
+  }
+
+ private:
+  static constexpr double kBurst = 50;
+  static constexpr double kPerSecond = 10;
+  std::mutex mu_;
+  double tokens_ = kBurst;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  int64_t suppressed_ = 0;
+};
+
+RefusalLogBudget& RefusalLogs() {
+  static RefusalLogBudget* budget = new RefusalLogBudget();
+  return *budget;
 }
 
-void RecordServedCall(ServiceState& state, const char* rpc, const std::string& request_id,
-                      const grpc::Status& status, const engine::Event* finished) {
+}  // namespace
+
+void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& caller,
+                       const std::string& request_id, const grpc::Status& status) {
+  const std::string code = StatusCodeName(status.error_code());
+  state.metrics().CountCall(rpc, code);
+  int64_t suppressed = 0;
+  if (!RefusalLogs().Take(&suppressed)) return;
+  LogLine line(LogLevel::kWarning, "request refused");
+  line.Field("rpc", rpc)
+      .Field("request_id", request_id)
+      .Field("caller", caller)
+      .Field("code", code)
+      .Field("error", status.error_message());
+  if (suppressed > 0) line.Field("refusals_not_logged", suppressed);
+}
+
+void RecordAbandonedCall(ServiceState& state, const char* rpc, const grpc::Status& status) {
+  state.metrics().CountCall(rpc, StatusCodeName(status.error_code()));
+}
+
+void RecordServedCall(ServiceState& state, const char* rpc, const std::string& caller,
+                      const std::string& request_id, const grpc::Status& status,
+                      const engine::Event* finished) {
   const std::string code = StatusCodeName(status.error_code());
   state.metrics().CountCall(rpc, code);
   if (finished != nullptr) state.metrics().ObserveFinished(*finished);
 
   LogLine line(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "request finished");
-  line.Field("rpc", rpc).Field("request_id", request_id).Field("code", code);
+  line.Field("rpc", rpc)
+      .Field("request_id", request_id)
+      .Field("caller", caller)
+      .Field("code", code);
+  if (!status.ok()) line.Field("error", status.error_message());
   if (finished == nullptr) return;
   line.Field("finish_reason", engine::FinishReasonName(finished->finish_reason))
       .Field("prompt_tokens", finished->usage.prompt_tokens)
@@ -35,7 +92,6 @@ void RecordServedCall(ServiceState& state, const char* rpc, const std::string& r
       .Field("queued_s", finished->timings.queued)
       .Field("ttft_s", finished->timings.first_token)
       .Field("e2e_s", finished->timings.finished);
-  if (!status.ok()) line.Field("error", status.error_message());
 }
 
 }  // namespace tandem::server

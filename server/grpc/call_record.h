@@ -13,12 +13,17 @@
 namespace tandem::server {
 
 // A call that never reached the engine (bad request, no stream slot, draining, no token).
-void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& request_id,
-                       const grpc::Status& status);
+// `caller` is empty when the call did not prove who it is.
+void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& caller,
+                       const std::string& request_id, const grpc::Status& status);
+// A call its client reset before the server read it, or refused by the reset-flood guard:
+// counted by its code, not logged (a flood of them must not flood the logs).
+void RecordAbandonedCall(ServiceState& state, const char* rpc, const grpc::Status& status);
 // A call whose request ran in the engine; `finished` is null when the call ended before the
 // engine's finish event was read (the client cancelled or its deadline passed).
-void RecordServedCall(ServiceState& state, const char* rpc, const std::string& request_id,
-                      const grpc::Status& status, const engine::Event* finished);
+void RecordServedCall(ServiceState& state, const char* rpc, const std::string& caller,
+                      const std::string& request_id, const grpc::Status& status,
+                      const engine::Event* finished);
 
 }  // namespace tandem::server
 

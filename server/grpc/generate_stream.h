@@ -4,9 +4,14 @@
 // pump's thread in Advance(). That keeps one thread per concern and rules out re-entrant
 // callbacks deadlocking on our locks. The engine never waits for the client: it pushes events
 // into the RequestStream, and they are read here at the client's pace.
+//
+// A client that stops reading (its HTTP/2 window stays shut, so a write never completes) is not
+// allowed to hold its stream slot and its request for ever: once a write has been pending for
+// the server's write_stall_timeout, the pump cancels the call.
 #ifndef TANDEM_SERVER_GRPC_GENERATE_STREAM_H_
 #define TANDEM_SERVER_GRPC_GENERATE_STREAM_H_
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -29,19 +34,23 @@ struct StreamSignals {
   bool done = false;
 };
 
-class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // The request is already in the engine as `stream`, with `request_id` reserved and one
-  // stream slot acquired in `state`; the destructor gives both back. `rpc` names the method
-  // for metrics and logs; `deadline` is the call's (to tell a deadline from a cancellation).
-  GenerateStream(ServiceState& state, StreamPump& pump, const char* rpc, std::string request_id,
-                 std::chrono::system_clock::time_point deadline,
+  // The request is already in the engine as `stream`, with `request_id` reserved for `caller`
+  // and one stream slot acquired in `state`; the destructor gives both back. `rpc` names the
+  // method for metrics and logs. `context` is the call's (valid until OnDone).
+  GenerateStream(ServiceState& state, StreamPump& pump, grpc::CallbackServerContext* context,
+                 const char* rpc, std::string caller, std::string request_id,
                  std::shared_ptr<engine::RequestStream> stream);
   ~GenerateStream() override;
 
   // Pump thread only: consumes signals, writes what the engine produced, finishes the call.
-  // The stream then waits for a gRPC callback or an engine event, each of which signals the pump.
+  // The stream then waits for a gRPC callback or an engine event, each of which signals the pump,
+  // or for its stall deadline.
   void Advance(const StreamSignals& signals);
+  // Pump thread only: when a write has been pending since this time plus the stall timeout, the
+  // client is not reading; nullopt while no write is pending.
+  std::optional<std::chrono::steady_clock::time_point> stall_deadline() const;
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -49,6 +58,8 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
  private:
   void ReleaseId();
+  // The call's deadline has passed (or is about to): a cancellation now is the deadline's.
+  bool DeadlinePassed() const;
   // Reads the events waiting in the engine's stream into response_'s chunk; returns the finish
   // event if it came.
   std::optional<engine::Event> TakeEvents(v1::Chunk** chunk);
@@ -57,14 +68,21 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
   ServiceState& state_;
   StreamPump& pump_;
+  grpc::CallbackServerContext* const context_;
   const char* const rpc_;
+  const std::string caller_;
+  const std::string peer_;  // the connection, for the reset-flood guard
   const std::string request_id_;
-  const std::chrono::system_clock::time_point deadline_;
+  const std::chrono::system_clock::time_point deadline_;  // the call's, to tell it from a cancel
   std::shared_ptr<engine::RequestStream> stream_;
   // Pump thread only.
   v1::GenerateResponse response_;
+  grpc::ByteBuffer wire_response_;  // response_ serialized, while its write is pending
+  std::chrono::steady_clock::time_point write_started_;
+  bool stalled_ = false;  // cancelled by the pump because the client stopped reading
+  std::atomic<bool> server_cancelled_{false};      // the same, for OnCancel on gRPC's thread
   std::optional<engine::Event> pending_finished_;  // read while a chunk was being built
-  std::optional<engine::Event> finished_;  // the finish event, once converted
+  std::optional<engine::Event> finished_;          // the finish event, once converted
   int32_t last_token_ = -1;
   double last_token_seconds_ = -1;  // engine time of the latest token, for inter-token gaps
   bool write_in_flight_ = false;
@@ -77,10 +95,21 @@ class GenerateStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
 // A call refused before it reached the engine: records the refusal and finishes at once with
 // the status.
-class RefusedStream : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class RefusedStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  RefusedStream(ServiceState& state, const char* rpc, const std::string& request_id,
-                const grpc::Status& status);
+  // `caller` is empty when the call was refused for not proving who it is.
+  RefusedStream(ServiceState& state, const char* rpc, const std::string& caller,
+                const std::string& request_id, const grpc::Status& status);
+  void OnDone() override { delete this; }
+};
+
+// A call its client reset before the server read it (HTTP/2 RST_STREAM right after HEADERS, the
+// "rapid reset" pattern), or one from a connection the reset-flood guard blocks: finished at once
+// with `status` and only counted, not logged, so that a flood of them costs as little as
+// possible and cannot flood the logs either.
+class AbandonedStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  AbandonedStream(ServiceState& state, const char* rpc, const grpc::Status& status);
   void OnDone() override { delete this; }
 };
 

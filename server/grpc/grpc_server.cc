@@ -1,9 +1,7 @@
 #include "server/grpc/grpc_server.h"
 
 #include <algorithm>
-#include <fstream>
 #include <future>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -12,10 +10,13 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/grpc/service_state.h"
-#include "server/metrics/engine_collector.h"
-#include "server/metrics/metrics_endpoint.h"
 #include "server/grpc/stream_pump.h"
 #include "server/grpc/tandem_service.h"
+#include "server/http/tls_context.h"
+#include "server/metrics/engine_collector.h"
+#include "server/metrics/metrics_endpoint.h"
+#include "server/util/heap_trimmer.h"
+#include "server/util/small_file.h"
 
 namespace tandem::server {
 namespace {
@@ -42,14 +43,13 @@ absl::Status WarmUp(engine::Engine& engine, const models::Model& model) {
 
 // The PEM files' contents, or an error naming the file.
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(what, ": cannot read '", path, "'"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": '", path, "' is not a PEM file"));
+  absl::StatusOr<std::string> text = ReadSmallFile(path, 1 << 20);
+  if (!text.ok())
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", text.status().message()));
+  if (text->find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " '", path, "' is not a PEM file"));
   }
-  return text.str();
+  return text;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const SecurityConfig& config) {
@@ -72,6 +72,21 @@ std::string Address(const std::string& host, int port) {
     return absl::StrCat("[", host, "]:", port);
   }
   return absl::StrCat(host, ":", port);
+}
+
+// What one connection may take of the server, whatever its client does.
+void SetTransportLimits(const RequestLimits& limits, grpc::ServerBuilder& builder) {
+  // Streams open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS; the transport
+  // refuses more with REFUSED_STREAM), so that one connection cannot take every stream slot.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_streams_per_connection);
+  // A connection must finish its handshake (TLS or the HTTP/2 preface) in this time.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 20'000);
+  // Ping clients with calls in flight every minute and drop those that do not answer within
+  // 20 s: a peer that vanished (or stopped reading its socket) frees its streams.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  // Close connections that have had no call for 10 minutes (clients reconnect on demand).
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 600'000);
 }
 
 }  // namespace
@@ -101,9 +116,21 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
     server->engine_collector_ = std::make_shared<EngineCollector>([state] {
       return EngineSnapshot{state->engine().stats(), state->active_streams(), state->draining()};
     });
+    MetricsEndpointOptions options;
+    options.host = config.metrics.host;
+    options.port = config.metrics.port;
+    options.tokens = config.metrics.tokens;
+    if (!config.metrics.tls_cert_file.empty() || !config.metrics.tls_key_file.empty()) {
+      absl::StatusOr<std::shared_ptr<TlsContext>> tls =
+          TlsContext::Load(config.metrics.tls_cert_file, config.metrics.tls_key_file);
+      if (!tls.ok()) {
+        server->pump_->Stop();
+        return absl::InvalidArgumentError(absl::StrCat("metrics: ", tls.status().message()));
+      }
+      options.tls = *std::move(tls);
+    }
     absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics = MetricsEndpoint::Start(
-        config.metrics.host, config.metrics.port,
-        {server->state_->metrics().registry(), server->engine_collector_});
+        options, {server->state_->metrics().registry(), server->engine_collector_});
     if (!metrics.ok()) {
       server->pump_->Stop();
       return metrics.status();
@@ -119,6 +146,8 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
   // our INVALID_ARGUMENT naming the field rather than gRPC's size error.
   const int64_t max_message = config.limits.max_request_bytes + (64 << 10);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_message, INT32_MAX)));
+  SetTransportLimits(config.limits, builder);
+
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
@@ -126,6 +155,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
     return absl::UnavailableError(
         absl::StrCat("could not listen on ", Address(config.host, config.port)));
   }
+  // After a burst of calls (a reset flood, a huge prompt) the freed memory goes back to the
+  // system within seconds instead of keeping the process at its peak.
+  server->heap_trimmer_ = std::make_unique<HeapTrimmer>(std::chrono::seconds(2), 32 << 20);
   // The model is loaded and warm: ready.
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   health->SetServingStatus(true);

@@ -24,6 +24,7 @@ class Server;
 namespace tandem::server {
 
 class EngineCollector;
+class HeapTrimmer;
 class MetricsEndpoint;
 class ServiceState;
 class StreamPump;
@@ -53,6 +54,7 @@ class GrpcServer {
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<EngineCollector> engine_collector_;
   std::unique_ptr<MetricsEndpoint> metrics_;
+  std::unique_ptr<HeapTrimmer> heap_trimmer_;
   int port_ = 0;
   bool shut_down_ = false;
 };

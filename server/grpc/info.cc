@@ -17,17 +17,16 @@ absl::Status TokenizeText(const ServiceState& state, const v1::TokenizeRequest& 
   if (tokenizer == nullptr) {
     return absl::FailedPreconditionError("text: the model has no tokenizer");
   }
-  const int64_t max_bytes = state.config().limits.max_request_bytes;
-  if (static_cast<int64_t>(request.text().size()) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "text: ", request.text().size(), " bytes, more than the server's limit of ", max_bytes));
-  }
-  if (!models::IsValidUtf8(request.text())) {
-    return absl::InvalidArgumentError("text: not valid UTF-8");
+  // Tokenize answers for what could be a prompt: the same limits, checked the same way.
+  if (absl::Status s = CheckPromptText(request.text(), "text", state.validation()); !s.ok()) {
+    return s;
   }
   const bool special = !request.has_add_special_tokens() || request.add_special_tokens();
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(request.text(), special);
   if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message()));
+  if (ids->size() > static_cast<size_t>(state.config().limits.max_prompt_tokens)) {
+    return CheckPromptLength(ids->size(), "text", state.validation());
+  }
   for (int32_t id : *ids) {
     response->add_token_ids(id);
     response->add_pieces(tokenizer->TokenToPiece(id));

@@ -1,5 +1,6 @@
 #include "server/grpc/request_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <random>
@@ -39,6 +40,8 @@ uint64_t RandomSeed() {
   return gen();
 }
 
+}  // namespace
+
 absl::Status CheckPromptLength(size_t tokens, const std::string& field,
                                const ValidationContext& context) {
   if (tokens == 0) return Invalid(field, "the prompt is empty");
@@ -49,7 +52,18 @@ absl::Status CheckPromptLength(size_t tokens, const std::string& field,
   return absl::OkStatus();
 }
 
-}  // namespace
+absl::Status CheckPromptText(const std::string& text, const std::string& field,
+                             const ValidationContext& context) {
+  if (absl::Status s = CheckText(text, field, context.limits.max_request_bytes); !s.ok()) return s;
+  const size_t most = static_cast<size_t>(context.limits.max_prompt_tokens) * 2 *
+                      std::max<size_t>(context.model->longest_token_bytes, 1);
+  if (text.size() > most) {
+    return Invalid(field, absl::StrCat(text.size(), " bytes, more than ", most,
+                                       ", which is more than the server's limit of ",
+                                       context.limits.max_prompt_tokens, " tokens can hold"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateRequestId(const std::string& request_id) {
   if (request_id.size() > 128) {
@@ -156,10 +170,7 @@ absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& 
   const int32_t vocab = served.model->config().vocab_size;
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kText: {
-      if (absl::Status s = CheckText(request.text(), "text", context.limits.max_request_bytes);
-          !s.ok()) {
-        return s;
-      }
+      if (absl::Status s = CheckPromptText(request.text(), "text", context); !s.ok()) return s;
       if (request.text().empty()) return Invalid("text", "the prompt is empty");
       if (served.tokenizer == nullptr) {
         return absl::FailedPreconditionError(

@@ -41,6 +41,18 @@ absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& 
 absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
                                                  const ValidationContext& context);
 
+// Text to be tokenized as a prompt: valid UTF-8, within the server's request bytes, and short
+// enough that it could tokenize into at most max_prompt_tokens tokens. The last check comes
+// before tokenizing, because tokenizing costs memory in proportion to the text (a megabyte of
+// text takes about 200 MB for a moment): a text longer than max_prompt_tokens × the longest
+// token's bytes × 2 cannot fit (the 2 leaves room for normalizers that shrink text, such as
+// SentencePiece collapsing runs of spaces). INVALID_ARGUMENT naming `field` otherwise.
+absl::Status CheckPromptText(const std::string& text, const std::string& field,
+                             const ValidationContext& context);
+// The tokens of a prompt: 1..max_prompt_tokens. INVALID_ARGUMENT naming `field` otherwise.
+absl::Status CheckPromptLength(size_t tokens, const std::string& field,
+                               const ValidationContext& context);
+
 // Ids in [0, vocab): INVALID_ARGUMENT naming `field`[i] otherwise.
 absl::Status ValidateTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
                               int32_t vocab_size, const std::string& field);

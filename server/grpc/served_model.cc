@@ -1,5 +1,6 @@
 #include "server/grpc/served_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -16,6 +17,11 @@ absl::StatusOr<ServedModel> ServedModel::Load(const std::string& dir,
                                   std::filesystem::exists(dir + "/tokenizer.model");
   if (!has_tokenizer_file) return served;
   TANDEM_ASSIGN_OR_RETURN(served.tokenizer, models::LoadTokenizer(dir));
+  for (int32_t id = 0; id < served.tokenizer->vocab_size(); ++id) {
+    served.longest_token_bytes =
+        std::max({served.longest_token_bytes, served.tokenizer->TokenBytes(id).size(),
+                  served.tokenizer->TokenToPiece(id).size()});
+  }
   const std::string& source = served.tokenizer->config().chat_template;
   if (!source.empty()) {
     absl::StatusOr<ChatTemplate> parsed = ChatTemplate::Parse(source);

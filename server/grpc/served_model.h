@@ -19,6 +19,10 @@ struct ServedModel {
   std::unique_ptr<models::Model> model;
   std::unique_ptr<models::Tokenizer> tokenizer;  // may be null
   std::optional<ChatTemplate> chat_template;     // only with a tokenizer
+  // The most bytes of text one token can stand for (the longest vocabulary entry, in its raw
+  // and its stored spelling), so that text too long for any prompt can be refused before it is
+  // tokenized (request_validation.h). 0 without a tokenizer.
+  size_t longest_token_bytes = 0;
 
   // Loads a checkpoint directory. A missing tokenizer is not an error (token-id prompts still
   // work); a tokenizer that fails to load, or a chat template that fails to parse, is.

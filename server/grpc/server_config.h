@@ -4,10 +4,13 @@
 #ifndef TANDEM_SERVER_GRPC_SERVER_CONFIG_H_
 #define TANDEM_SERVER_GRPC_SERVER_CONFIG_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
 #include "engine/engine.h"
+#include "server/grpc/reset_flood_guard.h"
+#include "server/util/bearer_tokens.h"
 
 namespace tandem::server {
 
@@ -19,6 +22,15 @@ struct RequestLimits {
   int32_t max_prompt_tokens = 8192;
   // Generate and Chat streams open at once; one more gets RESOURCE_EXHAUSTED.
   int32_t max_concurrent_streams = 256;
+  // HTTP/2 streams one connection may have open at once (announced in SETTINGS; the transport
+  // refuses more), so that one connection cannot take every stream slot of the server.
+  int32_t max_streams_per_connection = 128;
+  // A Generate or Chat stream whose client has read nothing for this long (its HTTP/2 flow
+  // control window stays shut, so a write never completes) is cancelled and its slot freed.
+  std::chrono::milliseconds write_stall_timeout{30000};
+  // Connections whose client resets calls in floods are refused for a while
+  // (reset_flood_guard.h).
+  ResetFloodLimits reset_flood;
 };
 
 // Transport security and authentication. Health and reflection stay open to anyone who can
@@ -27,14 +39,21 @@ struct SecurityConfig {
   // PEM files; both or neither. With them the port speaks TLS only.
   std::string tls_cert_file;
   std::string tls_key_file;
-  // When set, calls must carry the metadata "authorization: Bearer <token>".
-  std::string auth_token;
+  // When enabled, calls must carry the metadata "authorization: Bearer <token>" with one of
+  // them; the token names the caller.
+  BearerTokens tokens;
 };
 
 struct MetricsConfig {
   bool enabled = true;
   std::string host = "127.0.0.1";
   int port = 9464;  // 0 picks a free port (GrpcServer::metrics_port() tells which)
+  // PEM files; both or neither. With them /metrics is served over HTTPS only.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // When enabled, a scrape must send "Authorization: Bearer <token>" with one of them
+  // (Prometheus: authorization.credentials_file).
+  BearerTokens tokens;
 };
 
 struct ServerConfig {

@@ -9,10 +9,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "engine/engine.h"
 #include "server/grpc/request_validation.h"
+#include "server/grpc/reset_flood_guard.h"
 #include "server/grpc/served_model.h"
 #include "server/grpc/server_config.h"
 #include "server/metrics/request_metrics.h"
@@ -22,7 +24,10 @@ namespace tandem::server {
 class ServiceState {
  public:
   ServiceState(const ServedModel& model, engine::Engine& engine, const ServerConfig& config)
-      : model_(model), engine_(engine), config_(config) {
+      : model_(model),
+        engine_(engine),
+        config_(config),
+        reset_guard_(config.limits.reset_flood, [this] { metrics_.CountConnectionBlocked(); }) {
     validation_.model = &model_;
     validation_.limits = config.limits;
     validation_.max_new_tokens_limit = config.engine.scheduler.max_new_tokens_limit;
@@ -33,6 +38,7 @@ class ServiceState {
   const ServerConfig& config() const { return config_; }
   const ValidationContext& validation() const { return validation_; }
   RequestMetrics& metrics() { return metrics_; }
+  ResetFloodGuard& reset_guard() { return reset_guard_; }
   double uptime_seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   }
@@ -52,29 +58,33 @@ class ServiceState {
   void ReleaseStream() { active_streams_.fetch_sub(1); }
   int64_t active_streams() const { return active_streams_.load(); }
 
-  // Reserves a request id before the request reaches the engine; false when a live request
-  // already uses it. An empty id gets a fresh "req-N" (written back).
-  bool ReserveId(std::string* request_id) {
+  // Request ids are unique per caller (caller_identity.h), not server-wide: a client's ids
+  // are its own business, and nobody else can abort, or learn of, a request by guessing its id.
+  //
+  // Reserves `request_id` for `caller` before the request reaches the engine; false when a live
+  // request of that caller already uses it. An empty id gets a fresh "req-N" (written back).
+  bool ReserveId(const std::string& caller, std::string* request_id) {
     std::lock_guard<std::mutex> lock(mu_);
     if (request_id->empty()) {
       do {
         *request_id = "req-" + std::to_string(next_id_++);
-      } while (live_.contains(*request_id));
+      } while (live_.contains({caller, *request_id}));
     }
-    return live_.emplace(*request_id, std::nullopt).second;
+    return live_.emplace(LiveKey{caller, *request_id}, std::nullopt).second;
   }
-  void BindId(const std::string& request_id, engine::RequestId id) {
+  void BindId(const std::string& caller, const std::string& request_id, engine::RequestId id) {
     std::lock_guard<std::mutex> lock(mu_);
-    live_[request_id] = id;
+    live_[LiveKey{caller, request_id}] = id;
   }
-  void ReleaseId(const std::string& request_id) {
+  void ReleaseId(const std::string& caller, const std::string& request_id) {
     std::lock_guard<std::mutex> lock(mu_);
-    live_.erase(request_id);
+    live_.erase(LiveKey{caller, request_id});
   }
-  // The engine id of a live request.
-  std::optional<engine::RequestId> Lookup(const std::string& request_id) const {
+  // The engine id of one of `caller`'s live requests.
+  std::optional<engine::RequestId> Lookup(const std::string& caller,
+                                          const std::string& request_id) const {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(request_id);
+    auto it = live_.find(LiveKey{caller, request_id});
     return it == live_.end() ? std::nullopt : it->second;
   }
 
@@ -84,11 +94,13 @@ class ServiceState {
   const ServerConfig config_;
   ValidationContext validation_;
   RequestMetrics metrics_;
+  ResetFloodGuard reset_guard_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> active_streams_{0};
   mutable std::mutex mu_;
-  absl::flat_hash_map<std::string, std::optional<engine::RequestId>> live_;
+  using LiveKey = std::pair<std::string, std::string>;  // caller, request id
+  absl::flat_hash_map<LiveKey, std::optional<engine::RequestId>> live_;
   uint64_t next_id_ = 1;
 };
 

@@ -1,5 +1,8 @@
 #include "server/grpc/stream_pump.h"
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -65,11 +68,17 @@ void StreamPump::Run() {
     // Outside the lock: Advance calls into gRPC, which may run a stream's callbacks inline,
     // and those call Signal().
     std::vector<GenerateStream*> done;
+    // The earliest moment a pending write counts as stalled: the pump must look again then even
+    // if nothing signals it.
+    std::optional<std::chrono::steady_clock::time_point> next_check;
     for (const auto& [stream, signals] : work) {
       if (signals.done) {
         done.push_back(stream);
-      } else {
-        stream->Advance(signals);
+        continue;
+      }
+      stream->Advance(signals);
+      if (auto deadline = stream->stall_deadline()) {
+        next_check = next_check ? std::min(*next_check, *deadline) : *deadline;
       }
     }
     lock.lock();
@@ -84,7 +93,12 @@ void StreamPump::Run() {
     }
     // Stop's wake-up may have been consumed by this pass (whose last stream then finished), so
     // an empty pump that is stopping must not wait for another.
-    wake_cv_.wait(lock, [&] { return wake_ || (stopping_ && streams_.empty()); });
+    auto woken = [&] { return wake_ || (stopping_ && streams_.empty()); };
+    if (next_check) {
+      wake_cv_.wait_until(lock, *next_check, woken);
+    } else {
+      wake_cv_.wait(lock, woken);
+    }
   }
 }
 

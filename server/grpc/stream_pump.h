@@ -3,7 +3,8 @@
 // gRPC's write API), deleting each after gRPC reports it done.
 //
 // The thread sleeps until signalled: by gRPC's callbacks, or by the engine pushing an event into
-// a stream's RequestStream (its push listener), so nothing is polled.
+// a stream's RequestStream (its push listener), so nothing is polled; or until the earliest
+// moment a pending write would count as stalled (GenerateStream::stall_deadline).
 #ifndef TANDEM_SERVER_GRPC_STREAM_PUMP_H_
 #define TANDEM_SERVER_GRPC_STREAM_PUMP_H_
 

@@ -4,133 +4,190 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/grpc/bearer_auth.h"
+#include "server/grpc/caller_identity.h"
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/info.h"
 #include "server/grpc/request_validation.h"
+#include "server/grpc/wire_messages.h"
 #include "server/logging/structured_log.h"
 
 namespace tandem::server {
 namespace {
 
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const grpc::Status& status) {
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
 }  // namespace
 
-grpc::Status TandemService::Authorize(const grpc::CallbackServerContext& context) const {
-  return CheckBearerToken(context, state_.config().security.auth_token);
-}
-
-grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  if (grpc::Status refused = Admission(*context); !refused.ok()) {
-    return new RefusedStream(state_, "Generate", request->request_id(), refused);
+grpc::Status TandemService::CheckResetFlood(const grpc::CallbackServerContext& context,
+                                            bool has_message) {
+  const std::string connection = context.peer();
+  if (state_.reset_guard().Blocked(connection)) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        "this connection resets too many calls; try again later");
   }
-  return Start("Generate", *context, request->request_id(),
-               BuildGenerateRequest(*request, state_.validation()));
-}
-
-grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Chat(
-    grpc::CallbackServerContext* context, const v1::ChatRequest* request) {
-  if (grpc::Status refused = Admission(*context); !refused.ok()) {
-    return new RefusedStream(state_, "Chat", request->request_id(), refused);
-  }
-  return Start("Chat", *context, request->request_id(),
-               BuildChatRequest(*request, state_.validation()));
-}
-
-grpc::Status TandemService::Admission(const grpc::CallbackServerContext& context) const {
-  if (grpc::Status auth = Authorize(context); !auth.ok()) return auth;
-  if (state_.draining()) {
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down");
+  // Reset by the client before it was read (the cancellation, or at least the end of the stream
+  // without a request message, has arrived): nobody is waiting for an answer.
+  if (context.IsCancelled() || !has_message) {
+    state_.reset_guard().RecordClientReset(connection);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client reset the call");
   }
   return grpc::Status::OK;
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* TandemService::Start(
-    const char* rpc, const grpc::CallbackServerContext& context, std::string request_id,
-    absl::StatusOr<engine::Request> request) {
+template <class Request, class Response, class AnswerFn>
+grpc::ServerUnaryReactor* TandemService::Unary(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* wire_request,
+                                               grpc::ByteBuffer* wire_response, AnswerFn answer) {
+  if (grpc::Status flood = CheckResetFlood(*context, wire_request->Valid()); !flood.ok()) {
+    context->DefaultReactor()->Finish(flood);
+    return context->DefaultReactor();
+  }
+  absl::StatusOr<std::string> caller = IdentifyCaller(*context, state_.config().security.tokens);
+  if (!caller.ok()) return Answer(context, caller.status());
+  Request request;
+  if (absl::Status s = ParseWireMessage(*wire_request, &request); !s.ok()) {
+    return Answer(context, s);
+  }
+  Response response;
+  absl::Status status = answer(*caller, request, &response);
+  if (status.ok()) status = SerializeWireMessage(response, wire_response);
+  return Answer(context, status);
+}
+
+template <class Request, class Build>
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Stream(
+    const char* rpc, grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request,
+    Build build) {
+  if (grpc::Status flood = CheckResetFlood(*context, wire_request->Valid()); !flood.ok()) {
+    return new AbandonedStream(state_, rpc, flood);
+  }
+  absl::StatusOr<std::string> caller = IdentifyCaller(*context, state_.config().security.tokens);
+  if (!caller.ok()) return new RefusedStream(state_, rpc, "", "", ToGrpcStatus(caller.status()));
+  if (state_.draining()) {
+    return new RefusedStream(
+        state_, rpc, *caller, "",
+        grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+  }
+  Request request;
+  if (absl::Status s = ParseWireMessage(*wire_request, &request); !s.ok()) {
+    return new RefusedStream(state_, rpc, *caller, "", ToGrpcStatus(s));
+  }
+  return Start(rpc, context, *caller, request.request_id(), build(request, state_.validation()));
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return Stream<v1::GenerateRequest>("Generate", context, request, BuildGenerateRequest);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Chat(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return Stream<v1::ChatRequest>("Chat", context, request, BuildChatRequest);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
+    const char* rpc, grpc::CallbackServerContext* context, const std::string& caller,
+    std::string request_id, absl::StatusOr<engine::Request> request) {
   if (!request.ok()) {
-    return new RefusedStream(state_, rpc, request_id, ToGrpcStatus(request.status()));
+    return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(request.status()));
   }
   if (!state_.AcquireStream()) {
+    if (grpc::Status flood = CheckResetFlood(*context, /*has_message=*/true); !flood.ok()) {
+      return new AbandonedStream(state_, rpc, flood);
+    }
     return new RefusedStream(
-        state_, rpc, request_id,
+        state_, rpc, caller, request_id,
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                      absl::StrCat("too many concurrent streams (the server's limit is ",
                                   state_.config().limits.max_concurrent_streams, ")")));
   }
-  if (!state_.ReserveId(&request_id)) {
+  if (!state_.ReserveId(caller, &request_id)) {
     state_.ReleaseStream();
     return new RefusedStream(
-        state_, rpc, request_id,
+        state_, rpc, caller, request_id,
         grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
-                     absl::StrCat("request_id: '", request_id, "' is used by a live request")));
+                     absl::StrCat("request_id: '", request_id,
+                                  "' is used by another live request of yours")));
   }
   request->client_id = request_id;
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
       state_.engine().Submit(*std::move(request));
   if (!stream.ok()) {
-    state_.ReleaseId(request_id);
+    state_.ReleaseId(caller, request_id);
     state_.ReleaseStream();
-    return new RefusedStream(state_, rpc, request_id, ToGrpcStatus(stream.status()));
+    return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(stream.status()));
   }
-  state_.BindId(request_id, (*stream)->id());
+  state_.BindId(caller, request_id, (*stream)->id());
   LogLine(LogLevel::kDebug, "request started")
       .Field("rpc", rpc)
       .Field("request_id", request_id)
-      .Field("peer", context.peer());
-  auto* reactor = new GenerateStream(state_, pump_, rpc, std::move(request_id), context.deadline(),
+      .Field("caller", caller)
+      .Field("peer", context->peer());
+  auto* reactor = new GenerateStream(state_, pump_, context, rpc, caller, std::move(request_id),
                                      *std::move(stream));
   pump_.Add(reactor);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* TandemService::Tokenize(grpc::CallbackServerContext* context,
-                                                  const v1::TokenizeRequest* request,
-                                                  v1::TokenizeResponse* response) {
-  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
-  return Answer(context, ToGrpcStatus(TokenizeText(state_, *request, response)));
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  return Unary<v1::TokenizeRequest, v1::TokenizeResponse>(
+      context, request, response,
+      [this](const std::string&, const v1::TokenizeRequest& in, v1::TokenizeResponse* out) {
+        return TokenizeText(state_, in, out);
+      });
 }
 
 grpc::ServerUnaryReactor* TandemService::Detokenize(grpc::CallbackServerContext* context,
-                                                    const v1::DetokenizeRequest* request,
-                                                    v1::DetokenizeResponse* response) {
-  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
-  return Answer(context, ToGrpcStatus(DetokenizeIds(state_, *request, response)));
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return Unary<v1::DetokenizeRequest, v1::DetokenizeResponse>(
+      context, request, response,
+      [this](const std::string&, const v1::DetokenizeRequest& in, v1::DetokenizeResponse* out) {
+        return DetokenizeIds(state_, in, out);
+      });
 }
 
 grpc::ServerUnaryReactor* TandemService::GetModelInfo(grpc::CallbackServerContext* context,
-                                                      const v1::GetModelInfoRequest* request,
-                                                      v1::ModelInfo* response) {
-  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
-  FillModelInfo(state_, response);
-  return Answer(context, grpc::Status::OK);
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return Unary<v1::GetModelInfoRequest, v1::ModelInfo>(
+      context, request, response,
+      [this](const std::string&, const v1::GetModelInfoRequest&, v1::ModelInfo* out) {
+        FillModelInfo(state_, out);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TandemService::GetServerInfo(grpc::CallbackServerContext* context,
-                                                       const v1::GetServerInfoRequest* request,
-                                                       v1::ServerInfo* response) {
-  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
-  FillServerInfo(state_, response);
-  return Answer(context, grpc::Status::OK);
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return Unary<v1::GetServerInfoRequest, v1::ServerInfo>(
+      context, request, response,
+      [this](const std::string&, const v1::GetServerInfoRequest&, v1::ServerInfo* out) {
+        FillServerInfo(state_, out);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* TandemService::Abort(grpc::CallbackServerContext* context,
-                                               const v1::AbortRequest* request,
-                                               v1::AbortResponse* response) {
-  if (grpc::Status auth = Authorize(*context); !auth.ok()) return Answer(context, auth);
-  if (absl::Status s = ValidateRequestId(request->request_id()); !s.ok()) {
-    return Answer(context, ToGrpcStatus(s));
-  }
-  std::optional<engine::RequestId> id = state_.Lookup(request->request_id());
-  response->set_aborted(id.has_value() && state_.engine().Cancel(*id));
-  return Answer(context, grpc::Status::OK);
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  return Unary<v1::AbortRequest, v1::AbortResponse>(
+      context, request, response,
+      [this](const std::string& caller, const v1::AbortRequest& in, v1::AbortResponse* out) {
+        if (absl::Status s = ValidateRequestId(in.request_id()); !s.ok()) return s;
+        // Only the caller's own requests: another caller's id is as unknown as a made-up one.
+        std::optional<engine::RequestId> id = state_.Lookup(caller, in.request_id());
+        out->set_aborted(id.has_value() && state_.engine().Cancel(*id));
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace tandem::server

@@ -1,50 +1,76 @@
 // tandem.v1.Tandem on gRPC's callback API: unary calls answer on gRPC's own threads, streamed
 // ones become GenerateStreams driven by the StreamPump, so no call holds a thread while it waits
 // for tokens.
+//
+// Every method is registered raw (ByteBuffer in and out, wire_messages.h): each call first
+// identifies its caller (the bearer token when the server has tokens; caller_identity.h), and
+// only then parses its request, so nothing about a request is looked at before authentication.
 #ifndef TANDEM_SERVER_GRPC_TANDEM_SERVICE_H_
 #define TANDEM_SERVER_GRPC_TANDEM_SERVICE_H_
 
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "server/grpc/service_state.h"
 #include "server/grpc/stream_pump.h"
 #include "tandem/v1/tandem.grpc.pb.h"
 
 namespace tandem::server {
 
-class TandemService final : public v1::Tandem::CallbackService {
+using RawTandemService = v1::Tandem::WithRawCallbackMethod_Generate<
+    v1::Tandem::WithRawCallbackMethod_Chat<v1::Tandem::WithRawCallbackMethod_Tokenize<
+        v1::Tandem::WithRawCallbackMethod_Detokenize<v1::Tandem::WithRawCallbackMethod_GetModelInfo<
+            v1::Tandem::WithRawCallbackMethod_GetServerInfo<
+                v1::Tandem::WithRawCallbackMethod_Abort<v1::Tandem::Service>>>>>>>;
+
+class TandemService final : public RawTandemService {
  public:
   TandemService(ServiceState& state, StreamPump& pump) : state_(state), pump_(pump) {}
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Chat(grpc::CallbackServerContext* context,
-                                                       const v1::ChatRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Chat(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
-                                       const v1::DetokenizeRequest* request,
-                                       v1::DetokenizeResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const v1::GetServerInfoRequest* request,
-                                          v1::ServerInfo* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context,
-                                  const v1::AbortRequest* request,
-                                  v1::AbortResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
 
  private:
-  // The bearer token check every call makes first.
-  grpc::Status Authorize(const grpc::CallbackServerContext& context) const;
-  // What a Generate or Chat call must pass before its request is even built: the token, and
-  // the server not draining.
-  grpc::Status Admission(const grpc::CallbackServerContext& context) const;
+  // Calls of a connection the reset-flood guard blocks, and calls their client already reset,
+  // end here (CANCELLED or RESOURCE_EXHAUSTED) before anything else is done for them.
+  // `has_message`: the request message arrived (a reset before it did leaves none).
+  grpc::Status CheckResetFlood(const grpc::CallbackServerContext& context, bool has_message);
+  // A unary call: identify the caller, parse `wire_request` as Request, run
+  // `answer(caller, request, &response)` and send its response or its error.
+  template <class Request, class Response, class Answer>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
+                                  const grpc::ByteBuffer* wire_request,
+                                  grpc::ByteBuffer* wire_response, Answer answer);
+  // Generate and Chat: identify the caller, refuse while draining, parse, build the engine
+  // request with `build`, and admit it.
+  template <class Request, class Build>
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Stream(const char* rpc,
+                                                     grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* wire_request,
+                                                     Build build);
   // Admits a built request (or its refusal) into the engine and returns the call's reactor.
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Start(const char* rpc,
-                                                        const grpc::CallbackServerContext& context,
-                                                        std::string request_id,
-                                                        absl::StatusOr<engine::Request> request);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(const char* rpc,
+                                                    grpc::CallbackServerContext* context,
+                                                    const std::string& caller,
+                                                    std::string request_id,
+                                                    absl::StatusOr<engine::Request> request);
 
   ServiceState& state_;
   StreamPump& pump_;

@@ -18,8 +18,8 @@ const prometheus::Histogram::BucketBoundaries& InterTokenBuckets() {
   return b;
 }
 const prometheus::Histogram::BucketBoundaries& RequestBuckets() {
-  static const prometheus::Histogram::BucketBoundaries b = {
-      0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320, 640};
+  static const prometheus::Histogram::BucketBoundaries b = {0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,
+                                                            10,   20,  40,   80,  160, 320, 640};
   return b;
 }
 
@@ -52,6 +52,20 @@ RequestMetrics::RequestMetrics() : registry_(std::make_shared<prometheus::Regist
                    .Name("tandem_requests_finished_total")
                    .Help("Requests that ran in the engine, by finish reason.")
                    .Register(*registry_);
+  stalls_ = &prometheus::BuildCounter()
+                 .Name("tandem_stream_stalls_total")
+                 .Help(
+                     "Streams cancelled because their client read nothing for the stall "
+                     "timeout.")
+                 .Register(*registry_)
+                 .Add({});
+  blocked_ = &prometheus::BuildCounter()
+                  .Name("tandem_connections_blocked_total")
+                  .Help(
+                      "Connections whose new calls were refused for a while because their "
+                      "client reset calls in a flood.")
+                  .Register(*registry_)
+                  .Add({});
 }
 
 void RequestMetrics::ObserveFinished(const engine::Event& finished) {

@@ -31,6 +31,10 @@ class RequestMetrics {
   // Every Generate or Chat call when it ends, refused ones included. `code` is the gRPC status
   // code's name, e.g. "OK", "INVALID_ARGUMENT".
   void CountCall(const std::string& rpc, const std::string& code);
+  // A stream cancelled because its client read nothing for the stall timeout.
+  void CountStreamStall() { stalls_->Increment(); }
+  // A connection blocked for resetting calls in a flood (server/grpc/reset_flood_guard.h).
+  void CountConnectionBlocked() { blocked_->Increment(); }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -40,6 +44,8 @@ class RequestMetrics {
   prometheus::Histogram* queue_;
   prometheus::Family<prometheus::Counter>* calls_;
   prometheus::Family<prometheus::Counter>* finished_;
+  prometheus::Counter* stalls_;
+  prometheus::Counter* blocked_;
 };
 
 }  // namespace tandem::server

@@ -16,8 +16,8 @@ namespace tandem::cli {
 namespace {
 
 const std::vector<FlagSpec>& Specs() {
-  static const std::vector<FlagSpec> specs = {{"config", true, ""},     {"port", true, ""},
-                                              {"memory-gib", true, ""}, {"host", true, ""},
+  static const std::vector<FlagSpec> specs = {{"config", true, ""},      {"port", true, ""},
+                                              {"memory-gib", true, ""},  {"host", true, ""},
                                               {"no-metrics", false, ""}, {"help", false, ""}};
   return specs;
 }
@@ -106,12 +106,27 @@ TEST_F(ConfigSourcesTest, BadEntriesNameTheirSource) {
     const std::string file = WriteConfig(c.text);
     absl::StatusOr<Args> args = Parse({"--config", file}, FakeEnv({}));
     ASSERT_FALSE(args.ok()) << c.text;
-    EXPECT_NE(args.status().message().find(file + c.expected), std::string::npos)
-        << args.status();
+    EXPECT_NE(args.status().message().find(file + c.expected), std::string::npos) << args.status();
   }
   absl::StatusOr<Args> missing = Parse({"--config", "/nonexistent.conf"}, FakeEnv({}));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("/nonexistent.conf"), std::string::npos);
+
+  // What is not a small regular file is refused by name, not read without end (a device) or
+  // silently taken as empty (a directory).
+  for (const auto& [path, why] : std::vector<std::pair<std::string, std::string>>{
+           {"/dev/zero", "is a character device"},
+           {std::filesystem::temp_directory_path().string(), "is a directory"}}) {
+    absl::StatusOr<Args> refused = Parse({"--config", path}, FakeEnv({}));
+    ASSERT_FALSE(refused.ok()) << path;
+    EXPECT_NE(refused.status().message().find("'" + path + "': " + why), std::string::npos)
+        << refused.status();
+  }
+  const std::string huge = WriteConfig(std::string(2 << 20, '#'));
+  absl::StatusOr<Args> too_big = Parse({"--config", huge}, FakeEnv({}));
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(too_big.status().message().find("more than the limit"), std::string::npos)
+      << too_big.status();
 
   // A malformed number from the environment names the variable when it is read.
   absl::StatusOr<Args> env = Parse({}, FakeEnv({{"TANDEM_PORT", "eighty"}}));

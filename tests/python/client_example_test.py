@@ -14,8 +14,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import unittest
+
+from tandem_serve import ServeProcess
 
 try:
     import grpc
@@ -35,29 +36,8 @@ STUBS = None    # the folder of generated modules
 SERVER = None   # the plaintext server every test shares
 
 
-class Server:
-    """`tandem serve` as a child process; ready once it printed "tandem serving on HOST:PORT"."""
-
-    def __init__(self, *extra):
-        command = [OPTIONS.tandem, "serve", "--model", OPTIONS.model, "--host", "127.0.0.1",
-                   "--port", "0", "--no-metrics", "--threads", "2", "--memory-gib", "0.05",
-                   "--grace-seconds", "5", *extra]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        self.address = None
-        for line in self.process.stdout:
-            if line.startswith("tandem serving on "):
-                self.address = line[len("tandem serving on "):].strip()
-                break
-        if self.address is None:
-            self.process.wait()
-            raise RuntimeError(f"tandem serve exited with {self.process.returncode} before "
-                               "announcing its port")
-        # Keep reading what else it prints, so that it never blocks on a full pipe.
-        threading.Thread(target=self.process.stdout.read, daemon=True).start()
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=60)
+def start_server(*extra):
+    return ServeProcess(OPTIONS.tandem, OPTIONS.model, *extra)
 
 
 def example_module():
@@ -193,7 +173,7 @@ class SecureServerTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server("--tls-cert", TLS_CERT, "--tls-key", TLS_KEY, "--auth-token",
+        cls.server = start_server("--tls-cert", TLS_CERT, "--tls-key", TLS_KEY, "--auth-token",
                             "py-s3cret")
 
     @classmethod
@@ -246,7 +226,7 @@ def main():
                        env={**os.environ, "PROTOC": OPTIONS.protoc,
                             "GRPC_PYTHON_PLUGIN": OPTIONS.grpc_python_plugin})
         STUBS = stubs
-        SERVER = Server()
+        SERVER = start_server()
         try:
             program = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=2)
         finally:

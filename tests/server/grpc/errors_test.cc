@@ -173,6 +173,18 @@ TEST_F(ErrorsTest, BadTokenizerCallsGetPreciseErrors) {
   EXPECT_EQ(status.error_code(), kInvalid);
   EXPECT_NE(status.error_message().find("text"), std::string::npos);
 
+  // Text that tokenizes into more tokens than any prompt may hold is refused, like a prompt.
+  grpc::ClientContext lc;
+  v1::TokenizeRequest long_text;
+  std::string words;
+  while (words.size() + 4 < 4000) words += "a b ";  // within max_request_bytes (4096)
+  long_text.set_text(words);
+  status = client_->stub().Tokenize(&lc, long_text, &tres);
+  EXPECT_EQ(status.error_code(), kInvalid);
+  EXPECT_NE(status.error_message().find("tokens, more than the server's limit of 512"),
+            std::string::npos)
+      << status.error_message();
+
   grpc::ClientContext dc;
   v1::DetokenizeRequest dreq;
   dreq.add_token_ids(5);
@@ -185,6 +197,35 @@ TEST_F(ErrorsTest, BadTokenizerCallsGetPreciseErrors) {
 }
 
 // Limits that need a server of their own.
+TEST(LimitsTest, TextTooLongForAnyPromptIsRefusedBeforeTokenizing) {
+  auto model = LoadServedFixture();
+  ASSERT_NE(model, nullptr);
+  ASSERT_GT(model->longest_token_bytes, 0u);
+  ServerConfig config = SmallServerConfig();
+  config.limits.max_prompt_tokens = 8;
+  config.limits.max_request_bytes = 1 << 20;
+  auto server = GrpcServer::Start(*model, config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  Client client((*server)->port());
+  // More bytes than 8 tokens of the longest vocabulary entry can hold, twice over.
+  const std::string text(8 * 2 * model->longest_token_bytes + 1, 'x');
+  grpc::ClientContext context;
+  v1::TokenizeRequest request;
+  request.set_text(text);
+  v1::TokenizeResponse response;
+  grpc::Status status = client.stub().Tokenize(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(
+      status.error_message().find("which is more than the server's limit of 8 tokens can hold"),
+      std::string::npos)
+      << status.error_message();
+  v1::GenerateRequest generate;
+  generate.set_text(text);
+  StreamResult refused = client.Generate(generate);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.status.error_message().find("text: "), std::string::npos);
+}
+
 TEST(LimitsTest, PromptLargerThanTheMemoryCanEverHoldIsResourceExhausted) {
   auto model = LoadServedFixture();
   ASSERT_NE(model, nullptr);

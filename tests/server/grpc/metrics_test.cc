@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/server/grpc/grpc_test_util.h"
-#include "tests/server/grpc/http_get.h"
+#include "tests/server/http_test_client.h"
 
 namespace tandem::server {
 namespace {
@@ -158,6 +158,38 @@ TEST(MetricsEndpointTest, ABusyPortIsAnErrorNamingTheAddress) {
   absl::StatusOr<std::unique_ptr<GrpcServer>> without = GrpcServer::Start(*model, config);
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_EQ((*without)->metrics_port(), 0);
+}
+
+TEST(MetricsEndpointTest, TlsAndTokensGuardTheScrape) {
+  std::unique_ptr<ServedModel> model = testing::LoadServedFixture();
+  ASSERT_NE(model, nullptr);
+  ServerConfig config = testing::SmallServerConfig();
+  config.metrics.tls_cert_file = testing::Fixture("tls/server.crt");
+  config.metrics.tls_key_file = testing::Fixture("tls/server.key");
+  absl::StatusOr<BearerTokens> tokens = BearerTokens::Parse("prometheus:scrape-secret\n", "t");
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  config.metrics.tokens = *tokens;
+  absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(*model, config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->metrics_port();
+  const std::string ca = testing::Fixture("tls/server.crt");
+
+  testing::HttpResponse no_token = testing::HttpsGet(port, "/metrics", ca);
+  EXPECT_EQ(no_token.status, 401);
+  EXPECT_NE(no_token.head.find("WWW-Authenticate: Bearer"), std::string::npos) << no_token.head;
+  EXPECT_EQ(testing::HttpsGet(port, "/metrics", ca, "Authorization: Bearer wrong\r\n").status, 401);
+  testing::HttpResponse scraped =
+      testing::HttpsGet(port, "/metrics", ca, "Authorization: Bearer scrape-secret\r\n");
+  EXPECT_EQ(scraped.status, 200);
+  EXPECT_NE(scraped.body.find("tandem_requests_running"), std::string::npos);
+  // Plaintext is not served at all.
+  EXPECT_EQ(HttpGet(port, "/metrics", "Authorization: Bearer scrape-secret\r\n").status, 0);
+
+  // Half a TLS pair, or a wrong file, is an error at start naming the file.
+  config.metrics.tls_key_file = testing::Fixture("tls/README.md");
+  absl::StatusOr<std::unique_ptr<GrpcServer>> bad = GrpcServer::Start(*model, config);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("README.md"), std::string::npos) << bad.status();
 }
 
 }  // namespace

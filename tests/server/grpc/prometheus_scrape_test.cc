@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/server/grpc/grpc_test_util.h"
-#include "tests/server/grpc/http_get.h"
+#include "tests/server/http_test_client.h"
 
 namespace tandem::server {
 namespace {
@@ -67,8 +67,7 @@ class PrometheusProcess {
                           << "      - targets: ['127.0.0.1:" << target_port << "']\n";
     port_ = FreePort();
     std::vector<std::string> args = {
-        kPrometheus, "--config.file=" + config,
-        "--storage.tsdb.path=" + (dir_ / "data").string(),
+        kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + (dir_ / "data").string(),
         absl::StrCat("--web.listen-address=127.0.0.1:", port_), "--log.level=warn"};
     const std::string log = (dir_ / "prometheus.log").string();
     std::vector<char*> argv;
@@ -97,10 +96,12 @@ class PrometheusProcess {
 
   // The `result` array of an instant query; empty until Prometheus has the data.
   nlohmann::json Query(const std::string& promql) const {
-    testing::HttpResponse response = testing::HttpGet(port_, "/api/v1/query?query=" + UrlEncode(promql));
+    testing::HttpResponse response =
+        testing::HttpGet(port_, "/api/v1/query?query=" + UrlEncode(promql));
     if (response.status != 200) return nlohmann::json::array();
     nlohmann::json body = nlohmann::json::parse(response.body, nullptr, false);
-    if (body.is_discarded() || body.value("status", "") != "success") return nlohmann::json::array();
+    if (body.is_discarded() || body.value("status", "") != "success")
+      return nlohmann::json::array();
     return body["data"]["result"];
   }
 
@@ -110,7 +111,9 @@ class PrometheusProcess {
   pid_t pid_ = -1;
 };
 
-double ValueOf(const nlohmann::json& sample) { return std::stod(sample["value"][1].get<std::string>()); }
+double ValueOf(const nlohmann::json& sample) {
+  return std::stod(sample["value"][1].get<std::string>());
+}
 
 TEST(PrometheusScrapeTest, PromQlReturnsTheTtftHistogramAndTheHitRate) {
   ASSERT_TRUE(std::filesystem::exists(kPrometheus))
@@ -151,8 +154,8 @@ TEST(PrometheusScrapeTest, PromQlReturnsTheTtftHistogramAndTheHitRate) {
   }
   EXPECT_TRUE(saw_inf);
 
-  const nlohmann::json median =
-      prometheus.Query("histogram_quantile(0.5, sum by (le) (tandem_time_to_first_token_seconds_bucket))");
+  const nlohmann::json median = prometheus.Query(
+      "histogram_quantile(0.5, sum by (le) (tandem_time_to_first_token_seconds_bucket))");
   ASSERT_EQ(median.size(), 1u) << median.dump();
   EXPECT_GT(ValueOf(median[0]), 0);
 

@@ -96,7 +96,7 @@ TEST_F(SecurityTest, BadTlsFilesAreErrorsNamingTheFile) {
 
 TEST_F(SecurityTest, BearerTokenIsRequiredOnEveryTandemCallButNotOnHealth) {
   SecurityConfig security;
-  security.auth_token = "s3cret-token";
+  security.tokens = *BearerTokens::Single("s3cret-token");
   std::unique_ptr<GrpcServer> server = Start(security);
   ASSERT_NE(server, nullptr);
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server->port()),

@@ -1,0 +1,200 @@
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/http/http_connection.h"
+
+namespace tandem::server {
+namespace {
+
+std::string Address(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                             : absl::StrCat(host, ":", port);
+}
+
+std::string PeerAddress(const sockaddr_storage& peer) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    return absl::StrCat(text, ":", ntohs(in->sin_port));
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    return absl::StrCat("[", text, "]:", ntohs(in6->sin6_port));
+  }
+  return text;
+}
+
+// Reads the request head: everything up to the blank line that ends the headers.
+absl::StatusOr<std::string> ReadHead(HttpConnection& connection, size_t max_bytes,
+                                     Deadline deadline) {
+  std::string head;
+  char buffer[2048];
+  for (;;) {
+    const size_t end = head.find("\r\n\r\n");
+    if (end != std::string::npos) return head.substr(0, end + 4);
+    if (const size_t bare = head.find("\n\n"); bare != std::string::npos) {
+      return head.substr(0, bare + 2);
+    }
+    if (head.size() >= max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the request head is larger than ", max_bytes, " bytes"));
+    }
+    absl::StatusOr<size_t> n = connection.Read(buffer, sizeof(buffer), deadline);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return absl::CancelledError("the client closed the connection");
+    head.append(buffer, *n);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                              HttpHandler handler) {
+  const std::string address = Address(options.host, options.port);
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.name, ": port must be in [0, 65535], got ", options.port));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(options.port);
+  if (const int e = getaddrinfo(options.host.c_str(), service.c_str(), &hints, &found); e != 0) {
+    return absl::UnavailableError(
+        absl::StrCat(options.name, ": cannot resolve ", address, ": ", gai_strerror(e)));
+  }
+  std::unique_ptr<HttpServer> server(new HttpServer(options, std::move(handler)));
+  std::string error = "no address";
+  for (addrinfo* a = found; a != nullptr && server->listen_fd_ < 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
+      server->listen_fd_ = fd;
+    } else {
+      error = std::strerror(errno);
+      close(fd);
+    }
+  }
+  freeaddrinfo(found);
+  if (server->listen_fd_ < 0) {
+    return absl::UnavailableError(
+        absl::StrCat(options.name, ": could not listen on ", address, ": ", error));
+  }
+  sockaddr_storage bound{};
+  socklen_t size = sizeof(bound);
+  getsockname(server->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &size);
+  server->port_ =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  if (pipe2(server->stop_pipe_, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat(options.name, ": pipe: ", std::strerror(errno)));
+  }
+  server->acceptor_ = std::thread([s = server.get()] { s->Accept(); });
+  return server;
+}
+
+HttpServer::~HttpServer() {
+  if (acceptor_.joinable()) {
+    const char byte = 0;
+    (void)!write(stop_pipe_[1], &byte, 1);  // every poll in every thread wakes on this
+    acceptor_.join();
+  }
+  for (Worker& worker : workers_) worker.thread.join();
+  for (int fd : {listen_fd_, stop_pipe_[0], stop_pipe_[1]}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+void HttpServer::JoinFinishedWorkers() {
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (it->finished.load()) {
+      it->thread.join();
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void HttpServer::Accept() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    sockaddr_storage peer{};
+    socklen_t peer_size = sizeof(peer);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size,
+                           SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    JoinFinishedWorkers();
+    if (active_.load() >= options_.max_connections) {
+      // Busy: say so without waiting for the client (the socket is non-blocking) and move on.
+      const std::string busy =
+          HttpResponse::Text(503, "too many connections; try again\n").Serialize();
+      (void)!send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
+      close(fd);
+      continue;
+    }
+    ++active_;
+    Worker& worker = workers_.emplace_back();
+    worker.thread = std::thread([this, fd, &worker, peer_text = PeerAddress(peer)] {
+      Serve(fd, peer_text);
+      --active_;
+      worker.finished = true;
+    });
+  }
+}
+
+void HttpServer::Serve(int fd, const std::string& peer) {
+  HttpConnection connection(fd, stop_pipe_[0], options_.tls ? options_.tls->get() : nullptr);
+  const Deadline request_deadline = std::chrono::steady_clock::now() + options_.request_timeout;
+  if (!connection.Handshake(request_deadline).ok()) return;
+  HttpResponse response;
+  absl::StatusOr<std::string> head =
+      ReadHead(connection, options_.max_head_bytes, request_deadline);
+  if (!head.ok()) {
+    if (absl::IsDeadlineExceeded(head.status())) {
+      response = HttpResponse::Text(408, "the request did not arrive in time\n");
+    } else if (absl::IsResourceExhausted(head.status())) {
+      response = HttpResponse::Text(431, std::string(head.status().message()) + "\n");
+    } else {
+      return;  // closed by the client, or the server is stopping: nobody to answer
+    }
+  } else {
+    absl::StatusOr<HttpRequest> request = ParseRequestHead(*head);
+    if (!request.ok()) {
+      response = HttpResponse::Text(absl::IsUnimplemented(request.status()) ? 505 : 400,
+                                    std::string(request.status().message()) + "\n");
+    } else {
+      request->peer = peer;
+      response = handler_(*request);
+      response.head_only = request->method == "HEAD";
+    }
+  }
+  const Deadline response_deadline = std::chrono::steady_clock::now() + options_.response_timeout;
+  (void)connection.Write(response.Serialize(), response_deadline);
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,79 @@
+// A small HTTP/1.1 server for tandem's non-gRPC endpoints (Prometheus /metrics).
+//
+// Each connection gets a thread of its own, up to max_connections at once (one more is answered
+// 503 and closed), and a deadline for the whole request: the TLS handshake and the request head
+// must arrive within request_timeout of the accept, and the response must be taken within
+// response_timeout. So a client that trickles a byte a second, or never reads, holds one
+// connection slot for a few seconds and delays nobody else; and stopping the server interrupts
+// every wait at once. Each connection carries one request (Connection: close).
+#ifndef TANDEM_SERVER_HTTP_HTTP_SERVER_H_
+#define TANDEM_SERVER_HTTP_HTTP_SERVER_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "server/http/http_message.h"
+#include "server/http/tls_context.h"
+
+namespace tandem::server {
+
+struct HttpServerOptions {
+  std::string name = "http";  // in error messages: "metrics: could not listen on ..."
+  std::string host = "127.0.0.1";
+  int port = 0;                     // 0 picks a free port
+  std::shared_ptr<TlsContext> tls;  // null: plaintext
+  int max_connections = 32;
+  std::chrono::milliseconds request_timeout{5000};
+  std::chrono::milliseconds response_timeout{10000};
+  size_t max_head_bytes = 8192;
+};
+
+// Called on the connection's thread, concurrently for different connections.
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+class HttpServer {
+ public:
+  // Listens on host:port (an IPv4 or IPv6 literal or a name). UNAVAILABLE naming the address
+  // when it cannot.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                           HttpHandler handler);
+  ~HttpServer();  // stops accepting, interrupts every connection and joins their threads
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  int port() const { return port_; }
+  // Connections being served now (tests).
+  int active_connections() const { return active_.load(); }
+
+ private:
+  struct Worker {
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+
+  HttpServer(const HttpServerOptions& options, HttpHandler handler)
+      : options_(options), handler_(std::move(handler)) {}
+  void Accept();
+  void Serve(int fd, const std::string& peer);
+  void JoinFinishedWorkers();
+
+  const HttpServerOptions options_;
+  const HttpHandler handler_;
+  int listen_fd_ = -1;
+  int stop_pipe_[2] = {-1, -1};  // readable once the server stops
+  int port_ = 0;
+  std::atomic<int> active_{0};
+  std::thread acceptor_;
+  std::list<Worker> workers_;  // acceptor thread only, until the destructor joins it
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_HTTP_HTTP_SERVER_H_
