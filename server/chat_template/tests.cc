@@ -46,7 +46,7 @@ absl::StatusOr<bool> ApplyTest(Interpreter& in, const std::string& name, const V
   if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
   if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
   if (name == "callable") return v.is_callable();
-  if (name == "escaped") return false;
+  if (name == "escaped") return v.is_markup();  // hasattr(value, "__html__")
   if (name == "lower" || name == "upper") {
     // jinja2 tests str(value), so a dict such as {'k': 1} is lower-case.
     bool cased = false;
