@@ -345,14 +345,6 @@ void HfBpeTokenizer::PreTokenize(std::string_view text, size_t offset,
   }
 }
 
-bool Overlaps(absl::Span<const TextRange> ranges, size_t begin, size_t end) {
-  for (const TextRange& r : ranges) {
-    if (r.begin >= end) return false;
-    if (r.end > begin && r.begin < r.end) return true;
-  }
-  return false;
-}
-
 absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::EncodeRanges(std::string_view text,
                                                                   absl::Span<const TextRange> plain,
                                                                   bool add_special_tokens) const {
@@ -362,7 +354,7 @@ absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::EncodeRanges(std::string_vi
   // Special added tokens that touch a plain range are read as text (split_special_tokens);
   // without plain ranges nothing is rejected and this is the `tokenizers` pipeline as is.
   const AddedTokenMatcher::Reject reject_raw = [&](const AddedToken& t, size_t b, size_t e) {
-    return t.special && Overlaps(plain, b, e);
+    return t.special && Touches(plain, b, e);
   };
   std::vector<Segment> raw;
   raw_matcher_.Split(text, 0, &raw, plain.empty() ? nullptr : &reject_raw);
@@ -379,7 +371,7 @@ absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::EncodeRanges(std::string_vi
     const AddedTokenMatcher::Reject reject_normalized = [&](const AddedToken& t, size_t b,
                                                             size_t e) {
       return t.special && e > b &&
-             Overlaps(plain, seg.offset + align[b].begin, seg.offset + align[e - 1].end);
+             Touches(plain, seg.offset + align[b].begin, seg.offset + align[e - 1].end);
     };
     parts.clear();
     normalized_matcher_.Split(normalized, seg.offset, &parts,

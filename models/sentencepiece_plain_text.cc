@@ -10,14 +10,6 @@
 namespace tandem::models {
 namespace {
 
-bool Overlaps(absl::Span<const TextRange> ranges, size_t begin, size_t end) {
-  for (const TextRange& r : ranges) {
-    if (r.begin >= end) return false;
-    if (r.end > begin && r.begin < r.end) return true;
-  }
-  return false;
-}
-
 // 0xFF never occurs in UTF-8; sentencepiece reads a byte >= 0xF0 as the first of a four-byte
 // character, so the sentinel stays one unit. The other three bytes number the piece.
 std::string Sentinel(size_t k) {
@@ -67,7 +59,7 @@ std::optional<std::string> SpPlainTextEncoder::Rewrite(std::string_view text,
     if (p.sentinel.empty()) continue;
     for (size_t at = text.find(p.spelling); at != std::string_view::npos && !touched;
          at = text.find(p.spelling, at + 1)) {
-      touched = Overlaps(plain, at, at + p.spelling.size());
+      touched = Touches(plain, at, at + p.spelling.size());
     }
     if (touched) break;
   }
@@ -87,7 +79,7 @@ std::optional<std::string> SpPlainTextEncoder::Rewrite(std::string_view text,
     }
     if (match != nullptr) {
       const size_t end = i + match->spelling.size();
-      const bool keep = !match->sentinel.empty() && !Overlaps(plain, i, end);
+      const bool keep = !match->sentinel.empty() && !Touches(plain, i, end);
       out += keep ? match->sentinel : match->spelling;
       i = end;
       continue;

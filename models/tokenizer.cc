@@ -21,6 +21,14 @@ std::string CleanUpTokenizationSpaces(std::string_view text) {
   return out;
 }
 
+bool Touches(absl::Span<const TextRange> ranges, size_t begin, size_t end) {
+  for (const TextRange& r : ranges) {
+    if (r.begin >= end) return false;
+    if (r.end > begin && r.begin < r.end) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<std::vector<int32_t>> Tokenizer::EncodeWithPlainRanges(
     std::string_view text, absl::Span<const TextRange> plain, bool add_special_tokens) const {
   size_t previous_end = 0;

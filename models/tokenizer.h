@@ -26,6 +26,9 @@ struct TextRange {
   size_t end = 0;
 };
 
+// Whether bytes [begin, end) share a byte with one of `ranges` (sorted, disjoint).
+bool Touches(absl::Span<const TextRange> ranges, size_t begin, size_t end);
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

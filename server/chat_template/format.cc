@@ -123,6 +123,17 @@ std::string Group(const std::string& digits, char sep, size_t every) {
   return out;
 }
 
+// The first `precision` code points of `text` (all of it when precision < 0).
+Text Truncated(Text text, int64_t precision) {
+  if (precision < 0) return text;
+  std::vector<size_t> offsets;
+  DecodeUtf8(text.text, &offsets);
+  if (static_cast<size_t>(precision) + 1 >= offsets.size()) return text;
+  Text cut;
+  cut.AppendSlice(text, 0, offsets[precision]);
+  return cut;
+}
+
 std::string UnknownCode(char type, const Value& v) {
   return absl::StrCat("ValueError: Unknown format code '", std::string(1, type),
                       "' for object of type '", v.TypeName(), "'");
@@ -139,17 +150,7 @@ absl::StatusOr<Text> FormatString(Interpreter& in, const Value& v, const Spec& s
   if (s.grouping)
     return in.Error(
         absl::StrCat("ValueError: Cannot specify '", std::string(1, s.grouping), "' with 's'."));
-  Text text = v.StrText();
-  if (s.precision >= 0) {
-    std::vector<size_t> offsets;
-    DecodeUtf8(text.text, &offsets);
-    if (static_cast<size_t>(s.precision) + 1 < offsets.size()) {
-      Text cut;
-      cut.AppendSlice(text, 0, offsets[s.precision]);
-      text = std::move(cut);
-    }
-  }
-  return Pad(text, 0, s, '<');
+  return Pad(Truncated(v.StrText(), s.precision), 0, s, '<');
 }
 
 std::string FloatDigits(double x, char type, int64_t precision, bool alt) {
@@ -259,15 +260,7 @@ absl::StatusOr<Text> PercentOne(Interpreter& in, const Value& arg, char type, Sp
         t.Append(v.Repr(), v.Tainted());
         if (markup) t = HtmlEscape(t);
       }
-      if (s.precision >= 0) {
-        std::vector<size_t> offsets;
-        DecodeUtf8(t.text, &offsets);
-        if (static_cast<size_t>(s.precision) + 1 < offsets.size()) {
-          Text cut;
-          cut.AppendSlice(t, 0, offsets[s.precision]);
-          t = std::move(cut);
-        }
-      }
+      t = Truncated(std::move(t), s.precision);
       s.precision = -1;
       s.zero = false;
       return Pad(t, 0, s, '>');
