@@ -176,7 +176,7 @@ TEST(SpModelProtoTest, ReadsAndRenamesPieces) {
   EXPECT_EQ((*again)[kImStart].type, SpPieceType::kUserDefined);
   EXPECT_EQ((*again)[kImEnd].piece, "<|im_end|>");
   // A length that runs past the end is refused, not read past.
-  EXPECT_FALSE(RenameSpPieces(std::string("\x0a\x05ab", 4), {{0, "x"}}).has_value());
+  EXPECT_FALSE(RenameSpPieces(std::string("\x0a\x05" "ab"), {{0, "x"}}).has_value());
   EXPECT_FALSE(ReadSpPieces(std::string("\x0a\xff\xff\xff\xff\x0f", 6)).has_value());
 }
 
