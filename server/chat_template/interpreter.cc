@@ -272,7 +272,8 @@ absl::Status Interpreter::EvalArgs(const Expr& e, size_t first, Scope& scope, Ca
   for (const auto& [k, ex] : e.kwargs) {
     TMPL_ASSIGN_OR_RETURN(Value v, Eval(*ex, scope));
     if (k == kStarArgs) {  // f(*items): the items follow the positional arguments
-      if (v.is_undefined() || v.is_none() || v.is_number() || v.is_callable()) {
+      // An undefined value iterates as empty, as jinja2's Undefined does.
+      if (v.is_none() || v.is_number() || v.is_callable()) {
         return Error(absl::StrCat("argument after * must be an iterable, not ", v.TypeName()));
       }
       TMPL_ASSIGN_OR_RETURN(List items, Iterate(*this, v));
