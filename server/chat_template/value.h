@@ -77,6 +77,7 @@ class Value {
   static Value MakeMacro(Macro m);
   static Value MakeNamespace(Dict d);
   static Value MakeBuiltin(std::string name, Builtin fn);
+  // A str from a context; wholly untrusted when the client wrote it.
   static Value JsonString(std::string s, bool untrusted) {
     if (!untrusted) return Value(std::move(s));
     Text t;
