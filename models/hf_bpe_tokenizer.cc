@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -12,8 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "models/tokenizer_bpe_model.h"
 #include "models/status_macros.h"
+#include "models/tokenizer_bpe_model.h"
 #include "models/unicode_utf8.h"
 #include "nlohmann/json.hpp"
 
@@ -83,8 +84,15 @@ class AddedTokenMatcher {
     }
   }
 
+  // Says whether a match of `token` at bytes [begin, end) of the text being split must be read
+  // as plain text instead.
+  using Reject = std::function<bool(const AddedToken& token, size_t begin, size_t end)>;
+
   // Splits `text` (at byte `base` of the input) into segments; unmatched text keeps added_id -1.
-  void Split(std::string_view text, size_t base, std::vector<Segment>* out) const {
+  // A rejected match stays part of the text around it and the scan resumes after it, as
+  // `tokenizers` does when encode_special_tokens skips a special token.
+  void Split(std::string_view text, size_t base, std::vector<Segment>* out,
+             const Reject* reject = nullptr) const {
     if (empty_) {
       out->push_back({text, base, -1});
       return;
@@ -101,6 +109,10 @@ class AddedTokenMatcher {
       }
       if (match == nullptr) {
         ++i;
+        continue;
+      }
+      if (reject != nullptr && (*reject)(*match, i, i + match->content.size())) {
+        i += match->content.size();
         continue;
       }
       size_t start = i, stop = i + match->content.size();
@@ -180,7 +192,9 @@ class AddedTokenMatcher {
 class HfBpeTokenizer final : public Tokenizer {
  public:
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
-                                              bool add_special_tokens) const override;
+                                              bool add_special_tokens) const override {
+    return EncodeRanges(text, {}, add_special_tokens);
+  }
   std::string Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const override;
   std::string TokenToPiece(int32_t id) const override {
     return (id >= 0 && id < vocab_size()) ? id_to_token_[id] : std::string();
@@ -195,10 +209,16 @@ class HfBpeTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
   bool IsSpecial(int32_t id) const override { return id >= 0 && id < vocab_size() && special_[id]; }
 
+ protected:
+  absl::StatusOr<std::vector<int32_t>> EncodeRanges(std::string_view text,
+                                                    absl::Span<const TextRange> plain,
+                                                    bool add_special_tokens) const override;
+
  private:
   friend class HfBpeLoader;
 
-  std::string Normalize(std::string_view text) const;
+  // `align`, when given, receives for each normalized byte the input bytes it came from.
+  std::string Normalize(std::string_view text, std::vector<TextRange>* align = nullptr) const;
   void PreTokenize(std::string_view text, size_t offset, std::vector<std::string>* words) const;
   std::vector<std::string> RunDecoders(std::vector<std::string> tokens, bool per_token) const;
 
@@ -218,15 +238,46 @@ class HfBpeTokenizer final : public Tokenizer {
   bool strips_leading_space_ = false;
 };
 
-std::string Normalized(std::string text, const std::vector<NormalizerStep>& steps) {
+// Applies the normalizer steps. `align`, when given, tracks for every byte of the result the
+// input bytes it stands for (an inserted prefix stands for the first byte, a replacement for
+// the bytes it replaced), so matches in normalized text can be traced back to the input.
+std::string Normalized(std::string text, const std::vector<NormalizerStep>& steps,
+                       std::vector<TextRange>* align) {
+  if (align != nullptr) {
+    align->clear();
+    for (size_t i = 0; i < text.size(); ++i) align->push_back({i, i + 1});
+  }
   for (const NormalizerStep& s : steps) {
     switch (s.kind) {
       case NormalizerStep::kPrepend:
-        if (!text.empty()) text.insert(0, s.a);
+        if (!text.empty()) {
+          text.insert(0, s.a);
+          if (align != nullptr) align->insert(align->begin(), s.a.size(), align->front());
+        }
         break;
-      case NormalizerStep::kReplace:
-        if (!s.a.empty()) text = absl::StrReplaceAll(text, {{s.a, s.b}});
+      case NormalizerStep::kReplace: {
+        if (s.a.empty()) break;
+        std::string out;
+        std::vector<TextRange> out_align;
+        size_t pos = 0;
+        for (size_t f = text.find(s.a); f != std::string::npos; f = text.find(s.a, pos)) {
+          out.append(text, pos, f - pos);
+          out += s.b;
+          if (align != nullptr) {
+            out_align.insert(out_align.end(), align->begin() + pos, align->begin() + f);
+            const TextRange replaced{(*align)[f].begin, (*align)[f + s.a.size() - 1].end};
+            out_align.insert(out_align.end(), s.b.size(), replaced);
+          }
+          pos = f + s.a.size();
+        }
+        out.append(text, pos, std::string::npos);
+        if (align != nullptr) {
+          out_align.insert(out_align.end(), align->begin() + pos, align->end());
+          *align = std::move(out_align);
+        }
+        text = std::move(out);
         break;
+      }
       case NormalizerStep::kStrip: {
         size_t begin = 0, end = text.size();
         if (s.left) {
@@ -246,6 +297,9 @@ std::string Normalized(std::string text, const std::vector<NormalizerStep>& step
           }
         }
         text = text.substr(begin, end - begin);
+        if (align != nullptr) {
+          *align = std::vector<TextRange>(align->begin() + begin, align->begin() + end);
+        }
         break;
       }
     }
@@ -253,8 +307,8 @@ std::string Normalized(std::string text, const std::vector<NormalizerStep>& step
   return text;
 }
 
-std::string HfBpeTokenizer::Normalize(std::string_view text) const {
-  return Normalized(std::string(text), normalizers_);
+std::string HfBpeTokenizer::Normalize(std::string_view text, std::vector<TextRange>* align) const {
+  return Normalized(std::string(text), normalizers_, align);
 }
 
 void HfBpeTokenizer::PreTokenize(std::string_view text, size_t offset,
@@ -291,24 +345,37 @@ void HfBpeTokenizer::PreTokenize(std::string_view text, size_t offset,
   }
 }
 
-absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::Encode(std::string_view text,
-                                                            bool add_special_tokens) const {
+absl::StatusOr<std::vector<int32_t>> HfBpeTokenizer::EncodeRanges(std::string_view text,
+                                                                  absl::Span<const TextRange> plain,
+                                                                  bool add_special_tokens) const {
   if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");
   std::vector<int32_t> ids;
   if (add_special_tokens) ids = prefix_ids_;
+  // Special added tokens that touch a plain range are read as text (split_special_tokens);
+  // without plain ranges nothing is rejected and this is the `tokenizers` pipeline as is.
+  const AddedTokenMatcher::Reject reject_raw = [&](const AddedToken& t, size_t b, size_t e) {
+    return t.special && Touches(plain, b, e);
+  };
   std::vector<Segment> raw;
-  raw_matcher_.Split(text, 0, &raw);
+  raw_matcher_.Split(text, 0, &raw, plain.empty() ? nullptr : &reject_raw);
   std::vector<std::string> words;
   std::vector<Segment> parts;
+  std::vector<TextRange> align;
   for (const Segment& seg : raw) {
     if (seg.added_id >= 0) {
       ids.push_back(seg.added_id);
       continue;
     }
     if (seg.text.empty()) continue;
-    const std::string normalized = Normalize(seg.text);
+    const std::string normalized = Normalize(seg.text, plain.empty() ? nullptr : &align);
+    const AddedTokenMatcher::Reject reject_normalized = [&](const AddedToken& t, size_t b,
+                                                            size_t e) {
+      return t.special && e > b &&
+             Touches(plain, seg.offset + align[b].begin, seg.offset + align[e - 1].end);
+    };
     parts.clear();
-    normalized_matcher_.Split(normalized, seg.offset, &parts);
+    normalized_matcher_.Split(normalized, seg.offset, &parts,
+                              plain.empty() ? nullptr : &reject_normalized);
     for (const Segment& part : parts) {
       if (part.added_id >= 0) {
         ids.push_back(part.added_id);

@@ -5,6 +5,8 @@
 // Supported (anything else is a load error naming the file and the component):
 //   added_tokens     split out before everything else (leftmost-longest; lstrip, rstrip,
 //                    normalized; single_word with an approximate word-character test);
+//                    EncodeWithPlainRanges skips special ones that touch a plain range, as
+//                    split_special_tokens does, tracing ranges through the normalizer;
 //   normalizer       null, Sequence, Prepend, Replace (string pattern), Strip;
 //   pre_tokenizer    null, Metaspace (prepend_scheme always/first/never or the older
 //                    add_prefix_space, split), Sequence of those;

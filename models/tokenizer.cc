@@ -21,6 +21,35 @@ std::string CleanUpTokenizationSpaces(std::string_view text) {
   return out;
 }
 
+bool Touches(absl::Span<const TextRange> ranges, size_t begin, size_t end) {
+  for (const TextRange& r : ranges) {
+    if (r.begin >= end) return false;
+    if (r.end > begin && r.begin < r.end) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokenizer::EncodeWithPlainRanges(
+    std::string_view text, absl::Span<const TextRange> plain, bool add_special_tokens) const {
+  size_t previous_end = 0;
+  for (const TextRange& r : plain) {
+    if (r.begin < previous_end || r.end < r.begin || r.end > text.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("plain-text range [", r.begin, ", ", r.end,
+                                                     ") is out of order or outside the ",
+                                                     text.size(), "-byte text"));
+    }
+    previous_end = r.end;
+  }
+  return EncodeRanges(text, plain, add_special_tokens);
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokenizer::EncodeRanges(std::string_view text,
+                                                             absl::Span<const TextRange> plain,
+                                                             bool add_special_tokens) const {
+  if (plain.empty()) return Encode(text, add_special_tokens);
+  return absl::FailedPreconditionError("this tokenizer cannot encode text as plain text");
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -20,6 +20,15 @@
 
 namespace tandem::models {
 
+// Bytes [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+// Whether bytes [begin, end) share a byte with one of `ranges` (sorted, disjoint).
+bool Touches(absl::Span<const TextRange> ranges, size_t begin, size_t end);
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -30,6 +39,27 @@ class Tokenizer {
   // is INVALID_ARGUMENT.
   virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                                       bool add_special_tokens) const = 0;
+
+  // As Encode, except that inside the `plain` ranges (sorted, disjoint, within `text`) the
+  // spelling of a special token is ordinary text: it is tokenized as the characters it is made
+  // of and its id never results from it (`tokenizers`' split_special_tokens for added tokens
+  // marked special; special user-defined pieces for SentencePiece). Special tokens wholly
+  // outside the ranges are recognised as Encode recognises them, and text without special-token
+  // spellings in the ranges gives exactly Encode's ids: the ranges change which special tokens
+  // are matched, never how the text between them is split. This is how a chat prompt keeps the
+  // template's markers while the client's text cannot forge them. Ranges that are not sorted,
+  // overlap or exceed the text are INVALID_ARGUMENT.
+  absl::StatusOr<std::vector<int32_t>> EncodeWithPlainRanges(std::string_view text,
+                                                             absl::Span<const TextRange> plain,
+                                                             bool add_special_tokens) const;
+
+  // The whole of `text` plain.
+  absl::StatusOr<std::vector<int32_t>> EncodePlain(std::string_view text,
+                                                   bool add_special_tokens) const {
+    const TextRange all{0, text.size()};
+    return EncodeWithPlainRanges(text, absl::MakeConstSpan(&all, text.empty() ? 0 : 1),
+                                 add_special_tokens);
+  }
 
   // Ids to text, as the reference decode does: byte-fallback pieces are assembled into UTF-8
   // (invalid sequences become U+FFFD), the dummy-prefix space of the first piece is dropped.
@@ -63,6 +93,12 @@ class Tokenizer {
   const TokenizerConfig& config() const { return config_; }
 
  protected:
+  // EncodeWithPlainRanges with `plain` checked. A tokenizer that does not override it can
+  // only encode without plain ranges (FAILED_PRECONDITION otherwise).
+  virtual absl::StatusOr<std::vector<int32_t>> EncodeRanges(std::string_view text,
+                                                            absl::Span<const TextRange> plain,
+                                                            bool add_special_tokens) const;
+
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
   int32_t pad_id_ = -1;

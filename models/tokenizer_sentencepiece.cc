@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "models/sentencepiece_backend.h"
+#include "models/sentencepiece_plain_text.h"
 #include "models/unicode_utf8.h"
 
 namespace tandem::models {
@@ -46,19 +47,18 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
   }
 
+  // Builds the plain-text encoder (sentencepiece_plain_text.h) once the special ids are known.
+  absl::Status InitPlainText(std::string_view serialized_model) {
+    absl::StatusOr<std::unique_ptr<SpPlainTextEncoder>> plain =
+        SpPlainTextEncoder::Create(serialized_model, special_);
+    if (!plain.ok()) return plain.status();
+    plain_ = *std::move(plain);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               bool add_special_tokens) const override {
-    if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");
-    std::vector<int32_t> ids;
-    std::string error;
-    if (!sp_->Encode(text, &ids, &error)) {
-      return absl::InternalError(absl::StrCat("sentencepiece encode: ", error));
-    }
-    if (add_special_tokens) {
-      if (add_bos_) ids.insert(ids.begin(), bos_id_);
-      if (add_eos_) ids.push_back(eos_id_);
-    }
-    return ids;
+    return EncodeRanges(text, {}, add_special_tokens);
   }
 
   std::string Decode(absl::Span<const int32_t> ids, bool skip_special_tokens) const override {
@@ -112,7 +112,28 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
  private:
+  absl::StatusOr<std::vector<int32_t>> EncodeRanges(std::string_view text,
+                                                    absl::Span<const TextRange> plain,
+                                                    bool add_special_tokens) const override {
+    if (!IsValidUtf8(text)) return absl::InvalidArgumentError("text is not valid UTF-8");
+    std::vector<int32_t> ids;
+    std::string error;
+    // Only when a special piece's spelling reaches into a plain range does the text take the
+    // plain-text model; otherwise this is sentencepiece's encoding of the text as it is.
+    std::optional<std::string> rewritten;
+    if (!plain.empty() && plain_ != nullptr) rewritten = plain_->Rewrite(text, plain);
+    const bool ok = rewritten ? plain_->backend().Encode(*rewritten, &ids, &error)
+                              : sp_->Encode(text, &ids, &error);
+    if (!ok) return absl::InternalError(absl::StrCat("sentencepiece encode: ", error));
+    if (add_special_tokens) {
+      if (add_bos_) ids.insert(ids.begin(), bos_id_);
+      if (add_eos_) ids.push_back(eos_id_);
+    }
+    return ids;
+  }
+
   std::unique_ptr<SentencePieceBackend> sp_;
+  std::unique_ptr<SpPlainTextEncoder> plain_;  // null: no special piece is matched in text
   std::vector<bool> special_;
   bool add_bos_ = false;
   bool add_eos_ = false;
@@ -135,7 +156,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(
     return absl::InvalidArgumentError(
         absl::StrCat(model_path, ": not a valid SentencePiece model: ", error));
   }
-  return std::unique_ptr<Tokenizer>(new SentencePieceTokenizer(std::move(sp), config));
+  auto tokenizer = std::make_unique<SentencePieceTokenizer>(std::move(sp), config);
+  if (absl::Status s = tokenizer->InitPlainText(bytes); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(model_path, ": ", s.message()));
+  }
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }
 
 }  // namespace tandem::models

@@ -16,6 +16,8 @@ namespace tandem::models {
 // unless add_bos_token is false and appends EOS when add_eos_token. Special ids: control and
 // unknown pieces, plus the config's bos/eos/pad/unk tokens and its special added_tokens_decoder
 // entries. Decode is sentencepiece's decode (which renders control pieces as nothing).
+// EncodeWithPlainRanges reads special user-defined pieces inside the ranges as text through a
+// second processor loaded from a renamed copy of the model (sentencepiece_plain_text.h).
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(
     const std::string& model_path, const TokenizerConfig& config);
 

@@ -15,6 +15,10 @@ namespace tandem::chat_template {
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
+// Names in Expr::kwargs that no keyword can have: `f(*items)` and `f(**mapping)`.
+inline constexpr const char* kStarArgs = "*";
+inline constexpr const char* kStarKwargs = "**";
+
 struct Expr {
   enum class Kind {
     kLiteral,       // literal
@@ -25,7 +29,8 @@ struct Expr {
     kGetAttr,       // args[0] . name
     kGetItem,       // args[0] [ args[1] ]
     kSlice,         // args[0] [ args[1] : args[2] : args[3] ] (null = omitted)
-    kCall,          // args[0] ( args[1..] , kwargs )
+    kCall,          // args[0] ( args[1..] , kwargs ); kwargs named kStarArgs / kStarKwargs
+                    // hold *items / **mapping
     kFilter,        // args[0] | name ( args[1..], kwargs ); args[0] null in a filter block
     kTest,          // args[0] is [not] name ( args[1..] ); negated
     kNot,           // not args[0]

@@ -15,6 +15,9 @@ namespace tandem::chat_template {
 absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, const Value& v,
                                   CallArgs& args);
 bool IsFilterName(const std::string& name);
+// Filters and methods whose string results carry exact provenance (or are elements of their
+// input); the interpreter marks the results of all others wholly untrusted when an input was.
+bool FilterKeepsProvenance(const std::string& name);
 // tests.cc
 absl::StatusOr<bool> ApplyTest(Interpreter& in, const std::string& name, const Value& v,
                                CallArgs& args);
@@ -22,6 +25,7 @@ bool IsTestName(const std::string& name);
 // methods.cc: nullopt when `obj` has no such method.
 std::optional<absl::StatusOr<Value>> CallMethod(Interpreter& in, const Value& obj,
                                                 const std::string& name, CallArgs& args);
+bool MethodKeepsProvenance(const std::string& name);
 // globals.cc
 void AddGlobals(Dict& globals);
 // json.cc: Python's json.dumps(ensure_ascii=False) as transformers' tojson calls it.

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/chat_template/interpreter.h"
 #include "server/chat_template/parser.h"
+#include "server/chat_template/status_macros.h"
 
 namespace tandem::chat_template {
 
@@ -34,19 +35,22 @@ bool NestedDeeperThan(const Json& j, int max) {
 }  // namespace
 
 template <typename Json>
-absl::StatusOr<std::string> ChatTemplate::RenderImpl(const Json& context,
-                                                     const RenderLimits& limits) const {
-  if (!context.is_object() && !context.is_null()) {
-    return absl::InvalidArgumentError("chat template context must be a JSON object");
-  }
-  if (NestedDeeperThan(context, limits.max_nesting_depth)) {
-    return absl::InvalidArgumentError(absl::StrCat("chat template context nested deeper than ",
-                                                   limits.max_nesting_depth, " levels"));
-  }
+absl::StatusOr<Text> ChatTemplate::RenderImpl(const Json& trusted, const Json* untrusted,
+                                              const RenderLimits& limits) const {
   Dict globals;
-  if (context.is_object()) {
-    for (auto it = context.begin(); it != context.end(); ++it) {
-      globals.Set(it.key(), Value::FromJson(it.value()));
+  for (const auto& [context, is_untrusted] :
+       {std::pair{untrusted, true}, std::pair{&trusted, false}}) {
+    if (context == nullptr) continue;
+    if (!context->is_object() && !context->is_null()) {
+      return absl::InvalidArgumentError("chat template context must be a JSON object");
+    }
+    if (NestedDeeperThan(*context, limits.max_nesting_depth)) {
+      return absl::InvalidArgumentError(absl::StrCat("chat template context nested deeper than ",
+                                                     limits.max_nesting_depth, " levels"));
+    }
+    if (!context->is_object()) continue;
+    for (auto it = context->begin(); it != context->end(); ++it) {
+      globals.Set(it.key(), Value::FromJson(it.value(), is_untrusted));
     }
   }
   Interpreter interpreter(limits, std::move(globals));
@@ -55,12 +59,23 @@ absl::StatusOr<std::string> ChatTemplate::RenderImpl(const Json& context,
 
 absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::json& context,
                                                  const RenderLimits& limits) const {
-  return RenderImpl(context, limits);
+  TMPL_ASSIGN_OR_RETURN(Text out,
+                        RenderImpl<std::decay_t<decltype(context)>>(context, nullptr, limits));
+  return std::move(out.text);
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& context,
                                                  const RenderLimits& limits) const {
-  return RenderImpl(context, limits);
+  TMPL_ASSIGN_OR_RETURN(Text out,
+                        RenderImpl<std::decay_t<decltype(context)>>(context, nullptr, limits));
+  return std::move(out.text);
+}
+
+absl::StatusOr<RenderedPrompt> ChatTemplate::RenderTracked(const nlohmann::ordered_json& trusted,
+                                                           const nlohmann::ordered_json& untrusted,
+                                                           const RenderLimits& limits) const {
+  TMPL_ASSIGN_OR_RETURN(Text out, RenderImpl(trusted, &untrusted, limits));
+  return RenderedPrompt{std::move(out.text), out.taint.ranges()};
 }
 
 }  // namespace tandem::chat_template

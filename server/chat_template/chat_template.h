@@ -21,10 +21,17 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "server/chat_template/limits.h"
+#include "server/chat_template/provenance.h"
 
 namespace tandem::chat_template {
 
 struct Stmt;
+
+// A rendering and the byte ranges of it that came from untrusted variables (provenance.h).
+struct RenderedPrompt {
+  std::string text;
+  std::vector<ByteRange> untrusted;  // sorted, disjoint
+};
 
 class ChatTemplate {
  public:
@@ -38,11 +45,21 @@ class ChatTemplate {
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& context,
                                      const RenderLimits& limits = {}) const;
 
+  // Renders with two kinds of variables: `trusted` ones the server sets (bos_token,
+  // add_generation_prompt, ...) and `untrusted` ones whose strings, keys included, the client
+  // wrote (messages, tools, documents, template kwargs). Both must be JSON objects; where a
+  // name is in both, the trusted value wins. The result says which bytes came from untrusted
+  // strings, however the template cut and joined them (conservatively: never fewer).
+  absl::StatusOr<RenderedPrompt> RenderTracked(const nlohmann::ordered_json& trusted,
+                                               const nlohmann::ordered_json& untrusted,
+                                               const RenderLimits& limits = {}) const;
+
  private:
   struct Parsed;
   explicit ChatTemplate(std::shared_ptr<const Parsed> parsed) : parsed_(std::move(parsed)) {}
   template <typename Json>
-  absl::StatusOr<std::string> RenderImpl(const Json& context, const RenderLimits& limits) const;
+  absl::StatusOr<Text> RenderImpl(const Json& trusted, const Json* untrusted,
+                                  const RenderLimits& limits) const;
   std::shared_ptr<const Parsed> parsed_;  // immutable, so copies and threads share it
 };
 

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/chat_template/builtins.h"
+#include "server/chat_template/format.h"
+#include "server/chat_template/markup.h"
 #include "server/chat_template/status_macros.h"
 #include "server/chat_template/text.h"
 
@@ -15,13 +17,56 @@ namespace {
 
 const std::set<std::string>& FilterNames() {
   static const auto* names = new std::set<std::string>{
-      "abs",    "attr",       "capitalize", "count",    "d",       "default", "dictsort",
-      "e",      "escape",     "first",      "float",    "indent",  "int",     "items",
-      "join",   "last",       "length",     "list",     "lower",   "map",     "max",
-      "min",    "reject",     "rejectattr", "replace",  "reverse", "round",   "safe",
-      "select", "selectattr", "sort",       "string",   "sum",     "title",   "tojson",
-      "trim",   "unique",     "upper",      "wordcount"};
+      "abs",   "attr",   "capitalize", "count",      "d",           "default",  "dictsort",
+      "e",     "escape", "first",      "float",      "forceescape", "format",   "indent",
+      "int",   "items",  "join",       "last",       "length",      "list",     "lower",
+      "map",   "max",    "min",        "reject",     "rejectattr",  "replace",  "reverse",
+      "round", "safe",   "select",     "selectattr", "sort",        "string",   "sum",
+      "title", "tojson", "trim",       "unique",     "upper",       "wordcount"};
   return *names;
+}
+
+// Their string results are elements of the input, or built with exact provenance.
+const std::set<std::string>& ProvenanceKeepingFilters() {
+  static const auto* names = new std::set<std::string>{
+      "attr",    "capitalize",  "d",      "default", "dictsort",   "e",      "escape",
+      "first",   "forceescape", "format", "indent",  "items",      "join",   "last",
+      "list",    "lower",       "map",    "max",     "min",        "reject", "rejectattr",
+      "replace", "reverse",     "safe",   "select",  "selectattr", "sort",   "string",
+      "title",   "trim",        "unique", "upper"};
+  return *names;
+}
+
+// A str method applied to a str or Markup with its provenance (the ASCII case mappings keep
+// every byte where it was); a Markup stays one, as markupsafe wraps these methods.
+Value MapCase(const Value& v, std::string (*f)(std::string)) {
+  Text t = v.StrText();
+  t.text = f(std::move(t.text));
+  return v.is_markup() ? Value::Markup(std::move(t)) : Value(std::move(t));
+}
+
+std::string Capitalize(std::string s) {
+  s = AsciiLower(std::move(s));
+  if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') s[0] = static_cast<char>(s[0] - 32);
+  return s;
+}
+
+// jinja2's title filter: words start after whitespace, '-', '(', '{', '[' and '<'.
+std::string TitleWords(std::string s) {
+  bool at_start = true;
+  for (char& c : s) {
+    bool sep = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
+               c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    if (sep) {
+      at_start = true;
+    } else if (at_start) {
+      if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
+      at_start = false;
+    } else if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c + 32);
+    }
+  }
+  return s;
 }
 
 bool ArgBool(const CallArgs& args, size_t i, const char* name, bool def) {
@@ -160,91 +205,69 @@ absl::StatusOr<Value> ToFloat(const Value& v, const CallArgs& args) {
   return fallback;
 }
 
-std::string HtmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> SplitLines(const std::string& s) {
-  std::vector<std::string> lines;
-  std::string cur;
+// str.splitlines() as byte ranges.
+std::vector<std::pair<size_t, size_t>> SplitLines(const std::string& s) {
+  std::vector<std::pair<size_t, size_t>> lines;
+  size_t begin = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '\x1c' || c == '\x1d' ||
         c == '\x1e') {
-      lines.push_back(cur);
-      cur.clear();
+      lines.emplace_back(begin, i);
       if (c == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-    } else {
-      cur += c;
+      begin = i + 1;
     }
   }
-  if (!cur.empty()) lines.push_back(cur);
+  if (begin < s.size()) lines.emplace_back(begin, s.size());
   return lines;
 }
 
 absl::StatusOr<Value> Indent(Interpreter& in, const Value& v, const CallArgs& args) {
   const Value* w = Arg(args, 0, "width");
-  std::string indention;
+  Text indention;
   if (w && w->is_string()) {
-    indention = w->as_string();
+    indention = w->StrText();
   } else {
     int64_t width = w ? w->as_int() : 4;
     if (width > 1024) return in.Error("indent width too large");
-    indention = std::string(std::max<int64_t>(width, 0), ' ');
+    indention.Append(std::string(std::max<int64_t>(width, 0), ' '));
   }
   bool first = ArgBool(args, 1, "first", false);
   bool blank = ArgBool(args, 2, "blank", false);
-  std::string s = v.Str() + "\n";  // jinja2 appends a newline so splitlines keeps the last
-  std::vector<std::string> lines = SplitLines(s);
-  std::string rv;
-  if (blank) {
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (i) rv += "\n" + indention;
-      rv += lines[i];
-      if (rv.size() > in.limits().max_output_bytes) return in.Error("indent result too large");
+  Text s = v.StrText();
+  s.Append("\n");  // jinja2 appends a newline so splitlines keeps the last line
+  const auto lines = SplitLines(s.text);
+  Text rv;
+  if (first) rv.Append(indention);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const bool empty = lines[i].first == lines[i].second;
+    if (i > 0) {
+      rv.Append("\n");
+      if (blank || !empty) rv.Append(indention);
     }
-  } else {
-    rv = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) {
-      rv += "\n";
-      if (!lines[i].empty()) rv += indention;
-      rv += lines[i];
-      if (rv.size() > in.limits().max_output_bytes) return in.Error("indent result too large");
-    }
+    rv.AppendSlice(s, lines[i].first, lines[i].second);
+    if (rv.text.size() > in.limits().max_output_bytes) return in.Error("indent result too large");
   }
-  if (first) rv = indention + rv;
-  if (rv.size() > in.limits().max_output_bytes) return in.Error("indent result too large");
-  TMPL_RETURN_IF_ERROR(in.Charge(rv.size()));
-  return Value(rv);
+  TMPL_RETURN_IF_ERROR(in.Charge(rv.text.size()));
+  // A Markup stays one (jinja2 joins its lines with Markup newlines).
+  return v.is_markup() ? Value::Markup(std::move(rv)) : Value(std::move(rv));
 }
 
 // Shared by select/reject/selectattr/rejectattr: args after the attribute are the test
 // name and its arguments.
+// jinja2's select/reject/map iterate only a true value (`if value: for item in value`), so
+// None, undefined, 0 and '' give an empty generator while other non-iterables fail.
+absl::StatusOr<List> IterateIfTrue(Interpreter& in, const Value& v) {
+  if (!v.Truthy()) return List{};
+  if (v.is_number() || v.is_callable() || v.is_namespace()) {
+    return in.Error(absl::StrCat("'", v.TypeName(), "' object is not iterable"));
+  }
+  return Iterate(in, v);
+}
+
 absl::StatusOr<Value> SelectLike(Interpreter& in, const Value& v, const CallArgs& args,
                                  bool by_attr, bool keep_if) {
-  TMPL_ASSIGN_OR_RETURN(List items, Iterate(in, v));
+  TMPL_ASSIGN_OR_RETURN(List items, IterateIfTrue(in, v));
   size_t next = 0;
   std::string attr;
   if (by_attr) {
@@ -276,11 +299,11 @@ absl::StatusOr<Value> SelectLike(Interpreter& in, const Value& v, const CallArgs
     }
     if (r == keep_if) out.push_back(item);
   }
-  return Value(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 absl::StatusOr<Value> Map(Interpreter& in, const Value& v, const CallArgs& args) {
-  TMPL_ASSIGN_OR_RETURN(List items, Iterate(in, v));
+  TMPL_ASSIGN_OR_RETURN(List items, IterateIfTrue(in, v));
   List out;
   const Value* attribute = nullptr;
   const Value* def = nullptr;
@@ -294,7 +317,7 @@ absl::StatusOr<Value> Map(Interpreter& in, const Value& v, const CallArgs& args)
       TMPL_ASSIGN_OR_RETURN(Value a, Attribute(in, item, attribute->as_string()));
       out.push_back(a.is_undefined() && def ? *def : a);
     }
-    return Value(std::move(out));
+    return Value::Generator(std::move(out));
   }
   if (args.positional.empty() || !args.positional[0].is_string()) {
     return in.Error("map needs a filter name or attribute=");
@@ -307,7 +330,7 @@ absl::StatusOr<Value> Map(Interpreter& in, const Value& v, const CallArgs& args)
     TMPL_ASSIGN_OR_RETURN(Value r, in.Filter(filter, item, fargs));
     out.push_back(std::move(r));
   }
-  return Value(std::move(out));
+  return Value::Generator(std::move(out));
 }
 
 absl::StatusOr<Value> ToJson(Interpreter& in, const Value& v, const CallArgs& args) {
@@ -350,6 +373,10 @@ absl::StatusOr<Value> ToJson(Interpreter& in, const Value& v, const CallArgs& ar
 
 bool IsFilterName(const std::string& name) { return FilterNames().count(name) > 0; }
 
+bool FilterKeepsProvenance(const std::string& name) {
+  return ProvenanceKeepingFilters().count(name) > 0;
+}
+
 absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, const Value& v,
                                   CallArgs& args) {
   if (name == "default" || name == "d") {
@@ -359,42 +386,37 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
     return v;
   }
   if (name == "tojson") return ToJson(in, v, args);
-  if (name == "safe" || name == "string") {
-    if (v.is_undefined() && name == "string") return Value("");
-    return Value(v.Str());
+  if (name == "safe") return Value::Markup(v.StrText());
+  if (name == "string") {
+    // soft_str: a str (or Markup) is returned as it is.
+    if (v.is_undefined()) return Value("");
+    if (v.is_string()) return v;
+    return Value(v.StrText());
   }
   if (name == "trim") {
     const Value* chars = Arg(args, 0, "chars");
-    return Value(
-        PyStrip(v.Str(), chars && chars->is_string() ? &chars->as_string() : nullptr, true, true));
+    Text t = StripText(v.StrText(), chars && chars->is_string() ? &chars->as_string() : nullptr,
+                       true, true);
+    return v.is_markup() ? Value::Markup(std::move(t)) : Value(std::move(t));
   }
-  if (name == "upper") return Value(AsciiUpper(v.Str()));
-  if (name == "lower") return Value(AsciiLower(v.Str()));
-  if (name == "capitalize") {
-    std::string s = AsciiLower(v.Str());
-    if (!s.empty() && s[0] >= 'a' && s[0] <= 'z') s[0] = static_cast<char>(s[0] - 32);
-    return Value(s);
-  }
-  if (name == "title") {
-    // jinja2 splits words at runs of whitespace, '-', '(', '{', '[' and '<'.
-    std::string s = v.Str(), out;
-    bool at_start = true;
-    for (char c : s) {
-      bool sep = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' ||
-                 c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-      if (sep) {
-        out += c;
-        at_start = true;
-      } else if (at_start) {
-        out += (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
-        at_start = false;
-      } else {
-        out += (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
-      }
+  if (name == "upper") return MapCase(v, AsciiUpper);
+  if (name == "lower") return MapCase(v, AsciiLower);
+  if (name == "capitalize") return MapCase(v, Capitalize);
+  if (name == "title") return MapCase(v, TitleWords);
+  if (name == "escape" || name == "e") return Escape(v);
+  if (name == "forceescape") return Value::Markup(HtmlEscape(v.StrText()));
+  if (name == "format") {
+    if (!args.positional.empty() && !args.keyword.empty()) {
+      return in.Error(
+          "format filter: can't handle positional and keyword arguments at the same time");
     }
-    return Value(out);
+    if (!args.keyword.empty()) {
+      Dict d;
+      for (const auto& [k, x] : args.keyword) d.Set(k, x);
+      return PercentFormat(in, v.is_string() ? v : Value(v.StrText()), Value(std::move(d)));
+    }
+    return PercentFormat(in, v.is_string() ? v : Value(v.StrText()), Value::Tuple(args.positional));
   }
-  if (name == "escape" || name == "e") return Value(HtmlEscape(v.Str()));
   if (name == "length" || name == "count") {
     switch (v.kind()) {
       case Value::Kind::kUndefined:
@@ -402,12 +424,14 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
       case Value::Kind::kString:
         return Value(static_cast<int64_t>(CodePointCount(v.as_string())));
       case Value::Kind::kList:
+        if (v.is_generator()) break;
         return Value(static_cast<int64_t>(v.as_list().size()));
       case Value::Kind::kDict:
         return Value(static_cast<int64_t>(v.as_dict().size()));
       default:
-        return in.Error(absl::StrCat("object of type '", v.TypeName(), "' has no len()"));
+        break;
     }
+    return in.Error(absl::StrCat("object of type '", v.TypeName(), "' has no len()"));
   }
   if (name == "wordcount") {
     int64_t n = 0;
@@ -421,6 +445,9 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
   }
   if (name == "first" || name == "last") {
     if (v.is_undefined()) return Value::Undefined("first");
+    if (name == "last" && v.is_generator()) {
+      return in.Error("'generator' object is not reversible");
+    }
     TMPL_ASSIGN_OR_RETURN(List items, Iterate(in, v));
     if (items.empty()) return Value::Undefined(name);
     return name == "first" ? items.front() : items.back();
@@ -429,17 +456,21 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
     const Value* sep = Arg(args, 0, "d");
     const Value* attribute = Arg(args, 1, "attribute");
     TMPL_ASSIGN_OR_RETURN(List items, Iterate(in, v));
-    std::string s = sep ? sep->Str() : "", out;
+    // With autoescape off jinja2 joins str() of everything into a plain str.
+    const Text s = sep ? sep->StrText() : Text();
+    Text out;
     for (size_t i = 0; i < items.size(); ++i) {
-      if (i) out += s;
+      if (i) out.Append(s);
       Value item = items[i];
       if (attribute && attribute->is_string()) {
         TMPL_ASSIGN_OR_RETURN(item, Attribute(in, item, attribute->as_string()));
       }
-      out += item.Str();
-      if (out.size() > in.limits().max_output_bytes) return in.Error("join result too large");
+      out.Append(item.StrText());
+      if (out.text.size() > in.limits().max_output_bytes) {
+        return in.Error("join result too large");
+      }
     }
-    TMPL_RETURN_IF_ERROR(in.Charge(out.size()));
+    TMPL_RETURN_IF_ERROR(in.Charge(out.text.size()));
     return Value(std::move(out));
   }
   if (name == "replace") {
@@ -447,11 +478,12 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
     const Value* to = Arg(args, 1, "new");
     const Value* count = Arg(args, 2, "count");
     if (!from || !to) return in.Error("replace needs old and new");
-    auto out =
-        ReplaceAll(v.Str(), from->Str(), to->Str(),
-                   count && !count->is_none() ? count->as_int() : -1, in.limits().max_output_bytes);
+    // With autoescape off: str(s).replace(str(old), str(new), count), a plain str.
+    auto out = ReplaceText(v.StrText(), from->Str(), to->StrText(),
+                           count && !count->is_none() ? count->as_int() : -1,
+                           in.limits().max_output_bytes);
     if (!out) return in.Error("replace result too large");
-    TMPL_RETURN_IF_ERROR(in.Charge(out->size()));
+    TMPL_RETURN_IF_ERROR(in.Charge(out->text.size()));
     return Value(std::move(*out));
   }
   if (name == "round") return Round(in, v, args);
@@ -489,10 +521,8 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
   }
   if (name == "indent") return Indent(in, v, args);
   if (name == "reverse") {
-    if (v.is_string()) {
-      std::u32string u = DecodeUtf8(v.as_string());
-      std::reverse(u.begin(), u.end());
-      return Value(EncodeUtf8(u));
+    if (v.is_string()) {  // value[::-1], a Markup for a Markup
+      return Slice(in, v, Value::None(), Value::None(), Value(int64_t{-1}));
     }
     TMPL_ASSIGN_OR_RETURN(List items, Iterate(in, v));
     std::reverse(items.begin(), items.end());
@@ -513,7 +543,7 @@ absl::StatusOr<Value> ApplyFilter(Interpreter& in, const std::string& name, cons
     bool by_value = by && by->is_string() && by->as_string() == "value";
     bool reverse = ArgBool(args, 2, "reverse", false);
     List pairs;
-    for (const auto& [k, x] : v.as_dict().items()) pairs.push_back(Value::Tuple(List{Value(k), x}));
+    for (const auto& [k, x] : v.as_dict().items()) pairs.push_back(Value::Tuple(List{k, x}));
     Value index(static_cast<int64_t>(by_value ? 1 : 0));
     std::vector<std::pair<Value, Value>> keyed;
     for (Value& p : pairs)

@@ -10,9 +10,9 @@ Interpreter::Interpreter(const RenderLimits& limits, Dict globals) : limits_(lim
   root_.parent = nullptr;
   Dict builtins;
   AddGlobals(builtins);
-  for (const auto& [k, v] : builtins.items()) root_.vars[k] = v;
+  for (const auto& [k, v] : builtins.items()) root_.vars[k.as_string()] = v;
   // Render-time variables shadow the built-in globals, as in jinja2.
-  for (const auto& [k, v] : globals.items()) root_.vars[k] = v;
+  for (const auto& [k, v] : globals.items()) root_.vars[k.as_string()] = v;
 }
 
 Interpreter::~Interpreter() {
@@ -45,17 +45,17 @@ absl::Status Interpreter::CheckWeight(const Value& v) const {
   return absl::OkStatus();
 }
 
-absl::Status Interpreter::Append(std::string& out, const std::string& text) {
-  if (out.size() + text.size() > limits_.max_output_bytes) {
+absl::Status Interpreter::Append(Text& out, const Text& text) {
+  if (out.text.size() + text.text.size() > limits_.max_output_bytes) {
     return Error(absl::StrCat("output exceeds ", limits_.max_output_bytes, " bytes"));
   }
-  TMPL_RETURN_IF_ERROR(Charge(text.size()));
-  out += text;
+  TMPL_RETURN_IF_ERROR(Charge(text.text.size()));
+  out.Append(text);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> Interpreter::Render(const Body& body) {
-  std::string out;
+absl::StatusOr<Text> Interpreter::Render(const Body& body) {
+  Text out;
   TMPL_ASSIGN_OR_RETURN(Flow f, Exec(body, root_, out));
   (void)f;
   return out;
@@ -69,8 +69,7 @@ Value Interpreter::Lookup(const std::string& name, Scope& scope) const {
   return Value::Undefined(name);
 }
 
-absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Body& body, Scope& scope,
-                                                    std::string& out) {
+absl::StatusOr<Interpreter::Flow> Interpreter::Exec(const Body& body, Scope& scope, Text& out) {
   for (const StmtPtr& s : body) {
     TMPL_ASSIGN_OR_RETURN(Flow f, ExecStmt(*s, scope, out));
     if (f != Flow::kNormal) return f;
@@ -86,8 +85,7 @@ struct NestingGuard {
 };
 }  // namespace
 
-absl::StatusOr<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, Scope& scope,
-                                                        std::string& out) {
+absl::StatusOr<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, Scope& scope, Text& out) {
   NestingGuard guard(nesting_);
   if (nesting_ > limits_.max_nesting_depth) {
     return Error(
@@ -96,16 +94,15 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecStmt(const Stmt& s, Scope& sc
   return ExecNode(s, scope, out);
 }
 
-absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Stmt& s, Scope& scope,
-                                                        std::string& out) {
+absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Stmt& s, Scope& scope, Text& out) {
   if (s.line) line_ = s.line;
   switch (s.kind) {
     case Stmt::Kind::kText:
-      TMPL_RETURN_IF_ERROR(Append(out, s.text));
+      TMPL_RETURN_IF_ERROR(Append(out, Text{s.text, {}}));
       return Flow::kNormal;
     case Stmt::Kind::kOutput: {
       TMPL_ASSIGN_OR_RETURN(Value v, Eval(*s.expr, scope));
-      TMPL_RETURN_IF_ERROR(Append(out, v.Str()));
+      TMPL_RETURN_IF_ERROR(Append(out, v.StrText()));
       return Flow::kNormal;
     }
     case Stmt::Kind::kIf:
@@ -122,7 +119,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Stmt& s, Scope& sc
       return Flow::kNormal;
     case Stmt::Kind::kSetBlock:
     case Stmt::Kind::kFilterBlock: {
-      std::string captured;
+      Text captured;
       TMPL_ASSIGN_OR_RETURN(Flow f, Exec(s.bodies[0], scope, captured));
       (void)f;
       Value v(std::move(captured));
@@ -139,7 +136,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Stmt& s, Scope& sc
       if (s.kind == Stmt::Kind::kSetBlock) {
         scope.vars[s.targets[0]] = std::move(v);
       } else {
-        TMPL_RETURN_IF_ERROR(Append(out, v.Str()));
+        TMPL_RETURN_IF_ERROR(Append(out, v.StrText()));
       }
       return Flow::kNormal;
     }
@@ -154,7 +151,7 @@ absl::StatusOr<Interpreter::Flow> Interpreter::ExecNode(const Stmt& s, Scope& sc
       TMPL_RETURN_IF_ERROR(EvalArgs(call, 1, scope, args));
       Value caller = Value::MakeMacro(Macro{s.macro.get(), "caller", &scope});
       TMPL_ASSIGN_OR_RETURN(Value v, CallMacro(callee, args, caller));
-      TMPL_RETURN_IF_ERROR(Append(out, v.Str()));
+      TMPL_RETURN_IF_ERROR(Append(out, v.StrText()));
       return Flow::kNormal;
     }
     case Stmt::Kind::kBreak:
@@ -199,8 +196,7 @@ absl::Status Interpreter::ExecSet(const Stmt& s, Scope& scope) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, Scope& scope,
-                                                       std::string& out) {
+absl::StatusOr<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, Scope& scope, Text& out) {
   TMPL_ASSIGN_OR_RETURN(Value seq, Eval(*s.expr, scope));
   if (seq.is_none() || seq.is_number() || seq.is_callable()) {
     return Error(absl::StrCat("'", seq.TypeName(), "' object is not iterable"));
@@ -275,7 +271,24 @@ absl::Status Interpreter::EvalArgs(const Expr& e, size_t first, Scope& scope, Ca
   }
   for (const auto& [k, ex] : e.kwargs) {
     TMPL_ASSIGN_OR_RETURN(Value v, Eval(*ex, scope));
-    args.keyword.emplace_back(k, std::move(v));
+    if (k == kStarArgs) {  // f(*items): the items follow the positional arguments
+      // An undefined value iterates as empty, as jinja2's Undefined does.
+      if (v.is_none() || v.is_number() || v.is_callable()) {
+        return Error(absl::StrCat("argument after * must be an iterable, not ", v.TypeName()));
+      }
+      TMPL_ASSIGN_OR_RETURN(List items, Iterate(*this, v));
+      for (Value& item : items) args.positional.push_back(std::move(item));
+    } else if (k == kStarKwargs) {  // f(**mapping)
+      if (!v.is_dict()) {
+        return Error(absl::StrCat("argument after ** must be a mapping, not ", v.TypeName()));
+      }
+      for (const auto& [key, x] : v.as_dict().items()) {
+        if (!key.is_string()) return Error("keywords must be strings");
+        args.keyword.emplace_back(key.as_string(), x);
+      }
+    } else {
+      args.keyword.emplace_back(k, std::move(v));
+    }
   }
   return absl::OkStatus();
 }
@@ -317,9 +330,10 @@ absl::StatusOr<Value> Interpreter::EvalNode(const Expr& e, Scope& scope) {
       Dict d;
       for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
         TMPL_ASSIGN_OR_RETURN(Value k, Eval(*e.args[i], scope));
-        if (!k.is_string()) return Error("dict keys must be strings");
         TMPL_ASSIGN_OR_RETURN(Value v, Eval(*e.args[i + 1], scope));
-        d.Set(k.as_string(), std::move(v));
+        // Python evaluates the key and the value before hashing the key.
+        if (!Hashable(k)) return Error(absl::StrCat("unhashable type: '", k.TypeName(), "'"));
+        d.Set(std::move(k), std::move(v));
       }
       TMPL_RETURN_IF_ERROR(Charge(d.size()));
       Value v(std::move(d));
@@ -431,7 +445,10 @@ absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e, Scope& scope) {
     line_ = e.line;
     if (obj.is_string() || obj.is_dict() || obj.is_list()) {
       auto r = CallMethod(*this, obj, callee.name, args);
-      if (r.has_value()) return std::move(*r);
+      if (r.has_value()) {
+        if (!r->ok() || MethodKeepsProvenance(callee.name)) return std::move(*r);
+        return Untrusted(**std::move(r), obj, args);
+      }
     }
     TMPL_ASSIGN_OR_RETURN(Value fn, GetAttr(*this, obj, callee.name));
     if (!fn.is_callable()) {
@@ -453,7 +470,10 @@ absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e, Scope& scope) {
 }
 
 absl::StatusOr<Value> Interpreter::Call(const Value& callee, CallArgs& args) {
-  if (callee.kind() == Value::Kind::kBuiltin) return callee.as_builtin()(*this, args);
+  if (callee.kind() == Value::Kind::kBuiltin) {
+    TMPL_ASSIGN_OR_RETURN(Value v, callee.as_builtin()(*this, args));
+    return Untrusted(std::move(v), Value(), args);
+  }
   if (callee.kind() == Value::Kind::kMacro) return CallMacro(callee, args, Value::Undefined());
   return Error(absl::StrCat("'", callee.TypeName(), "' object is not callable"));
 }
@@ -503,7 +523,7 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Value& macro_value, CallArgs&
   }
   if (!caller.is_undefined()) local.vars["caller"] = caller;
   ++call_depth_;
-  std::string out;
+  Text out;
   int saved_line = line_;
   auto f = Exec(def.body, local, out);
   --call_depth_;
@@ -512,9 +532,33 @@ absl::StatusOr<Value> Interpreter::CallMacro(const Value& macro_value, CallArgs&
   return Value(std::move(out));
 }
 
+namespace {
+
+bool AnyTainted(const Value& input, const CallArgs& args) {
+  if (input.Tainted()) return true;
+  for (const Value& v : args.positional) {
+    if (v.Tainted()) return true;
+  }
+  for (const auto& [k, v] : args.keyword) {
+    if (v.Tainted()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Value Interpreter::Untrusted(Value result, const Value& input, const CallArgs& args) {
+  if (!result.is_string() || result.Tainted() || !AnyTainted(input, args)) return result;
+  Text t;
+  t.Append(result.as_string(), true);
+  return result.is_markup() ? Value::Markup(std::move(t)) : Value(std::move(t));
+}
+
 absl::StatusOr<Value> Interpreter::Filter(const std::string& name, const Value& input,
                                           CallArgs& args) {
-  return ApplyFilter(*this, name, input, args);
+  TMPL_ASSIGN_OR_RETURN(Value v, ApplyFilter(*this, name, input, args));
+  if (FilterKeepsProvenance(name)) return v;
+  return Untrusted(std::move(v), input, args);
 }
 
 absl::StatusOr<bool> Interpreter::Test(const std::string& name, const Value& input,

@@ -20,12 +20,16 @@ class Interpreter {
   Interpreter(const Interpreter&) = delete;
   Interpreter& operator=(const Interpreter&) = delete;
 
-  absl::StatusOr<std::string> Render(const Body& body);
+  // The output and which of its bytes came from untrusted values.
+  absl::StatusOr<Text> Render(const Body& body);
 
   // Entry points shared with filters, tests and methods.
   absl::StatusOr<Value> Call(const Value& callee, CallArgs& args);
   absl::StatusOr<Value> Filter(const std::string& name, const Value& input, CallArgs& args);
   absl::StatusOr<bool> Test(const std::string& name, const Value& input, CallArgs& args);
+  // A string built by a filter or method that does not track provenance itself is wholly
+  // untrusted when any of its inputs held untrusted text.
+  static Value Untrusted(Value result, const Value& input, const CallArgs& args);
   // An error at the node being evaluated.
   absl::Status Error(const std::string& message) const;
   // Accounts for bytes or elements produced, so quadratic templates stop instead of hanging.
@@ -44,18 +48,18 @@ class Interpreter {
   };
   enum class Flow { kNormal, kBreak, kContinue };
 
-  absl::StatusOr<Flow> Exec(const Body& body, Scope& scope, std::string& out);
-  absl::StatusOr<Flow> ExecStmt(const Stmt& s, Scope& scope, std::string& out);
-  absl::StatusOr<Flow> ExecFor(const Stmt& s, Scope& scope, std::string& out);
+  absl::StatusOr<Flow> Exec(const Body& body, Scope& scope, Text& out);
+  absl::StatusOr<Flow> ExecStmt(const Stmt& s, Scope& scope, Text& out);
+  absl::StatusOr<Flow> ExecFor(const Stmt& s, Scope& scope, Text& out);
   absl::Status ExecSet(const Stmt& s, Scope& scope);
   absl::StatusOr<Value> Eval(const Expr& e, Scope& scope);
   absl::StatusOr<Value> EvalNode(const Expr& e, Scope& scope);
-  absl::StatusOr<Flow> ExecNode(const Stmt& s, Scope& scope, std::string& out);
+  absl::StatusOr<Flow> ExecNode(const Stmt& s, Scope& scope, Text& out);
   absl::StatusOr<Value> EvalBinary(const Expr& e, Scope& scope);
   absl::StatusOr<Value> EvalCall(const Expr& e, Scope& scope);
   absl::Status EvalArgs(const Expr& e, size_t first, Scope& scope, CallArgs& args);
   absl::StatusOr<Value> CallMacro(const Value& macro, CallArgs& args, Value caller);
-  absl::Status Append(std::string& out, const std::string& text);
+  absl::Status Append(Text& out, const Text& text);
   Value Lookup(const std::string& name, Scope& scope) const;
 
   const RenderLimits limits_;

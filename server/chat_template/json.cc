@@ -113,6 +113,9 @@ struct Dumper {
         QuoteJson(v.as_string(), ensure_ascii, out);
         return absl::OkStatus();
       case Value::Kind::kList: {
+        if (v.is_generator()) {
+          return absl::InvalidArgumentError("Object of type generator is not JSON serializable");
+        }
         const List& l = v.as_list();
         if (l.empty()) {
           out += "[]";
@@ -129,21 +132,19 @@ struct Dumper {
         return absl::OkStatus();
       }
       case Value::Kind::kDict: {
-        std::vector<const std::pair<std::string, Value>*> items;
+        std::vector<const std::pair<Value, Value>*> items;
         for (const auto& kv : v.as_dict().items()) items.push_back(&kv);
         if (items.empty()) {
           out += "{}";
           return absl::OkStatus();
         }
-        if (sort_keys) {
-          std::stable_sort(items.begin(), items.end(),
-                           [](auto* a, auto* b) { return a->first < b->first; });
-        }
+        if (sort_keys) TMPL_RETURN_IF_ERROR(SortKeys(items));
         out += '{';
         for (size_t i = 0; i < items.size(); ++i) {
           if (i) out += item_sep;
           if (indent) Newline(level + 1);
-          QuoteJson(items[i]->first, ensure_ascii, out);
+          TMPL_ASSIGN_OR_RETURN(std::string key, KeyString(items[i]->first));
+          QuoteJson(key, ensure_ascii, out);
           out += key_sep;
           TMPL_RETURN_IF_ERROR(Dump(items[i]->second, level + 1));
         }
@@ -155,6 +156,47 @@ struct Dumper {
         return absl::InvalidArgumentError(
             absl::StrCat("Object of type ", v.TypeName(), " is not JSON serializable"));
     }
+  }
+
+  // json.dumps turns the keys it accepts into strings.
+  static absl::StatusOr<std::string> KeyString(const Value& k) {
+    switch (k.kind()) {
+      case Value::Kind::kString:
+        return k.as_string();
+      case Value::Kind::kBool:
+        return std::string(k.as_bool() ? "true" : "false");
+      case Value::Kind::kNone:
+        return std::string("null");
+      case Value::Kind::kInt:
+        return std::to_string(k.as_int());
+      case Value::Kind::kFloat: {
+        double d = k.as_float();
+        if (std::isnan(d)) return std::string("NaN");
+        if (std::isinf(d)) return std::string(d > 0 ? "Infinity" : "-Infinity");
+        return FormatFloat(d);
+      }
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat("keys must be str, int, float, bool or None, not ", k.TypeName()));
+    }
+  }
+
+  // sorted(dict.items()): keys of different kinds do not compare.
+  static absl::Status SortKeys(std::vector<const std::pair<Value, Value>*>& items) {
+    absl::Status err;
+    std::stable_sort(items.begin(), items.end(), [&](auto* a, auto* b) {
+      const Value& x = a->first;
+      const Value& y = b->first;
+      if (x.is_number() && y.is_number()) return x.as_float() < y.as_float();
+      if (x.is_string() && y.is_string()) return x.as_string() < y.as_string();
+      if (err.ok()) {
+        err = absl::InvalidArgumentError(absl::StrCat(
+            "'<' not supported between instances of '", x.is_none() ? "NoneType" : x.TypeName(),
+            "' and '", y.is_none() ? "NoneType" : y.TypeName(), "'"));
+      }
+      return false;
+    });
+    return err;
   }
 };
 

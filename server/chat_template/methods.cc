@@ -1,16 +1,38 @@
 // The methods of str and dict that templates call (`content.strip()`, `message.get(...)`).
 // Mutating methods are absent: transformers renders in jinja2's immutable sandbox.
+#include <algorithm>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "server/chat_template/builtins.h"
+#include "server/chat_template/format.h"
+#include "server/chat_template/markup.h"
 #include "server/chat_template/status_macros.h"
 #include "server/chat_template/text.h"
 
 namespace tandem::chat_template {
 namespace {
 
-absl::StatusOr<Value> StringMethod(Interpreter& in, const std::string& s, const std::string& name,
+// A str method's result on `obj`: markupsafe wraps the str methods that build strings so that
+// a Markup gives a Markup back.
+Value Like(const Value& obj, Text t) {
+  return obj.is_markup() ? Value::Markup(std::move(t)) : Value(std::move(t));
+}
+
+absl::StatusOr<Value> StringMethod(Interpreter& in, const Value& obj, const std::string& name,
                                    CallArgs& args, bool& found) {
   found = true;
+  const std::string& s = obj.as_string();
+  if (name == "format") return StrFormat(in, obj, args);
+  if (name == "format_map") {
+    const Value* m = Arg(args, 0, "");
+    if (!m || !m->is_dict()) return in.Error("format_map() takes a mapping");
+    CallArgs named;
+    for (const auto& [k, v] : m->as_dict().items()) {
+      if (k.is_string()) named.keyword.emplace_back(k.as_string(), v);
+    }
+    return StrFormat(in, obj, named);
+  }
   const Value* a0 = Arg(args, 0, "");
   const Value* a1 = Arg(args, 1, "");
   auto opt_string = [&](const Value* v) -> const std::string* {
@@ -18,26 +40,28 @@ absl::StatusOr<Value> StringMethod(Interpreter& in, const std::string& s, const 
   };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     if (a0 && !a0->is_string() && !a0->is_none()) return in.Error(name + " arg must be str");
-    return Value(PyStrip(s, opt_string(a0), name != "rstrip", name != "lstrip"));
+    return Like(obj, StripText(obj.StrText(), opt_string(a0), name != "rstrip", name != "lstrip"));
   }
-  if (name == "upper") return Value(AsciiUpper(s));
-  if (name == "lower") return Value(AsciiLower(s));
-  if (name == "capitalize") {
-    std::string out = AsciiLower(s);
-    if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 32);
-    return Value(out);
-  }
-  if (name == "title") {
-    // str.title: a letter is upper-cased after a non-letter, lower-cased after a letter.
-    std::string out = s;
-    bool prev_cased = false;
-    for (char& c : out) {
-      bool lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
-      if (lower && !prev_cased) c = static_cast<char>(c - 32);
-      if (upper && prev_cased) c = static_cast<char>(c + 32);
-      prev_cased = lower || upper;
+  // ASCII case mappings keep every byte in place, so the provenance carries over unchanged.
+  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
+    Text t = obj.StrText();
+    std::string& out = t.text;
+    if (name == "upper") out = AsciiUpper(std::move(out));
+    if (name == "lower" || name == "capitalize") out = AsciiLower(std::move(out));
+    if (name == "capitalize" && !out.empty() && out[0] >= 'a' && out[0] <= 'z') {
+      out[0] = static_cast<char>(out[0] - 32);
     }
-    return Value(out);
+    if (name == "title") {
+      // str.title: a letter is upper-cased after a non-letter, lower-cased after a letter.
+      bool prev_cased = false;
+      for (char& c : out) {
+        bool lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
+        if (lower && !prev_cased) c = static_cast<char>(c - 32);
+        if (upper && prev_cased) c = static_cast<char>(c + 32);
+        prev_cased = lower || upper;
+      }
+    }
+    return Like(obj, std::move(t));
   }
   if (name == "startswith" || name == "endswith") {
     if (!a0) return in.Error(name + "() takes at least 1 argument");
@@ -62,9 +86,11 @@ absl::StatusOr<Value> StringMethod(Interpreter& in, const std::string& s, const 
     int64_t maxsplit = a1 && a1->is_number() ? a1->as_int() : -1;
     if (const Value* m = Arg(args, 99, "maxsplit")) maxsplit = m->as_int();
     const Value* sep = a0 ? a0 : Arg(args, 99, "sep");
-    List out;
+    const Text text = obj.StrText();
+    std::vector<std::pair<size_t, size_t>> parts;  // byte ranges, in order
     if (!sep || sep->is_none()) {
-      std::u32string u = DecodeUtf8(s);
+      std::vector<size_t> at;
+      std::u32string u = DecodeUtf8(s, &at);
       size_t i = 0;
       int64_t done = 0;
       while (true) {
@@ -73,47 +99,51 @@ absl::StatusOr<Value> StringMethod(Interpreter& in, const std::string& s, const 
         if (maxsplit >= 0 && done >= maxsplit) {
           size_t e = u.size();
           while (e > i && IsPySpace(u[e - 1])) --e;
-          out.emplace_back(EncodeUtf8(u.substr(i, e - i)));
+          parts.emplace_back(at[i], at[e]);
           break;
         }
         size_t j = i;
         while (j < u.size() && !IsPySpace(u[j])) ++j;
-        out.emplace_back(EncodeUtf8(u.substr(i, j - i)));
+        parts.emplace_back(at[i], at[j]);
         ++done;
         i = j;
       }
-      return Value(std::move(out));
-    }
-    if (!sep->is_string()) return in.Error("split() separator must be str or None");
-    const std::string& p = sep->as_string();
-    if (p.empty()) return in.Error("empty separator");
-    if (name == "rsplit" && maxsplit >= 0) {
-      std::vector<std::string> parts;
-      size_t end = s.size();
-      int64_t done = 0;
-      while (done < maxsplit) {
-        if (end < p.size()) break;
-        size_t f = s.rfind(p, end - p.size());
-        if (f == std::string::npos) break;
-        parts.push_back(s.substr(f + p.size(), end - f - p.size()));
-        end = f;
-        ++done;
+    } else {
+      if (!sep->is_string()) return in.Error("split() separator must be str or None");
+      const std::string& p = sep->as_string();
+      if (p.empty()) return in.Error("empty separator");
+      if (name == "rsplit" && maxsplit >= 0) {
+        size_t end = s.size();
+        int64_t done = 0;
+        while (done < maxsplit && end >= p.size()) {
+          size_t f = s.rfind(p, end - p.size());
+          if (f == std::string::npos) break;
+          parts.emplace_back(f + p.size(), end);
+          end = f;
+          ++done;
+        }
+        parts.emplace_back(0, end);
+        std::reverse(parts.begin(), parts.end());
+      } else {
+        size_t pos = 0;
+        int64_t done = 0;
+        while (maxsplit < 0 || done < maxsplit) {
+          size_t f = s.find(p, pos);
+          if (f == std::string::npos) break;
+          parts.emplace_back(pos, f);
+          pos = f + p.size();
+          ++done;
+        }
+        parts.emplace_back(pos, s.size());
       }
-      parts.push_back(s.substr(0, end));
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) out.emplace_back(*it);
-      return Value(std::move(out));
     }
-    size_t pos = 0;
-    int64_t done = 0;
-    while (maxsplit < 0 || done < maxsplit) {
-      size_t f = s.find(p, pos);
-      if (f == std::string::npos) break;
-      out.emplace_back(s.substr(pos, f - pos));
-      pos = f + p.size();
-      ++done;
+    TMPL_RETURN_IF_ERROR(in.Charge(parts.size()));
+    List out;
+    for (const auto& [b, e] : parts) {
+      Text piece;
+      piece.AppendSlice(text, b, e);
+      out.push_back(Like(obj, std::move(piece)));
     }
-    out.emplace_back(s.substr(pos));
-    TMPL_RETURN_IF_ERROR(in.Charge(out.size()));
     return Value(std::move(out));
   }
   if (name == "replace") {
@@ -121,11 +151,14 @@ absl::StatusOr<Value> StringMethod(Interpreter& in, const std::string& s, const 
       return in.Error("replace() takes two strings");
     }
     const Value* c = Arg(args, 2, "count");
-    auto out = ReplaceAll(s, a0->as_string(), a1->as_string(),
-                          c && c->is_number() ? c->as_int() : -1, in.limits().max_output_bytes);
+    // Markup.replace escapes its arguments.
+    const std::string from = obj.is_markup() ? Escape(*a0).as_string() : a0->as_string();
+    const Text to = obj.is_markup() ? Escape(*a1).StrText() : a1->StrText();
+    auto out = ReplaceText(obj.StrText(), from, to, c && c->is_number() ? c->as_int() : -1,
+                           in.limits().max_output_bytes);
     if (!out) return in.Error("replace result too large");
-    TMPL_RETURN_IF_ERROR(in.Charge(out->size()));
-    return Value(std::move(*out));
+    TMPL_RETURN_IF_ERROR(in.Charge(out->text.size()));
+    return Like(obj, std::move(*out));
   }
   if (name == "find" || name == "count") {
     if (!a0 || !a0->is_string()) return in.Error(name + "() takes a string");
@@ -143,17 +176,19 @@ absl::StatusOr<Value> StringMethod(Interpreter& in, const std::string& s, const 
   if (name == "join") {
     if (!a0) return in.Error("join() takes one argument");
     TMPL_ASSIGN_OR_RETURN(List items, Iterate(in, *a0));
-    std::string out;
+    const Text sep = obj.StrText();
+    Text out;
     for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].is_string()) {
+      // Markup.join escapes its items (and accepts any, as escape() does).
+      if (!items[i].is_string() && !obj.is_markup()) {
         return in.Error(absl::StrCat("sequence item ", i, ": expected str instance, ",
                                      items[i].TypeName(), " found"));
       }
-      if (i) out += s;
-      out += items[i].as_string();
+      if (i) out.Append(sep);
+      out.Append(obj.is_markup() ? Escape(items[i]).StrText() : items[i].StrText());
     }
-    TMPL_RETURN_IF_ERROR(in.Charge(out.size()));
-    return Value(std::move(out));
+    TMPL_RETURN_IF_ERROR(in.Charge(out.text.size()));
+    return Like(obj, std::move(out));
   }
   if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum") {
     if (s.empty()) return Value(false);
@@ -176,12 +211,12 @@ absl::StatusOr<Value> DictMethod(Interpreter& in, const Dict& d, const std::stri
   found = true;
   if (name == "items") {
     List out;
-    for (const auto& [k, v] : d.items()) out.push_back(Value::Tuple(List{Value(k), v}));
+    for (const auto& [k, v] : d.items()) out.push_back(Value::Tuple(List{k, v}));
     return Value(std::move(out));
   }
   if (name == "keys") {
     List out;
-    for (const auto& [k, v] : d.items()) out.emplace_back(k);
+    for (const auto& [k, v] : d.items()) out.push_back(k);
     return Value(std::move(out));
   }
   if (name == "values") {
@@ -193,9 +228,8 @@ absl::StatusOr<Value> DictMethod(Interpreter& in, const Dict& d, const std::stri
     const Value* key = Arg(args, 0, "");
     if (!key) return in.Error("get expected at least 1 argument");
     const Value* def = Arg(args, 1, "");
-    if (key->is_string()) {
-      if (const Value* v = d.Find(key->as_string())) return *v;
-    }
+    if (!Hashable(*key)) return in.Error(absl::StrCat("unhashable type: '", key->TypeName(), "'"));
+    if (const Value* v = d.Find(*key)) return *v;
     return def ? *def : Value::None();
   }
   found = false;
@@ -209,13 +243,20 @@ std::optional<absl::StatusOr<Value>> CallMethod(Interpreter& in, const Value& ob
   bool found = false;
   absl::StatusOr<Value> r;
   if (obj.is_string()) {
-    r = StringMethod(in, obj.as_string(), name, args, found);
+    r = StringMethod(in, obj, name, args, found);
   } else if (obj.is_dict()) {
     // A key shadows nothing here: jinja2 resolves `d.items` to the method first.
     r = DictMethod(in, obj.as_dict(), name, args, found);
   }
   if (!found) return std::nullopt;
   return r;
+}
+
+bool MethodKeepsProvenance(const std::string& name) {
+  static const auto* names = new std::set<std::string>{
+      "capitalize", "format", "format_map", "get",   "items", "join",  "keys",  "lower", "lstrip",
+      "replace",    "rsplit", "rstrip",     "split", "strip", "title", "upper", "values"};
+  return names->count(name) > 0;
 }
 
 }  // namespace tandem::chat_template

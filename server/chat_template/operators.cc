@@ -3,6 +3,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/chat_template/builtins.h"
+#include "server/chat_template/format.h"
+#include "server/chat_template/markup.h"
 #include "server/chat_template/status_macros.h"
 #include "server/chat_template/text.h"
 
@@ -33,9 +35,10 @@ absl::StatusOr<Value> Repeat(Interpreter& in, const Value& seq, int64_t n) {
   }
   TMPL_RETURN_IF_ERROR(in.Charge(unit * n));
   if (seq.is_string()) {
-    std::string out;
-    for (int64_t i = 0; i < n; ++i) out += seq.as_string();
-    return Value(std::move(out));
+    const Text unit_text = seq.StrText();
+    Text out;
+    for (int64_t i = 0; i < n; ++i) out.Append(unit_text);
+    return seq.is_markup() ? Value::Markup(std::move(out)) : Value(std::move(out));
   }
   List out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
@@ -131,13 +134,20 @@ absl::StatusOr<List> Iterate(Interpreter& in, const Value& v) {
       return v.as_list();
     case Value::Kind::kDict: {
       List keys;
-      for (const auto& [k, _] : v.as_dict().items()) keys.emplace_back(k);
+      for (const auto& [k, _] : v.as_dict().items()) keys.push_back(k);
       return keys;
     }
     case Value::Kind::kString: {
+      // Iterating a Markup yields plain str characters, as str.__iter__ does.
+      const Text text = v.StrText();
+      std::vector<size_t> offsets;
+      DecodeUtf8(text.text, &offsets);
       List chars;
-      for (char32_t c : DecodeUtf8(v.as_string()))
-        chars.emplace_back(EncodeUtf8(std::u32string(1, c)));
+      for (size_t i = 0; i + 1 < offsets.size(); ++i) {
+        Text c;
+        c.AppendSlice(text, offsets[i], offsets[i + 1]);
+        chars.emplace_back(std::move(c));
+      }
       return chars;
     }
     default:
@@ -179,7 +189,10 @@ absl::StatusOr<bool> Contains(Interpreter& in, const Value& container, const Val
       }
       return false;
     case Value::Kind::kDict:
-      return item.is_string() && container.as_dict().Find(item.as_string()) != nullptr;
+      if (!Hashable(item)) {
+        return in.Error(absl::StrCat("unhashable type: '", item.TypeName(), "'"));
+      }
+      return container.as_dict().Find(item) != nullptr;
     case Value::Kind::kNamespace:
       return item.is_string() && container.namespace_dict().Find(item.as_string()) != nullptr;
     default:
@@ -209,15 +222,21 @@ absl::StatusOr<Value> BinaryOp(Interpreter& in, const std::string& op, const Val
     return Value(op == "in" ? c : !c);
   }
   if (op == "~") {
-    std::string s = a.Str() + b.Str();
-    TMPL_RETURN_IF_ERROR(in.Charge(s.size()));
+    // jinja2 joins str() of both sides into a plain str, Markup or not (autoescape off).
+    Text s = a.StrText();
+    s.Append(b.StrText());
+    TMPL_RETURN_IF_ERROR(in.Charge(s.text.size()));
     return Value(std::move(s));
   }
   if (a.is_number() && b.is_number()) return Arith(in, op, a, b);
+  if (op == "%" && a.is_string()) return PercentFormat(in, a, b);
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       TMPL_RETURN_IF_ERROR(in.Charge(a.as_string().size() + b.as_string().size()));
-      return Value(a.as_string() + b.as_string());
+      if (a.is_markup() || b.is_markup()) return MarkupConcat(a, b);
+      Text s = a.StrText();
+      s.Append(b.StrText());
+      return Value(std::move(s));
     }
     if (a.is_list() && b.is_list()) {
       TMPL_RETURN_IF_ERROR(in.Charge(a.as_list().size() + b.as_list().size()));
@@ -272,26 +291,29 @@ absl::StatusOr<Value> Slice(Interpreter& in, const Value& obj, const Value& star
   if (obj.is_undefined()) {
     return in.Error(absl::StrCat("'", obj.undefined_name(), "' is undefined"));
   }
-  if (!obj.is_string() && !obj.is_list()) {
+  if ((!obj.is_string() && !obj.is_list()) || obj.is_generator()) {
     return in.Error(absl::StrCat("'", obj.TypeName(), "' object is not subscriptable"));
   }
-  std::u32string u;
-  if (obj.is_string()) u = DecodeUtf8(obj.as_string());
-  int64_t len =
-      obj.is_string() ? static_cast<int64_t>(u.size()) : static_cast<int64_t>(obj.as_list().size());
+  std::vector<size_t> offsets;
+  if (obj.is_string()) DecodeUtf8(obj.as_string(), &offsets);
+  int64_t len = obj.is_string() ? static_cast<int64_t>(offsets.size()) - 1
+                                : static_cast<int64_t>(obj.as_list().size());
   int64_t b = 0, e = 0, st = 1;
   TMPL_RETURN_IF_ERROR(SliceIndices(in, len, start, stop, step, b, e, st));
-  std::u32string su;
-  List sl;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
-    if (obj.is_string()) {
-      su += u[i];
-    } else {
-      sl.push_back(obj.as_list()[i]);
+  if (obj.is_string()) {
+    const Text text = obj.StrText();
+    Text out;
+    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
+      out.AppendSlice(text, offsets[i], offsets[i + 1]);
     }
+    TMPL_RETURN_IF_ERROR(in.Charge(out.text.size()));
+    // Markup.__getitem__ returns a Markup.
+    return obj.is_markup() ? Value::Markup(std::move(out)) : Value(std::move(out));
   }
-  TMPL_RETURN_IF_ERROR(in.Charge(obj.is_string() ? su.size() : sl.size()));
-  if (obj.is_string()) return Value(EncodeUtf8(su));
+  List sl;
+  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) sl.push_back(obj.as_list()[i]);
+  TMPL_RETURN_IF_ERROR(in.Charge(sl.size()));
+  if (obj.is_tuple()) return Value::Tuple(std::move(sl));
   return Value(std::move(sl));
 }
 
@@ -300,8 +322,9 @@ absl::StatusOr<Value> GetItem(Interpreter& in, const Value& obj, const Value& ke
     case Value::Kind::kUndefined:
       return in.Error(absl::StrCat("'", obj.undefined_name(), "' is undefined"));
     case Value::Kind::kDict:
-      if (key.is_string()) {
-        if (const Value* v = obj.as_dict().Find(key.as_string())) return *v;
+      // An unhashable key raises TypeError, which jinja2's getitem turns into undefined.
+      if (Hashable(key)) {
+        if (const Value* v = obj.as_dict().Find(key)) return *v;
       }
       return Value::Undefined(key.Str());
     case Value::Kind::kNamespace:
@@ -311,6 +334,7 @@ absl::StatusOr<Value> GetItem(Interpreter& in, const Value& obj, const Value& ke
       return Value::Undefined(key.Str());
     case Value::Kind::kList:
     case Value::Kind::kString: {
+      if (obj.is_generator()) return Value::Undefined(key.Str());  // not subscriptable
       if (!key.is_number() || key.is_float()) {
         if (key.is_string()) return Value::Undefined(key.as_string());
         return in.Error(absl::StrCat(obj.TypeName(), " indices must be integers"));
@@ -322,11 +346,14 @@ absl::StatusOr<Value> GetItem(Interpreter& in, const Value& obj, const Value& ke
         if (i < 0 || i >= n) return Value::Undefined("index");
         return obj.as_list()[i];
       }
-      std::u32string u = DecodeUtf8(obj.as_string());
-      int64_t n = static_cast<int64_t>(u.size());
+      std::vector<size_t> offsets;
+      DecodeUtf8(obj.as_string(), &offsets);
+      int64_t n = static_cast<int64_t>(offsets.size()) - 1;
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::Undefined("index");
-      return Value(EncodeUtf8(std::u32string(1, u[i])));
+      Text c;
+      c.AppendSlice(obj.StrText(), offsets[i], offsets[i + 1]);
+      return obj.is_markup() ? Value::Markup(std::move(c)) : Value(std::move(c));
     }
     default:
       return Value::Undefined(key.Str());

@@ -630,13 +630,30 @@ class Parser {
   absl::Status ParseCallArgs(Expr& call) {
     TMPL_RETURN_IF_ERROR(ExpectOp("("));
     bool first = true;
+    bool star = false, star_star = false;
     while (!IsOp(")")) {
       if (!first) {
         TMPL_RETURN_IF_ERROR(ExpectOp(","));
         if (IsOp(")")) break;
       }
       first = false;
-      if (Peek().type == Token::Type::kName && IsOp("=", 1)) {
+      // f(*items, **mapping), at most one of each, after the plain arguments (as jinja2 has it).
+      if (IsOp("*") || IsOp("**")) {
+        const bool double_star = IsOp("**");
+        if (star_star || (star && !double_star)) {
+          return Error(Peek(), "invalid syntax for function call expression");
+        }
+        Next();
+        TMPL_ASSIGN_OR_RETURN(ExprPtr v, ParseExpression(true));
+        call.kwargs.emplace_back(double_star ? kStarKwargs : kStarArgs, std::move(v));
+        (double_star ? star_star : star) = true;
+        continue;
+      }
+      const bool keyword = Peek().type == Token::Type::kName && IsOp("=", 1);
+      if (star_star || (star && !keyword)) {
+        return Error(Peek(), "invalid syntax for function call expression");
+      }
+      if (keyword) {
         std::string key = Next().text;
         Next();
         TMPL_ASSIGN_OR_RETURN(ExprPtr v, ParseExpression(true));

@@ -44,9 +44,11 @@ absl::StatusOr<bool> ApplyTest(Interpreter& in, const std::string& name, const V
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
   if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-  if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
+  if (name == "sequence") {  // len() and [] both work; a generator has neither
+    return v.is_undefined() || v.is_string() || (v.is_list() && !v.is_generator()) || v.is_dict();
+  }
   if (name == "callable") return v.is_callable();
-  if (name == "escaped") return false;
+  if (name == "escaped") return v.is_markup();  // hasattr(value, "__html__")
   if (name == "lower" || name == "upper") {
     // jinja2 tests str(value), so a dict such as {'k': 1} is lower-case.
     bool cased = false;

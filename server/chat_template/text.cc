@@ -4,11 +4,13 @@
 
 namespace tandem::chat_template {
 
-std::u32string DecodeUtf8(const std::string& s) {
+std::u32string DecodeUtf8(const std::string& s, std::vector<size_t>* offsets) {
   std::u32string out;
   out.reserve(s.size());
+  if (offsets) offsets->clear();
   size_t i = 0;
   while (i < s.size()) {
+    if (offsets) offsets->push_back(i);
     unsigned char c = s[i];
     int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
     char32_t cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
@@ -33,6 +35,7 @@ std::u32string DecodeUtf8(const std::string& s) {
       i += n + 1;
     }
   }
+  if (offsets) offsets->push_back(s.size());
   return out;
 }
 
@@ -88,8 +91,13 @@ std::string AsciiLower(std::string s) {
   return s;
 }
 
-std::string PyStrip(const std::string& s, const std::string* chars, bool left, bool right) {
-  std::u32string u = DecodeUtf8(s);
+namespace {
+
+// The kept byte range of str.strip.
+std::pair<size_t, size_t> StripRange(const std::string& s, const std::string* chars, bool left,
+                                     bool right) {
+  std::vector<size_t> offsets;
+  std::u32string u = DecodeUtf8(s, &offsets);
   std::u32string set = chars ? DecodeUtf8(*chars) : std::u32string();
   auto strip = [&](char32_t c) {
     return chars ? set.find(c) != std::u32string::npos : IsPySpace(c);
@@ -101,50 +109,79 @@ std::string PyStrip(const std::string& s, const std::string* chars, bool left, b
   if (right) {
     while (e > b && strip(u[e - 1])) --e;
   }
-  return EncodeUtf8(u.substr(b, e - b));
+  return {offsets[b], offsets[e]};
 }
 
-std::optional<std::string> ReplaceAll(const std::string& s, const std::string& from,
-                                      const std::string& to, long long count, size_t max_bytes) {
+}  // namespace
+
+std::string PyStrip(const std::string& s, const std::string* chars, bool left, bool right) {
+  auto [b, e] = StripRange(s, chars, left, right);
+  return s.substr(b, e - b);
+}
+
+Text StripText(const Text& s, const std::string* chars, bool left, bool right) {
+  auto [b, e] = StripRange(s.text, chars, left, right);
+  Text out;
+  out.AppendSlice(s, b, e);
+  return out;
+}
+
+std::optional<Text> ReplaceText(const Text& s, const std::string& from, const Text& to,
+                                long long count, size_t max_bytes) {
   size_t occurrences = 0;
   if (from.empty()) {
-    occurrences = CodePointCount(s) + 1;
+    occurrences = CodePointCount(s.text) + 1;
   } else {
-    for (size_t f = s.find(from); f != std::string::npos; f = s.find(from, f + from.size())) {
+    for (size_t f = s.text.find(from); f != std::string::npos;
+         f = s.text.find(from, f + from.size())) {
       ++occurrences;
     }
   }
   if (count >= 0 && static_cast<size_t>(count) < occurrences) occurrences = count;
-  if (to.size() > from.size() &&
-      (to.size() - from.size()) >
-          (max_bytes - std::min(max_bytes, s.size())) / std::max<size_t>(occurrences, 1)) {
+  if (to.text.size() > from.size() &&
+      (to.text.size() - from.size()) >
+          (max_bytes - std::min(max_bytes, s.text.size())) / std::max<size_t>(occurrences, 1)) {
     return std::nullopt;
   }
-  std::string out;
+  Text out;
+  auto insert = [&](size_t at, size_t replaced) {
+    if (s.taint.Overlaps(at, at + std::max<size_t>(replaced, 1))) {
+      out.Append(to.text, true);
+    } else {
+      out.Append(to);
+    }
+  };
+  long long done = 0;
   if (from.empty()) {
     // Python inserts `to` around every code point.
-    std::u32string u = DecodeUtf8(s);
-    long long done = 0;
-    for (size_t i = 0; i <= u.size(); ++i) {
+    std::vector<size_t> offsets;
+    DecodeUtf8(s.text, &offsets);
+    for (size_t i = 0; i < offsets.size(); ++i) {
       if (count < 0 || done < count) {
-        out += to;
+        // Between two code points: untrusted when either neighbour is.
+        bool untrusted = (i > 0 && s.taint.Overlaps(offsets[i - 1], offsets[i])) ||
+                         (i + 1 < offsets.size() && s.taint.Overlaps(offsets[i], offsets[i + 1]));
+        if (untrusted) {
+          out.Append(to.text, true);
+        } else {
+          out.Append(to);
+        }
         ++done;
       }
-      if (i < u.size()) out += EncodeUtf8(std::u32string(1, u[i]));
+      if (i + 1 < offsets.size()) out.AppendSlice(s, offsets[i], offsets[i + 1]);
     }
     return out;
   }
   size_t pos = 0;
-  long long done = 0;
   while (count < 0 || done < count) {
-    size_t f = s.find(from, pos);
+    size_t f = s.text.find(from, pos);
     if (f == std::string::npos) break;
-    out.append(s, pos, f - pos);
-    out += to;
+    out.AppendSlice(s, pos, f);
+    insert(f, from.size());
     pos = f + from.size();
     ++done;
   }
-  out.append(s, pos, std::string::npos);
+  out.AppendSlice(s, pos, s.text.size());
   return out;
 }
 

@@ -5,12 +5,16 @@
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "server/chat_template/provenance.h"
 
 namespace tandem::chat_template {
 
 // Invalid bytes decode to lone surrogates U+DC80..U+DCFF and encode back unchanged
 // (Python's surrogateescape), so no input is lost.
-std::u32string DecodeUtf8(const std::string& s);
+// `offsets`, when given, receives the byte offset of each code point and then s.size().
+std::u32string DecodeUtf8(const std::string& s, std::vector<size_t>* offsets = nullptr);
 std::string EncodeUtf8(const std::u32string& s);
 size_t CodePointCount(const std::string& s);
 
@@ -18,9 +22,13 @@ bool IsPySpace(char32_t c);
 std::string AsciiUpper(std::string s);
 std::string AsciiLower(std::string s);
 std::string PyStrip(const std::string& s, const std::string* chars, bool left, bool right);
-// nullopt when the result would exceed max_bytes (checked before building it).
-std::optional<std::string> ReplaceAll(const std::string& s, const std::string& from,
-                                      const std::string& to, long long count, size_t max_bytes);
+// str.strip on text with provenance: the kept bytes keep theirs.
+Text StripText(const Text& s, const std::string* chars, bool left, bool right);
+// str.replace. Copied bytes keep their provenance; an inserted `to` keeps its own, and is
+// wholly untrusted where the text it replaced was partly untrusted. nullopt when the result
+// would exceed max_bytes (checked before building it).
+std::optional<Text> ReplaceText(const Text& s, const std::string& from, const Text& to,
+                                long long count, size_t max_bytes);
 
 }  // namespace tandem::chat_template
 

@@ -11,15 +11,23 @@ namespace tandem::chat_template {
 
 const Value* Dict::Find(std::string_view key) const {
   for (const auto& [k, v] : items_) {
-    if (k == key) return &v;
+    if (k.is_string() && k.as_string() == key) return &v;
   }
   return nullptr;
 }
 
-void Dict::Set(std::string key, Value value) {
+const Value* Dict::Find(const Value& key) const {
+  if (key.is_string()) return Find(std::string_view(key.as_string()));
+  for (const auto& [k, v] : items_) {
+    if (!k.is_string() && Equals(k, key)) return &v;
+  }
+  return nullptr;
+}
+
+void Dict::Set(Value key, Value value) {
   for (auto& [k, v] : items_) {
-    if (k == key) {
-      v = std::move(value);
+    if (k.is_string() == key.is_string() && Equals(k, key)) {
+      v = std::move(value);  // Python keeps the first key object, as here
       return;
     }
   }
@@ -52,17 +60,30 @@ Value::Value(std::string s)
     : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {
   weight_ = 1 + s_->size();
 }
+Value::Value(Text t) : Value(std::move(t.text)) {
+  if (!t.taint.empty()) {
+    taint_ = std::make_shared<const Taint>(std::move(t.taint));
+    tainted_ = true;
+  }
+}
+Value Value::Markup(Text t) {
+  Value v(std::move(t));
+  v.markup_ = true;
+  return v;
+}
 Value::Value(List l) : kind_(Kind::kList), list_(std::make_shared<const List>(std::move(l))) {
   for (const Value& v : *list_) {
     weight_ = SaturatingAdd(weight_, v.weight_);
     depth_ = std::max(depth_, v.depth_ + 1);
+    tainted_ = tainted_ || v.tainted_;
   }
   depth_ = std::max<size_t>(depth_, 1);
 }
 Value::Value(Dict d) : kind_(Kind::kDict), dict_(std::make_shared<const Dict>(std::move(d))) {
   for (const auto& [k, v] : dict_->items()) {
-    weight_ = SaturatingAdd(weight_, SaturatingAdd(k.size(), v.weight_));
+    weight_ = SaturatingAdd(weight_, SaturatingAdd(k.weight_, v.weight_));
     depth_ = std::max(depth_, v.depth_ + 1);
+    tainted_ = tainted_ || k.tainted_ || v.tainted_;
   }
   depth_ = std::max<size_t>(depth_, 1);
 }
@@ -71,6 +92,24 @@ Value Value::Tuple(List l) {
   Value v(std::move(l));
   v.tuple_ = true;
   return v;
+}
+
+Value Value::Generator(List l) {
+  Value v(std::move(l));
+  v.generator_ = true;
+  return v;
+}
+
+const Taint& Value::taint() const {
+  static const Taint kNone;
+  return taint_ ? *taint_ : kNone;
+}
+
+Text Value::StrText() const {
+  if (is_string()) return Text{*s_, taint()};
+  Text t;
+  t.Append(Str(), tainted_);
+  return t;
 }
 
 Value Value::MakeMacro(Macro m) {
@@ -83,6 +122,8 @@ Value Value::MakeNamespace(Dict d) {
   Value v;
   v.kind_ = Kind::kNamespace;
   v.ns_ = std::make_shared<Dict>(std::move(d));
+  // Its attributes change after it is built, so it cannot vouch for its contents.
+  v.tainted_ = true;
   return v;
 }
 Value Value::MakeBuiltin(std::string name, Builtin fn) {
@@ -107,7 +148,7 @@ bool Value::Truthy() const {
     case Kind::kString:
       return !s_->empty();
     case Kind::kList:
-      return !list_->empty();
+      return generator_ || !list_->empty();
     case Kind::kDict:
       return dict_->size() != 0;
     default:
@@ -203,8 +244,10 @@ std::string Value::Repr() const {
     case Kind::kFloat:
       return FormatFloat(d_);
     case Kind::kString:
-      return ReprString(*s_);
+      return markup_ ? "Markup(" + ReprString(*s_) + ")" : ReprString(*s_);
     case Kind::kList: {
+      // A generator prints as its object; its address is not reproducible, so none is shown.
+      if (generator_) return "<generator object>";
       std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
@@ -219,7 +262,7 @@ std::string Value::Repr() const {
       for (const auto& [k, v] : dict_->items()) {
         if (!first) out += ", ";
         first = false;
-        out += ReprString(k) + ": " + v.Repr();
+        out += k.Repr() + ": " + v.Repr();
       }
       return out + "}";
     }
@@ -236,7 +279,7 @@ std::string Value::Repr() const {
       for (const auto& [k, v] : ns_->items()) {
         if (!first) out += ", ";
         first = false;
-        out += ReprString(k) + ": " + v.Repr();
+        out += k.Repr() + ": " + v.Repr();
       }
       return out + "}>";
     }
@@ -261,9 +304,9 @@ std::string Value::TypeName() const {
     case Kind::kFloat:
       return "float";
     case Kind::kString:
-      return "str";
+      return markup_ ? "Markup" : "str";
     case Kind::kList:
-      return "list";
+      return generator_ ? "generator" : tuple_ ? "tuple" : "list";
     case Kind::kDict:
       return "dict";
     case Kind::kMacro:
@@ -277,6 +320,10 @@ std::string Value::TypeName() const {
 }
 
 bool Equals(const Value& a, const Value& b) {
+  // A generator equals only itself.
+  if (a.is_generator() || b.is_generator()) {
+    return a.is_list() && b.is_list() && &a.as_list() == &b.as_list();
+  }
   if (a.is_list() && b.is_list() && &a.as_list() == &b.as_list()) return true;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
@@ -314,6 +361,16 @@ bool Equals(const Value& a, const Value& b) {
     default:
       return false;
   }
+}
+
+bool Hashable(const Value& v) {
+  if (v.is_tuple()) {
+    for (const Value& e : v.as_list()) {
+      if (!Hashable(e)) return false;
+    }
+    return true;
+  }
+  return !v.is_list() && !v.is_dict() && !v.is_namespace();
 }
 
 }  // namespace tandem::chat_template

@@ -1,7 +1,9 @@
 // The values a template computes with: a small dynamic type mirroring the Python objects that
 // jinja2 sees when transformers renders a chat template (None, bool, int, float, str, list,
-// dict in insertion order), plus the template-only kinds (undefined, macro, namespace,
-// built-in function).
+// tuple, dict in insertion order), plus the template-only kinds (undefined, macro, namespace,
+// built-in function) and two flavours jinja2 produces itself: markupsafe's Markup (a str that
+// escapes what is added to it) and the generators that select/reject/map return.
+// Strings carry their provenance (provenance.h).
 #ifndef TANDEM_SERVER_CHAT_TEMPLATE_VALUE_H_
 #define TANDEM_SERVER_CHAT_TEMPLATE_VALUE_H_
 
@@ -14,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "server/chat_template/provenance.h"
 
 namespace tandem::chat_template {
 
@@ -58,19 +61,34 @@ class Value {
   Value(int64_t i);
   Value(int i) : Value(static_cast<int64_t>(i)) {}
   Value(double d);
-  Value(std::string s);
+  Value(std::string s);  // a trusted str
   Value(const char* s) : Value(std::string(s)) {}
+  Value(Text t);  // a str whose untrusted bytes t.taint names
+  // markupsafe.Markup(s): printing is unchanged; `+`, `%`, format and join escape the other
+  // operands (see markup.cc).
+  static Value Markup(Text t);
   Value(List l);
   // A Python tuple: a list that prints as (a, b).
   static Value Tuple(List l);
+  // What select/reject/selectattr/rejectattr/map return: a generator. It iterates like a
+  // list but is always true, has no len() and cannot be indexed, as in jinja2.
+  static Value Generator(List l);
   Value(Dict d);
   static Value MakeMacro(Macro m);
   static Value MakeNamespace(Dict d);
   static Value MakeBuiltin(std::string name, Builtin fn);
+  // A str from a context; wholly untrusted when the client wrote it.
+  static Value JsonString(std::string s, bool untrusted) {
+    if (!untrusted) return Value(std::move(s));
+    Text t;
+    t.Append(s, true);
+    return Value(std::move(t));
+  }
   // Works for nlohmann::json and nlohmann::ordered_json; only the latter keeps object keys
   // in document order (as Python's dicts do), which tojson output depends on.
+  // `untrusted`: every string in it (object keys included) came from the client.
   template <typename Json>
-  static Value FromJson(const Json& j);
+  static Value FromJson(const Json& j, bool untrusted = false);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -81,8 +99,10 @@ class Value {
   // Python's bool is an int: arithmetic and numeric tests accept it.
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return kind_ == Kind::kString; }
+  bool is_markup() const { return kind_ == Kind::kString && markup_; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
+  bool is_generator() const { return kind_ == Kind::kList && generator_; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_callable() const { return kind_ == Kind::kMacro || kind_ == Kind::kBuiltin; }
@@ -98,6 +118,15 @@ class Value {
   const Builtin& as_builtin() const { return builtin_->second; }
   const std::string& builtin_name() const { return builtin_->first; }
   const std::string& undefined_name() const;
+
+  // The untrusted byte ranges of a string (empty for other kinds).
+  const Taint& taint() const;
+  // Whether any text in the value is untrusted: a string's ranges, a container's elements
+  // and keys. A namespace is mutable, so it (and a container holding one) always counts.
+  bool Tainted() const { return tainted_; }
+  // The value as a string of Text: a string's bytes and ranges; otherwise Str(), wholly
+  // untrusted when Tainted().
+  Text StrText() const;
 
   // Python truthiness.
   bool Truthy() const;
@@ -117,12 +146,16 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool b_ = false;
   bool tuple_ = false;
+  bool markup_ = false;
+  bool generator_ = false;
+  bool tainted_ = false;
   size_t weight_ = 1;
   size_t depth_ = 0;
   int64_t i_ = 0;
   double d_ = 0;
   // Containers are immutable once built (the sandbox forbids mutation), so copies share.
   std::shared_ptr<const std::string> s_;
+  std::shared_ptr<const Taint> taint_;  // strings only; null when wholly trusted
   std::shared_ptr<const List> list_;
   std::shared_ptr<const Dict> dict_;
   std::shared_ptr<Dict> ns_;  // a namespace is the one mutable object
@@ -130,13 +163,16 @@ class Value {
   std::shared_ptr<const std::pair<std::string, Builtin>> builtin_;
 };
 
-// Keys are strings only: JSON contexts never produce others and templates that build dicts
-// use string keys.
+// A Python dict: any hashable value is a key (str, int, float, bool, None, tuples of those),
+// keys equal as in Python (1, 1.0 and True are one key), insertion order kept.
 class Dict {
  public:
   const Value* Find(std::string_view key) const;
-  void Set(std::string key, Value value);
-  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  const Value* Find(const std::string& key) const { return Find(std::string_view(key)); }
+  const Value* Find(const char* key) const { return Find(std::string_view(key)); }
+  const Value* Find(const Value& key) const;
+  void Set(Value key, Value value);
+  const std::vector<std::pair<Value, Value>>& items() const { return items_; }
   size_t size() const { return items_.size(); }
   // Drops every entry; the moved-out entries are destroyed after the dict is consistent.
   void Clear() {
@@ -145,7 +181,7 @@ class Dict {
   }
 
  private:
-  std::vector<std::pair<std::string, Value>> items_;
+  std::vector<std::pair<Value, Value>> items_;
 };
 
 struct CallArgs {
@@ -154,7 +190,7 @@ struct CallArgs {
 };
 
 template <typename Json>
-Value Value::FromJson(const Json& j) {
+Value Value::FromJson(const Json& j, bool untrusted) {
   using T = typename Json::value_t;
   switch (j.type()) {
     case T::boolean:
@@ -170,16 +206,18 @@ Value Value::FromJson(const Json& j) {
     case T::number_float:
       return Value(j.template get<double>());
     case T::string:
-      return Value(j.template get<std::string>());
+      return JsonString(j.template get<std::string>(), untrusted);
     case T::array: {
       List l;
       l.reserve(j.size());
-      for (const auto& e : j) l.push_back(FromJson(e));
+      for (const auto& e : j) l.push_back(FromJson(e, untrusted));
       return Value(std::move(l));
     }
     case T::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.Set(it.key(), FromJson(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        d.Set(JsonString(it.key(), untrusted), FromJson(it.value(), untrusted));
+      }
       return Value(std::move(d));
     }
     default:
@@ -189,6 +227,8 @@ Value Value::FromJson(const Json& j) {
 
 // Python's ==, including 1 == 1.0 == True and element-wise containers.
 bool Equals(const Value& a, const Value& b);
+// Whether Python could use the value as a dict key (lists, dicts and namespaces cannot).
+bool Hashable(const Value& v);
 // Python's float repr (shortest round-trip, exponent beyond 1e16 / below 1e-4).
 std::string FormatFloat(double d);
 std::string ReprString(const std::string& s);

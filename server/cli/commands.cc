@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
     {"bench-engine", RunBenchEngine,
      "replay a workload through the real engine under each cache policy"},
     {"devices", RunDevices, "list the CUDA devices this build can use"},
+    {"render-template", RunRenderTemplate,
+     "developer tool: render a chat template with a JSON context (tools/chat_templates)"},
 };
 
 void PrintHelp(FILE* out) {

@@ -13,6 +13,7 @@ int RunBenchEngine(int argc, char** argv);
 int RunServe(int argc, char** argv);
 int RunChat(int argc, char** argv);
 int RunBench(int argc, char** argv);
+int RunRenderTemplate(int argc, char** argv);
 
 }  // namespace tandem::cli
 

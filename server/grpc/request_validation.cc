@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/stop_strings.h"
 #include "models/unicode_utf8.h"
-#include "nlohmann/json.hpp"
+#include "server/grpc/chat_variables.h"
 
 namespace tandem::server {
 namespace {
@@ -204,49 +204,31 @@ absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
                                                  const ValidationContext& context) {
   if (absl::Status s = ValidateRequestId(request.request_id()); !s.ok()) return s;
   const ServedModel& served = *context.model;
-  if (request.messages().empty()) return Invalid("messages", "at least one message is needed");
-  int64_t total_bytes = 0;
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  for (int i = 0; i < request.messages_size(); ++i) {
-    const v1::ChatMessage& m = request.messages(i);
-    const std::string field = absl::StrCat("messages[", i, "]");
-    const std::string& role = m.role();
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
-      return Invalid(field + ".role",
-                     absl::StrCat("unknown role '", models::IsValidUtf8(role) ? role : "?",
-                                  "' (expected system, user, assistant or tool)"));
-    }
-    total_bytes += static_cast<int64_t>(m.content().size());
-    if (total_bytes > context.limits.max_request_bytes) {
-      return Invalid(field + ".content",
-                     absl::StrCat("the messages reach ", total_bytes,
-                                  " bytes here, more than the server's limit of ",
-                                  context.limits.max_request_bytes));
-    }
-    if (!models::IsValidUtf8(m.content())) return Invalid(field + ".content", "not valid UTF-8");
-    messages.push_back({{"role", role}, {"content", m.content()}});
-  }
+  // The request's own errors first, then what the model lacks.
+  absl::StatusOr<ChatVariables> variables = BuildChatVariables(
+      request, served.tokenizer ? served.tokenizer->config() : models::TokenizerConfig(),
+      context.limits.max_request_bytes);
+  if (!variables.ok()) return variables.status();
   if (served.tokenizer == nullptr || !served.chat_template.has_value()) {
     return absl::FailedPreconditionError(
         "messages: the model has no chat template (tokenizer_config.json chat_template); use "
         "Generate");
   }
-  const models::TokenizerConfig& tc = served.tokenizer->config();
-  nlohmann::ordered_json variables = {
-      {"messages", std::move(messages)},
-      {"add_generation_prompt",
-       !request.has_add_generation_prompt() || request.add_generation_prompt()},
-      {"bos_token", tc.bos_token},
-      {"eos_token", tc.eos_token},
-  };
-  absl::StatusOr<std::string> rendered = served.chat_template->Render(variables);
+  absl::StatusOr<chat_template::RenderedPrompt> rendered =
+      served.chat_template->RenderTracked(variables->trusted, variables->untrusted);
   if (!rendered.ok()) {
     // A template's raise_exception is how it refuses a conversation (e.g. roles that do not
     // alternate), so the client hears it as a bad request.
     return Invalid("messages",
                    absl::StrCat("the chat template refused them: ", rendered.status().message()));
   }
-  absl::StatusOr<std::vector<int32_t>> ids = served.tokenizer->Encode(*rendered, false);
+  // No special tokens are added (the template placed them), and the client's text is plain:
+  // a "<|im_start|>" written in a message is text, only the template's are markers.
+  std::vector<models::TextRange> plain;
+  plain.reserve(rendered->untrusted.size());
+  for (const chat_template::ByteRange& r : rendered->untrusted) plain.push_back({r.begin, r.end});
+  absl::StatusOr<std::vector<int32_t>> ids =
+      served.tokenizer->EncodeWithPlainRanges(rendered->text, plain, false);
   if (!ids.ok()) return Invalid("messages", std::string(ids.status().message()));
   if (absl::Status s = CheckPromptLength(ids->size(), "messages", context); !s.ok()) return s;
   engine::Request out;

@@ -36,8 +36,10 @@ absl::Status ConvertSampling(const v1::SamplingParams& params, const ValidationC
 absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,
                                                      const ValidationContext& context);
 
-// Renders the messages with the model's chat template (bos/eos tokens, add_generation_prompt)
-// and tokenizes the result without adding special tokens again: the template placed them.
+// Renders the conversation with the model's chat template (chat_variables.h: messages, tools,
+// documents, kwargs, bos/eos tokens, add_generation_prompt) and tokenizes the result without
+// adding special tokens again (the template placed them) and with the client's text as plain
+// text, so special-token spellings in it never become the markers the template writes.
 absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
                                                  const ValidationContext& context);
 

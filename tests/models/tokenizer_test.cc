@@ -23,33 +23,19 @@
 #include "models/tokenizer_sentencepiece.h"
 #include "models/unicode_utf8.h"
 #include "nlohmann/json.hpp"
+#include "tests/models/tokenizer_fixtures.h"
 
 namespace tandem::models {
 namespace {
+
+using namespace ::tandem::models::tokenizer_fixtures;  // NOLINT: the fixture helpers
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const std::string kData = std::string(TANDEM_TEST_DATA) + "/tokenizers";
-const std::string kSpmDir = kData + "/tiny-spm";
-const std::string kLegacyDir = kData + "/tiny-spm-legacy";
-const std::string kVariantsDir = kData + "/tiny-spm-variants";
 constexpr int32_t kBos = 1;
-
-std::vector<json> ReadFixtures() {
-  std::vector<json> rows;
-  std::ifstream in(kData + "/tiny-spm-fixtures.jsonl");
-  std::string line;
-  while (std::getline(in, line)) rows.push_back(json::parse(line));
-  return rows;
-}
-
-const std::vector<json>& Fixtures() {
-  static const std::vector<json>* rows = new std::vector<json>(ReadFixtures());
-  return *rows;
-}
 
 std::vector<int32_t> Ids(const json& j) { return j.get<std::vector<int32_t>>(); }
 
@@ -103,23 +89,6 @@ Expected ExpectedFor(const json& row, const std::string& which) {
   const json* skip = field("skip");
   e.decoded_skip = (skip != nullptr && !skip->is_null()) ? skip->get<std::string>() : e.decoded;
   return e;
-}
-
-TokenizerConfig Config(const std::string& dir) {
-  auto config = ReadTokenizerConfig(dir + "/tokenizer_config.json");
-  EXPECT_TRUE(config.ok()) << config.status();
-  return config.ok() ? *config : TokenizerConfig();
-}
-
-std::unique_ptr<Tokenizer> Load(const std::string& which) {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t;
-  if (which == "sp") {
-    t = LoadSentencePieceTokenizer(kSpmDir + "/tokenizer.model", Config(kSpmDir));
-  } else {
-    t = LoadTokenizer(which == "hf" ? kSpmDir : which == "legacy" ? kLegacyDir : kVariantsDir);
-  }
-  EXPECT_TRUE(t.ok()) << t.status();
-  return t.ok() ? std::move(*t) : nullptr;
 }
 
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
@@ -311,33 +280,6 @@ TEST(TokenizerTest, LongInput) {
 }
 
 // ---- Loading and errors ---------------------------------------------------------------------
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::path(::testing::TempDir()) /
-            ("tok_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string path() const { return path_.string(); }
-  std::string Write(const std::string& name, const std::string& bytes) const {
-    std::ofstream((path_ / name).string(), std::ios::binary) << bytes;
-    return (path_ / name).string();
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 TEST(TokenizerLoadTest, PicksSentencePieceWhenNoJson) {
   TempDir dir;
