@@ -52,17 +52,22 @@ absl::Status CheckPromptLength(size_t tokens, const std::string& field,
   return absl::OkStatus();
 }
 
-absl::Status CheckPromptText(const std::string& text, const std::string& field,
-                             const ValidationContext& context) {
-  if (absl::Status s = CheckText(text, field, context.limits.max_request_bytes); !s.ok()) return s;
+absl::Status CheckTokenizableLength(size_t bytes, const std::string& field,
+                                    const ValidationContext& context) {
   const size_t most = static_cast<size_t>(context.limits.max_prompt_tokens) * 2 *
                       std::max<size_t>(context.model->longest_token_bytes, 1);
-  if (text.size() > most) {
-    return Invalid(field, absl::StrCat(text.size(), " bytes, more than ", most,
+  if (bytes > most) {
+    return Invalid(field, absl::StrCat(bytes, " bytes, more than ", most,
                                        ", which is more than the server's limit of ",
                                        context.limits.max_prompt_tokens, " tokens can hold"));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckPromptText(const std::string& text, const std::string& field,
+                             const ValidationContext& context) {
+  if (absl::Status s = CheckText(text, field, context.limits.max_request_bytes); !s.ok()) return s;
+  return CheckTokenizableLength(text.size(), field, context);
 }
 
 absl::Status ValidateRequestId(const std::string& request_id) {
@@ -221,6 +226,10 @@ absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
     // alternate), so the client hears it as a bad request.
     return Invalid("messages",
                    absl::StrCat("the chat template refused them: ", rendered.status().message()));
+  }
+  if (absl::Status s = CheckTokenizableLength(rendered->text.size(), "messages", context);
+      !s.ok()) {
+    return s;
   }
   // No special tokens are added (the template placed them), and the client's text is plain:
   // a "<|im_start|>" written in a message is text, only the template's are markers.

@@ -51,6 +51,9 @@ absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
 // SentencePiece collapsing runs of spaces). INVALID_ARGUMENT naming `field` otherwise.
 absl::Status CheckPromptText(const std::string& text, const std::string& field,
                              const ValidationContext& context);
+// The last check of CheckPromptText alone, for text the server composed (a rendered chat).
+absl::Status CheckTokenizableLength(size_t bytes, const std::string& field,
+                                    const ValidationContext& context);
 // The tokens of a prompt: 1..max_prompt_tokens. INVALID_ARGUMENT naming `field` otherwise.
 absl::Status CheckPromptLength(size_t tokens, const std::string& field,
                                const ValidationContext& context);
