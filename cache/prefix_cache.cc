@@ -52,7 +52,7 @@ PrefixCacheStats PrefixCache::stats() const {
   return s;
 }
 
-std::unique_ptr<PrefixCache> PrefixCache::Clone(BlockAllocator* allocator) const {
+absl::StatusOr<std::unique_ptr<PrefixCache>> PrefixCache::Clone(BlockAllocator* allocator) const {
   auto copy = std::make_unique<PrefixCache>(config_, spec_, allocator);
   copy->alpha_ = alpha_;
   copy->nodes_ = nodes_;
@@ -61,17 +61,36 @@ std::unique_ptr<PrefixCache> PrefixCache::Clone(BlockAllocator* allocator) const
   copy->clock_ = clock_;
   copy->stats_ = stats_;
   copy->next_lease_ = next_lease_;
-  for (Node& n : copy->nodes_) {
+  for (size_t i = 0; i < copy->nodes_.size(); ++i) {
+    Node& n = copy->nodes_[i];
     n.pins = 0;
     n.candidate = false;
     if (!n.live) continue;
-    for (Handle& h : n.pages) h = *allocator->Allocate(Pool::kKvPage);
-    if (n.checkpoint.valid()) n.checkpoint = *allocator->Allocate(Pool::kSsmBlock);
+    for (size_t p = 0; p < n.pages.size(); ++p) {
+      absl::StatusOr<Handle> h = allocator->Allocate(Pool::kKvPage);
+      if (!h.ok()) return copy->AbandonClone(i, p, h.status());
+      n.pages[p] = *h;
+    }
+    if (n.checkpoint.valid()) {
+      absl::StatusOr<Handle> h = allocator->Allocate(Pool::kSsmBlock);
+      if (!h.ok()) return copy->AbandonClone(i, n.pages.size(), h.status());
+      n.checkpoint = *h;
+    }
   }
   for (NodeId id = 0; id < copy->nodes_.size(); ++id) {
     if (copy->nodes_[id].live) copy->Reindex(id);
   }
   return copy;
+}
+
+absl::Status PrefixCache::AbandonClone(size_t node, size_t pages_done, const absl::Status& why) {
+  // Nodes before `node` (and its first `pages_done` pages) hold this copy's handles, the rest
+  // still the original's: forget the latter, so the destructor frees only what the copy took.
+  for (size_t i = node; i < nodes_.size(); ++i) {
+    nodes_[i].pages.resize(i == node ? pages_done : 0);
+    nodes_[i].checkpoint = Handle();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("copying the prefix cache: ", why.message()));
 }
 
 // ---- Tree plumbing ------------------------------------------------------------------------
@@ -104,8 +123,11 @@ void PrefixCache::DeleteNode(NodeId id) {
   Node& n = nodes_[id];
   CACHE_DCHECK(!n.candidate && n.num_children == 0 && n.parent == kNone);
   n.live = false;
-  n.tokens.clear();
-  n.pages.clear();
+  // Give the buffers back rather than clear them: a recycled slot would otherwise keep the
+  // capacity of the longest edge it ever held, so the tree's heap would track its history
+  // instead of its contents.
+  std::vector<TokenId>().swap(n.tokens);
+  std::vector<Handle>().swap(n.pages);
   free_nodes_.push_back(id);
 }
 

@@ -37,6 +37,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "cache/block_allocator.h"
 #include "cache/model_spec.h"
@@ -142,6 +143,8 @@ class PrefixCache {
 
   double alpha() const { return alpha_; }
   void set_alpha(double alpha) { alpha_ = alpha; }
+  // Takes effect at the next Insert (replays of the α tuner bound their copies with it).
+  void set_capacity_bytes(size_t bytes) { config_.capacity_bytes = bytes; }
   // Called once, just before the first eviction (the α tuner starts its bootstrap window then).
   void set_first_eviction_callback(std::function<void()> cb) { on_first_eviction_ = std::move(cb); }
 
@@ -156,8 +159,9 @@ class PrefixCache {
 
   // A deep copy for replays (α tuning): same tree, clock and statistics, with fresh handles
   // from `allocator` in place of the pages and checkpoints (no data is copied). Leases are not
-  // copied and the copy has no pins. `allocator` must outlive the copy.
-  std::unique_ptr<PrefixCache> Clone(BlockAllocator* allocator) const;
+  // copied and the copy has no pins. `allocator` must outlive the copy. RESOURCE_EXHAUSTED if
+  // `allocator` cannot hold the tree (nothing it gave is kept).
+  absl::StatusOr<std::unique_ptr<PrefixCache>> Clone(BlockAllocator* allocator) const;
 
   // Checks every structural invariant; returns the first violation (for tests).
   absl::Status CheckInvariants() const;
@@ -200,6 +204,9 @@ class PrefixCache {
     NodeId usable_node = kRoot;  // deepest fully matched node that is usable
   };
   Walk WalkPrefix(absl::Span<const TokenId> tokens) const;
+
+  // Clone's way out when `allocator` runs dry at node `node` after `pages_done` of its pages.
+  absl::Status AbandonClone(size_t node, size_t pages_done, const absl::Status& why);
 
   NodeId NewNode();
   void DeleteNode(NodeId id);

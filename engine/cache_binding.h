@@ -72,9 +72,11 @@ class CacheBinding {
 
   cache::PrefixCacheStats stats() const { return cache_->stats(); }
   double alpha() const { return cache_->alpha(); }
-  size_t alpha_tunings() const { return tuner_ ? tuner_->events().size() : 0; }
+  size_t alpha_tunings() const { return tuner_ ? tuner_->tunings() : 0; }
   std::vector<cache::AlphaTuning> tuning_events() const {
-    return tuner_ ? tuner_->events() : std::vector<cache::AlphaTuning>{};
+    return tuner_ ? std::vector<cache::AlphaTuning>(tuner_->events().begin(),
+                                                    tuner_->events().end())
+                  : std::vector<cache::AlphaTuning>{};
   }
   CachePolicy policy() const { return config_.policy; }
   // Waits for a background α replay (tests, shutdown).

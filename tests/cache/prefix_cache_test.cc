@@ -225,6 +225,22 @@ TEST(PrefixCacheTest, ABranchPointLeftWithoutAStateByConcurrentSequencesIsRepair
   EXPECT_TRUE(e.cache().CheckInvariants().ok());
 }
 
+// A copy into an allocator too small for the tree fails and keeps nothing of it.
+TEST(PrefixCacheTest, CloneIntoAFullAllocatorFailsAndKeepsNothing) {
+  FakeEngine e(TinyHybrid());
+  for (TokenId s = 0; s < 6; ++s) e.Serve(Cat(Range(1, 41), Range(100 * (s + 1), 100 * (s + 1) + 30)));
+  ASSERT_GT(e.cache().stats().kv_pages, 8u);
+  auto small = *ArenaAllocator::Create({.kv_page_bytes = e.alloc().unit_bytes(Pool::kKvPage),
+                                        .kv_pages = 8,
+                                        .ssm_block_bytes = e.alloc().unit_bytes(Pool::kSsmBlock),
+                                        .ssm_blocks = 64});
+  auto copy = e.cache().Clone(small.get());
+  EXPECT_TRUE(absl::IsResourceExhausted(copy.status())) << copy.status();
+  EXPECT_EQ(small->stats(Pool::kKvPage).used_units, 0u);
+  EXPECT_EQ(small->stats(Pool::kSsmBlock).used_units, 0u);
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
 TEST(PrefixCacheTest, AdmitsAtMostTwoStatesPerSequence) {
   FakeEngine e(TinyHybrid());
   e.Serve(Range(1, 101));
