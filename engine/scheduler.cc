@@ -453,6 +453,7 @@ SchedulerStats Scheduler::stats() const {
   s.running = running_.size();
   s.waiting = waiting_.size();
   s.memory = allocator_->allocator_stats();
+  s.hydragen_nodes = runner_->forward_stats().hydragen_nodes;
   if (cache_ != nullptr) {
     s.cache = cache_->stats();
     s.alpha = cache_->alpha();

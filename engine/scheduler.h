@@ -59,6 +59,7 @@ struct SchedulerStats {
   uint64_t hit_without_checkpoint = 0;  // matched in the tree beyond the deepest checkpoint
   uint64_t generated_tokens = 0;
   uint64_t prefill_tokens = 0;  // run through the model, including recomputation
+  int64_t hydragen_nodes = 0;  // shared-prefix nodes attended with Hydragen (all layers)
   double token_hit_rate() const {
     return prompt_tokens ? static_cast<double>(cached_tokens) / prompt_tokens : 0.0;
   }
