@@ -16,7 +16,11 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
   errors->assign(batch.size(), absl::OkStatus());
   for (const models::SequenceInput& input : batch) {
     // One logits row per sequence: the scheduler samples only after a sequence's last token.
-    if (input.all_logits) return absl::InvalidArgumentError("the runner returns last rows only");
+    if (input.all_logits) {
+      const absl::Status refused = absl::InvalidArgumentError("the runner returns last rows only");
+      errors->assign(batch.size(), refused);
+      return refused;
+    }
   }
   const size_t rows = batch.size() * static_cast<size_t>(vocab_);
   if (logits_.size() < rows) logits_.resize(rows);  // grows to the largest batch, then stays
