@@ -479,20 +479,22 @@ PrefixCache::Walk PrefixCache::WalkPrefix(absl::Span<const TokenId> tokens) cons
   return w;
 }
 
-PrefixCache::Hit PrefixCache::Lookup(absl::Span<const TokenId> prompt, size_t max_usable) {
+PrefixCache::Hit PrefixCache::Lookup(absl::Span<const TokenId> prompt, size_t max_usable,
+                                     absl::Span<const size_t> hints) {
   ++clock_;
   ++stats_.lookups;
   stats_.lookup_tokens += prompt.size();
   max_usable = std::min(max_usable, prompt.size());
   const Walk w = WalkPrefix(prompt);
+  // The matched path, deepest node first.
+  std::vector<NodeId> path;
+  for (NodeId cur = w.node; cur != kRoot; cur = nodes_[cur].parent) path.push_back(cur);
 
   // The usable node: the deepest fully matched usable node ending within max_usable; for a
   // pure-attention model, the node holding the last usable matched token.
   NodeId pinned = kRoot;
   size_t usable = 0;
   {
-    std::vector<NodeId> path;
-    for (NodeId cur = w.node; cur != kRoot; cur = nodes_[cur].parent) path.push_back(cur);
     for (auto it = path.rbegin(); it != path.rend(); ++it) {
       const Node& n = nodes_[*it];
       const bool fully = *it != w.node || w.in_edge == n.tokens.size();
@@ -562,11 +564,40 @@ PrefixCache::Hit PrefixCache::Lookup(absl::Span<const TokenId> prompt, size_t ma
       const bool at_state = w.in_edge == n.tokens.size() && n.checkpoint.valid();
       if (!at_state) hit.checkpoint_positions.push_back(w.matched);
     }
+    AddHintedPositions(prompt.size(), usable, w, path, hints, hit.checkpoint_positions);
   }
   stats_.hit_tokens += usable;
   stats_.flops_saved += spec_.PrefillFlops(0, usable);
   leases_.emplace(hit.lease, Lease{pinned, usable, hit.checkpoint_positions});
   return hit;
+}
+
+void PrefixCache::AddHintedPositions(size_t prompt_size, size_t usable, const Walk& w,
+                                     const std::vector<NodeId>& path,
+                                     absl::Span<const size_t> hints,
+                                     std::vector<size_t>& positions) {
+  if (hints.empty()) return;
+  // A position the matched path already ends a checkpointed node at needs no second state.
+  auto checkpointed = [&](size_t pos) {
+    for (NodeId id : path) {
+      const Node& n = nodes_[id];
+      const bool fully = id != w.node || w.in_edge == n.tokens.size();
+      if (n.end() == pos) return fully && n.checkpoint.valid();
+      if (n.end() < pos) return false;
+    }
+    return false;
+  };
+  const size_t planned = positions.size();
+  for (size_t pos : hints) {
+    if (pos <= usable || pos > prompt_size || checkpointed(pos)) continue;
+    positions.push_back(pos);
+  }
+  if (positions.size() == planned) return;
+  stats_.hinted_positions += positions.size() - planned;
+  std::sort(positions.begin(), positions.end());
+  const auto last = std::unique(positions.begin(), positions.end());
+  stats_.hinted_positions -= static_cast<size_t>(positions.end() - last);
+  positions.erase(last, positions.end());
 }
 
 void PrefixCache::Abort(LeaseId lease) {

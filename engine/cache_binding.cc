@@ -38,10 +38,11 @@ CacheBinding::~CacheBinding() {
 }
 
 absl::StatusOr<CacheBinding::Restored> CacheBinding::LookupAndRestore(
-    std::span<const int32_t> tokens, SequenceMemory& memory) {
+    std::span<const int32_t> tokens, std::span<const size_t> hints, SequenceMemory& memory) {
   Restored restored;
   cache::PrefixCache::Hit hit =
-      cache_->Lookup(absl::MakeConstSpan(tokens.data(), tokens.size()), tokens.size() - 1);
+      cache_->Lookup(absl::MakeConstSpan(tokens.data(), tokens.size()), tokens.size() - 1,
+                     absl::MakeConstSpan(hints.data(), hints.size()));
   restored.lease = hit.lease;
   restored.usable_tokens = hit.usable_tokens;
   restored.cached_tokens = hit.cached_tokens;

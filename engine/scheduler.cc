@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/checkpoint_hints.h"
 
 namespace tandem::engine {
 Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokenizer,
@@ -52,6 +53,9 @@ absl::Status Scheduler::Validate(const Request& r) const {
     return absl::InvalidArgumentError("stop_strings: the engine has no tokenizer to match text");
   }
   if (absl::Status s = ValidateStopStrings(r.stop_strings); !s.ok()) return s;
+  if (absl::Status s = ValidateCheckpointHints(r.checkpoint_hints, r.prompt.size()); !s.ok()) {
+    return s;
+  }
   // A sequence must fit alone: its KV pages plus its own SSM block (checkpoints are optional).
   if (model_.config().num_attention_layers > 0) {
     const size_t pages = static_cast<size_t>(
@@ -242,7 +246,7 @@ bool Scheduler::Admit(Sequence& seq) {
   if (cache_ != nullptr) {
     for (;;) {
       absl::StatusOr<CacheBinding::Restored> restored =
-          cache_->LookupAndRestore(seq.tokens, *seq.memory);
+          cache_->LookupAndRestore(seq.tokens, seq.request.checkpoint_hints, *seq.memory);
       if (restored.ok()) {
         seq.lease = restored->lease;
         seq.checkpoint_positions = std::move(restored->checkpoint_positions);
