@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "cache/request_runner.h"
 
 namespace tandem::cache {
@@ -19,22 +20,35 @@ AlphaTuner::~AlphaTuner() {
   cache_->set_first_eviction_callback(nullptr);
 }
 
-std::vector<double> AlphaTuner::ReplayGrid(const PrefixCache& snapshot,
-                                           const std::vector<std::vector<TokenId>>& prompts,
-                                           const std::vector<std::vector<TokenId>>& outputs,
-                                           const std::vector<double>& grid, int threads) {
+absl::StatusOr<std::vector<double>> AlphaTuner::ReplayGrid(
+    const PrefixCache& snapshot, const std::vector<std::vector<TokenId>>& prompts,
+    const std::vector<std::vector<TokenId>>& outputs, const std::vector<double>& grid,
+    int threads, size_t capacity_bytes) {
   std::vector<double> saved(grid.size(), 0);
+  std::vector<absl::Status> failures(grid.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t g = next++; g < grid.size(); g = next++) {
       // Each replay gets its own allocator, so the copies share nothing.
       CountingAllocator alloc(snapshot.allocator_unit_bytes(Pool::kKvPage),
                               snapshot.allocator_unit_bytes(Pool::kSsmBlock));
-      std::unique_ptr<PrefixCache> cache = snapshot.Clone(&alloc);
+      absl::StatusOr<std::unique_ptr<PrefixCache>> copy = snapshot.Clone(&alloc);
+      if (!copy.ok()) {
+        failures[g] = copy.status();
+        continue;
+      }
+      std::unique_ptr<PrefixCache> cache = *std::move(copy);
       cache->set_alpha(grid[g]);
+      if (capacity_bytes > 0) cache->set_capacity_bytes(capacity_bytes);
       const double before = cache->stats().flops_saved;
       for (size_t i = 0; i < prompts.size(); ++i) {
-        (void)RunRequest(*cache, alloc, prompts[i], outputs[i]);
+        absl::StatusOr<RequestOutcome> outcome = RunRequest(*cache, alloc, prompts[i], outputs[i]);
+        // A request that does not fit is part of the replay (it saves nothing); any other
+        // refusal means the copy of the tree is broken and its count means nothing.
+        if (!outcome.ok() && !absl::IsResourceExhausted(outcome.status())) {
+          failures[g] = outcome.status();
+          break;
+        }
       }
       saved[g] = cache->stats().flops_saved - before;
     }
@@ -43,6 +57,12 @@ std::vector<double> AlphaTuner::ReplayGrid(const PrefixCache& snapshot,
   for (int t = 1; t < std::max(1, threads); ++t) pool.emplace_back(work);
   work();
   for (auto& t : pool) t.join();
+  for (size_t g = 0; g < grid.size(); ++g) {
+    if (!failures[g].ok()) {
+      return absl::InternalError(
+          absl::StrCat("replay for alpha ", grid[g], ": ", failures[g].message()));
+    }
+  }
   return saved;
 }
 
@@ -50,9 +70,19 @@ void AlphaTuner::StartWindow(const std::string& reason) {
   reason_ = reason;
   snapshot_alloc_ = std::make_unique<CountingAllocator>(
       cache_->allocator_unit_bytes(Pool::kKvPage), cache_->allocator_unit_bytes(Pool::kSsmBlock));
-  snapshot_ = cache_->Clone(snapshot_alloc_.get());
+  // A counting allocator has no limit, so the copy cannot fail; if it ever did, the replay
+  // reports it (no snapshot) and α is kept.
+  absl::StatusOr<std::unique_ptr<PrefixCache>> snapshot = cache_->Clone(snapshot_alloc_.get());
+  snapshot_ = snapshot.ok() ? *std::move(snapshot) : nullptr;
+  snapshot_error_ = snapshot.status();
+  // The replayed copies hold what this tree holds: its configured capacity, or (an engine's
+  // tree, bounded only by the allocator) what it held when memory ran out. A copy without a
+  // bound would never evict, so every α would score the same.
+  replay_capacity_ = cache_->config().capacity_bytes > 0 ? cache_->config().capacity_bytes
+                                                          : std::max<size_t>(cache_->bytes(), 1);
   prompts_.clear();
   outputs_.clear();
+  logged_tokens_ = 0;
   state_ = State::kLogging;
 }
 
@@ -61,7 +91,10 @@ void AlphaTuner::Launch() {
   done_ = false;
   auto job = [this] {
     const auto start = std::chrono::steady_clock::now();
-    saved_ = ReplayGrid(*snapshot_, prompts_, outputs_, config_.grid, config_.threads);
+    saved_ = snapshot_ == nullptr
+                 ? absl::StatusOr<std::vector<double>>(snapshot_error_)
+                 : ReplayGrid(*snapshot_, prompts_, outputs_, config_.grid, config_.threads,
+                              replay_capacity_);
     replay_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     done_ = true;
@@ -76,20 +109,31 @@ void AlphaTuner::Launch() {
 
 void AlphaTuner::Apply() {
   if (worker_.joinable()) worker_.join();
-  // Strictly greater: among equals the smaller α wins.
-  size_t best = 0;
-  for (size_t g = 1; g < saved_.size(); ++g) {
-    if (saved_[g] > saved_[best]) best = g;
+  AlphaTuning event{reason_, requests_, prompts_.size(), cache_->alpha(), 0, replay_seconds_, ""};
+  if (saved_.ok()) {
+    // Strictly greater: among equals the smaller α wins.
+    const std::vector<double>& saved = *saved_;
+    size_t best = 0;
+    for (size_t g = 1; g < saved.size(); ++g) {
+      if (saved[g] > saved[best]) best = g;
+    }
+    cache_->set_alpha(config_.grid[best]);
+    event.alpha = config_.grid[best];
+    event.flops_saved = saved[best];
+  } else {
+    event.error = std::string(saved_.status().message());  // α stays as it was
   }
-  cache_->set_alpha(config_.grid[best]);
-  events_.push_back(
-      {reason_, requests_, prompts_.size(), config_.grid[best], saved_[best], replay_seconds_});
+  events_.push_back(std::move(event));
+  ++tunings_;
+  while (events_.size() > std::max<size_t>(config_.max_events, 1)) events_.pop_front();
   snapshot_.reset();
   snapshot_alloc_.reset();
+  saved_ = std::vector<double>{};
   prompts_.clear();
   outputs_.clear();
   prompts_.shrink_to_fit();
   outputs_.shrink_to_fit();
+  logged_tokens_ = 0;
   rate_at_tuning_ = recent_input_ == 0 ? 0 : double(recent_hit_) / double(recent_input_);
   since_tuning_ = 0;
   state_ = State::kSteady;
@@ -121,13 +165,17 @@ void AlphaTuner::OnRequest(absl::Span<const TokenId> prompt, absl::Span<const To
         window_size_ = std::max<size_t>(
             {1, static_cast<size_t>(std::ceil(config_.bootstrap_multiplier * double(before))),
              config_.min_window_requests});
+        window_size_ = std::min(window_size_, std::max<size_t>(config_.max_window_requests, 1));
         StartWindow("first eviction");
       }
       return;
     case State::kLogging:
       prompts_.emplace_back(prompt.begin(), prompt.end());
       outputs_.emplace_back(output.begin(), output.end());
-      if (prompts_.size() >= window_size_) Launch();
+      logged_tokens_ += prompt.size() + output.size();
+      if (prompts_.size() >= window_size_ || logged_tokens_ >= config_.max_window_tokens) {
+        Launch();
+      }
       return;
     case State::kReplaying:
       if (done_) Apply();

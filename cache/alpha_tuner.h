@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "cache/counting_allocator.h"
 #include "cache/prefix_cache.h"
@@ -43,6 +44,14 @@ struct TunerConfig {
   double drift_threshold = 0.15;
   // Beyond the paper: the bootstrap window is max(k × requests seen, this). 0 = the paper's.
   size_t min_window_requests = 100;
+  // Beyond the paper: bounds on what a window logs. k × the requests seen grows with how long
+  // a server ran before its first eviction (a large memory can take thousands of requests),
+  // and every logged request keeps its prompt and output, so an unbounded window made the
+  // tuner's memory grow with uptime. The window closes (and the replay starts) at whichever
+  // bound it reaches first; the replay's copies of the tree are bounded by the tree's size.
+  size_t max_window_requests = 2000;
+  size_t max_window_tokens = size_t{4} << 20;  // prompt + output ids logged: 16 MiB
+  size_t max_events = 64;                      // tunings kept in events(); tunings() counts all
 };
 
 struct AlphaTuning {
@@ -52,6 +61,7 @@ struct AlphaTuning {
   double alpha = 0;         // adopted
   double flops_saved = 0;   // by that α over the window
   double wall_seconds = 0;  // the grid replay
+  std::string error;        // non-empty: the replay failed (a broken invariant) and α was kept
 };
 
 class AlphaTuner {
@@ -67,16 +77,23 @@ class AlphaTuner {
   void OnRequest(absl::Span<const TokenId> prompt, absl::Span<const TokenId> output,
                  size_t hit_tokens);
 
-  const std::vector<AlphaTuning>& events() const { return events_; }
+  // The latest max_events tunings, oldest first.
+  const std::deque<AlphaTuning>& events() const { return events_; }
+  // Tunings since the tuner started (adopted or failed), including those events() dropped.
+  size_t tunings() const { return tunings_; }
+  // Prompt and output ids the current window has logged (bounded by max_window_tokens).
+  size_t logged_tokens() const { return logged_tokens_; }
   bool busy() const { return state_ == State::kLogging || state_ == State::kReplaying; }
   // Blocks until an asynchronous replay finishes and applies it (tests, shutdown).
   void Wait();
 
-  // FLOPs each α of `grid` saves replaying `log` on copies of `snapshot` (exposed for tests).
-  static std::vector<double> ReplayGrid(const PrefixCache& snapshot,
-                                        const std::vector<std::vector<TokenId>>& prompts,
-                                        const std::vector<std::vector<TokenId>>& outputs,
-                                        const std::vector<double>& grid, int threads);
+  // FLOPs each α of `grid` saves replaying `log` on copies of `snapshot` (exposed for tests),
+  // each copy holding at most `capacity_bytes` (0: the snapshot's own capacity). INTERNAL if a
+  // replayed request was refused for anything but memory (a broken invariant of the tree).
+  static absl::StatusOr<std::vector<double>> ReplayGrid(
+      const PrefixCache& snapshot, const std::vector<std::vector<TokenId>>& prompts,
+      const std::vector<std::vector<TokenId>>& outputs, const std::vector<double>& grid,
+      int threads, size_t capacity_bytes = 0);
 
  private:
   enum class State { kWaiting, kLogging, kReplaying, kSteady };
@@ -93,17 +110,21 @@ class AlphaTuner {
   std::string reason_;
   std::unique_ptr<CountingAllocator> snapshot_alloc_;
   std::unique_ptr<PrefixCache> snapshot_;
+  absl::Status snapshot_error_;  // why snapshot_ is null
   std::vector<std::vector<TokenId>> prompts_, outputs_;
   std::thread worker_;
+  size_t logged_tokens_ = 0;
+  size_t replay_capacity_ = 0;  // bytes each replayed copy of the tree may hold
   std::atomic<bool> done_{false};
-  std::vector<double> saved_;
+  absl::StatusOr<std::vector<double>> saved_;
   double replay_seconds_ = 0;
   // Drift detection: (input tokens, hit tokens) of recent requests.
   std::deque<std::pair<size_t, size_t>> recent_;
   size_t recent_input_ = 0, recent_hit_ = 0;
   double rate_at_tuning_ = 0;
   size_t since_tuning_ = 0;
-  std::vector<AlphaTuning> events_;
+  std::deque<AlphaTuning> events_;
+  size_t tunings_ = 0;
 };
 
 }  // namespace tandem::cache

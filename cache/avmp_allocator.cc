@@ -13,7 +13,8 @@ constexpr size_t kGranuleAlign = 4096;
 size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(const AvmpConfig& config) {
+absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(
+    const AvmpConfig& config, std::unique_ptr<MemoryBacking> given_backing) {
   if (config.kv_page_bytes == 0 && config.ssm_block_bytes == 0) {
     return absl::InvalidArgumentError("avmp: both unit sizes are 0");
   }
@@ -56,9 +57,18 @@ absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(const AvmpC
     }
     ps.live.assign(n * ps.units_per_granule, 0);
   }
-  auto backing = CreateBacking(config.backing, n * g);
-  if (!backing.ok()) return backing.status();
-  a->backing_ = *std::move(backing);
+  if (given_backing != nullptr) {
+    if (given_backing->reserved_bytes() < n * g) {
+      return absl::InvalidArgumentError(absl::StrCat("avmp: the backing reserves ",
+                                                     given_backing->reserved_bytes(),
+                                                     " bytes, fewer than ", n * g));
+    }
+    a->backing_ = std::move(given_backing);
+  } else {
+    auto backing = CreateBacking(config.backing, n * g);
+    if (!backing.ok()) return backing.status();
+    a->backing_ = *std::move(backing);
+  }
   a->owner_.assign(n, kNoPool);
   a->granule_live_.assign(n, 0);
   a->committed_.assign(n, 0);
@@ -179,10 +189,14 @@ bool AvmpAllocator::TryMigrate(Pool recipient, bool deferred) {
     const uint32_t gi = drained[i];
     RemoveGranule(donor, gi);
     if (committed_[gi]) {
-      // Decommit failing leaves the memory mapped; it is still correct, only not returned.
-      (void)backing_->Decommit(size_t{gi} * granule_bytes_, granule_bytes_);
-      committed_[gi] = 0;
-      totals_.committed_bytes -= granule_bytes_;
+      if (backing_->Decommit(size_t{gi} * granule_bytes_, granule_bytes_).ok()) {
+        committed_[gi] = 0;
+        totals_.committed_bytes -= granule_bytes_;
+      } else {
+        // The memory stays mapped and counted as committed; the recipient uses it as it is
+        // (contents are undefined either way), so the move is still correct.
+        ++totals_.decommit_failures;
+      }
     }
     AddGranule(recipient, gi);
   }
@@ -216,6 +230,18 @@ absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
   }
   // The lowest free unit: the first free slot of the lowest granule that has one.
   const uint32_t gi = *p.partial.begin();
+  if (!committed_[gi]) {
+    // Before the unit is marked live, so a refusal changes nothing.
+    if (absl::Status s = backing_->Commit(size_t{gi} * granule_bytes_, granule_bytes_); !s.ok()) {
+      ++totals_.commit_failures;
+      ++p.oom_events;
+      return absl::ResourceExhaustedError(absl::StrCat("pool ", PoolName(pool),
+                                                       ": cannot commit memory: ", s.message()));
+    }
+    committed_[gi] = 1;
+    totals_.committed_bytes += granule_bytes_;
+    totals_.peak_committed_bytes = std::max(totals_.peak_committed_bytes, totals_.committed_bytes);
+  }
   const size_t u = p.units_per_granule;
   const auto begin = p.live.begin() + size_t{gi} * u;
   const uint32_t index = static_cast<uint32_t>(std::find(begin, begin + u, 0) - p.live.begin());
@@ -223,12 +249,6 @@ absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
   ++p.used;
   if (granule_live_[gi] == 0) --p.drained;
   if (++granule_live_[gi] == u) p.partial.erase(gi);
-  if (!committed_[gi]) {
-    (void)backing_->Commit(size_t{gi} * granule_bytes_, granule_bytes_);
-    committed_[gi] = 1;
-    totals_.committed_bytes += granule_bytes_;
-    totals_.peak_committed_bytes = std::max(totals_.peak_committed_bytes, totals_.committed_bytes);
-  }
   return Handle(pool, index);
 }
 

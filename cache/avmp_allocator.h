@@ -73,8 +73,10 @@ struct AvmpConfig {
 class AvmpAllocator final : public BlockAllocator {
  public:
   // INVALID_ARGUMENT for inconsistent sizes; RESOURCE_EXHAUSTED if the range cannot be
-  // reserved.
-  static absl::StatusOr<std::unique_ptr<AvmpAllocator>> Create(const AvmpConfig& config);
+  // reserved. `backing`, when given, replaces the one config.backing names (it must reserve at
+  // least the budget's whole granules): another device's memory, or a test's.
+  static absl::StatusOr<std::unique_ptr<AvmpAllocator>> Create(
+      const AvmpConfig& config, std::unique_ptr<MemoryBacking> backing = nullptr);
 
   absl::StatusOr<Handle> Allocate(Pool pool) override;
   void Free(Handle handle) override;

@@ -62,14 +62,19 @@ struct AllocatorStats {
   uint64_t bytes_migrated = 0;             // capacity moved, in bytes of address range
   uint64_t bytes_wasted_to_alignment = 0;  // recipient bytes unusable for lack of a whole unit
   uint64_t operations = 0;                 // Allocate + Free calls (the logical clock)
+  // Backing calls the OS refused: a failed commit fails that allocation; a failed decommit
+  // leaves the granule's memory mapped (and counted in committed_bytes), still correct.
+  uint64_t commit_failures = 0;
+  uint64_t decommit_failures = 0;
 };
 
 class BlockAllocator {
  public:
   virtual ~BlockAllocator() = default;
 
-  // One unit of `pool`. RESOURCE_EXHAUSTED when the pool cannot grow.
-  virtual absl::StatusOr<Handle> Allocate(Pool pool) = 0;
+  // One unit of `pool`. RESOURCE_EXHAUSTED when the pool cannot grow (or its memory could
+  // not be committed).
+  [[nodiscard]] virtual absl::StatusOr<Handle> Allocate(Pool pool) = 0;
   // Returns a unit. Freeing an invalid or already free handle is a programming error.
   virtual void Free(Handle handle) = 0;
   // The memory of a live unit: unit_bytes(pool) bytes, aligned to 64 bytes, stable until freed.

@@ -28,10 +28,10 @@ class MemoryBacking {
   virtual std::byte* base() const = 0;
   virtual size_t reserved_bytes() const = 0;
   // Makes [offset, offset + bytes) usable. Offsets and sizes are multiples of granularity().
-  virtual absl::Status Commit(size_t offset, size_t bytes) = 0;
+  [[nodiscard]] virtual absl::Status Commit(size_t offset, size_t bytes) = 0;
   // Returns the physical memory of [offset, offset + bytes); contents are lost (read as zero
   // after the next Commit).
-  virtual absl::Status Decommit(size_t offset, size_t bytes) = 0;
+  [[nodiscard]] virtual absl::Status Decommit(size_t offset, size_t bytes) = 0;
   // The OS page size for host memory; 1 for accounting.
   virtual size_t granularity() const = 0;
 };

@@ -52,7 +52,7 @@ PrefixCacheStats PrefixCache::stats() const {
   return s;
 }
 
-std::unique_ptr<PrefixCache> PrefixCache::Clone(BlockAllocator* allocator) const {
+absl::StatusOr<std::unique_ptr<PrefixCache>> PrefixCache::Clone(BlockAllocator* allocator) const {
   auto copy = std::make_unique<PrefixCache>(config_, spec_, allocator);
   copy->alpha_ = alpha_;
   copy->nodes_ = nodes_;
@@ -61,17 +61,36 @@ std::unique_ptr<PrefixCache> PrefixCache::Clone(BlockAllocator* allocator) const
   copy->clock_ = clock_;
   copy->stats_ = stats_;
   copy->next_lease_ = next_lease_;
-  for (Node& n : copy->nodes_) {
+  for (size_t i = 0; i < copy->nodes_.size(); ++i) {
+    Node& n = copy->nodes_[i];
     n.pins = 0;
     n.candidate = false;
     if (!n.live) continue;
-    for (Handle& h : n.pages) h = *allocator->Allocate(Pool::kKvPage);
-    if (n.checkpoint.valid()) n.checkpoint = *allocator->Allocate(Pool::kSsmBlock);
+    for (size_t p = 0; p < n.pages.size(); ++p) {
+      absl::StatusOr<Handle> h = allocator->Allocate(Pool::kKvPage);
+      if (!h.ok()) return copy->AbandonClone(i, p, h.status());
+      n.pages[p] = *h;
+    }
+    if (n.checkpoint.valid()) {
+      absl::StatusOr<Handle> h = allocator->Allocate(Pool::kSsmBlock);
+      if (!h.ok()) return copy->AbandonClone(i, n.pages.size(), h.status());
+      n.checkpoint = *h;
+    }
   }
   for (NodeId id = 0; id < copy->nodes_.size(); ++id) {
     if (copy->nodes_[id].live) copy->Reindex(id);
   }
   return copy;
+}
+
+absl::Status PrefixCache::AbandonClone(size_t node, size_t pages_done, const absl::Status& why) {
+  // Nodes before `node` (and its first `pages_done` pages) hold this copy's handles, the rest
+  // still the original's: forget the latter, so the destructor frees only what the copy took.
+  for (size_t i = node; i < nodes_.size(); ++i) {
+    nodes_[i].pages.resize(i == node ? pages_done : 0);
+    nodes_[i].checkpoint = Handle();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat("copying the prefix cache: ", why.message()));
 }
 
 // ---- Tree plumbing ------------------------------------------------------------------------
@@ -104,8 +123,11 @@ void PrefixCache::DeleteNode(NodeId id) {
   Node& n = nodes_[id];
   CACHE_DCHECK(!n.candidate && n.num_children == 0 && n.parent == kNone);
   n.live = false;
-  n.tokens.clear();
-  n.pages.clear();
+  // Give the buffers back rather than clear them: a recycled slot would otherwise keep the
+  // capacity of the longest edge it ever held, so the tree's heap would track its history
+  // instead of its contents.
+  std::vector<TokenId>().swap(n.tokens);
+  std::vector<Handle>().swap(n.pages);
   free_nodes_.push_back(id);
 }
 
@@ -457,20 +479,22 @@ PrefixCache::Walk PrefixCache::WalkPrefix(absl::Span<const TokenId> tokens) cons
   return w;
 }
 
-PrefixCache::Hit PrefixCache::Lookup(absl::Span<const TokenId> prompt, size_t max_usable) {
+PrefixCache::Hit PrefixCache::Lookup(absl::Span<const TokenId> prompt, size_t max_usable,
+                                     absl::Span<const size_t> hints) {
   ++clock_;
   ++stats_.lookups;
   stats_.lookup_tokens += prompt.size();
   max_usable = std::min(max_usable, prompt.size());
   const Walk w = WalkPrefix(prompt);
+  // The matched path, deepest node first.
+  std::vector<NodeId> path;
+  for (NodeId cur = w.node; cur != kRoot; cur = nodes_[cur].parent) path.push_back(cur);
 
   // The usable node: the deepest fully matched usable node ending within max_usable; for a
   // pure-attention model, the node holding the last usable matched token.
   NodeId pinned = kRoot;
   size_t usable = 0;
   {
-    std::vector<NodeId> path;
-    for (NodeId cur = w.node; cur != kRoot; cur = nodes_[cur].parent) path.push_back(cur);
     for (auto it = path.rbegin(); it != path.rend(); ++it) {
       const Node& n = nodes_[*it];
       const bool fully = *it != w.node || w.in_edge == n.tokens.size();
@@ -540,11 +564,40 @@ PrefixCache::Hit PrefixCache::Lookup(absl::Span<const TokenId> prompt, size_t ma
       const bool at_state = w.in_edge == n.tokens.size() && n.checkpoint.valid();
       if (!at_state) hit.checkpoint_positions.push_back(w.matched);
     }
+    AddHintedPositions(prompt.size(), usable, w, path, hints, hit.checkpoint_positions);
   }
   stats_.hit_tokens += usable;
   stats_.flops_saved += spec_.PrefillFlops(0, usable);
   leases_.emplace(hit.lease, Lease{pinned, usable, hit.checkpoint_positions});
   return hit;
+}
+
+void PrefixCache::AddHintedPositions(size_t prompt_size, size_t usable, const Walk& w,
+                                     const std::vector<NodeId>& path,
+                                     absl::Span<const size_t> hints,
+                                     std::vector<size_t>& positions) {
+  if (hints.empty()) return;
+  // A position the matched path already ends a checkpointed node at needs no second state.
+  auto checkpointed = [&](size_t pos) {
+    for (NodeId id : path) {
+      const Node& n = nodes_[id];
+      const bool fully = id != w.node || w.in_edge == n.tokens.size();
+      if (n.end() == pos) return fully && n.checkpoint.valid();
+      if (n.end() < pos) return false;
+    }
+    return false;
+  };
+  const size_t planned = positions.size();
+  for (size_t pos : hints) {
+    if (pos <= usable || pos > prompt_size || checkpointed(pos)) continue;
+    positions.push_back(pos);
+  }
+  if (positions.size() == planned) return;
+  stats_.hinted_positions += positions.size() - planned;
+  std::sort(positions.begin(), positions.end());
+  const auto last = std::unique(positions.begin(), positions.end());
+  stats_.hinted_positions -= static_cast<size_t>(positions.end() - last);
+  positions.erase(last, positions.end());
 }
 
 void PrefixCache::Abort(LeaseId lease) {

@@ -37,6 +37,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "cache/block_allocator.h"
 #include "cache/model_spec.h"
@@ -73,6 +74,7 @@ struct PrefixCacheStats {
   double flops_saved = 0;      // prefill FLOPs of the usable prefixes
   uint64_t checkpoints_admitted = 0;
   uint64_t checkpoints_rejected = 0;  // offered but not kept (duplicate, not admissible)
+  uint64_t hinted_positions = 0;      // positions Lookup planned only because a hint asked
   uint64_t evictions = 0;             // nodes evicted
   uint64_t leaf_evictions = 0;
   uint64_t intermediate_evictions = 0;  // checkpoint dropped, KV merged into the child
@@ -125,8 +127,12 @@ class PrefixCache {
 
   // Finds the usable prefix of `prompt`, pins it and plans checkpoints (speculative insertion).
   // `max_usable` caps the usable prefix; an engine that needs the last prompt token's logits
-  // passes prompt.size() − 1.
-  Hit Lookup(absl::Span<const TokenId> prompt, size_t max_usable = SIZE_MAX);
+  // passes prompt.size() − 1. `hints` are positions (ascending) where the caller knows later
+  // prompts will branch, such as message boundaries of a chat: those in (usable, prompt.size()]
+  // that the tree holds no state for join the planned positions (and are admitted at Insert
+  // like the branch point), so the first later request that shares the prefix already hits.
+  Hit Lookup(absl::Span<const TokenId> prompt, size_t max_usable = SIZE_MAX,
+             absl::Span<const size_t> hints = {});
   // Inserts a finished sequence, releases its lease and evicts down to capacity. Always takes
   // ownership of every handle in `done`, even on error. INVALID_ARGUMENT for an unknown lease,
   // tokens that do not extend the looked-up prompt's usable prefix, or a wrong page count.
@@ -142,6 +148,8 @@ class PrefixCache {
 
   double alpha() const { return alpha_; }
   void set_alpha(double alpha) { alpha_ = alpha; }
+  // Takes effect at the next Insert (replays of the α tuner bound their copies with it).
+  void set_capacity_bytes(size_t bytes) { config_.capacity_bytes = bytes; }
   // Called once, just before the first eviction (the α tuner starts its bootstrap window then).
   void set_first_eviction_callback(std::function<void()> cb) { on_first_eviction_ = std::move(cb); }
 
@@ -156,8 +164,9 @@ class PrefixCache {
 
   // A deep copy for replays (α tuning): same tree, clock and statistics, with fresh handles
   // from `allocator` in place of the pages and checkpoints (no data is copied). Leases are not
-  // copied and the copy has no pins. `allocator` must outlive the copy.
-  std::unique_ptr<PrefixCache> Clone(BlockAllocator* allocator) const;
+  // copied and the copy has no pins. `allocator` must outlive the copy. RESOURCE_EXHAUSTED if
+  // `allocator` cannot hold the tree (nothing it gave is kept).
+  absl::StatusOr<std::unique_ptr<PrefixCache>> Clone(BlockAllocator* allocator) const;
 
   // Checks every structural invariant; returns the first violation (for tests).
   absl::Status CheckInvariants() const;
@@ -200,6 +209,14 @@ class PrefixCache {
     NodeId usable_node = kRoot;  // deepest fully matched node that is usable
   };
   Walk WalkPrefix(absl::Span<const TokenId> tokens) const;
+  // Lookup's share for `hints`: appends the hinted positions worth a state to `positions` and
+  // keeps it sorted and free of duplicates. `path` is `w`'s matched path, deepest node first.
+  void AddHintedPositions(size_t prompt_size, size_t usable, const Walk& w,
+                          const std::vector<NodeId>& path, absl::Span<const size_t> hints,
+                          std::vector<size_t>& positions);
+
+  // Clone's way out when `allocator` runs dry at node `node` after `pages_done` of its pages.
+  absl::Status AbandonClone(size_t node, size_t pages_done, const absl::Status& why);
 
   NodeId NewNode();
   void DeleteNode(NodeId id);

@@ -100,6 +100,11 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationCo
   if (tune) {
     TunerConfig tc = config.tuner;
     tc.synchronous = true;
+    // Offline the log is bounded by the trace; the online bounds on the window would only make
+    // the replays depart from the paper's k × rule.
+    tc.max_window_requests = SIZE_MAX;
+    tc.max_window_tokens = SIZE_MAX;
+    tc.max_events = SIZE_MAX;
     tuner = std::make_unique<AlphaTuner>(tc, cache.get());
   }
 
@@ -109,14 +114,19 @@ absl::StatusOr<SimulationResult> Simulate(const Trace& trace, const SimulationCo
     size_t usable = 0;
     if (cache) {
       auto r = RunRequest(*cache, alloc, in, out);
-      if (r.ok()) usable = r->usable_tokens;
+      if (r.ok()) {
+        usable = r->usable_tokens;
+      } else if (!absl::IsResourceExhausted(r.status())) {
+        // The counting allocator never runs dry, so only a broken tree refuses a request.
+        return absl::InternalError(absl::StrCat("request ", order[i], ": ", r.status().message()));
+      }
       if (tuner) tuner->OnRequest(in, out, usable);
     }
     result.per_request_input.push_back(in.size());
     result.per_request_hit_rate.push_back(in.empty() ? 0.0 : double(usable) / double(in.size()));
   }
   if (tuner) {
-    result.tunings = tuner->events();
+    result.tunings.assign(tuner->events().begin(), tuner->events().end());
     tuner.reset();
   }
 

@@ -38,10 +38,11 @@ CacheBinding::~CacheBinding() {
 }
 
 absl::StatusOr<CacheBinding::Restored> CacheBinding::LookupAndRestore(
-    std::span<const int32_t> tokens, SequenceMemory& memory) {
+    std::span<const int32_t> tokens, std::span<const size_t> hints, SequenceMemory& memory) {
   Restored restored;
   cache::PrefixCache::Hit hit =
-      cache_->Lookup(absl::MakeConstSpan(tokens.data(), tokens.size()), tokens.size() - 1);
+      cache_->Lookup(absl::MakeConstSpan(tokens.data(), tokens.size()), tokens.size() - 1,
+                     absl::MakeConstSpan(hints.data(), hints.size()));
   restored.lease = hit.lease;
   restored.usable_tokens = hit.usable_tokens;
   restored.cached_tokens = hit.cached_tokens;
@@ -70,9 +71,9 @@ absl::StatusOr<CacheBinding::Restored> CacheBinding::LookupAndRestore(
 
 void CacheBinding::Abort(cache::PrefixCache::LeaseId lease) { cache_->Abort(lease); }
 
-void CacheBinding::Insert(cache::PrefixCache::LeaseId lease, std::span<const int32_t> tokens,
-                          SequenceMemory& memory,
-                          std::vector<std::pair<size_t, SsmCheckpoint>>& saved) {
+absl::Status CacheBinding::Insert(cache::PrefixCache::LeaseId lease,
+                                  std::span<const int32_t> tokens, SequenceMemory& memory,
+                                  std::vector<std::pair<size_t, SsmCheckpoint>>& saved) {
   const size_t computed = static_cast<size_t>(memory.state().tokens);
   cache::PrefixCache::Completion done;
   done.tokens = absl::MakeConstSpan(tokens.data(), computed);
@@ -87,9 +88,8 @@ void CacheBinding::Insert(cache::PrefixCache::LeaseId lease, std::span<const int
   } else if (released.ssm_block.valid()) {
     allocator_->Free(released.ssm_block);
   }
-  // Insert takes ownership of every handle even when it refuses the completion; a refusal
-  // only means less is cached.
-  (void)cache_->Insert(lease, std::move(done));
+  // Insert takes ownership of every handle even when it refuses the completion.
+  return cache_->Insert(lease, std::move(done));
 }
 
 void CacheBinding::ReportFinished(std::span<const int32_t> prompt, std::span<const int32_t> output,

@@ -52,14 +52,19 @@ class CacheBinding {
     std::vector<size_t> checkpoint_positions;  // where prefill must save the SSM state
   };
   // Looks `tokens` up (keeping the last token for prefill: its logits are needed) and restores
-  // the usable prefix into `memory`, a fresh sequence. On error (no memory for the copied
-  // partial page) the lease is released and `memory` must be discarded.
-  absl::StatusOr<Restored> LookupAndRestore(std::span<const int32_t> tokens,
-                                            SequenceMemory& memory);
+  // the usable prefix into `memory`, a fresh sequence. `hints` are further positions where the
+  // caller expects later requests to branch (Request::checkpoint_hints): those the tree has no
+  // state for yet join the checkpoint positions. On error (RESOURCE_EXHAUSTED: no memory for
+  // the copied partial page; anything else is a broken invariant) the lease is released and
+  // `memory` must be discarded.
+  [[nodiscard]] absl::StatusOr<Restored> LookupAndRestore(std::span<const int32_t> tokens,
+                                                          std::span<const size_t> hints,
+                                                          SequenceMemory& memory);
   void Abort(cache::PrefixCache::LeaseId lease);
   // Inserts the first memory.state().tokens of `tokens` with the sequence's pages, its live SSM
-  // state and the states it saved. Takes everything `memory` and `saved` own.
-  void Insert(cache::PrefixCache::LeaseId lease, std::span<const int32_t> tokens,
+  // state and the states it saved. Takes everything `memory` and `saved` own, even when the
+  // tree refuses them (INVALID_ARGUMENT from PrefixCache::Insert: a broken invariant).
+  [[nodiscard]] absl::Status Insert(cache::PrefixCache::LeaseId lease, std::span<const int32_t> tokens,
               SequenceMemory& memory, std::vector<std::pair<size_t, SsmCheckpoint>>& saved);
   // Tells the α tuner about a finished request (once per request, after its last Insert).
   void ReportFinished(std::span<const int32_t> prompt, std::span<const int32_t> output,
@@ -72,9 +77,11 @@ class CacheBinding {
 
   cache::PrefixCacheStats stats() const { return cache_->stats(); }
   double alpha() const { return cache_->alpha(); }
-  size_t alpha_tunings() const { return tuner_ ? tuner_->events().size() : 0; }
+  size_t alpha_tunings() const { return tuner_ ? tuner_->tunings() : 0; }
   std::vector<cache::AlphaTuning> tuning_events() const {
-    return tuner_ ? tuner_->events() : std::vector<cache::AlphaTuning>{};
+    return tuner_ ? std::vector<cache::AlphaTuning>(tuner_->events().begin(),
+                                                    tuner_->events().end())
+                  : std::vector<cache::AlphaTuning>{};
   }
   CachePolicy policy() const { return config_.policy; }
   // Waits for a background α replay (tests, shutdown).

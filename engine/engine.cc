@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
   }
   engine->allocator_ = std::move(named.allocator);
   if (ops == nullptr) ops = kernels::MakeCpuOps(config.threads, config.batch_invariant);
-  engine->runner_ = std::make_unique<ModelRunner>(model, std::move(ops));
+  engine->runner_ = std::make_unique<ModelRunner>(model, std::move(ops), config.hydragen);
   engine->scheduler_ =
       std::make_unique<Scheduler>(model, tokenizer, engine->allocator_.get(), engine->spec_,
                                   engine->runner_.get(), config.scheduler);

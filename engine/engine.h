@@ -38,6 +38,8 @@ struct EngineConfig {
   // creates when given none: a cache hit, a shared batch or a preemption then leaves every logit
   // bit-identical (up to Hydragen's LSE merge). Off trades that for faster prefill GEMMs.
   bool batch_invariant = true;
+  // Shared-prefix attention for decode rows restored from one cached prefix.
+  models::HydragenConfig hydragen;
   size_t max_waiting = 1024;  // queued requests beyond which Submit refuses
 };
 

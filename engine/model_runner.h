@@ -18,15 +18,22 @@ namespace tandem::engine {
 
 class ModelRunner {
  public:
-  ModelRunner(const models::Model& model, std::unique_ptr<kernels::Ops> ops);
+  ModelRunner(const models::Model& model, std::unique_ptr<kernels::Ops> ops,
+              const models::HydragenConfig& hydragen = {});
+  ModelRunner(const ModelRunner&) = delete;  // options_ points into the object
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // Runs `batch` and returns one row of logits per sequence (the row after its last new token),
   // in batch order; the rows stay valid until the next Run. When the whole batch fails (Model::
   // Forward changes no state on error) each sequence is retried alone, so one bad sequence
-  // cannot fail the others: `errors[i]` says how sequence i fared.
-  absl::Status Run(std::span<const models::SequenceInput> batch, std::vector<absl::Status>* errors);
+  // cannot fail the others. `errors` always gets one entry per sequence, saying how it fared;
+  // the result is an error only when every entry is one.
+  [[nodiscard]] absl::Status Run(std::span<const models::SequenceInput> batch, std::vector<absl::Status>* errors);
   const float* logits_row(size_t i) const { return logits_.data() + i * vocab_; }
   int64_t vocab() const { return vocab_; }
+
+  // Counts over every pass so far (Hydragen nodes attended: tests see the shared path ran).
+  const models::ForwardStats& forward_stats() const { return forward_stats_; }
 
   const models::Model& model() const { return model_; }
   kernels::Ops& ops() { return *ops_; }
@@ -35,6 +42,8 @@ class ModelRunner {
   const models::Model& model_;
   std::unique_ptr<kernels::Ops> ops_;
   kernels::Workspace ws_;
+  models::ForwardOptions options_;  // Hydragen settings; stats point at forward_stats_
+  models::ForwardStats forward_stats_;
   int64_t vocab_;
   std::vector<float> logits_;
 };

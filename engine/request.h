@@ -23,7 +23,17 @@ struct Request {
   int32_t top_logprobs = 0;               // return the n most likely tokens with each token (0..20)
   bool skip_special_tokens = true;        // in text deltas
   std::string client_id;                  // echoed in logs; free-form
+  // Prompt positions where later requests are expected to branch off this one's prompt, such
+  // as the end of a chat's system prompt and the end of the rendered conversation (where the
+  // answer starts, which the next turn's prompt continues past). With a prefix cache on a
+  // model with SSM layers, prefill saves the state at each and the cache keeps it, so the
+  // first later request that shares the prefix up to a hint already restores from there.
+  // Ascending, no duplicates, each in [1, prompt.size()], at most kMaxCheckpointHints. A hint
+  // is advice: one the tree already has a state for, or one there is no memory for, is skipped.
+  std::vector<size_t> checkpoint_hints;
 };
+
+inline constexpr size_t kMaxCheckpointHints = 64;
 
 enum class FinishReason {
   kLength,     // max_new_tokens reached

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/checkpoint_hints.h"
 
 namespace tandem::engine {
 Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokenizer,
@@ -52,6 +53,9 @@ absl::Status Scheduler::Validate(const Request& r) const {
     return absl::InvalidArgumentError("stop_strings: the engine has no tokenizer to match text");
   }
   if (absl::Status s = ValidateStopStrings(r.stop_strings); !s.ok()) return s;
+  if (absl::Status s = ValidateCheckpointHints(r.checkpoint_hints, r.prompt.size()); !s.ok()) {
+    return s;
+  }
   // A sequence must fit alone: its KV pages plus its own SSM block (checkpoints are optional).
   if (model_.config().num_attention_layers > 0) {
     const size_t pages = static_cast<size_t>(
@@ -76,6 +80,16 @@ void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream
                       seq->request.stop_strings);
   }
   waiting_.push_back(std::move(seq));
+}
+
+std::optional<SequenceStatus> Scheduler::status_of(RequestId id) const {
+  for (const auto& seq : waiting_) {
+    if (seq->id == id) return seq->status;
+  }
+  for (const auto& seq : running_) {
+    if (seq && seq->id == id && seq->status != SequenceStatus::kFinished) return seq->status;
+  }
+  return std::nullopt;
 }
 
 bool Scheduler::Cancel(RequestId id) {
@@ -113,19 +127,27 @@ bool Scheduler::EvictFor(cache::Pool pool, size_t units) {
   return cache_ != nullptr && cache_->Evict(pool, units) > 0;
 }
 
-void Scheduler::ReleaseState(Sequence& seq, bool insert) {
-  if (seq.leased) {
+absl::Status Scheduler::ReleaseState(Sequence& seq, bool insert) {
+  absl::Status inserted;
+  if (seq.lease.has_value()) {
     if (insert && seq.memory) {
-      cache_->Insert(seq.lease, seq.tokens, *seq.memory, seq.saved);
+      inserted = cache_->Insert(*seq.lease, seq.tokens, *seq.memory, seq.saved);
+      if (!inserted.ok()) ++stats_.cache_insert_errors;
     } else {
-      cache_->Abort(seq.lease);
+      cache_->Abort(*seq.lease);
     }
-    seq.leased = false;
+    seq.lease.reset();
   }
   seq.saved.clear();  // frees what the cache did not take
   seq.memory.reset();
   seq.checkpoint_positions.clear();
   seq.step_snapshots.clear();
+  return inserted;
+}
+
+void Scheduler::DropState(Sequence& seq) {
+  // Without insertion nothing can be refused.
+  ReleaseState(seq, /*insert=*/false).IgnoreError();
 }
 
 void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
@@ -138,7 +160,16 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
       stop_string = seq.text->matched_stop();
     }
   }
-  ReleaseState(seq, /*insert=*/completed);
+  if (absl::Status inserted = ReleaseState(seq, /*insert=*/completed); !inserted.ok()) {
+    // The output is complete, but the cache refused the state it produced: a broken invariant
+    // between the scheduler and the tree. Say so on this request rather than hide it; the tree
+    // freed what it was given, so nothing leaks and no other request is affected.
+    reason = FinishReason::kError;
+    error = absl::InternalError(
+        absl::StrCat("prefix cache: the finished sequence's state was refused: ",
+                     inserted.message()));
+  }
+  seq.status = SequenceStatus::kFinished;
   if (completed && cache_ != nullptr) {
     std::span<const int32_t> all(seq.tokens);
     cache_->ReportFinished(all.first(seq.prompt_tokens), all.subspan(seq.prompt_tokens),
@@ -174,65 +205,76 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   event.timings.finished = seconds(now);
   event.seconds = event.timings.finished;
   seq.stream->Push(std::move(event));
-  seq.memory.reset();
-  seq.tokens.clear();  // marks it finished for RemoveFinished
-  seq.tokens.shrink_to_fit();
 }
 
 void Scheduler::RemoveFinished() {
   running_.erase(std::remove_if(running_.begin(), running_.end(),
                                 [](const std::unique_ptr<Sequence>& s) {
-                                  return s == nullptr || s->tokens.empty();
+                                  return s == nullptr || s->status == SequenceStatus::kFinished;
                                 }),
                  running_.end());
 }
 
 void Scheduler::Preempt(Sequence& seq) {
   // The state goes to the cache (when there is one), so the resumed prefill restores most of it.
-  ReleaseState(seq, /*insert=*/true);
+  // A refusal (counted in stats_.cache_insert_errors) costs only that: the sequence recomputes
+  // the state when it resumes, and its output is unchanged.
+  ReleaseState(seq, /*insert=*/true).IgnoreError();
   ++seq.usage.preemptions;
   ++stats_.preemptions;
-  seq.preempted_this_step = true;
+  seq.status = SequenceStatus::kPreempted;
 }
 
 bool Scheduler::Admit(Sequence& seq) {
   // Memory for the live state, then the cached prefix, then KV pages for the rest of the
-  // prompt (so a prefill in progress never needs a preemption for its own prompt).
-  for (int attempt = 0;; ++attempt) {
+  // prompt (so a prefill in progress never needs a preemption for its own prompt). Running out
+  // of memory leaves the sequence waiting; any other failure finishes it with that error.
+  auto fail = [&](const absl::Status& status) {
+    Finish(seq, FinishReason::kError, status);
+    return false;
+  };
+  for (;;) {
     absl::StatusOr<SequenceMemory> memory = SequenceMemory::Create(*allocator_, model_);
     if (memory.ok()) {
       seq.memory.emplace(std::move(*memory));
       break;
     }
-    if (!absl::IsResourceExhausted(memory.status()) || !EvictFor(cache::Pool::kSsmBlock, 1)) {
-      return false;
-    }
+    if (!absl::IsResourceExhausted(memory.status())) return fail(memory.status());
+    if (!EvictFor(cache::Pool::kSsmBlock, 1)) return false;
   }
   size_t cached = 0;
   if (cache_ != nullptr) {
     for (;;) {
       absl::StatusOr<CacheBinding::Restored> restored =
-          cache_->LookupAndRestore(seq.tokens, *seq.memory);
+          cache_->LookupAndRestore(seq.tokens, seq.request.checkpoint_hints, *seq.memory);
       if (restored.ok()) {
-        seq.leased = true;
         seq.lease = restored->lease;
         seq.checkpoint_positions = std::move(restored->checkpoint_positions);
         cached = restored->cached_tokens;
         break;
       }
-      // Only the copy of a partly used page can fail; start over with a fresh memory.
       seq.memory.reset();
+      if (!absl::IsResourceExhausted(restored.status())) return fail(restored.status());
+      // No page for the copy of a partly used cached page: start over with a fresh memory.
       if (!EvictFor(cache::Pool::kKvPage, 1)) return false;
       absl::StatusOr<SequenceMemory> memory = SequenceMemory::Create(*allocator_, model_);
-      if (!memory.ok()) return false;
+      if (!memory.ok()) {
+        return absl::IsResourceExhausted(memory.status()) ? false : fail(memory.status());
+      }
       seq.memory.emplace(std::move(*memory));
     }
   }
   if (!ReserveKv(seq, static_cast<int64_t>(seq.tokens.size()), /*may_preempt=*/false)) {
-    ReleaseState(seq, /*insert=*/false);
+    // ReserveKv finished the sequence itself if the failure was not for lack of memory.
+    if (seq.status != SequenceStatus::kFinished) DropState(seq);
     return false;
   }
   seq.admission = next_admission_++;
+  // A resumed sequence whose state the cache restored up to its last sampled token goes
+  // straight back to decoding.
+  const bool decode_next = seq.generated() > 0 &&
+                           seq.computed() + 1 == static_cast<int64_t>(seq.tokens.size());
+  seq.status = decode_next ? SequenceStatus::kDecoding : SequenceStatus::kPrefilling;
   if (!seq.ever_admitted) {
     seq.ever_admitted = true;
     seq.first_admitted = Clock::now();
@@ -262,12 +304,11 @@ bool Scheduler::ReserveKv(Sequence& seq, int64_t end, bool may_preempt) {
     // Preempt the most recently admitted running sequence (possibly `seq` itself).
     Sequence* victim = nullptr;
     for (auto& s : running_) {
-      if (s && s->memory && !s->tokens.empty() && (!victim || s->admission > victim->admission))
-        victim = s.get();
+      if (s && s->running() && (!victim || s->admission > victim->admission)) victim = s.get();
     }
     if (victim == &seq) {
       const bool alone = std::none_of(running_.begin(), running_.end(), [&](const auto& s) {
-        return s && s.get() != &seq && s->memory;
+        return s && s.get() != &seq && s->running();
       });
       if (alone) {
         Finish(seq, FinishReason::kError,
@@ -303,16 +344,15 @@ void Scheduler::Step() {
   ++stats_.steps;
   int64_t budget = config_.step_tokens;
   scheduled_.clear();
-  for (auto& s : running_) s->preempted_this_step = false;
 
   // Running sequences in admission order: decode rows first, then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size(); ++i) {
       Sequence& seq = *running_[i];
-      if (!seq.memory || seq.tokens.empty()) continue;  // preempted or finished this step
-      const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
-      const bool decoding = remaining == 1 && seq.generated() > 0;
+      if (!seq.running()) continue;  // preempted or finished earlier in this step
+      const bool decoding = seq.status == SequenceStatus::kDecoding;
       if (decoding != (pass == 0)) continue;
+      const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
       const int64_t n = std::min({remaining, budget, config_.prefill_chunk});
       if (n <= 0) continue;
       if (!ReserveKv(seq, seq.computed() + n, /*may_preempt=*/true)) continue;
@@ -325,14 +365,14 @@ void Scheduler::Step() {
   // resumes first.
   std::vector<std::unique_ptr<Sequence>> preempted;
   for (auto& s : running_) {
-    if (s && s->preempted_this_step && !s->tokens.empty()) preempted.push_back(std::move(s));
+    if (s && s->status == SequenceStatus::kPreempted) preempted.push_back(std::move(s));
   }
   std::sort(preempted.begin(), preempted.end(),
             [](const auto& a, const auto& b) { return a->admission > b->admission; });
   for (auto& s : preempted) waiting_.push_front(std::move(s));
   RemoveFinished();
   scheduled_.erase(std::remove_if(scheduled_.begin(), scheduled_.end(),
-                                  [](Sequence* s) { return !s->memory || s->tokens.empty(); }),
+                                  [](Sequence* s) { return !s->running(); }),
                    scheduled_.end());
 
   // Admissions, in arrival order; one that does not fit blocks the ones behind it.
@@ -340,10 +380,16 @@ void Scheduler::Step() {
          running_.size() < static_cast<size_t>(config_.max_running)) {
     Sequence& seq = *waiting_.front();
     bool admitted = Admit(seq);
-    if (!admitted && running_.empty() && cache_ != nullptr) {
+    if (!admitted && seq.status != SequenceStatus::kFinished && running_.empty() &&
+        cache_ != nullptr) {
       // Nothing runs, so nothing cached is pinned: free all of it and try once more.
       cache_->EvictAll();
       admitted = Admit(seq);
+    }
+    if (!admitted && seq.status == SequenceStatus::kFinished) {
+      // It failed with an error of its own (already sent); the ones behind it may still fit.
+      waiting_.pop_front();
+      continue;
     }
     if (!admitted) {
       if (running_.empty()) {
@@ -377,15 +423,20 @@ void Scheduler::Step() {
              .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
          seq->step_snapshots, false});
   }
-  (void)runner_->Run(inputs_, &errors_);
+  // The runner isolates a failure to the sequences that cause it (errors_[i]) and fails as a
+  // whole only when none of them ran. A sequence is sampled only when both say it ran, so no
+  // logits row that was never written is ever read.
+  const absl::Status run = runner_->Run(inputs_, &errors_);
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     Sequence& seq = *scheduled_[i];
     seq.step_snapshots.clear();
-    if (!errors_[i].ok()) {
-      Finish(seq, FinishReason::kError, errors_[i]);
+    absl::Status error = errors_[i];
+    if (error.ok() && !run.ok()) error = run;
+    if (!error.ok()) {
+      Finish(seq, FinishReason::kError, std::move(error));
       continue;
     }
-    stats_.prefill_tokens += seq.generated() > 0 && seq.step_tokens == 1 ? 0 : seq.step_tokens;
+    stats_.prefill_tokens += seq.status == SequenceStatus::kDecoding ? 0 : seq.step_tokens;
     if (seq.computed() == static_cast<int64_t>(seq.tokens.size())) {
       SampleAndEmit(seq, runner_->logits_row(i));
     }
@@ -431,6 +482,8 @@ void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
     Finish(seq, FinishReason::kStop);
   } else if (seq.generated() >= r.max_new_tokens) {
     Finish(seq, FinishReason::kLength);
+  } else {
+    seq.status = SequenceStatus::kDecoding;
   }
 }
 
@@ -453,6 +506,7 @@ SchedulerStats Scheduler::stats() const {
   s.running = running_.size();
   s.waiting = waiting_.size();
   s.memory = allocator_->allocator_stats();
+  s.hydragen_nodes = runner_->forward_stats().hydragen_nodes;
   if (cache_ != nullptr) {
     s.cache = cache_->stats();
     s.alpha = cache_->alpha();

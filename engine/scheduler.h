@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,6 +60,10 @@ struct SchedulerStats {
   uint64_t hit_without_checkpoint = 0;  // matched in the tree beyond the deepest checkpoint
   uint64_t generated_tokens = 0;
   uint64_t prefill_tokens = 0;  // run through the model, including recomputation
+  // Finished or preempted sequences whose state the prefix cache refused (a broken invariant
+  // between the scheduler and the tree; 0 in a correct engine).
+  uint64_t cache_insert_errors = 0;
+  int64_t hydragen_nodes = 0;  // shared-prefix nodes attended with Hydragen (all layers)
   double token_hit_rate() const {
     return prompt_tokens ? static_cast<double>(cached_tokens) / prompt_tokens : 0.0;
   }
@@ -91,6 +96,8 @@ class Scheduler {
   void CancelAll();
 
   bool idle() const { return running_.empty() && waiting_.empty(); }
+  // Where a queued or running request stands; nullopt once it has finished (or if unknown).
+  std::optional<SequenceStatus> status_of(RequestId id) const;
   // One iteration: plan, run, sample, emit.
   void Step();
 
@@ -98,6 +105,9 @@ class Scheduler {
   CacheBinding* cache() { return cache_.get(); }
 
  private:
+  // Moves a queued sequence into the batch: true when admitted. False with the sequence still
+  // waiting when memory is short; false with it finished (kFinished) when it failed for another
+  // reason, which its stream has been told.
   bool Admit(Sequence& seq);
   // Makes KV pages exist for `end` positions. May evict from the cache; when `may_preempt`,
   // may preempt running sequences (possibly `seq` itself). False if `seq` did not get them (it
@@ -109,8 +119,11 @@ class Scheduler {
   void Preempt(Sequence& seq);
   void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
               std::string stop_string = {});
-  // Returns the sequence's state to the cache (insert) or the allocator.
-  void ReleaseState(Sequence& seq, bool insert);
+  // Returns the sequence's state to the cache (insert) or the allocator. The cache's refusal of
+  // an insertion (a broken invariant; it still frees what it was given) is returned and counted.
+  [[nodiscard]] absl::Status ReleaseState(Sequence& seq, bool insert);
+  // ReleaseState without insertion, which cannot fail.
+  void DropState(Sequence& seq);
   void SampleAndEmit(Sequence& seq, const float* logits);
   void RemoveFinished();
   // Tells an AVMP allocator the KV pages running sequences will still allocate, so that it does

@@ -1,7 +1,7 @@
-// One request inside the scheduler: its tokens so far, its memory while it is in the batch, its
-// prefix-cache lease and saved SSM states, its sampler and its accounting. A sequence is either
-// waiting (no memory) or running; a preempted one goes back to waiting with its tokens and
-// sampler intact, so it resumes where it stopped.
+// One request inside the scheduler: its status (engine/sequence_status.h), its tokens so far, its
+// memory while it is in the batch, its prefix-cache lease and saved SSM states, its sampler and
+// its accounting. A preempted sequence goes back to the queue with its tokens and sampler
+// intact, so it resumes where it stopped.
 #ifndef TANDEM_ENGINE_SEQUENCE_H_
 #define TANDEM_ENGINE_SEQUENCE_H_
 
@@ -18,6 +18,7 @@
 #include "engine/request_stream.h"
 #include "engine/sampler.h"
 #include "engine/sequence_memory.h"
+#include "engine/sequence_status.h"
 #include "models/forward_context.h"
 
 namespace tandem::engine {
@@ -38,6 +39,8 @@ struct Sequence {
   const Request request;
   const std::shared_ptr<RequestStream> stream;
   const Clock::time_point submitted;
+  SequenceStatus status = SequenceStatus::kWaiting;
+  bool running() const { return IsRunning(status); }
 
   // The prompt followed by every sampled token. All but the last sampled one have been (or,
   // after a preemption, will again be) run through the model.
@@ -48,8 +51,7 @@ struct Sequence {
   // Running only.
   std::optional<SequenceMemory> memory;
   int64_t computed() const { return memory ? memory->state().tokens : 0; }
-  bool leased = false;
-  cache::PrefixCache::LeaseId lease = 0;
+  std::optional<cache::PrefixCache::LeaseId> lease;  // pins the restored prefix in the tree
   std::vector<size_t> checkpoint_positions;  // where prefill saves the SSM state
   std::vector<std::pair<size_t, SsmCheckpoint>> saved;
   uint64_t admission = 0;  // order of the latest admission (preemption takes the newest)
@@ -57,7 +59,6 @@ struct Sequence {
   // This step's share, set when the batch is planned.
   int64_t step_tokens = 0;
   std::vector<models::SsmSnapshot> step_snapshots;
-  bool preempted_this_step = false;
 
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer

@@ -18,12 +18,17 @@ Workspace::Block Workspace::NewBlock(size_t bytes) {
   return Block{{p, &FreeAligned}, bytes};
 }
 
-Workspace::Workspace(size_t initial_bytes) { blocks_.push_back(NewBlock(initial_bytes)); }
+Workspace::Workspace(size_t initial_bytes) {
+  blocks_.push_back(NewBlock(initial_bytes));
+  blocks_allocated_ = 1;
+}
 
 float* Workspace::Floats(size_t count) {
   const size_t bytes = RoundUp(std::max<size_t>(count, 1) * sizeof(float));
   if (used_in_last_ + bytes > blocks_.back().size) {
     blocks_.push_back(NewBlock(std::max(bytes, blocks_.back().size)));
+    ++blocks_allocated_;
+    grown_ = true;
     used_in_last_ = 0;
   }
   std::byte* p = blocks_.back().data.get() + used_in_last_;
@@ -34,9 +39,15 @@ float* Workspace::Floats(size_t count) {
 }
 
 void Workspace::Reset() {
-  if (blocks_.size() > 1) {
+  // Merge whenever the pass outgrew the block, even if Rewind has already dropped the extra
+  // blocks: otherwise a pass whose layers each overflow would allocate and free a block per
+  // layer forever (megabytes per step, which fragmented the engine thread's malloc arena until
+  // the server's RSS grew by hundreds of MB; docs/BENCHMARKS.md "Memory under sustained load").
+  if (grown_) {
     blocks_.clear();
     blocks_.push_back(NewBlock(high_water_));
+    ++blocks_allocated_;
+    grown_ = false;
   }
   used_in_last_ = 0;
   used_total_ = 0;

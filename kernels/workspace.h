@@ -23,8 +23,9 @@ class Workspace {
     return reinterpret_cast<T*>(Floats((count * sizeof(T) + sizeof(float) - 1) / sizeof(float)));
   }
 
-  // Forgets every allocation. If warm-up needed extra blocks, they are merged into one block
-  // big enough for the whole high-water mark, so later passes stay in a single block.
+  // Forgets every allocation. If the pass needed extra blocks (even ones Rewind has dropped
+  // since), they are merged into one block big enough for the whole high-water mark, so later
+  // passes stay in a single block.
   void Reset();
 
   // A point to return to: layers of a forward pass take their scratch after a mark and give it
@@ -39,6 +40,8 @@ class Workspace {
 
   size_t high_water_bytes() const { return high_water_; }
   size_t capacity_bytes() const;
+  // Blocks taken from the heap since construction (tests: a warm workspace takes none).
+  size_t blocks_allocated() const { return blocks_allocated_; }
 
  private:
   struct Block {
@@ -51,6 +54,8 @@ class Workspace {
   size_t used_in_last_ = 0;  // bytes used in blocks_.back()
   size_t used_total_ = 0;
   size_t high_water_ = 0;
+  size_t blocks_allocated_ = 0;
+  bool grown_ = false;  // a block was added since the last Reset
 };
 
 }  // namespace tandem::kernels

@@ -69,7 +69,9 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
   // one; rebuilding it (a sort of the decode rows) costs little next to the attention it saves,
   // and keeps Model::Forward unaware of Hydragen.
   const SharedPrefixPlan plan =
-      PlanSharedPrefixes(ctx.segments, ctx.layout.page_tokens(), HydragenMinSharedWork(), ctx.ws);
+      ctx.hydragen.enabled ? PlanSharedPrefixes(ctx.segments, ctx.layout.page_tokens(),
+                                                ctx.hydragen.min_shared_work, ctx.ws)
+                           : SharedPrefixPlan{};
   // Segments the plan covers are marked so that the plain loop skips them.
   bool* shared = nullptr;
   if (!plan.order.empty()) {
@@ -136,7 +138,7 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
     args.ld_lse = heads;
     ops.SharedPrefixAttention(args, ctx.ws);
   }
-  CountHydragenNodes(num_nodes);
+  if (ctx.stats != nullptr) ctx.stats->hydragen_nodes += num_nodes;
 
   // Each member: its own suffix, then the merge with every node on its path to the root.
   float* suffix = ctx.ws.Floats(q_width);

@@ -9,6 +9,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/workspace.h"
+#include "models/hydragen_config.h"
 #include "models/state_layout.h"
 
 namespace tandem::models {
@@ -28,12 +29,19 @@ struct Segment {
   std::span<const SsmSnapshot> snapshots;
 };
 
+// What a forward pass counts, for whoever asked (ForwardOptions::stats); layers add to it.
+struct ForwardStats {
+  int64_t hydragen_nodes = 0;  // shared-prefix nodes attended with Hydragen, over all layers
+};
+
 struct ForwardContext {
   kernels::Ops& ops;
   kernels::Workspace& ws;
   const StateLayout& layout;
   std::span<const Segment> segments;
   int64_t rows = 0;
+  const HydragenConfig& hydragen;
+  ForwardStats* stats = nullptr;  // may be null
 };
 
 }  // namespace tandem::models

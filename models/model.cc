@@ -231,7 +231,8 @@ absl::Status Model::Validate(std::span<const SequenceInput> batch) const {
 }
 
 absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
-                            std::span<const SequenceInput> batch, float* logits) const {
+                            std::span<const SequenceInput> batch, float* logits,
+                            const ForwardOptions& options) const {
   TANDEM_RETURN_IF_ERROR(Validate(batch));
   ws.Reset();
   const int64_t h = config_.hidden_size, v = config_.vocab_size;
@@ -244,7 +245,8 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
         Segment{batch[s].state, rows, tokens, batch[s].state->tokens, batch[s].snapshots};
     rows += tokens;
   }
-  const ForwardContext ctx{ops, ws, layout_, {segments, batch.size()}, rows};
+  const ForwardContext ctx{
+      ops, ws, layout_, {segments, batch.size()}, rows, options.hydragen, options.stats};
 
   float* hidden = ws.Floats(rows * h);
   for (const Segment& seg : ctx.segments) {

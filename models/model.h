@@ -22,6 +22,7 @@
 #include "models/checkpoint.h"
 #include "models/feed_forward.h"
 #include "models/forward_context.h"
+#include "models/hydragen_config.h"
 #include "models/mamba1_mixer.h"
 #include "models/mamba2_mixer.h"
 #include "models/model_config.h"
@@ -49,6 +50,12 @@ struct SequenceInput {
   bool all_logits = false;
 };
 
+// Per-call settings of Model::Forward.
+struct ForwardOptions {
+  HydragenConfig hydragen;
+  ForwardStats* stats = nullptr;  // when set, the pass adds its counts to it
+};
+
 class Model {
  public:
   // Loads DIR (config.json + safetensors). Errors name the file and the tensor at fault; an
@@ -74,8 +81,9 @@ class Model {
   // for a new sequence). Writes LogitRows(batch) × vocab logits, in batch order.
   // INVALID_ARGUMENT for out-of-vocabulary ids or bad snapshot positions, FAILED_PRECONDITION
   // for missing pages or SSM block; on error no state has been modified.
-  absl::Status Forward(kernels::Ops& ops, kernels::Workspace& ws,
-                       std::span<const SequenceInput> batch, float* logits) const;
+  [[nodiscard]] absl::Status Forward(kernels::Ops& ops, kernels::Workspace& ws,
+                                     std::span<const SequenceInput> batch, float* logits,
+                                     const ForwardOptions& options = {}) const;
 
   // Zeroes an SSM block: the state of a sequence before its first token.
   void ClearSsmBlock(float* block) const;

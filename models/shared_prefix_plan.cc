@@ -1,14 +1,10 @@
 #include "models/shared_prefix_plan.h"
 
 #include <algorithm>
-#include <atomic>
 #include <functional>
 
 namespace tandem::models {
 namespace {
-
-std::atomic<int64_t> g_min_shared_work{kHydragenMinSharedWork};
-std::atomic<int64_t> g_nodes_attended{0};
 
 // The trie is built the way a suffix tree is read off a sorted suffix array: sort the
 // sequences by their page-pointer strings, take the longest common prefix (LCP) of neighbours,
@@ -53,15 +49,6 @@ struct Builder {
 };
 
 }  // namespace
-
-int64_t HydragenMinSharedWork() { return g_min_shared_work.load(std::memory_order_relaxed); }
-void SetHydragenMinSharedWork(int64_t work) {
-  g_min_shared_work.store(work, std::memory_order_relaxed);
-}
-int64_t HydragenNodesAttended() { return g_nodes_attended.load(std::memory_order_relaxed); }
-void CountHydragenNodes(int64_t nodes) {
-  g_nodes_attended.fetch_add(nodes, std::memory_order_relaxed);
-}
 
 SharedPrefixPlan PlanSharedPrefixes(std::span<const Segment> segments, int32_t page_tokens,
                                     int64_t min_shared_work, kernels::Workspace& ws) {

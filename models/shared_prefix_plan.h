@@ -19,24 +19,6 @@
 
 namespace tandem::models {
 
-// A node is attended with Hydragen once (members × shared tokens) reaches this. Measured by
-// bench/kernels/hydragen_bench.cc (BM_HydragenCrossover, docs/BENCHMARKS.md "Hydragen"; 32 query
-// heads, 8 kv heads, head_dim 128): Hydragen was faster at every measured point, down to the
-// smallest, 2 sequences × 16 tokens (one page): 1.25–1.4× with 1 thread, 1.2–1.5× with 2. The
-// threshold is that smallest measured point; below it (pages under 16 tokens) nothing was
-// measured, so those stay on plain attention.
-inline constexpr int64_t kHydragenMinSharedWork = 32;
-
-// The threshold in force (kHydragenMinSharedWork unless overridden); tests set 0 to exercise
-// Hydragen on tiny models. Process-wide.
-int64_t HydragenMinSharedWork();
-void SetHydragenMinSharedWork(int64_t work);
-
-// Nodes attended with Hydragen since the process started (all layers): lets tests see that the
-// shared path ran.
-int64_t HydragenNodesAttended();
-void CountHydragenNodes(int64_t nodes);
-
 struct SharedPrefixNode {
   int32_t first = 0;  // members are order[first, first + count)
   int32_t count = 0;

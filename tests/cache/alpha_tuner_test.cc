@@ -143,8 +143,90 @@ TEST(AlphaTunerTest, ReplayGridIsDeterministic) {
   const std::vector<double> grid = {0, 0.5, 1, 2};
   auto a = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 1);
   auto b = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 2);
-  EXPECT_EQ(a, b);
-  EXPECT_GT(a[0], 0);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*a, *b);
+  EXPECT_GT((*a)[0], 0);
+}
+
+// An engine's tree has no capacity of its own (the allocator bounds it). Its replays must still
+// be bounded, or they never evict and every α scores the same; and the logged window must stay
+// within its bounds however long the server ran before its first eviction.
+TEST(AlphaTunerTest, WindowAndReplaysAreBoundedForATreeWithoutCapacity) {
+  TunerConfig tc;
+  tc.synchronous = true;
+  tc.drift_window = 0;
+  tc.bootstrap_multiplier = 1000;  // k × requests far beyond the bounds below
+  tc.max_window_requests = 40;
+  tc.max_window_tokens = size_t{1} << 30;
+  const ModelSpec spec = *ModelSpec::Builtin("marconi-7b");
+  // The allocator (not the tree) runs out, as in the engine: room for a few states.
+  CountingAllocator counting(16 * spec.kv_bytes_per_token(), spec.ssm_state_bytes());
+  PrefixCacheConfig c;  // capacity_bytes 0, as the engine configures it
+  PrefixCache cache(c, spec, &counting);
+  AlphaTuner tuner(tc, &cache);
+  WorkloadOptions o;
+  o.sessions = 30;
+  const Trace t = *GenerateSessionWorkload("lmsys", o);
+  std::vector<TokenId> in, out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    t.Tokens(i, &in, &out);
+    auto r = RunRequest(cache, counting, in, out);
+    ASSERT_TRUE(r.ok()) << r.status();
+    tuner.OnRequest(in, out, r->usable_tokens);
+    EXPECT_LE(tuner.logged_tokens(), tc.max_window_tokens);
+    // Stand in for the allocator running dry: the engine evicts when an allocation fails.
+    if (cache.bytes() > size_t{3} * 1000 * 1000 * 1000) cache.EvictToBytes(size_t{2} * 1000 * 1000 * 1000);
+  }
+  ASSERT_GE(tuner.tunings(), 1u);
+  const AlphaTuning& e = tuner.events().front();
+  EXPECT_TRUE(e.error.empty()) << e.error;
+  EXPECT_EQ(e.window, tc.max_window_requests);
+}
+
+// A replay bounded by capacity_bytes evicts, so it saves less than an unbounded one over
+// traffic that outgrows the bound.
+TEST(AlphaTunerTest, ReplayCapacityBoundsTheCopies) {
+  Rig rig(0, {});  // a tree without capacity, like the engine's
+  WorkloadOptions o;
+  o.sessions = 20;
+  const Trace t = *GenerateSessionWorkload("lmsys", o);
+  std::vector<std::vector<TokenId>> prompts, outputs;
+  std::vector<TokenId> in, out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    t.Tokens(i, &in, &out);
+    prompts.push_back(in);
+    outputs.push_back(out);
+  }
+  auto unbounded = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1);
+  auto bounded = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1,
+                                        size_t{1000} * 1000 * 1000);
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_LT((*bounded)[0], (*unbounded)[0]);
+}
+
+TEST(AlphaTunerTest, KeepsOnlyTheLatestEventsButCountsAll) {
+  TunerConfig tc;
+  tc.synchronous = true;
+  tc.drift_window = 20;
+  tc.drift_threshold = 0.01;
+  tc.min_window_requests = 5;
+  tc.max_events = 2;
+  Rig rig(size_t{1} * 1000 * 1000 * 1000, tc);
+  std::mt19937 rng(5);
+  // Alternate shared and unshared traffic so the hit rate keeps drifting.
+  for (int block = 0; block < 12; ++block) {
+    for (int r = 0; r < 40; ++r) {
+      std::vector<TokenId> in(200), out(10);
+      for (size_t k = 0; k < in.size(); ++k) {
+        in[k] = block % 2 == 0 && k < 150 ? static_cast<TokenId>(k) : static_cast<TokenId>(rng() & 0xffffff);
+      }
+      rig.Serve(in, out);
+    }
+  }
+  EXPECT_GT(rig.tuner->tunings(), 2u);
+  EXPECT_EQ(rig.tuner->events().size(), 2u);
 }
 
 }  // namespace

@@ -90,6 +90,65 @@ TEST(AvmpAllocatorTest, MigratedGranulesAreDecommitted) {
   for (size_t i = 0; i < 4096; ++i) ASSERT_EQ(p[i], std::byte{0}) << i;
 }
 
+// Host memory whose commits and decommits can be made to fail, as a device backing's might.
+class FlakyBacking final : public MemoryBacking {
+ public:
+  explicit FlakyBacking(size_t bytes) : real_(*CreateBacking(BackingKind::kHost, bytes)) {}
+  std::byte* base() const override { return real_->base(); }
+  size_t reserved_bytes() const override { return real_->reserved_bytes(); }
+  size_t granularity() const override { return real_->granularity(); }
+  absl::Status Commit(size_t offset, size_t bytes) override {
+    if (fail_commits > 0) {
+      --fail_commits;
+      return absl::ResourceExhaustedError("no device memory");
+    }
+    return real_->Commit(offset, bytes);
+  }
+  absl::Status Decommit(size_t offset, size_t bytes) override {
+    if (fail_decommits) return absl::InternalError("unmap failed");
+    return real_->Decommit(offset, bytes);
+  }
+  int fail_commits = 0;
+  bool fail_decommits = false;
+
+ private:
+  std::unique_ptr<MemoryBacking> real_;
+};
+
+// A commit the backing refuses fails that allocation alone, leaving the pool as it was; a
+// refused decommit leaves the memory mapped and counted, and the migration still happens.
+TEST(AvmpAllocatorTest, BackingFailuresAreReportedNotIgnored) {
+  auto flaky = std::make_unique<FlakyBacking>(16 * 4096);
+  FlakyBacking* backing = flaky.get();
+  auto a = *AvmpAllocator::Create(SmallConfig(), std::move(flaky));
+  backing->fail_commits = 1;
+  auto refused = a->Allocate(Pool::kKvPage);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  AllocatorStats s = a->allocator_stats();
+  EXPECT_EQ(s.commit_failures, 1u);
+  EXPECT_EQ(s.pools[0].used_units, 0u);
+  EXPECT_EQ(s.committed_bytes, 0u);
+  std::vector<Handle> kv;
+  for (int i = 0; i < 32; ++i) kv.push_back(*a->Allocate(Pool::kKvPage));  // all of KV, committed
+  EXPECT_EQ(a->allocator_stats().committed_bytes, 8u * 4096);
+  for (Handle h : kv) a->Free(h);
+  backing->fail_decommits = true;
+  std::vector<Handle> ssm;
+  for (int i = 0; i < 9; ++i) ssm.push_back(*a->Allocate(Pool::kSsmBlock));  // the 9th migrates
+  s = a->allocator_stats();
+  EXPECT_EQ(s.migrations, 1u);
+  EXPECT_EQ(s.decommit_failures, 4u);  // the four granules moved, still mapped
+  EXPECT_EQ(s.committed_bytes, (8u + 8u) * 4096);  // KV's eight (four now SSM's) + SSM's eight
+  std::memset(a->Resolve(ssm.back()), 1, 4096);    // and usable by their new owner
+  for (Handle h : ssm) a->Free(h);
+}
+
+// A backing smaller than the budget is refused.
+TEST(AvmpAllocatorTest, RefusesABackingSmallerThanTheBudget) {
+  auto made = AvmpAllocator::Create(SmallConfig(), std::make_unique<FlakyBacking>(4096));
+  EXPECT_TRUE(absl::IsInvalidArgument(made.status())) << made.status();
+}
+
 TEST(AvmpAllocatorTest, RefusesWhenNeitherPoolHasSlack) {
   auto a = *AvmpAllocator::Create(SmallConfig());
   std::vector<Handle> kv, ssm;

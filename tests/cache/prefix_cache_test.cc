@@ -77,10 +77,10 @@ class FakeEngine {
   };
 
   // Lookup + prefill: the pages for [usable, prompt) and the requested states.
-  InFlight Begin(const std::vector<TokenId>& prompt) {
+  InFlight Begin(const std::vector<TokenId>& prompt, const std::vector<size_t>& hints = {}) {
     InFlight f;
     f.prompt = prompt;
-    f.hit = cache_->Lookup(prompt);
+    f.hit = cache_->Lookup(prompt, SIZE_MAX, hints);
     if (spec_.has_ssm()) {
       for (size_t pos : f.hit.checkpoint_positions) f.states.push_back({pos, State(pos)});
     }
@@ -222,6 +222,51 @@ TEST(PrefixCacheTest, ABranchPointLeftWithoutAStateByConcurrentSequencesIsRepair
   EXPECT_EQ(d.usable_tokens, 50u);
   e.ExpectBlockTable(d, shared);
   e.cache().Abort(d.lease);
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
+// Hints (message boundaries a caller knows later prompts will branch at) join the planned
+// positions: sorted, without duplicates, only past the usable prefix and within the prompt,
+// and not where the tree already has a state. Insert keeps them like the branch point.
+TEST(PrefixCacheTest, HintedPositionsArePlannedAndAdmitted) {
+  FakeEngine e(TinyHybrid());
+  const auto a = Range(1, 101);
+  e.Serve(a);  // a state at 100 only
+  const auto b = Cat(Range(1, 51), Range(1000, 1040));  // leaves `a` at 50
+  auto f = e.Begin(b, {20, 50, 70, 90, 91});  // 91 is past the prompt's 90 tokens
+  EXPECT_EQ(f.hit.checkpoint_positions, (std::vector<size_t>{20, 50, 70, 90}));
+  EXPECT_EQ(e.cache().stats().hinted_positions, 3u);  // 50 is the branch point anyway
+  ASSERT_TRUE(e.Finish(f, {7}).ok());
+  EXPECT_EQ(e.cache().stats().checkpoints, 1u + 5u);  // a's end; 20, 50, 70, 90 and b's end
+  // A later prompt through 70 restores it; hints at or before the usable prefix, and at 100
+  // where `a` has its state, are not asked for again.
+  auto c = e.Begin(Cat(Range(1, 51), Range(1000, 1025)), {20, 70});
+  EXPECT_EQ(c.hit.usable_tokens, 70u);
+  EXPECT_EQ(c.hit.checkpoint_positions, std::vector<size_t>{75});  // its own branch point
+  ASSERT_TRUE(e.Finish(c, {}).ok());
+  auto d = e.Begin(Cat(a, {5}), {100});
+  EXPECT_EQ(d.hit.usable_tokens, 100u);
+  EXPECT_TRUE(d.hit.checkpoint_positions.empty());
+  auto again = e.cache().Lookup(a, 99, {100});  // the state at 100 exists: not planned
+  EXPECT_TRUE(again.checkpoint_positions.empty());
+  e.cache().Abort(again.lease);
+  ASSERT_TRUE(e.Finish(d, {}).ok());
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
+// A copy into an allocator too small for the tree fails and keeps nothing of it.
+TEST(PrefixCacheTest, CloneIntoAFullAllocatorFailsAndKeepsNothing) {
+  FakeEngine e(TinyHybrid());
+  for (TokenId s = 0; s < 6; ++s) e.Serve(Cat(Range(1, 41), Range(100 * (s + 1), 100 * (s + 1) + 30)));
+  ASSERT_GT(e.cache().stats().kv_pages, 8u);
+  auto small = *ArenaAllocator::Create({.kv_page_bytes = e.alloc().unit_bytes(Pool::kKvPage),
+                                        .kv_pages = 8,
+                                        .ssm_block_bytes = e.alloc().unit_bytes(Pool::kSsmBlock),
+                                        .ssm_blocks = 64});
+  auto copy = e.cache().Clone(small.get());
+  EXPECT_TRUE(absl::IsResourceExhausted(copy.status())) << copy.status();
+  EXPECT_EQ(small->stats(Pool::kKvPage).used_units, 0u);
+  EXPECT_EQ(small->stats(Pool::kSsmBlock).used_units, 0u);
   EXPECT_TRUE(e.cache().CheckInvariants().ok());
 }
 

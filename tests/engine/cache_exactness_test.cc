@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "models/shared_prefix_plan.h"
+#include "models/hydragen_config.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace tandem::engine {
@@ -87,23 +87,11 @@ double MaxLogprobDiff(const Turn& a, const Turn& b) {
   return worst;
 }
 
-// Hydragen off: every decode attention is plain paged attention, whatever the batch shares.
-class NoHydragen {
- public:
-  NoHydragen() : previous_(models::HydragenMinSharedWork()) {
-    models::SetHydragenMinSharedWork(std::numeric_limits<int64_t>::max());
-  }
-  ~NoHydragen() { models::SetHydragenMinSharedWork(previous_); }
-
- private:
-  int64_t previous_;
-};
-
+// `hydragen` false: every decode attention is plain paged attention, whatever the batch shares.
 void RunSessions(const std::string& name, int32_t page_tokens, int64_t prefill_chunk,
-                 Backend backend, double tolerance, uint32_t seed) {
+                 Backend backend, double tolerance, uint32_t seed, bool hydragen = true) {
   SCOPED_TRACE(name + " page " + std::to_string(page_tokens) + " chunk " +
                std::to_string(prefill_chunk) + " " + BackendName(backend));
-  const bool hydragen = models::HydragenMinSharedWork() < std::numeric_limits<int64_t>::max();
   auto model = LoadFixtureModel(name, page_tokens);
   ASSERT_NE(model, nullptr);
   const int32_t vocab = model->config().vocab_size;
@@ -111,7 +99,10 @@ void RunSessions(const std::string& name, int32_t page_tokens, int64_t prefill_c
   SchedulerConfig config;
   config.prefill_chunk = prefill_chunk;
   config.step_tokens = 96;
-  SchedulerHarness warm(*model, CachePolicy::kMarconi, 64 * kMiB, config, backend);
+  models::HydragenConfig shared;
+  shared.enabled = hydragen;
+  SchedulerHarness warm(*model, CachePolicy::kMarconi, 64 * kMiB, config, backend, "avmp-dynamic",
+                        shared);
 
   // Three system prompts: lengths around a page boundary and the SSD chunk boundary.
   const size_t system_lengths[] = {32, 37, 16 + rng() % 40};
@@ -122,7 +113,6 @@ void RunSessions(const std::string& name, int32_t page_tokens, int64_t prefill_c
   }
   double worst = 0;
   int hits = 0;
-  const int64_t hydragen_before = models::HydragenNodesAttended();
   for (int turn = 0; turn < kTurns; ++turn) {
     // All sessions' turns run together (interleaved in the batch), then each is checked cold.
     std::vector<std::vector<int32_t>> prompts(kSessions);
@@ -159,7 +149,7 @@ void RunSessions(const std::string& name, int32_t page_tokens, int64_t prefill_c
   if (hydragen && model->config().num_attention_layers > 0) {
     // Sessions restored from the same cached system prompt decode together over shared pages:
     // their attention went through Hydragen, and the tokens above still equal the cold runs.
-    EXPECT_GT(models::HydragenNodesAttended(), hydragen_before);
+    EXPECT_GT(warm.scheduler().stats().hydragen_nodes, 0);
   }
   std::printf("[ info ] %s page %d chunk %lld %s%s: max |Δ logprob| %.3g, %d hits\n",
               name.c_str(), page_tokens, static_cast<long long>(prefill_chunk),
@@ -180,14 +170,13 @@ TEST(CacheExactnessTest, HitEqualsMissOnTheReferenceBackend) {
 // its prefill split or its path (prefill or decode). Without Hydragen a hit is bit-identical to
 // a miss; Hydragen's LSE merge of shared-prefix and suffix parts rounds differently from one pass.
 TEST(CacheExactnessTest, HitIsBitIdenticalToMissOnTheCpuBackendWithoutHydragen) {
-  NoHydragen plain;
   uint32_t seed = 11;
   for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny"}) {
     for (int64_t chunk : {int64_t{7}, int64_t{32}, int64_t{50}}) {
-      RunSessions(name, 16, chunk, Backend::kCpu, 0.0, seed++);
+      RunSessions(name, 16, chunk, Backend::kCpu, 0.0, seed++, /*hydragen=*/false);
     }
   }
-  RunSessions("jamba-tiny", 5, 32, Backend::kCpu, 0.0, seed++);
+  RunSessions("jamba-tiny", 5, 32, Backend::kCpu, 0.0, seed++, /*hydragen=*/false);
 }
 
 // With Hydragen, sessions restored from one cached system prompt decode their shared pages

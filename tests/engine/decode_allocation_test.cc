@@ -10,7 +10,6 @@
 #include "gtest/gtest.h"
 #include "kernels/backends.h"
 #include "models/model.h"
-#include "models/shared_prefix_plan.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};
@@ -67,8 +66,10 @@ TEST(DecodeAllocationTest, SteadyStateDecodeStepsDoNotAllocate) {
     };
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(step(100 + i).ok());  // warm-up
     const int64_t before = g_allocations.load();
+    const size_t blocks = ws.blocks_allocated();
     for (int i = 0; i < 32; ++i) ASSERT_TRUE(step(200 + i).ok());
     EXPECT_EQ(g_allocations.load() - before, 0);
+    EXPECT_EQ(ws.blocks_allocated(), blocks);
   }
 }
 
@@ -110,19 +111,23 @@ TEST(DecodeAllocationTest, SharedPrefixBatchDecodeDoesNotAllocate) {
     }
     std::vector<int32_t> next(kSequences);
     std::vector<models::SequenceInput> inputs(kSequences);
+    models::ForwardStats stats;
+    models::ForwardOptions options;
+    options.stats = &stats;
     auto step = [&](int32_t base) {
       for (int s = 0; s < kSequences; ++s) {
         next[s] = base + s;
         inputs[s] = {&states[s], {&next[s], 1}, {}, false};
       }
-      return m.Forward(*ops, ws, inputs, logits.data());
+      return m.Forward(*ops, ws, inputs, logits.data(), options);
     };
-    const int64_t nodes_before = models::HydragenNodesAttended();
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(step(100 + 4 * i).ok());  // warm-up
     const int64_t before = g_allocations.load();
+    const size_t blocks = ws.blocks_allocated();
     for (int i = 0; i < 24; ++i) ASSERT_TRUE(step(300 + 4 * i).ok());
     EXPECT_EQ(g_allocations.load() - before, 0);
-    EXPECT_GT(models::HydragenNodesAttended(), nodes_before);  // the shared path ran
+    EXPECT_EQ(ws.blocks_allocated(), blocks);  // the workspace takes no new scratch either
+    EXPECT_GT(stats.hydragen_nodes, 0);        // the shared path ran
   }
 }
 

@@ -91,7 +91,8 @@ class SchedulerHarness {
  public:
   SchedulerHarness(const models::Model& model, CachePolicy policy, size_t memory_bytes,
                    SchedulerConfig config = {}, Backend backend = Backend::kCpu,
-                   const std::string& allocator = "avmp-dynamic")
+                   const std::string& allocator = "avmp-dynamic",
+                   const models::HydragenConfig& hydragen = {})
       : model_(model) {
     auto spec = CacheModelSpecFor(model.config(), "fixture");
     EXPECT_TRUE(spec.ok()) << spec.status();
@@ -105,7 +106,7 @@ class SchedulerHarness {
     auto named = cache::CreateAllocator(allocator, spec_, options);
     EXPECT_TRUE(named.ok()) << named.status();
     allocator_ = std::move(named->allocator);
-    runner_ = std::make_unique<ModelRunner>(model, MakeOps(backend));
+    runner_ = std::make_unique<ModelRunner>(model, MakeOps(backend), hydragen);
     config.cache.policy = policy;
     config.cache.tuner.synchronous = true;
     scheduler_ =

@@ -212,7 +212,15 @@ TEST(SchedulerTest, PreemptedRequestsResumeWithTheSameOutput) {
       ASSERT_LE(h.allocator().stats(cache::Pool::kKvPage).capacity_units, 11u);
       std::vector<std::shared_ptr<RequestStream>> streams;
       for (const auto& p : prompts) streams.push_back(h.Add(testing::GreedyWithLogprobs(p, 40)));
-      h.RunUntilIdle();
+      bool saw_preempted = false;  // a preempted request waits in the queue, saying so
+      for (int i = 0; i < 100000 && !h.scheduler().idle(); ++i) {
+        h.scheduler().Step();
+        for (const auto& stream : streams) {
+          saw_preempted |= h.scheduler().status_of(stream->id()) == SequenceStatus::kPreempted;
+        }
+      }
+      ASSERT_TRUE(h.scheduler().idle());
+      EXPECT_TRUE(saw_preempted);
       int preemptions = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
         Outcome out = Drain(*streams[i]);
@@ -229,6 +237,38 @@ TEST(SchedulerTest, PreemptedRequestsResumeWithTheSameOutput) {
       EXPECT_EQ(h.used(cache::Pool::kSsmBlock), CacheUnits(h.scheduler(), cache::Pool::kSsmBlock));
     }
   }
+}
+
+// A request's status at each phase: queued, running its prompt in chunks, generating, gone once
+// finished.
+TEST(SchedulerTest, StatusFollowsEachPhase) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  const int32_t vocab = model->config().vocab_size;
+  SchedulerConfig config;
+  config.prefill_chunk = 16;
+  config.max_running = 1;  // the second request stays queued
+  SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB, config);
+  auto first = h.Add(Greedy(Tokens(40, 3, vocab), 5));
+  auto second = h.Add(Greedy(Tokens(40, 4, vocab), 5));
+  auto status = [&](const std::shared_ptr<RequestStream>& s) {
+    return h.scheduler().status_of(s->id());
+  };
+  EXPECT_EQ(status(first), SequenceStatus::kWaiting);
+  h.scheduler().Step();  // prompt tokens 0..16
+  EXPECT_EQ(status(first), SequenceStatus::kPrefilling);
+  EXPECT_EQ(status(second), SequenceStatus::kWaiting);
+  h.scheduler().Step();  // 16..32
+  EXPECT_EQ(status(first), SequenceStatus::kPrefilling);
+  h.scheduler().Step();  // 32..40, then the first token
+  EXPECT_EQ(status(first), SequenceStatus::kDecoding);
+  for (int i = 0; i < 4; ++i) h.scheduler().Step();  // tokens 2..5: finished
+  EXPECT_EQ(status(first), std::nullopt);
+  EXPECT_EQ(Drain(*first).tokens.size(), 5u);
+  h.scheduler().Step();
+  EXPECT_EQ(status(second), SequenceStatus::kPrefilling);
+  EXPECT_TRUE(h.scheduler().Cancel(second->id()));
+  EXPECT_EQ(status(second), std::nullopt);
 }
 
 // Cancelling at any moment frees everything the request held.

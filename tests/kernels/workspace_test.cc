@@ -49,6 +49,30 @@ TEST(WorkspaceTest, AlignsAndMergesBlocksOnReset) {
   EXPECT_EQ(ws.capacity_bytes(), high);
 }
 
+// A forward pass gives each layer's scratch back with Rewind. A layer that overflows the block
+// must still make Reset merge, or every later pass allocates and frees a block per layer (the
+// heap churn that fragmented the engine thread's arena under sustained load).
+TEST(WorkspaceTest, RewoundOverflowIsMergedSoLaterPassesTakeNoBlocks) {
+  Workspace ws(256);
+  auto pass = [&] {
+    ws.Reset();
+    ws.Floats(16);
+    for (int layer = 0; layer < 4; ++layer) {
+      const Workspace::Mark mark = ws.GetMark();
+      ws.Floats(100);
+      ws.Floats(1000);  // more than the first block holds
+      ws.Rewind(mark);
+    }
+  };
+  pass();
+  pass();  // merged at this Reset
+  const size_t blocks = ws.blocks_allocated();
+  const size_t capacity = ws.capacity_bytes();
+  for (int i = 0; i < 10; ++i) pass();
+  EXPECT_EQ(ws.blocks_allocated(), blocks);
+  EXPECT_EQ(ws.capacity_bytes(), capacity);
+}
+
 TEST(WorkspaceTest, CpuOpsStopAllocatingAfterWarmUp) {
   CpuOps cpu(2);
   Rng rng(1);

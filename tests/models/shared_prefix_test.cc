@@ -209,10 +209,9 @@ class SharedPrefixModelTest : public ::testing::TestWithParam<ModelCase> {
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
     ops_ = GetParam().backend == "reference" ? kernels::MakeReferenceOps() : kernels::MakeCpuOps(2);
-    previous_threshold_ = models::HydragenMinSharedWork();
-    models::SetHydragenMinSharedWork(0);  // tiny models: share every common page
+    options_.hydragen.min_shared_work = 0;  // tiny models: share every common page
+    options_.stats = &stats_;
   }
-  void TearDown() override { models::SetHydragenMinSharedWork(previous_threshold_); }
 
   // Runs one batch; returns its logits (last row per sequence).
   std::vector<float> Run(std::vector<Seq*> seqs, const std::vector<std::vector<int32_t>>& tokens) {
@@ -222,7 +221,7 @@ class SharedPrefixModelTest : public ::testing::TestWithParam<ModelCase> {
       batch.push_back({&seqs[i]->state(), tokens[i], {}, false});
     }
     std::vector<float> logits(models::Model::LogitRows(batch) * model_->config().vocab_size);
-    const absl::Status status = model_->Forward(*ops_, ws_, batch, logits.data());
+    const absl::Status status = model_->Forward(*ops_, ws_, batch, logits.data(), options_);
     EXPECT_TRUE(status.ok()) << status;
     return logits;
   }
@@ -230,7 +229,8 @@ class SharedPrefixModelTest : public ::testing::TestWithParam<ModelCase> {
   std::unique_ptr<models::Model> model_;
   std::unique_ptr<kernels::Ops> ops_;
   kernels::Workspace ws_;
-  int64_t previous_threshold_ = 0;
+  models::ForwardOptions options_;
+  models::ForwardStats stats_;
 };
 
 // Two levels of cached prefixes: a root of 3 pages, then two branches of 2 and 3 more pages.
@@ -277,11 +277,11 @@ TEST_P(SharedPrefixModelTest, SharedPagesGiveTheLogitsOfPrivateCopies) {
     }
     return logits;
   };
-  const int64_t nodes_before = models::HydragenNodesAttended();
+  const int64_t nodes_before = stats_.hydragen_nodes;
   const std::vector<float> shared = run_all(true);
-  const int64_t nodes_shared = models::HydragenNodesAttended() - nodes_before;
+  const int64_t nodes_shared = stats_.hydragen_nodes - nodes_before;
   const std::vector<float> priv = run_all(false);
-  EXPECT_EQ(models::HydragenNodesAttended() - nodes_before, nodes_shared)
+  EXPECT_EQ(stats_.hydragen_nodes - nodes_before, nodes_shared)
       << "private copies must attend plainly";
   // Three decode steps × attention layers × three nodes (root, two branches).
   EXPECT_EQ(nodes_shared, 3 * 3 * model_->layout().num_attention_layers());
