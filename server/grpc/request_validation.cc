@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/stop_strings.h"
 #include "models/unicode_utf8.h"
+#include "server/grpc/chat_checkpoints.h"
 #include "server/grpc/chat_variables.h"
 
 namespace tandem::server {
@@ -231,16 +232,13 @@ absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
       !s.ok()) {
     return s;
   }
-  // No special tokens are added (the template placed them), and the client's text is plain:
-  // a "<|im_start|>" written in a message is text, only the template's are markers.
-  std::vector<models::TextRange> plain;
-  plain.reserve(rendered->untrusted.size());
-  for (const chat_template::ByteRange& r : rendered->untrusted) plain.push_back({r.begin, r.end});
-  absl::StatusOr<std::vector<int32_t>> ids =
-      served.tokenizer->EncodeWithPlainRanges(rendered->text, plain, false);
+  // A "<|im_start|>" written in a message is text; only the template's are markers.
+  absl::StatusOr<std::vector<int32_t>> ids = EncodeRenderedChat(*served.tokenizer, *rendered);
   if (!ids.ok()) return Invalid("messages", std::string(ids.status().message()));
   if (absl::Status s = CheckPromptLength(ids->size(), "messages", context); !s.ok()) return s;
   engine::Request out;
+  out.checkpoint_hints =
+      ChatCheckpointHints(*served.chat_template, *served.tokenizer, *variables, *rendered, *ids);
   out.prompt = *std::move(ids);
   if (absl::Status s = ConvertSampling(request.sampling(), context, &out); !s.ok()) return s;
   out.client_id = request.request_id();
