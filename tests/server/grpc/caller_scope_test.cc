@@ -64,6 +64,33 @@ class CallerScopeTest : public ::testing::Test {
     return done.get_future().get();
   }
 
+  // A Generate of `caller` under `request_id`, read up to its first chunk (so it is live).
+  struct LiveCall {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader;
+  };
+  std::unique_ptr<LiveCall> StartLong(const std::string& token, const std::string& request_id) {
+    auto call = std::make_unique<LiveCall>();
+    call->context.AddMetadata("authorization", "Bearer " + token);
+    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    v1::GenerateRequest request = GreedyIds({5, 6, 7}, 4000);
+    request.set_request_id(request_id);
+    call->reader = v1::Tandem::NewStub(channel_)->Generate(&call->context, request);
+    v1::GenerateResponse first;
+    EXPECT_TRUE(call->reader->Read(&first));
+    return call;
+  }
+  // A short Generate of `caller` under `request_id`, read to its end.
+  StreamResult RunShort(const std::string& token, const std::string& request_id) {
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer " + token);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::GenerateRequest request = GreedyIds({5, 6, 7}, 3);
+    request.set_request_id(request_id);
+    auto reader = v1::Tandem::NewStub(channel_)->Generate(&context, request);
+    return ReadStream(*reader);
+  }
+
   std::unique_ptr<ServedModel> model_;
   std::unique_ptr<GrpcServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -71,59 +98,30 @@ class CallerScopeTest : public ::testing::Test {
 
 TEST_F(CallerScopeTest, RequestIdsBelongToTheirCaller) {
   // Alice starts a long request under a name of her choosing.
-  auto stub = v1::Tandem::NewStub(channel_);
-  grpc::ClientContext alice_context;
-  alice_context.AddMetadata("authorization", "Bearer alice-secret");
-  alice_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  v1::GenerateRequest long_request = GreedyIds({5, 6, 7}, 4000);
-  long_request.set_request_id("job-1");
-  auto alice_reader = stub->Generate(&alice_context, long_request);
-  v1::GenerateResponse first;
-  ASSERT_TRUE(alice_reader->Read(&first));  // live: it has produced a chunk
+  std::unique_ptr<LiveCall> alice_call = StartLong("alice-secret", "job-1");
 
   // Bob can neither abort it nor learn that the id is taken: his own job-1 runs alongside.
   EXPECT_FALSE(Abort("bob-secret", "job-1"));
-  grpc::ClientContext bob_context;
-  bob_context.AddMetadata("authorization", "Bearer bob-secret");
-  bob_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::GenerateRequest short_request = GreedyIds({5, 6, 7}, 3);
-  short_request.set_request_id("job-1");
-  auto bob_reader = stub->Generate(&bob_context, short_request);
-  StreamResult bob = ReadStream(*bob_reader);
+  StreamResult bob = RunShort("bob-secret", "job-1");
   ASSERT_TRUE(bob.status.ok()) << bob.status.error_message();
   EXPECT_EQ(bob.request_id, "job-1");
   EXPECT_EQ(bob.tokens.size(), 3u);
 
   // Alice's own Abort finds it, and the stream ends as aborted.
   EXPECT_TRUE(Abort("alice-secret", "job-1"));
-  StreamResult alice = ReadStream(*alice_reader);
+  StreamResult alice = ReadStream(*alice_call->reader);
   ASSERT_TRUE(alice.status.ok()) << alice.status.error_message();
   ASSERT_TRUE(alice.has_complete);
   EXPECT_EQ(alice.complete.finish_reason(), v1::ABORTED);
   EXPECT_LT(alice.tokens.size() + 1, 4000u);
 }
 
-TEST_F(CallerScopeTest, AnotherCallersLiveIdCanBeReusedButNotTwiceByOneCaller) {
-  auto stub = v1::Tandem::NewStub(channel_);
-  grpc::ClientContext first_context;
-  first_context.AddMetadata("authorization", "Bearer alice-secret");
-  first_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  v1::GenerateRequest long_request = GreedyIds({5, 6, 7}, 4000);
-  long_request.set_request_id("same");
-  auto first = stub->Generate(&first_context, long_request);
-  v1::GenerateResponse chunk;
-  ASSERT_TRUE(first->Read(&chunk));
-
-  grpc::ClientContext again_context;
-  again_context.AddMetadata("authorization", "Bearer alice-secret");
-  again_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  v1::GenerateRequest again = GreedyIds({5, 6, 7}, 3);
-  again.set_request_id("same");
-  auto second = stub->Generate(&again_context, again);
-  StreamResult refused = ReadStream(*second);
+TEST_F(CallerScopeTest, OneCallerCannotUseAnIdTwiceAtOnce) {
+  std::unique_ptr<LiveCall> first = StartLong("alice-secret", "same");
+  StreamResult refused = RunShort("alice-secret", "same");
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_TRUE(Abort("alice-secret", "same"));
-  ReadStream(*first);
+  ReadStream(*first->reader);
 }
 
 TEST_F(CallerScopeTest, MalformedRequestsAreUnauthenticatedWithoutATokenAndInvalidWithOne) {
