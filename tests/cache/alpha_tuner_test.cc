@@ -176,7 +176,8 @@ TEST(AlphaTunerTest, WindowAndReplaysAreBoundedForATreeWithoutCapacity) {
     tuner.OnRequest(in, out, r->usable_tokens);
     EXPECT_LE(tuner.logged_tokens(), tc.max_window_tokens);
     // Stand in for the allocator running dry: the engine evicts when an allocation fails.
-    if (cache.bytes() > size_t{3} * 1000 * 1000 * 1000) cache.EvictToBytes(size_t{2} * 1000 * 1000 * 1000);
+    if (cache.bytes() > size_t{3} * 1000 * 1000 * 1000)
+      cache.EvictToBytes(size_t{2} * 1000 * 1000 * 1000);
   }
   ASSERT_GE(tuner.tunings(), 1u);
   const AlphaTuning& e = tuner.events().front();
@@ -199,8 +200,8 @@ TEST(AlphaTunerTest, ReplayCapacityBoundsTheCopies) {
     outputs.push_back(out);
   }
   auto unbounded = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1);
-  auto bounded = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1,
-                                        size_t{1000} * 1000 * 1000);
+  auto bounded =
+      AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1, size_t{1000} * 1000 * 1000);
   ASSERT_TRUE(unbounded.ok()) << unbounded.status();
   ASSERT_TRUE(bounded.ok()) << bounded.status();
   EXPECT_LT((*bounded)[0], (*unbounded)[0]);
@@ -220,7 +221,8 @@ TEST(AlphaTunerTest, KeepsOnlyTheLatestEventsButCountsAll) {
     for (int r = 0; r < 40; ++r) {
       std::vector<TokenId> in(200), out(10);
       for (size_t k = 0; k < in.size(); ++k) {
-        in[k] = block % 2 == 0 && k < 150 ? static_cast<TokenId>(k) : static_cast<TokenId>(rng() & 0xffffff);
+        in[k] = block % 2 == 0 && k < 150 ? static_cast<TokenId>(k)
+                                          : static_cast<TokenId>(rng() & 0xffffff);
       }
       rig.Serve(in, out);
     }

@@ -4,10 +4,11 @@
 // a third to use it). Restoring from a hinted checkpoint is bit-identical to a cold run on the
 // batch-invariant CPU backend, hints never cost another request anything, and everything they
 // take goes back to the allocator.
+#include "engine/checkpoint_hints.h"
+
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint_hints.h"
 #include "gtest/gtest.h"
 #include "tests/engine/engine_test_util.h"
 
@@ -114,7 +115,8 @@ TEST(CheckpointHintsTest, AnExactContinuationRestoresUpToTheLastComputedToken) {
   const Outcome a = h.Run(Hinted(turn1, 6, {turn1.size()}));
   const std::vector<int32_t> turn2 = Concat(Concat(turn1, a.tokens), Tokens(10, 32, vocab));
   const Outcome b = h.Run(Hinted(turn2, 3, {}));
-  EXPECT_EQ(b.finished.usage.cached_tokens, static_cast<int64_t>(turn1.size() + a.tokens.size()) - 1);
+  EXPECT_EQ(b.finished.usage.cached_tokens,
+            static_cast<int64_t>(turn1.size() + a.tokens.size()) - 1);
 }
 
 // A position the tree already holds a state for takes no block and adds no node; everything
@@ -173,7 +175,7 @@ TEST(CheckpointHintsTest, HintsWithoutMemoryAreSkippedNotFailed) {
   const SchedulerStats s = h.scheduler().stats();
   EXPECT_EQ(s.failed, 0u);
   EXPECT_EQ(s.cache.hinted_positions, hints.size());  // all planned …
-  EXPECT_LE(s.cache.checkpoints, 2u);                  // … few kept: the pool holds two blocks
+  EXPECT_LE(s.cache.checkpoints, 2u);                 // … few kept: the pool holds two blocks
 }
 
 TEST(CheckpointHintsTest, BadHintsAreRefusedNamingTheEntry) {
