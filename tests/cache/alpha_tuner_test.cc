@@ -128,18 +128,29 @@ TEST(AlphaTunerTest, RetunesWhenTheHitRateDrifts) {
   EXPECT_EQ(rig.tuner->events().back().reason, "hit rate drift");
 }
 
-TEST(AlphaTunerTest, ReplayGridIsDeterministic) {
-  Rig rig(size_t{1} * 1000 * 1000 * 1000, {});
-  WorkloadOptions o;
-  o.sessions = 10;
-  const Trace t = *GenerateSessionWorkload("lmsys", o);
+// The prompts and outputs of `sessions` generated lmsys sessions, as a tuner logs them.
+struct Log {
   std::vector<std::vector<TokenId>> prompts, outputs;
+};
+Log SessionLog(size_t sessions) {
+  WorkloadOptions o;
+  o.sessions = sessions;
+  const Trace t = *GenerateSessionWorkload("lmsys", o);
+  Log log;
   std::vector<TokenId> in, out;
   for (size_t i = 0; i < t.size(); ++i) {
     t.Tokens(i, &in, &out);
-    prompts.push_back(in);
-    outputs.push_back(out);
+    log.prompts.push_back(in);
+    log.outputs.push_back(out);
   }
+  return log;
+}
+
+TEST(AlphaTunerTest, ReplayGridIsDeterministic) {
+  Rig rig(size_t{1} * 1000 * 1000 * 1000, {});
+  const Log log = SessionLog(10);
+  const auto& prompts = log.prompts;
+  const auto& outputs = log.outputs;
   const std::vector<double> grid = {0, 0.5, 1, 2};
   auto a = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 1);
   auto b = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 2);
@@ -189,16 +200,9 @@ TEST(AlphaTunerTest, WindowAndReplaysAreBoundedForATreeWithoutCapacity) {
 // traffic that outgrows the bound.
 TEST(AlphaTunerTest, ReplayCapacityBoundsTheCopies) {
   Rig rig(0, {});  // a tree without capacity, like the engine's
-  WorkloadOptions o;
-  o.sessions = 20;
-  const Trace t = *GenerateSessionWorkload("lmsys", o);
-  std::vector<std::vector<TokenId>> prompts, outputs;
-  std::vector<TokenId> in, out;
-  for (size_t i = 0; i < t.size(); ++i) {
-    t.Tokens(i, &in, &out);
-    prompts.push_back(in);
-    outputs.push_back(out);
-  }
+  const Log log = SessionLog(20);
+  const auto& prompts = log.prompts;
+  const auto& outputs = log.outputs;
   auto unbounded = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1);
   auto bounded =
       AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1, size_t{1000} * 1000 * 1000);
