@@ -22,8 +22,8 @@ AlphaTuner::~AlphaTuner() {
 
 absl::StatusOr<std::vector<double>> AlphaTuner::ReplayGrid(
     const PrefixCache& snapshot, const std::vector<std::vector<TokenId>>& prompts,
-    const std::vector<std::vector<TokenId>>& outputs, const std::vector<double>& grid,
-    int threads, size_t capacity_bytes) {
+    const std::vector<std::vector<TokenId>>& outputs, const std::vector<double>& grid, int threads,
+    size_t capacity_bytes) {
   std::vector<double> saved(grid.size(), 0);
   std::vector<absl::Status> failures(grid.size());
   std::atomic<size_t> next{0};
@@ -79,7 +79,7 @@ void AlphaTuner::StartWindow(const std::string& reason) {
   // tree, bounded only by the allocator) what it held when memory ran out. A copy without a
   // bound would never evict, so every α would score the same.
   replay_capacity_ = cache_->config().capacity_bytes > 0 ? cache_->config().capacity_bytes
-                                                          : std::max<size_t>(cache_->bytes(), 1);
+                                                         : std::max<size_t>(cache_->bytes(), 1);
   prompts_.clear();
   outputs_.clear();
   logged_tokens_ = 0;
@@ -91,10 +91,9 @@ void AlphaTuner::Launch() {
   done_ = false;
   auto job = [this] {
     const auto start = std::chrono::steady_clock::now();
-    saved_ = snapshot_ == nullptr
-                 ? absl::StatusOr<std::vector<double>>(snapshot_error_)
-                 : ReplayGrid(*snapshot_, prompts_, outputs_, config_.grid, config_.threads,
-                              replay_capacity_);
+    saved_ = snapshot_ == nullptr ? absl::StatusOr<std::vector<double>>(snapshot_error_)
+                                  : ReplayGrid(*snapshot_, prompts_, outputs_, config_.grid,
+                                               config_.threads, replay_capacity_);
     replay_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     done_ = true;

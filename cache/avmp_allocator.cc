@@ -235,8 +235,8 @@ absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
     if (absl::Status s = backing_->Commit(size_t{gi} * granule_bytes_, granule_bytes_); !s.ok()) {
       ++totals_.commit_failures;
       ++p.oom_events;
-      return absl::ResourceExhaustedError(absl::StrCat("pool ", PoolName(pool),
-                                                       ": cannot commit memory: ", s.message()));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("pool ", PoolName(pool), ": cannot commit memory: ", s.message()));
     }
     committed_[gi] = 1;
     totals_.committed_bytes += granule_bytes_;

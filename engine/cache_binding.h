@@ -64,8 +64,9 @@ class CacheBinding {
   // Inserts the first memory.state().tokens of `tokens` with the sequence's pages, its live SSM
   // state and the states it saved. Takes everything `memory` and `saved` own, even when the
   // tree refuses them (INVALID_ARGUMENT from PrefixCache::Insert: a broken invariant).
-  [[nodiscard]] absl::Status Insert(cache::PrefixCache::LeaseId lease, std::span<const int32_t> tokens,
-              SequenceMemory& memory, std::vector<std::pair<size_t, SsmCheckpoint>>& saved);
+  [[nodiscard]] absl::Status Insert(cache::PrefixCache::LeaseId lease,
+                                    std::span<const int32_t> tokens, SequenceMemory& memory,
+                                    std::vector<std::pair<size_t, SsmCheckpoint>>& saved);
   // Tells the α tuner about a finished request (once per request, after its last Insert).
   void ReportFinished(std::span<const int32_t> prompt, std::span<const int32_t> output,
                       size_t hit_tokens);
@@ -79,9 +80,9 @@ class CacheBinding {
   double alpha() const { return cache_->alpha(); }
   size_t alpha_tunings() const { return tuner_ ? tuner_->tunings() : 0; }
   std::vector<cache::AlphaTuning> tuning_events() const {
-    return tuner_ ? std::vector<cache::AlphaTuning>(tuner_->events().begin(),
-                                                    tuner_->events().end())
-                  : std::vector<cache::AlphaTuning>{};
+    return tuner_
+               ? std::vector<cache::AlphaTuning>(tuner_->events().begin(), tuner_->events().end())
+               : std::vector<cache::AlphaTuning>{};
   }
   CachePolicy policy() const { return config_.policy; }
   // Waits for a background α replay (tests, shutdown).

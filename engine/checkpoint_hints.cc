@@ -7,9 +7,8 @@ namespace tandem::engine {
 
 absl::Status ValidateCheckpointHints(const std::vector<size_t>& hints, size_t prompt_tokens) {
   if (hints.size() > kMaxCheckpointHints) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint_hints: at most ",
-                                                   kMaxCheckpointHints, " positions, got ",
-                                                   hints.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint_hints: at most ", kMaxCheckpointHints, " positions, got ", hints.size()));
   }
   for (size_t i = 0; i < hints.size(); ++i) {
     if (hints[i] == 0 || hints[i] > prompt_tokens) {
@@ -18,9 +17,9 @@ absl::Status ValidateCheckpointHints(const std::vector<size_t>& hints, size_t pr
                                                      prompt_tokens, "]"));
     }
     if (i > 0 && hints[i] <= hints[i - 1]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint_hints[", i, "]: positions must be strictly ascending, got ", hints[i],
-          " after ", hints[i - 1]));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint_hints[", i, "]: positions must be strictly ascending, got ",
+                       hints[i], " after ", hints[i - 1]));
     }
   }
   return absl::OkStatus();

@@ -1,10 +1,12 @@
 #include "engine/engine.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "cache/allocator_factory.h"
 #include "engine/cache_model_spec.h"
+#include "engine/heap_trim.h"
 #include "kernels/backends.h"
 #include "models/status_macros.h"
 
@@ -120,7 +122,19 @@ void Engine::Loop() {
       if (scheduler_->idle() && inbox_.empty() && cancels_.empty() && !stopping_) {
         loop_idle_ = true;
         idle_.notify_all();
-        wake_.wait(lock, [&] { return !inbox_.empty() || !cancels_.empty() || stopping_; });
+        auto woken = [&] { return !inbox_.empty() || !cancels_.empty() || stopping_; };
+        if (trim_pending_ && config_.idle_trim_seconds > 0 &&
+            !wake_.wait_for(lock, std::chrono::duration<double>(config_.idle_trim_seconds),
+                            woken)) {
+          // Quiet for a while after some work: hand what the heap freed back to the OS, once
+          // per quiet period (never between closely spaced requests; engine/heap_trim.h).
+          trim_pending_ = false;
+          lock.unlock();
+          ReturnFreeHeapToOs();
+          heap_trims_.fetch_add(1, std::memory_order_relaxed);
+          lock.lock();
+        }
+        wake_.wait(lock, woken);
       }
       if (stopping_) break;
       inbox.swap(inbox_);
@@ -135,6 +149,7 @@ void Engine::Loop() {
     cancels.clear();
 
     scheduler_->Step();
+    trim_pending_ = true;
 
     SchedulerStats stats = scheduler_->stats();
     std::lock_guard<std::mutex> lock(mu_);

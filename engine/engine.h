@@ -5,6 +5,7 @@
 #ifndef TANDEM_ENGINE_ENGINE_H_
 #define TANDEM_ENGINE_ENGINE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,9 @@ struct EngineConfig {
   // Shared-prefix attention for decode rows restored from one cached prefix.
   models::HydragenConfig hydragen;
   size_t max_waiting = 1024;  // queued requests beyond which Submit refuses
+  // After this many seconds without work following some, the loop returns the heap memory the
+  // process freed to the OS (engine/heap_trim.h). 0 never does.
+  double idle_trim_seconds = 1.0;
 };
 
 class Engine {
@@ -67,6 +71,8 @@ class Engine {
 
   // As of the end of the latest step.
   SchedulerStats stats() const;
+  // Times the loop returned freed heap memory to the OS after going quiet.
+  uint64_t heap_trims() const { return heap_trims_.load(std::memory_order_relaxed); }
   const models::Model& model() const { return model_; }
   const cache::ModelSpec& cache_spec() const { return spec_; }
 
@@ -97,6 +103,8 @@ class Engine {
   bool accepting_ = true;
   bool stopping_ = false;
   bool loop_idle_ = true;
+  bool trim_pending_ = false;  // loop thread only: a step ran since the last trim
+  std::atomic<uint64_t> heap_trims_{0};
   SchedulerStats stats_;
   std::thread loop_;
 };

@@ -32,8 +32,8 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
   // Isolate the failing sequences.
   bool any_ok = false;
   for (size_t i = 0; i < batch.size(); ++i) {
-    (*errors)[i] = model_.Forward(*ops_, ws_, batch.subspan(i, 1), logits_.data() + i * vocab_,
-                                  options_);
+    (*errors)[i] =
+        model_.Forward(*ops_, ws_, batch.subspan(i, 1), logits_.data() + i * vocab_, options_);
     any_ok |= (*errors)[i].ok();
   }
   return any_ok ? absl::OkStatus() : status;

@@ -28,7 +28,8 @@ class ModelRunner {
   // Forward changes no state on error) each sequence is retried alone, so one bad sequence
   // cannot fail the others. `errors` always gets one entry per sequence, saying how it fared;
   // the result is an error only when every entry is one.
-  [[nodiscard]] absl::Status Run(std::span<const models::SequenceInput> batch, std::vector<absl::Status>* errors);
+  [[nodiscard]] absl::Status Run(std::span<const models::SequenceInput> batch,
+                                 std::vector<absl::Status>* errors);
   const float* logits_row(size_t i) const { return logits_.data() + i * vocab_; }
   int64_t vocab() const { return vocab_; }
 

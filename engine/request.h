@@ -30,10 +30,12 @@ struct Request {
   // first later request that shares the prefix up to a hint already restores from there.
   // Ascending, no duplicates, each in [1, prompt.size()], at most kMaxCheckpointHints. A hint
   // is advice: one the tree already has a state for, or one there is no memory for, is skipped.
+  // Each kept hint costs an SSM block (on a full cache, the least valuable cached state), so
+  // name only where a later request is likely to branch, not every message boundary.
   std::vector<size_t> checkpoint_hints;
 };
 
-inline constexpr size_t kMaxCheckpointHints = 64;
+inline constexpr size_t kMaxCheckpointHints = 16;
 
 enum class FinishReason {
   kLength,     // max_new_tokens reached

@@ -165,9 +165,8 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
     // between the scheduler and the tree. Say so on this request rather than hide it; the tree
     // freed what it was given, so nothing leaks and no other request is affected.
     reason = FinishReason::kError;
-    error = absl::InternalError(
-        absl::StrCat("prefix cache: the finished sequence's state was refused: ",
-                     inserted.message()));
+    error = absl::InternalError(absl::StrCat(
+        "prefix cache: the finished sequence's state was refused: ", inserted.message()));
   }
   seq.status = SequenceStatus::kFinished;
   if (completed && cache_ != nullptr) {
@@ -272,8 +271,8 @@ bool Scheduler::Admit(Sequence& seq) {
   seq.admission = next_admission_++;
   // A resumed sequence whose state the cache restored up to its last sampled token goes
   // straight back to decoding.
-  const bool decode_next = seq.generated() > 0 &&
-                           seq.computed() + 1 == static_cast<int64_t>(seq.tokens.size());
+  const bool decode_next =
+      seq.generated() > 0 && seq.computed() + 1 == static_cast<int64_t>(seq.tokens.size());
   seq.status = decode_next ? SequenceStatus::kDecoding : SequenceStatus::kPrefilling;
   if (!seq.ever_admitted) {
     seq.ever_admitted = true;

@@ -68,10 +68,10 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
   // The plan depends on page pointers only, so every attention layer of the pass finds the same
   // one; rebuilding it (a sort of the decode rows) costs little next to the attention it saves,
   // and keeps Model::Forward unaware of Hydragen.
-  const SharedPrefixPlan plan =
-      ctx.hydragen.enabled ? PlanSharedPrefixes(ctx.segments, ctx.layout.page_tokens(),
-                                                ctx.hydragen.min_shared_work, ctx.ws)
-                           : SharedPrefixPlan{};
+  const SharedPrefixPlan plan = ctx.hydragen.enabled
+                                    ? PlanSharedPrefixes(ctx.segments, ctx.layout.page_tokens(),
+                                                         ctx.hydragen.min_shared_work, ctx.ws)
+                                    : SharedPrefixPlan{};
   // Segments the plan covers are marked so that the plain loop skips them.
   bool* shared = nullptr;
   if (!plan.order.empty()) {

@@ -128,18 +128,29 @@ TEST(AlphaTunerTest, RetunesWhenTheHitRateDrifts) {
   EXPECT_EQ(rig.tuner->events().back().reason, "hit rate drift");
 }
 
-TEST(AlphaTunerTest, ReplayGridIsDeterministic) {
-  Rig rig(size_t{1} * 1000 * 1000 * 1000, {});
-  WorkloadOptions o;
-  o.sessions = 10;
-  const Trace t = *GenerateSessionWorkload("lmsys", o);
+// The prompts and outputs of `sessions` generated lmsys sessions, as a tuner logs them.
+struct Log {
   std::vector<std::vector<TokenId>> prompts, outputs;
+};
+Log SessionLog(size_t sessions) {
+  WorkloadOptions o;
+  o.sessions = sessions;
+  const Trace t = *GenerateSessionWorkload("lmsys", o);
+  Log log;
   std::vector<TokenId> in, out;
   for (size_t i = 0; i < t.size(); ++i) {
     t.Tokens(i, &in, &out);
-    prompts.push_back(in);
-    outputs.push_back(out);
+    log.prompts.push_back(in);
+    log.outputs.push_back(out);
   }
+  return log;
+}
+
+TEST(AlphaTunerTest, ReplayGridIsDeterministic) {
+  Rig rig(size_t{1} * 1000 * 1000 * 1000, {});
+  const Log log = SessionLog(10);
+  const auto& prompts = log.prompts;
+  const auto& outputs = log.outputs;
   const std::vector<double> grid = {0, 0.5, 1, 2};
   auto a = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 1);
   auto b = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, grid, 2);
@@ -176,7 +187,8 @@ TEST(AlphaTunerTest, WindowAndReplaysAreBoundedForATreeWithoutCapacity) {
     tuner.OnRequest(in, out, r->usable_tokens);
     EXPECT_LE(tuner.logged_tokens(), tc.max_window_tokens);
     // Stand in for the allocator running dry: the engine evicts when an allocation fails.
-    if (cache.bytes() > size_t{3} * 1000 * 1000 * 1000) cache.EvictToBytes(size_t{2} * 1000 * 1000 * 1000);
+    if (cache.bytes() > size_t{3} * 1000 * 1000 * 1000)
+      cache.EvictToBytes(size_t{2} * 1000 * 1000 * 1000);
   }
   ASSERT_GE(tuner.tunings(), 1u);
   const AlphaTuning& e = tuner.events().front();
@@ -188,19 +200,12 @@ TEST(AlphaTunerTest, WindowAndReplaysAreBoundedForATreeWithoutCapacity) {
 // traffic that outgrows the bound.
 TEST(AlphaTunerTest, ReplayCapacityBoundsTheCopies) {
   Rig rig(0, {});  // a tree without capacity, like the engine's
-  WorkloadOptions o;
-  o.sessions = 20;
-  const Trace t = *GenerateSessionWorkload("lmsys", o);
-  std::vector<std::vector<TokenId>> prompts, outputs;
-  std::vector<TokenId> in, out;
-  for (size_t i = 0; i < t.size(); ++i) {
-    t.Tokens(i, &in, &out);
-    prompts.push_back(in);
-    outputs.push_back(out);
-  }
+  const Log log = SessionLog(20);
+  const auto& prompts = log.prompts;
+  const auto& outputs = log.outputs;
   auto unbounded = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1);
-  auto bounded = AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1,
-                                        size_t{1000} * 1000 * 1000);
+  auto bounded =
+      AlphaTuner::ReplayGrid(*rig.cache, prompts, outputs, {0.0}, 1, size_t{1000} * 1000 * 1000);
   ASSERT_TRUE(unbounded.ok()) << unbounded.status();
   ASSERT_TRUE(bounded.ok()) << bounded.status();
   EXPECT_LT((*bounded)[0], (*unbounded)[0]);
@@ -220,7 +225,8 @@ TEST(AlphaTunerTest, KeepsOnlyTheLatestEventsButCountsAll) {
     for (int r = 0; r < 40; ++r) {
       std::vector<TokenId> in(200), out(10);
       for (size_t k = 0; k < in.size(); ++k) {
-        in[k] = block % 2 == 0 && k < 150 ? static_cast<TokenId>(k) : static_cast<TokenId>(rng() & 0xffffff);
+        in[k] = block % 2 == 0 && k < 150 ? static_cast<TokenId>(k)
+                                          : static_cast<TokenId>(rng() & 0xffffff);
       }
       rig.Serve(in, out);
     }

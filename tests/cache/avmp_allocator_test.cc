@@ -137,7 +137,7 @@ TEST(AvmpAllocatorTest, BackingFailuresAreReportedNotIgnored) {
   for (int i = 0; i < 9; ++i) ssm.push_back(*a->Allocate(Pool::kSsmBlock));  // the 9th migrates
   s = a->allocator_stats();
   EXPECT_EQ(s.migrations, 1u);
-  EXPECT_EQ(s.decommit_failures, 4u);  // the four granules moved, still mapped
+  EXPECT_EQ(s.decommit_failures, 4u);              // the four granules moved, still mapped
   EXPECT_EQ(s.committed_bytes, (8u + 8u) * 4096);  // KV's eight (four now SSM's) + SSM's eight
   std::memset(a->Resolve(ssm.back()), 1, 4096);    // and usable by their new owner
   for (Handle h : ssm) a->Free(h);

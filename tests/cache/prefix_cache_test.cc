@@ -231,9 +231,9 @@ TEST(PrefixCacheTest, ABranchPointLeftWithoutAStateByConcurrentSequencesIsRepair
 TEST(PrefixCacheTest, HintedPositionsArePlannedAndAdmitted) {
   FakeEngine e(TinyHybrid());
   const auto a = Range(1, 101);
-  e.Serve(a);  // a state at 100 only
+  e.Serve(a);                                           // a state at 100 only
   const auto b = Cat(Range(1, 51), Range(1000, 1040));  // leaves `a` at 50
-  auto f = e.Begin(b, {20, 50, 70, 90, 91});  // 91 is past the prompt's 90 tokens
+  auto f = e.Begin(b, {20, 50, 70, 90, 91});            // 91 is past the prompt's 90 tokens
   EXPECT_EQ(f.hit.checkpoint_positions, (std::vector<size_t>{20, 50, 70, 90}));
   EXPECT_EQ(e.cache().stats().hinted_positions, 3u);  // 50 is the branch point anyway
   ASSERT_TRUE(e.Finish(f, {7}).ok());
@@ -257,7 +257,8 @@ TEST(PrefixCacheTest, HintedPositionsArePlannedAndAdmitted) {
 // A copy into an allocator too small for the tree fails and keeps nothing of it.
 TEST(PrefixCacheTest, CloneIntoAFullAllocatorFailsAndKeepsNothing) {
   FakeEngine e(TinyHybrid());
-  for (TokenId s = 0; s < 6; ++s) e.Serve(Cat(Range(1, 41), Range(100 * (s + 1), 100 * (s + 1) + 30)));
+  for (TokenId s = 0; s < 6; ++s)
+    e.Serve(Cat(Range(1, 41), Range(100 * (s + 1), 100 * (s + 1) + 30)));
   ASSERT_GT(e.cache().stats().kv_pages, 8u);
   auto small = *ArenaAllocator::Create({.kv_page_bytes = e.alloc().unit_bytes(Pool::kKvPage),
                                         .kv_pages = 8,

@@ -6,11 +6,19 @@
 // Short answers (4 tokens) so that requests keep finishing and starting instead of forming one
 // long queue. The cache policy is `none`: with a prefix cache, finished requests legitimately
 // leave state in the pools, and the baseline check could not tell that from a leak.
+//
+// A second soak runs the default prefix cache (marconi) over multi-turn sessions on the bundled
+// model with a small memory, so the cache fills within seconds and then evicts on every
+// admission: the server's resident memory must then plateau (issue 13 item 4: it grew by about
+// 270 KB per request, never released, from malloc arena fragmentation by the per-layer scratch
+// churn and from the α tuner's unbounded window).
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -118,6 +126,58 @@ TEST(BenchSoakTest, TwoHundredFiftySixStreamsForThirtySeconds) {
   for (const char* pool : {"kv_page", "ssm_block"}) {
     EXPECT_EQ(UsedUnits(after, pool), UsedUnits(before, pool)) << pool;
   }
+}
+
+// Resident memory plateaus under sustained cached traffic: once the cache has filled (well
+// before the half-way point), the second half adds less than kPlateauSlackBytes. Sanitizer
+// builds run the soak for its errors and leaks only: ASan's quarantine holds freed memory by
+// design, so their RSS says nothing about the allocator's.
+TEST(BenchSoakTest, ResidentMemoryPlateausWithThePrefixCache) {
+  constexpr int64_t kPlateauSlackBytes = int64_t{24} << 20;
+  ServeProcess server({"--threads", "2", "--memory-gib", "0.046875"});  // 48 MiB of pools
+  ASSERT_TRUE(server.ok()) << "tandem serve did not start";
+  auto connection = client::Connection::Open(server.address(), {});
+  ASSERT_TRUE(connection.ok());
+  ASSERT_EQ(ServerInfo(**connection).cache_policy(), "marconi");
+
+  std::vector<std::pair<double, int64_t>> samples;  // (seconds, VmRSS)
+  std::atomic<bool> running{true};
+  std::thread sampler([&] {
+    const auto start = std::chrono::steady_clock::now();
+    while (running) {
+      const double t =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      samples.push_back({t, ResidentBytes(server.pid())});
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  const auto o = RunTandem("bench --address " + server.address() +
+                           " --json --concurrency 32 --duration 36 --max-new-tokens 8");
+  running = false;
+  sampler.join();
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const nlohmann::json r = nlohmann::json::parse(o.out);
+  EXPECT_EQ(r["errors"], 0) << r.dump();
+  EXPECT_GT(r["token_hit_rate"].get<double>(), 0.3) << r.dump();  // the cache is in use
+
+  const v1::ServerInfo info = ServerInfo(**connection);
+  EXPECT_GT(info.evictions(), 0) << "the cache never filled: the plateau was not tested";
+  ASSERT_GT(samples.size(), 10u);
+  const double end = samples.back().first;
+  int64_t middle = 0;
+  for (const auto& [t, rss] : samples) {
+    if (t <= end / 2) middle = rss;
+  }
+  const int64_t last = samples.back().second;
+  std::fprintf(
+      stderr,
+      "server VmRSS with the cache: %lld MiB at %.0f s, %lld MiB at %.0f s, %lld requests\n",
+      static_cast<long long>(middle >> 20), end / 2, static_cast<long long>(last >> 20), end,
+      static_cast<long long>(r["ok"].get<int64_t>()));
+#if !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(last - middle, kPlateauSlackBytes)
+      << "RSS grew from " << (middle >> 20) << " MiB to " << (last >> 20) << " MiB";
+#endif
 }
 
 }  // namespace

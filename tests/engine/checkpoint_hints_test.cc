@@ -4,10 +4,11 @@
 // a third to use it). Restoring from a hinted checkpoint is bit-identical to a cold run on the
 // batch-invariant CPU backend, hints never cost another request anything, and everything they
 // take goes back to the allocator.
+#include "engine/checkpoint_hints.h"
+
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint_hints.h"
 #include "gtest/gtest.h"
 #include "tests/engine/engine_test_util.h"
 
@@ -35,41 +36,55 @@ Request Hinted(std::vector<int32_t> prompt, int32_t max_new_tokens, std::vector<
   return r;
 }
 
-// The output a request gets with no cache at all.
-Outcome Cold(const models::Model& model, const Request& request) {
+SchedulerConfig Chunked() {
   SchedulerConfig config;
   config.prefill_chunk = 16;
-  SchedulerHarness cold(model, CachePolicy::kNone, 64 * kMiB, config);
+  return config;
+}
+
+// The output a request gets with no cache at all.
+Outcome Cold(const models::Model& model, const Request& request) {
+  SchedulerHarness cold(model, CachePolicy::kNone, 64 * kMiB, Chunked());
   return cold.Run(request);
+}
+
+// Runs `first`, then `second` on one cached scheduler; `second` must give the cold run's
+// tokens and logprobs, bit for bit (the batch-invariant CPU backend).
+Outcome SecondAfterFirst(const models::Model& model, const Request& first, const Request& second) {
+  SchedulerHarness h(model, CachePolicy::kMarconi, 64 * kMiB, Chunked());
+  h.Run(first);
+  const Outcome out = h.Run(second);
+  const Outcome cold = Cold(model, second);
+  EXPECT_EQ(out.tokens, cold.tokens);
+  EXPECT_TRUE(SameLogprobs(out.logprobs, cold.logprobs)) << "restored state differs";
+  return out;
+}
+
+// Calls `test` with each fixture family's model.
+template <typename Test>
+void ForEachFamily(Test test) {
+  for (const char* name : kFamilies) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    test(*model, model->config().vocab_size);
+  }
 }
 
 // A chat's shape: a shared system prompt (37 tokens: inside a page, off the SSD chunk boundary),
 // then per session a user message. Session 1 hints the end of the system prompt; session 2,
 // the first other request to share it, already restores it.
 TEST(CheckpointHintsTest, ANewSessionRestoresTheHintedSystemPromptOnItsFirstRequest) {
-  for (const char* name : kFamilies) {
-    SCOPED_TRACE(name);
-    auto model = LoadFixtureModel(name);
-    ASSERT_NE(model, nullptr);
-    const int32_t vocab = model->config().vocab_size;
+  ForEachFamily([](const models::Model& model, int32_t vocab) {
     const std::vector<int32_t> system = Tokens(37, 1, vocab);
-    SchedulerConfig config;
-    config.prefill_chunk = 16;
-    for (bool hinted : {false, true}) {
-      SCOPED_TRACE(hinted ? "hinted" : "not hinted");
-      SchedulerHarness h(*model, CachePolicy::kMarconi, 64 * kMiB, config);
-      const std::vector<int32_t> first = Concat(system, Tokens(23, 11, vocab));
-      const std::vector<size_t> hints =
-          hinted ? std::vector<size_t>{system.size(), first.size()} : std::vector<size_t>{};
-      h.Run(Hinted(first, 4, hints));
-      const Request second = Hinted(Concat(system, Tokens(19, 12, vocab)), 6, {system.size()});
-      const Outcome b = h.Run(second);
-      EXPECT_EQ(b.finished.usage.cached_tokens, hinted ? 37 : 0);
-      const Outcome cold = Cold(*model, second);
-      EXPECT_EQ(b.tokens, cold.tokens);
-      EXPECT_TRUE(SameLogprobs(b.logprobs, cold.logprobs)) << "restored state differs";
-    }
-  }
+    const std::vector<int32_t> first = Concat(system, Tokens(23, 11, vocab));
+    const Request second = Hinted(Concat(system, Tokens(19, 12, vocab)), 6, {system.size()});
+    const Outcome plain = SecondAfterFirst(model, Hinted(first, 4, {}), second);
+    EXPECT_EQ(plain.finished.usage.cached_tokens, 0);
+    const Outcome hinted =
+        SecondAfterFirst(model, Hinted(first, 4, {system.size(), first.size()}), second);
+    EXPECT_EQ(hinted.finished.usage.cached_tokens, 37);
+  });
 }
 
 // Turn 2 of a chat renders turn 1's prompt, then the answer as the template writes it, which
@@ -78,29 +93,17 @@ TEST(CheckpointHintsTest, ANewSessionRestoresTheHintedSystemPromptOnItsFirstRequ
 // computed token, so a prompt that departs anywhere inside the answer restores nothing. With
 // the end of turn 1's prompt hinted, turn 2 restores all of it.
 TEST(CheckpointHintsTest, TheNextTurnRestoresTheHintedEndOfTheRenderedPrompt) {
-  for (const char* name : kFamilies) {
-    SCOPED_TRACE(name);
-    auto model = LoadFixtureModel(name);
-    ASSERT_NE(model, nullptr);
-    const int32_t vocab = model->config().vocab_size;
-    SchedulerConfig config;
-    config.prefill_chunk = 16;
-    for (bool hinted : {false, true}) {
-      SCOPED_TRACE(hinted ? "hinted" : "not hinted");
-      SchedulerHarness h(*model, CachePolicy::kMarconi, 64 * kMiB, config);
-      const std::vector<int32_t> turn1 = Tokens(45, 21, vocab);
-      h.Run(Hinted(turn1, 8, hinted ? std::vector<size_t>{turn1.size()} : std::vector<size_t>{}));
-      // The re-rendered answer differs from the sampled tokens; then the next user message.
-      const std::vector<int32_t> turn2 =
-          Concat(Concat(turn1, Tokens(9, 22, vocab)), Tokens(14, 23, vocab));
-      const Request next = Hinted(turn2, 5, {turn1.size(), turn2.size()});
-      const Outcome b = h.Run(next);
-      EXPECT_EQ(b.finished.usage.cached_tokens, hinted ? 45 : 0);
-      const Outcome cold = Cold(*model, next);
-      EXPECT_EQ(b.tokens, cold.tokens);
-      EXPECT_TRUE(SameLogprobs(b.logprobs, cold.logprobs)) << "restored state differs";
-    }
-  }
+  ForEachFamily([](const models::Model& model, int32_t vocab) {
+    const std::vector<int32_t> turn1 = Tokens(45, 21, vocab);
+    // The re-rendered answer differs from the sampled tokens; then the next user message.
+    const std::vector<int32_t> turn2 =
+        Concat(Concat(turn1, Tokens(9, 22, vocab)), Tokens(14, 23, vocab));
+    const Request next = Hinted(turn2, 5, {turn1.size(), turn2.size()});
+    const Outcome plain = SecondAfterFirst(model, Hinted(turn1, 8, {}), next);
+    EXPECT_EQ(plain.finished.usage.cached_tokens, 0);
+    const Outcome hinted = SecondAfterFirst(model, Hinted(turn1, 8, {turn1.size()}), next);
+    EXPECT_EQ(hinted.finished.usage.cached_tokens, 45);
+  });
 }
 
 // When the next turn does continue the sampled tokens exactly, the state after the last
@@ -114,21 +117,16 @@ TEST(CheckpointHintsTest, AnExactContinuationRestoresUpToTheLastComputedToken) {
   const Outcome a = h.Run(Hinted(turn1, 6, {turn1.size()}));
   const std::vector<int32_t> turn2 = Concat(Concat(turn1, a.tokens), Tokens(10, 32, vocab));
   const Outcome b = h.Run(Hinted(turn2, 3, {}));
-  EXPECT_EQ(b.finished.usage.cached_tokens, static_cast<int64_t>(turn1.size() + a.tokens.size()) - 1);
+  EXPECT_EQ(b.finished.usage.cached_tokens,
+            static_cast<int64_t>(turn1.size() + a.tokens.size()) - 1);
 }
 
 // A position the tree already holds a state for takes no block and adds no node; everything
 // the hints took is in the tree after the requests finish and back in the allocator once the
 // tree lets go of it.
 TEST(CheckpointHintsTest, HintsAreNotDuplicatedAndTheirMemoryComesBack) {
-  for (const char* name : kFamilies) {
-    SCOPED_TRACE(name);
-    auto model = LoadFixtureModel(name);
-    ASSERT_NE(model, nullptr);
-    const int32_t vocab = model->config().vocab_size;
-    SchedulerConfig config;
-    config.prefill_chunk = 16;
-    SchedulerHarness h(*model, CachePolicy::kMarconi, 64 * kMiB, config);
+  ForEachFamily([](const models::Model& model, int32_t vocab) {
+    SchedulerHarness h(model, CachePolicy::kMarconi, 64 * kMiB, Chunked());
     const size_t kv0 = h.used(cache::Pool::kKvPage), ssm0 = h.used(cache::Pool::kSsmBlock);
     const std::vector<int32_t> system = Tokens(37, 41, vocab);
     const std::vector<int32_t> prompt = Concat(system, Tokens(20, 42, vocab));
@@ -152,7 +150,7 @@ TEST(CheckpointHintsTest, HintsAreNotDuplicatedAndTheirMemoryComesBack) {
     h.scheduler().cache()->EvictAll();
     EXPECT_EQ(h.used(cache::Pool::kKvPage), kv0);
     EXPECT_EQ(h.used(cache::Pool::kSsmBlock), ssm0);
-  }
+  });
 }
 
 // With no SSM block to spare, hinted states are skipped; the request runs as it would without
@@ -173,7 +171,7 @@ TEST(CheckpointHintsTest, HintsWithoutMemoryAreSkippedNotFailed) {
   const SchedulerStats s = h.scheduler().stats();
   EXPECT_EQ(s.failed, 0u);
   EXPECT_EQ(s.cache.hinted_positions, hints.size());  // all planned …
-  EXPECT_LE(s.cache.checkpoints, 2u);                  // … few kept: the pool holds two blocks
+  EXPECT_LE(s.cache.checkpoints, 2u);                 // … few kept: the pool holds two blocks
 }
 
 TEST(CheckpointHintsTest, BadHintsAreRefusedNamingTheEntry) {

@@ -1,4 +1,5 @@
 // The thread-safe engine API: concurrent submissions, streaming, cancellation, shutdown, errors.
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -117,6 +118,33 @@ TEST(EngineApiTest, CancelStopsARunningRequestAndFreesItsMemory) {
   const SchedulerStats stats = (*engine)->stats();
   EXPECT_EQ(stats.cancelled, 1u);
   EXPECT_EQ(stats.memory.pools[0].used_units + stats.memory.pools[1].used_units, 0u);
+}
+
+// Once quiet after some work the loop returns freed heap memory to the OS, once per quiet
+// period: an engine that never worked, or that stays quiet, does not trim again.
+TEST(EngineApiTest, GoingQuietAfterWorkReturnsFreedHeapOnce) {
+  auto model = LoadFixtureModel("jamba-tiny");
+  ASSERT_NE(model, nullptr);
+  EngineConfig config = SmallConfig(CachePolicy::kMarconi);
+  config.idle_trim_seconds = 0.01;
+  auto engine = Engine::Create(*model, nullptr, config);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->heap_trims(), 0u);
+  auto wait_for_trims = [&](uint64_t n) {
+    for (int i = 0; i < 2000 && (*engine)->heap_trims() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return (*engine)->heap_trims();
+  };
+  for (uint64_t round = 1; round <= 2; ++round) {
+    auto stream = (*engine)->Submit(
+        Greedy(Tokens(30, static_cast<uint32_t>(round), model->config().vocab_size), 4));
+    ASSERT_TRUE(stream.ok());
+    Drain(**stream);
+    EXPECT_EQ(wait_for_trims(round), round);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // quiet, no work: no trim
+  EXPECT_EQ((*engine)->heap_trims(), 2u);
 }
 
 TEST(EngineApiTest, ShutdownCancelsEverythingAndRefusesNewRequests) {

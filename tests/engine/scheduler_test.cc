@@ -239,16 +239,21 @@ TEST(SchedulerTest, PreemptedRequestsResumeWithTheSameOutput) {
   }
 }
 
+// Prompts in chunks of 16, one request running at a time: a second one stays queued.
+SchedulerConfig OneAtATime() {
+  SchedulerConfig config;
+  config.prefill_chunk = 16;
+  config.max_running = 1;
+  return config;
+}
+
 // A request's status at each phase: queued, running its prompt in chunks, generating, gone once
 // finished.
 TEST(SchedulerTest, StatusFollowsEachPhase) {
   auto model = LoadFixtureModel("jamba-tiny");
   ASSERT_NE(model, nullptr);
   const int32_t vocab = model->config().vocab_size;
-  SchedulerConfig config;
-  config.prefill_chunk = 16;
-  config.max_running = 1;  // the second request stays queued
-  SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB, config);
+  SchedulerHarness h(*model, CachePolicy::kNone, 64 * kMiB, OneAtATime());
   auto first = h.Add(Greedy(Tokens(40, 3, vocab), 5));
   auto second = h.Add(Greedy(Tokens(40, 4, vocab), 5));
   auto status = [&](const std::shared_ptr<RequestStream>& s) {
@@ -276,12 +281,9 @@ TEST(SchedulerTest, CancelInEveryPhaseReturnsPoolsToTheirBaseline) {
   auto model = LoadFixtureModel("jamba-tiny");
   ASSERT_NE(model, nullptr);
   const int32_t vocab = model->config().vocab_size;
-  SchedulerConfig config;
-  config.prefill_chunk = 16;
-  config.max_running = 1;  // the second request stays queued
   for (CachePolicy policy : {CachePolicy::kNone, CachePolicy::kMarconi}) {
     SCOPED_TRACE(CachePolicyName(policy));
-    SchedulerHarness h(*model, policy, 64 * kMiB, config);
+    SchedulerHarness h(*model, policy, 64 * kMiB, OneAtATime());
     h.Run(Greedy(Tokens(40, 3, vocab), 3));  // something cached (for marconi)
     const size_t kv0 = h.used(cache::Pool::kKvPage), ssm0 = h.used(cache::Pool::kSsmBlock);
     // step 0: queued; step 1: prefilling (first chunk done); step 4: decoding.
