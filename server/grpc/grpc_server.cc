@@ -15,7 +15,6 @@
 #include "server/http/tls_context.h"
 #include "server/metrics/engine_collector.h"
 #include "server/metrics/metrics_endpoint.h"
-#include "server/util/heap_trimmer.h"
 #include "server/util/small_file.h"
 
 namespace tandem::server {
@@ -108,13 +107,19 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
   if (absl::Status s = WarmUp(*server->engine_, *model.model); !s.ok()) {
     return absl::InternalError(absl::StrCat("warm-up request failed: ", s.message()));
   }
+  // After a burst of calls (a reset flood, a huge prompt) the freed memory goes back to the
+  // system within seconds instead of keeping the process at its peak.
+  server->heap_trimmer_ =
+      std::make_unique<engine::PeriodicHeapTrimmer>(std::chrono::seconds(2), 32 << 20);
   server->state_ = std::make_unique<ServiceState>(model, *server->engine_, config);
   server->pump_ = std::make_unique<StreamPump>();
   server->service_ = std::make_unique<TandemService>(*server->state_, *server->pump_);
   if (config.metrics.enabled) {
     ServiceState* state = server->state_.get();
-    server->engine_collector_ = std::make_shared<EngineCollector>([state] {
-      return EngineSnapshot{state->engine().stats(), state->active_streams(), state->draining()};
+    server->engine_collector_ = std::make_shared<EngineCollector>([s = server.get(), state] {
+      const uint64_t periodic = s->heap_trimmer_ ? s->heap_trimmer_->trims() : 0;
+      return EngineSnapshot{state->engine().stats(), state->active_streams(), state->draining(),
+                            state->engine().heap_trims() + periodic};
     });
     MetricsEndpointOptions options;
     options.host = config.metrics.host;
@@ -155,9 +160,6 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
     return absl::UnavailableError(
         absl::StrCat("could not listen on ", Address(config.host, config.port)));
   }
-  // After a burst of calls (a reset flood, a huge prompt) the freed memory goes back to the
-  // system within seconds instead of keeping the process at its peak.
-  server->heap_trimmer_ = std::make_unique<HeapTrimmer>(std::chrono::seconds(2), 32 << 20);
   // The model is loaded and warm: ready.
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   health->SetServingStatus(true);

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
+#include "engine/heap_trim.h"
 #include "server/grpc/served_model.h"
 #include "server/grpc/server_config.h"
 
@@ -24,7 +25,6 @@ class Server;
 namespace tandem::server {
 
 class EngineCollector;
-class HeapTrimmer;
 class MetricsEndpoint;
 class ServiceState;
 class StreamPump;
@@ -54,7 +54,7 @@ class GrpcServer {
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<EngineCollector> engine_collector_;
   std::unique_ptr<MetricsEndpoint> metrics_;
-  std::unique_ptr<HeapTrimmer> heap_trimmer_;
+  std::unique_ptr<engine::PeriodicHeapTrimmer> heap_trimmer_;
   int port_ = 0;
   bool shut_down_ = false;
 };

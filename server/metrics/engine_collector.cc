@@ -102,6 +102,13 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
           static_cast<double>(s.cache.nodes));
   f.Gauge("tandem_cache_bytes", "Bytes of KV pages and SSM checkpoints held by the prefix cache.",
           static_cast<double>(s.cache.bytes));
+  f.Counter("tandem_cache_hinted_checkpoints_total",
+            "SSM states saved where a request said later ones will branch (a chat's message "
+            "boundaries) and the cache had none.",
+            static_cast<double>(s.cache.hinted_positions));
+  f.Counter("tandem_cache_insert_errors_total",
+            "Finished or preempted sequences whose state the prefix cache refused.",
+            static_cast<double>(s.cache_insert_errors));
 
   // Memory: the two pools and the migrations between them.
   f.PerPool("tandem_pool_used_bytes", "Bytes of a pool's units in use.", MetricType::Gauge, m,
@@ -117,6 +124,16 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
             static_cast<double>(m.migrations));
   f.Counter("tandem_migrated_bytes_total", "Bytes of capacity moved between the pools.",
             static_cast<double>(m.bytes_migrated));
+  f.Counter("tandem_memory_commit_failures_total",
+            "Times the OS refused to back pool memory (each failed one allocation).",
+            static_cast<double>(m.commit_failures));
+  f.Counter("tandem_memory_decommit_failures_total",
+            "Times the OS refused to release pool memory (it stays counted as committed).",
+            static_cast<double>(m.decommit_failures));
+  f.Counter("tandem_heap_trims_total",
+            "Times freed heap memory was returned to the OS (after engine work, or after any "
+            "burst such as a flood of calls).",
+            static_cast<double>(snap.heap_trims));
   return f.Take();
 }
 

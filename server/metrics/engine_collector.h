@@ -18,6 +18,9 @@ struct EngineSnapshot {
   engine::SchedulerStats stats;
   int64_t active_streams = 0;  // open Generate/Chat calls
   bool draining = false;
+  // Times freed heap went back to the OS: the engine's own when it went quiet, and the
+  // server's periodic trimmer's.
+  uint64_t heap_trims = 0;
 };
 
 class EngineCollector : public prometheus::Collectable {
