@@ -129,10 +129,14 @@ TEST(BenchSoakTest, TwoHundredFiftySixStreamsForThirtySeconds) {
 }
 
 // Resident memory plateaus under sustained cached traffic: once the cache has filled (well
-// before the half-way point), the second half adds less than kPlateauSlackBytes. Sanitizer
-// builds run the soak for its errors and leaks only: ASan's quarantine holds freed memory by
-// design, so their RSS says nothing about the allocator's.
+// before the half-way point), the second half adds less than kPlateauSlackBytes. Not in
+// sanitizer builds: ASan's quarantine holds freed memory by design, so their RSS says nothing
+// about the allocator's, and at their speed the cache does not even fill in the time (the soak
+// above runs there for errors and leaks).
 TEST(BenchSoakTest, ResidentMemoryPlateausWithThePrefixCache) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "RSS under AddressSanitizer says nothing about malloc's arenas";
+#endif
   constexpr int64_t kPlateauSlackBytes = int64_t{24} << 20;
   ServeProcess server({"--threads", "2", "--memory-gib", "0.046875"});  // 48 MiB of pools
   ASSERT_TRUE(server.ok()) << "tandem serve did not start";
@@ -174,10 +178,8 @@ TEST(BenchSoakTest, ResidentMemoryPlateausWithThePrefixCache) {
       "server VmRSS with the cache: %lld MiB at %.0f s, %lld MiB at %.0f s, %lld requests\n",
       static_cast<long long>(middle >> 20), end / 2, static_cast<long long>(last >> 20), end,
       static_cast<long long>(r["ok"].get<int64_t>()));
-#if !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(last - middle, kPlateauSlackBytes)
       << "RSS grew from " << (middle >> 20) << " MiB to " << (last >> 20) << " MiB";
-#endif
 }
 
 }  // namespace
