@@ -10,16 +10,25 @@ scripts/setup.sh
 jobs=$(nproc)
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tandem-ccache}
 
+# Each stage says how long it took: CI has 40 minutes on 2 cores for all of them.
+stage_start=$SECONDS
+stage_done() { echo "== $1 took $((SECONDS - stage_start)) s =="; stage_start=$SECONDS; }
+
 echo "== release build =="
 scripts/build.sh
+stage_done "release build"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
+stage_done "release tests"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) =="
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON \
   -DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF >/dev/null
 cmake --build build/asan
+stage_done "sanitizer build"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs"
+stage_done "sanitizer tests"
 
 echo "== libFuzzer targets (clang) =="
 scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+stage_done "fuzzing"
