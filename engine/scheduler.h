@@ -16,6 +16,7 @@
 #ifndef TANDEM_ENGINE_SCHEDULER_H_
 #define TANDEM_ENGINE_SCHEDULER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -66,6 +67,19 @@ struct SchedulerStats {
   int64_t hydragen_nodes = 0;  // shared-prefix nodes attended with Hydragen (all layers)
   double token_hit_rate() const {
     return prompt_tokens ? static_cast<double>(cached_tokens) / prompt_tokens : 0.0;
+  }
+  // The fraction of the pools' capacity that sequences hold, the prefix cache's pages counted
+  // as free because it gives them back on demand (a page a sequence shares with the cache
+  // counts as the cache's). It is the "KV cache utilisation" load balancers compare replicas
+  // by: counting the cache would make every warm replica look full.
+  double memory_usage_ratio() const {
+    size_t used = 0, capacity = 0;
+    for (const cache::PoolStats& pool : memory.pools) {
+      used += pool.used_units * pool.unit_bytes;
+      capacity += pool.capacity_units * pool.unit_bytes;
+    }
+    if (capacity == 0 || used <= cache.bytes) return 0.0;
+    return std::min(1.0, static_cast<double>(used - cache.bytes) / capacity);
   }
   std::string cache_policy;
   double alpha = 0;

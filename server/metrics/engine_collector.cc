@@ -118,6 +118,10 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
             [](const cache::PoolStats& p) { return p.capacity_units * p.unit_bytes; });
   f.PerPool("tandem_oom_events_total", "Allocations a pool refused for lack of memory.",
             MetricType::Counter, m, [](const cache::PoolStats& p) { return p.oom_events; });
+  f.Gauge("tandem_memory_usage_ratio",
+          "Fraction of the pools' capacity held by sequences; the prefix cache's evictable "
+          "pages count as free (the KV utilisation a load balancer compares replicas by).",
+          s.memory_usage_ratio());
   f.Gauge("tandem_memory_budget_bytes", "Memory given to KV pages and SSM blocks together.",
           static_cast<double>(m.budget_bytes));
   f.Counter("tandem_migrations_total", "Capacity moves between the KV and SSM pools (AVMP).",

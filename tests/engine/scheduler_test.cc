@@ -30,6 +30,17 @@ size_t CacheUnits(Scheduler& s, cache::Pool pool) {
   return pool == cache::Pool::kKvPage ? c.kv_pages : c.checkpoints;
 }
 
+TEST(SchedulerStatsTest, MemoryUsageRatioCountsSequencesNotTheCache) {
+  SchedulerStats stats;
+  EXPECT_EQ(stats.memory_usage_ratio(), 0.0);  // no pools yet
+  stats.memory.pools[0] = {.unit_bytes = 100, .used_units = 6, .capacity_units = 10};
+  stats.memory.pools[1] = {.unit_bytes = 1000, .used_units = 1, .capacity_units = 1};
+  stats.cache.bytes = 300;  // 3 of the 6 KV pages are the cache's
+  EXPECT_DOUBLE_EQ(stats.memory_usage_ratio(), (600 + 1000 - 300) / 2000.0);
+  stats.cache.bytes = 1600;  // everything used is the cache's
+  EXPECT_EQ(stats.memory_usage_ratio(), 0.0);
+}
+
 TEST(SchedulerTest, MatchesTheTransformersGreedyTokensForEveryFamily) {
   for (const char* name : kFamilies) {
     SCOPED_TRACE(name);

@@ -117,6 +117,9 @@ TEST_F(MetricsTest, EngineCountersAndGaugesAgreeWithServerInfo) {
   EXPECT_EQ(Sample(text, "tandem_generation_tokens_total"), info.generated_tokens());
   EXPECT_DOUBLE_EQ(Sample(text, "tandem_token_hit_rate"), info.token_hit_rate());
   EXPECT_EQ(Sample(text, "tandem_requests_waiting"), 0);
+  // Idle, only the prefix cache holds pool memory, and its pages count as free.
+  EXPECT_GT(Sample(text, "tandem_cache_bytes"), 0);
+  EXPECT_EQ(Sample(text, "tandem_memory_usage_ratio"), 0);
   EXPECT_EQ(Sample(text, "tandem_cache_evictions_total"), info.evictions());
   EXPECT_EQ(Sample(text, "tandem_migrations_total"), info.migrations());
   EXPECT_EQ(Sample(text, "tandem_alpha_tunings_total"), info.alpha_tunings());
