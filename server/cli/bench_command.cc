@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cache/trace.h"
 #include "models/status_macros.h"
@@ -57,6 +60,9 @@ const std::vector<FlagSpec>& BenchFlags() {
                  {"stop-at-eos", false,
                   "end requests at end-of-sequence (default: always generate max-new-tokens)"},
                  {"timeout", true, "seconds one request may take before it counts as failed (300)"},
+                 {"session-header", true,
+                  "send each request's session id in this gRPC header (e.g. x-session-id), for "
+                  "a proxy that keeps a session on one replica"},
                  {"json", false, "print one JSON object instead of the table"},
                  {"help", false, "show this help"},
              });
@@ -82,6 +88,29 @@ absl::StatusOr<int64_t> IntAtLeast(const Args& args, const std::string& name, in
     return absl::InvalidArgumentError(absl::StrCat("--", name, " must be >= ", min, ", got ", *v));
   }
   return v.value_or(fallback);
+}
+
+// gRPC refuses to send a malformed key (the call fails inside the library), and the headers the
+// connection itself sets must not be overridden: say which rule a name broke, up front.
+absl::Status CheckSessionHeaderName(const std::string& name) {
+  const bool valid_chars = !name.empty() && absl::c_all_of(name, [](char c) {
+    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '_' || c == '.';
+  });
+  if (!valid_chars) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--session-header \"", name, "\" must be lowercase letters, digits, '-', '_' or '.'"));
+  }
+  for (const char* reserved : {"authorization", "content-type", "te", "user-agent", "host"}) {
+    if (name == reserved) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--session-header \"", name, "\" is a header the client sets itself"));
+    }
+  }
+  if (absl::StartsWith(name, "grpc-")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--session-header \"", name, "\": grpc- names are reserved for gRPC"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
@@ -139,6 +168,10 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   if (timeout && !(*timeout > 0)) return absl::InvalidArgumentError("--timeout must be > 0");
   load.request_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(timeout.value_or(300) * 1000));
+  if (args.Has("session-header")) {
+    load.session_header = *args.String("session-header");
+    TANDEM_RETURN_IF_ERROR(CheckSessionHeaderName(load.session_header));
+  }
   s.json = args.Has("json");
   return s;
 }

@@ -149,10 +149,14 @@ class Runner {
       done_.emplace_back(call);
       done_cv_.notify_one();
     };
+    client::StreamCall::Metadata metadata;
+    if (!options_.session_header.empty()) {
+      metadata.emplace_back(options_.session_header, std::to_string(call->request.session));
+    }
     call->start = Clock::now();
     call->last_chunk = call->start;
     client::StreamCall::StartGenerate(connection_, std::move(message), options_.request_timeout,
-                                      std::move(handlers));
+                                      std::move(handlers), std::move(metadata));
   }
 
   static void OnResponse(Call& call, const v1::GenerateResponse& response) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "server/cli/bench_recorder.h"
 #include "server/cli/bench_workload.h"
@@ -37,6 +38,9 @@ struct LoadOptions {
   float temperature = 0;
   bool ignore_eos = true;  // every request generates its full max_new_tokens
   std::chrono::milliseconds request_timeout{300'000};
+  // When set, every call carries this gRPC metadata header with its request's session id, so
+  // that a proxy in front of several replicas can keep a conversation on one of them.
+  std::string session_header;
 };
 
 struct LoadResult {

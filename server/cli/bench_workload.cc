@@ -101,6 +101,7 @@ class TraceWorkload final : public BenchWorkload {
     request.prompt = TracePrompt(trace_, i, max_prompt_tokens_, vocab_);
     request.max_new_tokens = static_cast<int32_t>(std::clamp<size_t>(
         trace_.requests[i].output_tokens, 1, static_cast<size_t>(options_.max_new_tokens)));
+    request.session = trace_.requests[i].session;
     return request;
   }
 

@@ -18,7 +18,9 @@ namespace tandem::cli {
 struct BenchRequest {
   std::vector<int32_t> prompt;
   int32_t max_new_tokens = 1;
-  uint64_t session = 0;  // sessions: which conversation this turn belongs to
+  // Which conversation this turn belongs to: a generated session, a session trace's session_id,
+  // or a Mooncake request's line (each its own session).
+  uint64_t session = 0;
 };
 
 // Not thread-safe: the load runner's one thread calls it.

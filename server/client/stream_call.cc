@@ -17,24 +17,33 @@ void ReadToEnd(grpc::ClientReader<v1::GenerateResponse>& reader,
   if (handlers.on_done) handlers.on_done(status);
 }
 
+std::unique_ptr<grpc::ClientContext> NewContext(const Connection& connection,
+                                                std::optional<std::chrono::milliseconds> timeout,
+                                                const StreamCall::Metadata& metadata) {
+  std::unique_ptr<grpc::ClientContext> context = connection.NewContext(timeout);
+  for (const auto& [name, value] : metadata) context->AddMetadata(name, value);
+  return context;
+}
+
 }  // namespace
 
 void StreamCall::StartGenerate(const Connection& connection, v1::GenerateRequest request,
                                std::optional<std::chrono::milliseconds> timeout,
-                               Handlers handlers) {
+                               Handlers handlers, Metadata metadata) {
   connection.Spawn([&connection, request = std::move(request), timeout,
-                    handlers = std::move(handlers)] {
-    std::unique_ptr<grpc::ClientContext> context = connection.NewContext(timeout);
+                    handlers = std::move(handlers), metadata = std::move(metadata)] {
+    std::unique_ptr<grpc::ClientContext> context = NewContext(connection, timeout, metadata);
     auto reader = connection.stub().Generate(context.get(), request);
     ReadToEnd(*reader, handlers);
   });
 }
 
 void StreamCall::StartChat(const Connection& connection, v1::ChatRequest request,
-                           std::optional<std::chrono::milliseconds> timeout, Handlers handlers) {
+                           std::optional<std::chrono::milliseconds> timeout, Handlers handlers,
+                           Metadata metadata) {
   connection.Spawn([&connection, request = std::move(request), timeout,
-                    handlers = std::move(handlers)] {
-    std::unique_ptr<grpc::ClientContext> context = connection.NewContext(timeout);
+                    handlers = std::move(handlers), metadata = std::move(metadata)] {
+    std::unique_ptr<grpc::ClientContext> context = NewContext(connection, timeout, metadata);
     auto reader = connection.stub().Chat(context.get(), request);
     ReadToEnd(*reader, handlers);
   });

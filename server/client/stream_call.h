@@ -11,6 +11,9 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "grpcpp/grpcpp.h"
 #include "server/client/connection.h"
@@ -28,12 +31,18 @@ class StreamCall {
     std::function<void(const grpc::Status&)> on_done;
   };
 
+  // Headers sent with the call besides the connection's own (e.g. a session key that a proxy
+  // routes by). Names must be lowercase gRPC metadata keys.
+  using Metadata = std::vector<std::pair<std::string, std::string>>;
+
   // Start a call on a new thread; `connection` must outlive it (its destructor waits for it).
   // `timeout` bounds the whole call.
   static void StartGenerate(const Connection& connection, v1::GenerateRequest request,
-                            std::optional<std::chrono::milliseconds> timeout, Handlers handlers);
+                            std::optional<std::chrono::milliseconds> timeout, Handlers handlers,
+                            Metadata metadata = {});
   static void StartChat(const Connection& connection, v1::ChatRequest request,
-                        std::optional<std::chrono::milliseconds> timeout, Handlers handlers);
+                        std::optional<std::chrono::milliseconds> timeout, Handlers handlers,
+                        Metadata metadata = {});
 };
 
 }  // namespace tandem::client

@@ -84,6 +84,16 @@ TEST_F(BenchCliTest, OpenLoopPoissonArrivals) {
   EXPECT_NE(r["load"].get<std::string>().find("Poisson"), std::string::npos);
 }
 
+TEST_F(BenchCliTest, ASessionHeaderIsSentWithoutDisturbingTheServer) {
+  // What the header carries is checked against a fake server in client_test; here, that the
+  // real server accepts calls carrying it.
+  const nlohmann::json r = BenchJson(
+      "--session-header x-session-id --concurrency 2 --requests 4 --system-tokens 16 "
+      "--user-tokens 8 --max-new-tokens 2");
+  ASSERT_FALSE(r.empty());
+  EXPECT_EQ(r["ok"], 4) << r.dump();
+}
+
 TEST_F(BenchCliTest, TableReportNamesEveryFigure) {
   const auto o = RunTandem("bench --address " + server_->address() +
                            " --concurrency 2 --requests 4 --system-tokens 16 --user-tokens 8"
@@ -170,6 +180,12 @@ TEST(BenchCliErrorsTest, BadFlagsAndAMissingServer) {
   o = RunTandem("bench --concurrency 0");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("--concurrency"), std::string::npos) << o.err;
+  for (const char* bad : {"X-Session", "grpc-session", "authorization", "a:b"}) {
+    o = RunTandem(std::string("bench --session-header ") + bad);
+    EXPECT_EQ(o.exit_code, 2) << bad;
+    EXPECT_NE(o.err.find("--session-header \"" + std::string(bad) + "\""), std::string::npos)
+        << o.err;
+  }
   o = RunTandem("bench --address 127.0.0.1:1 --requests 1");
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_NE(o.err.find("UNAVAILABLE"), std::string::npos) << o.err;

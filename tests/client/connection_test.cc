@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -56,22 +57,27 @@ class FakeTandem final : public v1::Tandem::Service {
     return grpc::Status::OK;
   }
 
-  std::string last_authorization() {
+  std::string last_authorization() { return last_header("authorization"); }
+
+  // The value of a header of the last call, or "<none>".
+  std::string last_header(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
-    return last_authorization_;
+    auto it = last_headers_.find(name);
+    return it == last_headers_.end() ? "<none>" : it->second;
   }
 
  private:
   void Record(const grpc::ServerContext& context) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = context.client_metadata().find("authorization");
-    last_authorization_ = it == context.client_metadata().end()
-                              ? "<none>"
-                              : std::string(it->second.data(), it->second.size());
+    last_headers_.clear();
+    for (const auto& [name, value] : context.client_metadata()) {
+      last_headers_[std::string(name.data(), name.size())] =
+          std::string(value.data(), value.size());
+    }
   }
 
   std::mutex mu_;
-  std::string last_authorization_;
+  std::map<std::string, std::string> last_headers_;
 };
 
 class FakeServer {
@@ -212,6 +218,22 @@ TEST(StreamCallTest, DeliversEveryMessageInOrderThenTheStatus) {
   }
   EXPECT_TRUE(outcome.responses[3].has_complete());
   EXPECT_EQ(server.service().last_authorization(), "Bearer t");
+  EXPECT_EQ(server.service().last_header("x-session-id"), "<none>");
+}
+
+TEST(StreamCallTest, ExtraMetadataTravelsWithTheCall) {
+  FakeServer server(false);
+  auto connection = Connection::Open(server.address(), Security("", "", "t"));
+  ASSERT_TRUE(connection.ok());
+  StreamOutcome outcome;
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->add_ids(10);
+  StreamCall::StartGenerate(**connection, request, std::chrono::seconds(20), outcome.Handlers(),
+                            {{"x-session-id", "42"}});
+  outcome.Wait();
+  ASSERT_TRUE(outcome.status.ok()) << DescribeStatus(outcome.status);
+  EXPECT_EQ(server.service().last_header("x-session-id"), "42");
+  EXPECT_EQ(server.service().last_authorization(), "Bearer t");  // the connection's own header
 }
 
 TEST(StreamCallTest, AFailedCallEndsWithItsStatus) {
