@@ -19,7 +19,8 @@
 #
 # The CUDA runtime is linked statically (kernels/CMakeLists.txt), so the runtime stage starts
 # from CUDA's "base" image: no CUDA libraries, but the NVIDIA_* variables the NVIDIA container
-# runtime reads to mount the host's driver (libcuda.so.1) into the container.
+# runtime reads to mount the host's driver (libcuda.so.1) into the container. CUDA 13 needs
+# driver 580 or newer on the host.
 #
 # Signals: tandem blocks SIGTERM and SIGINT and takes them with sigwait(), which works when it
 # is PID 1, so it drains (--grace-seconds) on `docker stop` and on a Kubernetes pod's
