@@ -1,7 +1,7 @@
 // The allocators AVMP is compared against, behind the same BlockAllocator interface.
 //
 // FixedDualAllocator (SGLang-style): two pools split once at start-up. The split follows SGLang's
-// --mamba-full-memory-ratio r as SGLang computes it (research/peers.md §1.1): the SSM pool gets
+// --mamba-full-memory-ratio r as SGLang computes it: the SSM pool gets
 // budget·r/(1+r) and the KV pool the rest, so the default r = 0.9 gives SSM about 47%, not 90%.
 //
 // PaddedUnifiedAllocator (vLLM-style): one pool of equal slots. vLLM raises the attention block

@@ -30,7 +30,7 @@ ModelSpec Marconi7b() {
   return s;
 }
 
-// ai21labs/AI21-Jamba-1.5-Mini (model_spec.md §6): 32 layers, attention at 4/12/20/28, Mamba-1
+// ai21labs/AI21-Jamba-1.5-Mini: 32 layers, attention at 4/12/20/28, Mamba-1
 // elsewhere, MoE (16 experts, top 2) on odd layers, dense SwiGLU on even ones.
 ModelSpec Jamba15Mini() {
   ModelSpec s;
@@ -59,7 +59,7 @@ ModelSpec Jamba15Mini() {
   return s;
 }
 
-// Zyphra/Zamba2-7B (model_spec.md §6): 81 Mamba-2 layers; 13 hybrid layers run the shared
+// Zyphra/Zamba2-7B: 81 Mamba-2 layers; 13 hybrid layers run the shared
 // attention (MHA over a 2H-wide input, q/k/v LoRA) and the shared MLP with its LoRA and the
 // per-layer linear.
 ModelSpec Zamba27b() {

@@ -1,9 +1,9 @@
 // The dimensions of a model that the cache needs: how many bytes one token of KV and one SSM
 // checkpoint take, and how many FLOPs a prefix costs to recompute. The cache never runs a model;
 // engine/ maps a model directory's config.json into a ModelSpec, and a few well-known models are
-// built in by name. FLOP formulas follow research/model_spec.md §7 (forward pass, 2 FLOPs per
-// multiply-accumulate). Unlike the Marconi prototype, the MLP term is not mixed with attention
-// FLOPs, SSM state is d_inner·N (not D·N), and the conv state holds d_conv − 1 columns.
+// built in by name. FLOPs count the forward pass, 2 FLOPs per multiply-accumulate. Unlike the
+// Marconi prototype, the MLP term is not mixed with attention FLOPs, SSM state is d_inner·N (not
+// D·N), and the conv state holds d_conv − 1 columns.
 #ifndef TANDEM_CACHE_MODEL_SPEC_H_
 #define TANDEM_CACHE_MODEL_SPEC_H_
 
@@ -67,7 +67,7 @@ struct ModelSpec {
   double extra_flops_per_token = 0;
   int kv_dtype_bytes = 2;    // bf16 KV
   int conv_dtype_bytes = 2;  // conv state in the activation dtype
-  int ssm_dtype_bytes = 4;   // SSM state kept in fp32 (model_spec.md §3.1)
+  int ssm_dtype_bytes = 4;   // SSM state kept in fp32
 
   // The built-in specs: "marconi-7b", "jamba-1.5-mini", "zamba2-7b".
   static absl::StatusOr<ModelSpec> Builtin(const std::string& name);
@@ -86,7 +86,7 @@ struct ModelSpec {
 
   // FLOPs of one prefill token that do not depend on its position (all layers).
   double fixed_flops_per_token() const;
-  // Extra FLOPs per token per attended key (A in model_spec.md §7.1).
+  // Extra FLOPs per token per attended key (A below).
   double attention_flops_per_key() const;
   // FLOPs to prefill tokens [from, to) given the state at `from`: each token t (1-based) costs
   // fixed + A·t.

@@ -1,5 +1,5 @@
 // The hybrid prefix cache: a radix tree over token ids with Marconi's admission and FLOP-aware
-// eviction (DESIGN §4).
+// eviction (docs/ARCHITECTURE.md, "Prefix cache").
 //
 // Each node's edge holds a run of tokens [start, end) and owns the KV pages of those tokens:
 // the pages with indices floor(start/P) .. ceil(end/P) − 1 (P = page_tokens). When an edge starts

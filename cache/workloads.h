@@ -1,6 +1,6 @@
 // Seeded synthetic workloads.
 //
-// Multi-turn chat/agent traces shaped like Marconi's (research/peers.md §5.1), as token streams:
+// Multi-turn chat/agent traces shaped like Marconi's, as token streams:
 //   lmsys, sharegpt — sessions of ≥ 10 turns; session i starts at i / sessions_per_second; the
 //                     next turn arrives after the previous response plus a typing delay of
 //                     words / (90 wpm / 60) (one word ≈ 1.3 tokens);
@@ -11,7 +11,7 @@
 // max_context tokens. Length distributions are log-normal fits to the paper's description;
 // where the paper gives no number we chose one (see docs/CACHE_RESULTS.md).
 //
-// Allocator workloads shaped like AVMP's (peers.md §5.2), as (prompt, generation, arrival tick):
+// Allocator workloads shaped like AVMP's, as (prompt, generation, arrival tick):
 //   uniform_short, mixed_long, agentic_burst, sharegpt_replay.
 #ifndef TANDEM_CACHE_WORKLOADS_H_
 #define TANDEM_CACHE_WORKLOADS_H_

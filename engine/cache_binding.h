@@ -1,8 +1,8 @@
-// The engine's use of the hybrid prefix cache (DESIGN §1 steps 2 and 4): before a sequence's
-// prefill, find its usable cached prefix, restore that prefix's KV pages and SSM checkpoint into
-// the sequence's memory and learn where prefill must save the SSM state (Marconi's speculative
-// insertion); when the sequence finishes or is preempted, hand its pages and saved states to
-// the tree. Also owns the online α tuner for FLOP-aware eviction.
+// The engine's use of the hybrid prefix cache (docs/ARCHITECTURE.md, "Request path", steps 4 and
+// 7): before a sequence's prefill, find its usable cached prefix, restore that prefix's KV pages
+// and SSM checkpoint into the sequence's memory and learn where prefill must save the SSM state
+// (Marconi's speculative insertion); when the sequence finishes or is preempted, hand its pages and
+// saved states to the tree. Also owns the online α tuner for FLOP-aware eviction.
 #ifndef TANDEM_ENGINE_CACHE_BINDING_H_
 #define TANDEM_ENGINE_CACHE_BINDING_H_
 

@@ -1,4 +1,4 @@
-// Continuous batching at iteration level (DESIGN §1). Each Step():
+// Continuous batching at iteration level (docs/ARCHITECTURE.md, "Request path"). Each Step():
 //   1. running sequences get their share of the step's token budget: decode tokens first, then
 //      chunks of prefills in progress;
 //   2. waiting sequences are admitted in arrival order while the budget, the running limit and

@@ -132,10 +132,10 @@ struct AttentionArgs {
   float* out = nullptr;  int64_t ld_out = 0;  // [T, heads·head_dim]
 };
 
-// One part of a decomposed attention (Hydragen, DESIGN §4): queries attend to a key range that
-// is only part of their context, so besides the normalised output the op returns, per row and
-// query head, the log-sum-exp of the scaled scores, lse = log Σ_k exp(scale·q·k). Parts over
-// disjoint key ranges then merge exactly with MergeAttention. An empty key range gives out = 0
+// One part of a decomposed attention (docs/ARCHITECTURE.md, "Hydragen"): queries attend to a key
+// range that is only part of their context, so besides the normalised output the op returns, per
+// row and query head, the log-sum-exp of the scaled scores, lse = log Σ_k exp(scale·q·k). Parts
+// over disjoint key ranges then merge exactly with MergeAttention. An empty key range gives out = 0
 // and lse = −inf.
 //
 // Row t is the query at position start_pos + t. Without `causal` every row sees every key of
@@ -257,7 +257,7 @@ class Ops {
   virtual void SharedPrefixAttention(const SharedPrefixAttentionArgs& args, Workspace& ws) = 0;
 
   // Merges attention parts over disjoint key ranges of the same queries into the attention over
-  // their union (DESIGN §4), per row and head, stably in fp32:
+  // their union (docs/ARCHITECTURE.md, "Hydragen"), per row and head, stably in fp32:
   //   L = log Σ_i exp(lse_i),   out = Σ_i exp(lse_i − L)·out_i.
   // A part with lse = −inf weighs nothing (its out is not read). `lse` may be null; otherwise it
   // receives L, so merges chain. `out` may be parts[0].out with the same row stride.

@@ -1,7 +1,7 @@
-// How a forward pass uses Hydragen's shared-prefix attention (DESIGN §4) for decode rows whose
-// sequences share cached KV pages. Passed with each Model::Forward (ForwardOptions), from
-// engine::EngineConfig down through the ModelRunner, so that two engines in one process (or a
-// test beside an engine) can differ without touching process-wide state.
+// How a forward pass uses Hydragen's shared-prefix attention (docs/ARCHITECTURE.md, "Hydragen") for
+// decode rows whose sequences share cached KV pages. Passed with each Model::Forward
+// (ForwardOptions), from engine::EngineConfig down through the ModelRunner, so that two engines in
+// one process (or a test beside an engine) can differ without touching process-wide state.
 #ifndef TANDEM_MODELS_HYDRAGEN_CONFIG_H_
 #define TANDEM_MODELS_HYDRAGEN_CONFIG_H_
 

@@ -1,4 +1,4 @@
-// Jamba's Mamba-1 mixer (model_spec §2.1): in_proj → causal conv + SiLU → x_proj → RMSNorm on
+// Jamba's Mamba-1 mixer: in_proj → causal conv + SiLU → x_proj → RMSNorm on
 // dt (before dt_proj), B and C → selective scan gated by silu(z) → out_proj.
 #ifndef TANDEM_MODELS_MAMBA1_MIXER_H_
 #define TANDEM_MODELS_MAMBA1_MIXER_H_

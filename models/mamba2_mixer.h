@@ -1,4 +1,4 @@
-// The Mamba-2 mixer shared by Zamba2 and Mamba2 (model_spec §2.2): in_proj → [z | xBC | dt];
+// The Mamba-2 mixer shared by Zamba2 and Mamba2: in_proj → [z | xBC | dt];
 // causal conv + SiLU on xBC; SSD scan with one scalar decay per head and groups sharing B/C;
 // gated RMSNorm norm(y·silu(z)) (grouped for Zamba2, full width for Mamba2) → out_proj.
 #ifndef TANDEM_MODELS_MAMBA2_MIXER_H_

@@ -12,7 +12,7 @@
 namespace tandem::models {
 namespace {
 
-// Tensor-name prefixes of each family's checkpoints (model_spec §4).
+// Tensor-name prefixes of each family's checkpoints.
 struct Names {
   std::string embed;
   std::vector<std::string> embed_alternatives;
@@ -88,7 +88,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
   }
 
   // Zamba2: each tied shared tensor is stored once, under the prefix of one of the hybrid
-  // layers that use it (model_spec §4.2); try them in order.
+  // layers that use it; try them in order.
   SharedTensorResolver resolve = [&](int32_t block, const std::string& suffix) -> std::string {
     for (size_t k = 0; k < c.hybrid_layer_ids.size(); ++k) {
       if (static_cast<int32_t>(k) % c.num_mem_blocks != block) continue;

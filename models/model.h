@@ -1,8 +1,9 @@
 // A loaded hybrid model: its layer graph (built from config.json) and weights, and the forward
 // pass over a batch of sequences whose state (KV pages, SSM block) lives in caller-owned memory.
 //
-// Exactness contract (DESIGN §4): running tokens [0, n) in one call, in several calls, or from a
-// restored checkpoint gives the same state and logits up to fp32 rounding, for any page size.
+// Exactness contract (docs/ARCHITECTURE.md, "Exactness contracts"): running tokens [0, n) in one
+// call, in several calls, or from a restored checkpoint gives the same state and logits up to
+// fp32 rounding, for any page size.
 #ifndef TANDEM_MODELS_MODEL_H_
 #define TANDEM_MODELS_MODEL_H_
 

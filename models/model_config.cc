@@ -184,7 +184,7 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
     a.head_dim = c.hidden_size / a.heads;
   }
   a.input_width = c.hidden_size;
-  a.rope = false;  // Jamba has no positional encoding at all (model_spec §8.1)
+  a.rope = false;  // Jamba has no positional encoding at all
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
 
   Mamba1Dims& m = c.mamba1;
@@ -395,7 +395,7 @@ absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(m.chunk_size, f.Positive("chunk_size", 256));
   TANDEM_ASSIGN_OR_RETURN(m.conv_bias, f.Bool("use_conv_bias", true));
   TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("use_bias", false));
-  m.norm_groups = 1;  // transformers' Mamba2 gated norm spans all channels (model_spec §2.0)
+  m.norm_groups = 1;  // transformers' Mamba2 gated norm spans all channels
   m.norm_eps = c.rms_norm_eps;
   if (f.Has("time_step_limit")) {
     const Json& lim = f.json()["time_step_limit"];

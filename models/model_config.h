@@ -70,7 +70,7 @@ struct LayerSpec {
   int32_t shared_block = -1;     // k mod num_mem_blocks: selects the shared weights
 };
 
-// How Zamba2's dt is clamped (model_spec §2.2.4). The model as trained has no clamp; the
+// How Zamba2's dt is clamped. The model as trained has no clamp; the
 // transformers v4 CPU path clamps to time_step_min in prefill and decode alike.
 enum class Zamba2DtClamp { kNone, kTimeStepMin };
 

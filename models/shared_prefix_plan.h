@@ -1,10 +1,10 @@
 // Which KV pages the decoding sequences of a forward pass share, for Hydragen attention
-// (DESIGN §4). The engine restores a cached prefix by sharing its full KV pages, so two sequences
-// with a common cached prefix hold the same page pointers; a trie over the page pointers of the
-// batch's decode rows (tokens == 1) finds the shared runs without asking the engine. Each trie
-// node — a maximal run of pages with the same set of ≥ 2 member sequences — is attended once by
-// all its members; with hierarchical sharing (a system prompt shared by all, then per-conversation
-// prefixes shared by subsets) every level is a node of its own.
+// (docs/ARCHITECTURE.md, "Hydragen"). The engine restores a cached prefix by sharing its full KV
+// pages, so two sequences with a common cached prefix hold the same page pointers; a trie over the
+// page pointers of the batch's decode rows (tokens == 1) finds the shared runs without asking the
+// engine. Each trie node — a maximal run of pages with the same set of ≥ 2 member sequences — is
+// attended once by all its members; with hierarchical sharing (a system prompt shared by all, then
+// per-conversation prefixes shared by subsets) every level is a node of its own.
 //
 // Only pages wholly before a sequence's new token take part: the page holding the token it is
 // about to write is private, and its suffix attention covers it.

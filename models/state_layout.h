@@ -1,4 +1,5 @@
-// Where a model keeps its per-sequence state, in two kinds of fixed-size units (DESIGN §4):
+// Where a model keeps its per-sequence state, in two kinds of fixed-size units
+// (docs/ARCHITECTURE.md, "Hybrid state and checkpoints"):
 //  - KV pages: page_tokens positions of K and V for every attention layer;
 //  - one SSM block: every SSM layer's conv state ([K-1, channels], the raw pre-conv inputs of the
 //    last K-1 tokens) and SSM state (fp32; [din, N] for Mamba-1, [heads, P, N] for Mamba-2).

@@ -1,4 +1,4 @@
-// Zamba2's weight-shared transformer block (model_spec §2.2, §2.3): it reads concat(hidden,
+// Zamba2's weight-shared transformer block: it reads concat(hidden,
 // original embedding), has no residual connections inside, attention scale sqrt(2/dh), optional
 // rotary, and per-position LoRA adapters (on the MLP always, on q/k/v optionally). Its weights
 // are shared by several hybrid layers; the adapters and the KV cache belong to each position.

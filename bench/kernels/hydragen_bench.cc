@@ -1,11 +1,11 @@
-// Hydragen decode attention vs per-sequence paged attention (DESIGN §4), CpuOps: B sequences
-// share a prefix of P tokens (the same KV pages, as the engine shares a cached prefix) and each
-// has a private suffix of 1–32 tokens, the last being its decode token. Per-sequence attention is
-// Ops::Attention for each sequence (what AttentionLayer runs without sharing); Hydragen is one
-// SharedPrefixAttention over all B decode rows, B PartialAttention calls for the suffixes and
-// their MergeAttention. Both run alternately inside each iteration, so the `speedup` counter is a
-// ratio measured in one run on the same (shared, noisy) cores. Head configuration of a 7–8B
-// GQA model: 32 query heads, 8 kv heads, head_dim 128, pages of 16 tokens.
+// Hydragen decode attention vs per-sequence paged attention (docs/ARCHITECTURE.md, "Hydragen"),
+// CpuOps: B sequences share a prefix of P tokens (the same KV pages, as the engine shares a cached
+// prefix) and each has a private suffix of 1–32 tokens, the last being its decode token.
+// Per-sequence attention is Ops::Attention for each sequence (what AttentionLayer runs without
+// sharing); Hydragen is one SharedPrefixAttention over all B decode rows, B PartialAttention calls
+// for the suffixes and their MergeAttention. Both run alternately inside each iteration, so the
+// `speedup` counter is a ratio measured in one run on the same (shared, noisy) cores. Head
+// configuration of a 7–8B GQA model: 32 query heads, 8 kv heads, head_dim 128, pages of 16 tokens.
 //
 // BM_HydragenVsPaged/B/P: the grid of docs/BENCHMARKS.md; BM_HydragenCrossover/B/P: small batches
 // and prefixes, where the crossover lies; BM_SharedPrefixAttention/impl/B/P: the prefix op alone,

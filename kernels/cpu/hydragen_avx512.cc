@@ -1,8 +1,8 @@
-// Hydragen's prefix attention (DESIGN §4) as one fused AVX-512 kernel. For each kv head j the
-// decode rows of every sequence × every query head of the GQA group form a row block, and the
-// block attends to the shared keys chunk by chunk with an online softmax, as in the BLAS path
-// (cpu_shared_prefix_attention.cc). What differs is the layout: the block's rows sit in the
-// vector lanes of every operand (Qᵀ [head_dim, rows], Sᵀ [keys, rows], Oᵀ [head_dim, rows]), so
+// Hydragen's prefix attention (docs/ARCHITECTURE.md, "Hydragen") as one fused AVX-512 kernel. For
+// each kv head j the decode rows of every sequence × every query head of the GQA group form a row
+// block, and the block attends to the shared keys chunk by chunk with an online softmax, as in the
+// BLAS path (cpu_shared_prefix_attention.cc). What differs is the layout: the block's rows sit in
+// the vector lanes of every operand (Qᵀ [head_dim, rows], Sᵀ [keys, rows], Oᵀ [head_dim, rows]), so
 //   * both products take their K and V operands as scalars broadcast straight out of the
 //     16-token pages: no chunk of K or V is copied, and no GEMM packs them,
 //   * the query block is transposed once per task instead of packed by every sgemm call,

@@ -1,7 +1,6 @@
-// The reference backend: plain single-threaded loops that follow the formulas of ops.h and
-// research/model_spec.md §2–§3 literally (sequential recurrences, explicit softmax, double
-// accumulation for dot products). It is the oracle for every fast backend's tests; speed is no
-// goal.
+// The reference backend: plain single-threaded loops that follow the formulas of ops.h literally
+// (sequential recurrences, explicit softmax, double accumulation for dot products). It is the
+// oracle for every fast backend's tests; speed is no goal.
 #ifndef TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_
 #define TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_
 

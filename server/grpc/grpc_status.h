@@ -1,5 +1,6 @@
-// The one place where absl::Status becomes grpc::Status (DESIGN §5): the canonical codes are
-// the same numbers in both, so the code carries over and the message is kept verbatim.
+// The one place where absl::Status becomes grpc::Status (docs/ARCHITECTURE.md, "Conventions"):
+// the canonical codes are the same numbers in both, so the code carries over and the message is
+// kept verbatim.
 #ifndef TANDEM_SERVER_GRPC_GRPC_STATUS_H_
 #define TANDEM_SERVER_GRPC_GRPC_STATUS_H_
 

@@ -1,6 +1,7 @@
-// The scheduler's central property: a request's output does not depend on whether it hit the
-// prefix cache, shared a batch, or was preempted and resumed (DESIGN §4: same greedy tokens).
-// Also admission, Marconi's checkpoints in the loop, cancellation and memory accounting.
+// The scheduler's central property: a request's output does not depend on whether it hit the prefix
+// cache, shared a batch, or was preempted and resumed (docs/ARCHITECTURE.md, "Exactness contracts":
+// same greedy tokens). Also admission, Marconi's checkpoints in the loop, cancellation and memory
+// accounting.
 #include "engine/scheduler.h"
 
 #include <string>

@@ -1,8 +1,9 @@
-// Hydragen's decomposition (DESIGN §4) at the op level: shared-prefix attention of many decode
-// rows + each sequence's own suffix attention, merged by log-sum-exp, equals plain paged
-// attention of each sequence, on both backends; also the edge cases of the merge (empty parts,
-// huge logits, chaining) and hierarchical (tree) sharing. The CPU backend's prefix attention runs
-// with each of its implementations (the AVX-512 kernel and the portable OpenBLAS one).
+// Hydragen's decomposition (docs/ARCHITECTURE.md, "Hydragen") at the op level: shared-prefix
+// attention of many decode rows + each sequence's own suffix attention, merged by log-sum-exp,
+// equals plain paged attention of each sequence, on both backends; also the edge cases of the merge
+// (empty parts, huge logits, chaining) and hierarchical (tree) sharing. The CPU backend's prefix
+// attention runs with each of its implementations (the AVX-512 kernel and the portable OpenBLAS
+// one).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,7 @@
-// Hydragen in the model (DESIGN §4): the page-pointer trie of SharedPrefixPlan, and a batch of
-// decoding sequences whose states share the KV pages of cached prefixes giving the same logits
-// as the same sequences holding private copies of those pages (which attend plainly).
+// Hydragen in the model (docs/ARCHITECTURE.md, "Hydragen"): the page-pointer trie of
+// SharedPrefixPlan, and a batch of decoding sequences whose states share the KV pages of cached
+// prefixes giving the same logits as the same sequences holding private copies of those pages
+// (which attend plainly).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

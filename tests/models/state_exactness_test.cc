@@ -1,6 +1,6 @@
-// The state contract of DESIGN §4, for every family: a sequence's logits do not depend on how
-// its tokens were split into calls, on the KV page size, or on whether it was restored from a
-// checkpoint taken at any position. The oracle is always one full prefill.
+// The state contract (docs/ARCHITECTURE.md, "Exactness contracts"), for every family: a sequence's
+// logits do not depend on how its tokens were split into calls, on the KV page size, or on whether
+// it was restored from a checkpoint taken at any position. The oracle is always one full prefill.
 #include <string>
 #include <vector>
 

@@ -2,7 +2,7 @@
 """Shows that the fixtures catch plausible porting mistakes.
 
 Loads each saved fixture checkpoint, applies one deliberate mistake at a time (a wrong
-formula or a forgotten parameter, each one a pitfall listed in model_spec §8), re-runs the
+formula or a forgotten parameter, each one a known pitfall of porting these models), re-runs the
 longest reference prompt and prints how far the logits move from the stored reference. A
 mistake the fixtures could not detect would show a difference near 1e-6; every line should
 be orders of magnitude above the float32 tolerance the C++ parity tests use (~1e-4).

