@@ -46,6 +46,8 @@ PROMETHEUS_RULE = os.path.join(KUBE, "base", "prometheusrule.yaml")
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "tandem.json")
 ADAPTER_RULES = os.path.join(ROOT, "deploy", "prometheus", "adapter-rules.yaml")
 METRICS_DOC = os.path.join(ROOT, "docs", "METRICS.md")
+ENVOY = os.path.join(ROOT, "deploy", "proxy", "envoy.yaml")
+HAPROXY = os.path.join(ROOT, "deploy", "proxy", "haproxy.cfg")
 
 # Flags and metrics that other work adds in parallel: named in the manifests already, reported
 # as pending until `tandem serve --help` / docs/METRICS.md have them (then remove them here).
@@ -640,6 +642,54 @@ def check_metric_names(checks, rules, rendered):
             checks.note(f"{metric} is in docs/METRICS.md now: remove it from PENDING_METRICS")
 
 
+def check_proxies(checks, docs):
+    """Envoy is not packaged by Debian: its config's structure is checked here. haproxy -c checks
+    haproxy.cfg's syntax (scripts/check-deploy.sh); here, that it hashes sessions."""
+    with open(ENVOY, encoding="utf-8") as f:
+        envoy = yaml.safe_load(f)
+    clusters = {c["name"]: c for c in envoy["static_resources"]["clusters"]}
+    for listener in envoy["static_resources"]["listeners"]:
+        for chain in listener["filter_chains"]:
+            for filt in chain["filters"]:
+                config = filt.get("typed_config", {})
+                for host in config.get("route_config", {}).get("virtual_hosts", []):
+                    for route in host["routes"]:
+                        target = route["route"]["cluster"]
+                        checks.check(target in clusters, f"envoy route to cluster {target} exists")
+                        headers = [h.get("header", {}).get("header_name")
+                                   for h in route["route"].get("hash_policy", [])]
+                        checks.check("x-session-id" in headers,
+                                     f"envoy route to {target} hashes on x-session-id",
+                                     f"hash_policy headers {headers}")
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    for cluster in clusters.values():
+        what = f"envoy cluster {cluster['name']}"
+        checks.check(cluster.get("lb_policy") == "RING_HASH", f"{what} uses RING_HASH")
+        options = cluster.get("typed_extension_protocol_options", {}).get(
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions", {})
+        checks.check("http2_protocol_options" in options.get("explicit_http_config", {}),
+                     f"{what} speaks HTTP/2 upstream")
+        checks.check(any("grpc_health_check" in h for h in cluster.get("health_checks", [])),
+                     f"{what} health-checks with grpc.health.v1")
+        for group in cluster["load_assignment"]["endpoints"]:
+            for endpoint in group["lb_endpoints"]:
+                address = endpoint["endpoint"]["address"]["socket_address"]
+                service = services.get(address["address"].split(".")[0])
+                checks.check(service and service["spec"].get("clusterIP") == "None" and
+                             address["port_value"] in [p["port"] for p in
+                                                       service["spec"]["ports"]],
+                             f"{what} endpoint {address['address']}:{address['port_value']} is "
+                             "a port of a headless Service of the base")
+    with open(HAPROXY, encoding="utf-8") as f:
+        haproxy = f.read()
+    checks.check(re.search(r"^\s*balance\s+hdr\(x-session-id\)", haproxy, re.M),
+                 "haproxy balances on hdr(x-session-id)")
+    checks.check(re.search(r"^\s*hash-type\s+consistent", haproxy, re.M),
+                 "haproxy uses consistent hashing")
+    servers = re.findall(r"^\s*server\s+(\S+)\s.*\bproto h2\b", haproxy, re.M)
+    checks.check(len(servers) == 3, "haproxy has 3 tandem servers speaking h2", f"{servers}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tandem", required=True, help="the tandem binary (for serve --help)")
@@ -683,6 +733,8 @@ def main():
                       encoding="utf-8") as out:
                 yaml.safe_dump_all(docs, out, sort_keys=False)
     check_metric_names(checks, rules, rendered)
+    if "overlays-cpu" in rendered:
+        check_proxies(checks, rendered["overlays-cpu"])
 
     print(f"{checks.passed} passed, {len(checks.failures)} failed")
     if checks.failures:
