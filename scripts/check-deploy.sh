@@ -44,7 +44,7 @@ promtool check rules deploy/prometheus/tandem-rules.yaml
 step_done promtool
 
 echo "-- haproxy -c"
-haproxy -c -q -f deploy/proxy/haproxy.cfg
+haproxy -c -f deploy/proxy/haproxy.cfg
 step_done "haproxy -c"
 
 echo "-- tests/deploy/check_manifests.py"

@@ -18,6 +18,8 @@ kustomization field is an error here rather than silently ignored. Then, on ever
 - HPA/ScaledObject targets exist;
 - the PrometheusRule's spec.groups equal deploy/prometheus/tandem-rules.yaml
   (`--sync-rules` rewrites the PrometheusRule from that file);
+- the custom resources (ServiceMonitor, PodMonitor, PrometheusRule, ScaledObject, InferencePool,
+  HTTPRoute) match the schemas of tests/deploy/crd_schemas.py (python3-jsonschema);
 - every metric named by the rules, the dashboard, the HPA, KEDA, the adapter rules and the EPP
   flags is documented in docs/METRICS.md.
 
@@ -642,6 +644,29 @@ def check_metric_names(checks, rules, rendered):
             checks.note(f"{metric} is in docs/METRICS.md now: remove it from PENDING_METRICS")
 
 
+def check_custom_resources(checks, label, docs):
+    """Custom resources against tests/deploy/crd_schemas.py (python3-jsonschema)."""
+    try:
+        import jsonschema  # Debian's python3-jsonschema
+    except ImportError:
+        checks.check(False, "python3-jsonschema is installed", "scripts/setup.sh installs it")
+        return
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from crd_schemas import SCHEMAS  # pylint: disable=import-outside-toplevel
+    builtin = {"v1", "apps/v1", "policy/v1", "autoscaling/v2", "rbac.authorization.k8s.io/v1"}
+    for doc in docs:
+        if doc["apiVersion"] in builtin:
+            continue
+        schema = SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+        if not checks.check(schema, f"[{label}] {name(doc)} ({doc['apiVersion']}) has a schema",
+                            "add one to tests/deploy/crd_schemas.py"):
+            continue
+        errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(doc),
+                        key=lambda e: list(e.path))
+        checks.check(not errors, f"[{label}] {name(doc)} matches its {doc['kind']} schema",
+                     "; ".join(f"{'.'.join(map(str, e.path))}: {e.message}" for e in errors))
+
+
 def check_proxies(checks, docs):
     """Envoy is not packaged by Debian: its config's structure is checked here. haproxy -c checks
     haproxy.cfg's syntax (scripts/check-deploy.sh); here, that it hashes sessions."""
@@ -721,12 +746,17 @@ def main():
             labels = doc.get("metadata", {}).get("labels", {})
             checks.check("app.kubernetes.io/name" in labels,
                          f"[{label}] {name(doc)} has an app.kubernetes.io/name label")
-        check_selectors_and_ports(checks, label, docs)
-        check_tandem(checks, label, docs, flags, defaults)
-        if label == "overlays-gpu":
-            check_gpu(checks, docs)
-        if "inference-pool" in label:
-            check_inference_pool(checks, label, docs)
+        check_custom_resources(checks, label, docs)
+        try:
+            check_selectors_and_ports(checks, label, docs)
+            check_tandem(checks, label, docs, flags, defaults)
+            if label == "overlays-gpu":
+                check_gpu(checks, docs)
+            if "inference-pool" in label:
+                check_inference_pool(checks, label, docs)
+        except (KeyError, TypeError, ValueError, StopIteration) as error:
+            checks.check(False, f"[{label}] checks ran", f"a field is missing or malformed: "
+                         f"{type(error).__name__}: {error}")
         if options.render_dir:
             os.makedirs(options.render_dir, exist_ok=True)
             with open(os.path.join(options.render_dir, f"{label}.yaml"), "w",
