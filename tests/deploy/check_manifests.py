@@ -667,6 +667,40 @@ def check_custom_resources(checks, label, docs):
                      "; ".join(f"{'.'.join(map(str, e.path))}: {e.message}" for e in errors))
 
 
+def check_dashboard(checks):
+    """Grafana is not packaged by Debian: the dashboard's structure is checked here (its queries
+    run against live data in tests/deploy/dashboard_live_test.py)."""
+    with open(DASHBOARD, encoding="utf-8") as f:
+        dashboard = json.load(f)
+    variables = [v["name"] for v in dashboard.get("templating", {}).get("list", [])]
+    checks.check("datasource" in variables and next(
+        v for v in dashboard["templating"]["list"] if v["name"] == "datasource").get("type") ==
+        "datasource", "dashboard has a ${datasource} variable of type datasource")
+    checks.check(isinstance(dashboard.get("schemaVersion"), int) and dashboard.get("uid") and
+                 dashboard.get("title"), "dashboard has schemaVersion, uid and title")
+    ids = []
+    for panel in dashboard["panels"]:
+        ids.append(panel.get("id"))
+        grid = panel.get("gridPos", {})
+        checks.check(all(k in grid for k in "hwxy") and grid["x"] + grid["w"] <= 24,
+                     f"dashboard panel {panel.get('title')!r} fits the 24-column grid")
+        if panel.get("type") == "row":
+            continue
+        sources = [panel.get("datasource")] + [t.get("datasource") for t in panel["targets"]]
+        checks.check(all(s == {"type": "prometheus", "uid": "${datasource}"} for s in sources),
+                     f"dashboard panel {panel.get('title')!r} queries ${{datasource}}")
+        refs = [t.get("refId") for t in panel["targets"]]
+        checks.check(len(refs) == len(set(refs)) and all(refs),
+                     f"dashboard panel {panel.get('title')!r} has distinct refIds")
+    checks.check(len(ids) == len(set(ids)) and all(ids), "dashboard panel ids are distinct")
+    titles = " ".join(p.get("title", "").lower() for p in dashboard["panels"])
+    for topic in ("hit rate", "cached vs prompt", "time to first token", "inter-token",
+                  "queue time", "waiting / running", "pool used / capacity",
+                  "memory usage ratio", "α", "evictions", "preemptions", "oom", "migrations",
+                  "request rate by code"):
+        checks.check(topic in titles, f"dashboard has a panel on {topic}")
+
+
 def check_proxies(checks, docs):
     """Envoy is not packaged by Debian: its config's structure is checked here. haproxy -c checks
     haproxy.cfg's syntax (scripts/check-deploy.sh); here, that it hashes sessions."""
@@ -763,6 +797,7 @@ def main():
                       encoding="utf-8") as out:
                 yaml.safe_dump_all(docs, out, sort_keys=False)
     check_metric_names(checks, rules, rendered)
+    check_dashboard(checks)
     if "overlays-cpu" in rendered:
         check_proxies(checks, rendered["overlays-cpu"])
 
