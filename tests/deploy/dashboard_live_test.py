@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Grafana dashboard and the Prometheus rules against live data.
 
-Starts `tandem serve` (the bundled model) on loopback, a real Prometheus (Debian's binary)
+Starts `tandem serve` (the bundled model, with the Kubernetes ConfigMap's serve.conf) on loopback, a real Prometheus (Debian's binary)
 scraping it every second with deploy/prometheus/tandem-rules.yaml loaded, drives a few seconds
 of multi-turn sessions with `tandem bench` (a shared system prompt, so the prefix cache hits),
 then asks Prometheus's HTTP API for:
@@ -142,13 +142,18 @@ class Prometheus:
 
 
 class Server:
-    """`tandem serve` with the bundled model on free loopback ports."""
+    """`tandem serve` with the bundled model on free loopback ports, reading the Kubernetes
+    ConfigMap's serve.conf (`config`) for everything the command line does not override: a
+    value there that the binary refuses fails the test."""
 
-    def __init__(self, tandem):
+    def __init__(self, tandem, config, log_path):
+        self.log_file = open(log_path, "w", encoding="utf-8")
+        self.log_path = log_path
         self.process = subprocess.Popen(
-            [tandem, "serve", "--host", "127.0.0.1", "--port", "0", "--metrics-port", "0",
-             "--threads", "2", "--memory-gib", "0.25", "--grace-seconds", "5"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            [tandem, "serve", "--config", config, "--host", "127.0.0.1", "--port", "0",
+             "--metrics-port", "0", "--threads", "2", "--memory-gib", "0.25",
+             "--grace-seconds", "5"],
+            stdout=subprocess.PIPE, stderr=self.log_file, text=True)
         self.address = self.metrics = None
         for line in self.process.stdout:
             if line.startswith("tandem metrics on "):
@@ -158,8 +163,10 @@ class Server:
                 break
         if self.address is None or self.metrics is None:
             self.process.wait()
+            with open(self.log_path, encoding="utf-8") as f:
+                log_tail = f.read()[-3000:]
             raise RuntimeError(f"tandem serve exited with {self.process.returncode} before "
-                               "announcing its ports")
+                               f"announcing its ports; its log:\n{log_tail}")
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
     def stop(self):
@@ -169,6 +176,29 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.log_file.close()
+
+
+def serve_conf(tandem, configmap, directory):
+    """The ConfigMap's serve.conf, less the lines this binary has no flag for (flags that
+    parallel work adds; tests/deploy/check_manifests.py fails on any other unknown flag)."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    with open(configmap, encoding="utf-8") as f:
+        text = yaml.safe_load(f)["data"]["serve.conf"]
+    help_text = subprocess.run([tandem, "serve", "--help"], capture_output=True, text=True,
+                               check=False).stdout
+    flags = set(re.findall(r"^\s+--([a-z0-9-]+)", help_text, re.M))
+    kept = []
+    for line in text.splitlines():
+        flag = line.split("=")[0].strip()
+        if line.strip() and not line.strip().startswith("#") and flag not in flags:
+            log(f"note    serve.conf: {flag} is not a flag of this binary yet: left out")
+            continue
+        kept.append(line)
+    path = os.path.join(directory, "serve.conf")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\n".join(kept) + "\n")
+    return path
 
 
 def substitute(expr, variables):
@@ -342,6 +372,8 @@ def main():
                         "/usr/bin/prometheus")
     parser.add_argument("--dashboard", default=os.path.join(ROOT, "deploy/grafana/tandem.json"))
     parser.add_argument("--rules", default=os.path.join(ROOT, "deploy/prometheus/tandem-rules.yaml"))
+    parser.add_argument("--configmap", default=os.path.join(
+        ROOT, "deploy/kubernetes/base/configmap.yaml"))
     parser.add_argument("--bench-seconds", type=float, default=4)
     options = parser.parse_args()
 
@@ -367,7 +399,8 @@ def main():
         live_rules = os.path.join(directory, "rules.yaml")
         with open(live_rules, "w", encoding="utf-8") as out:
             yaml.safe_dump({"groups": [dict(g, interval="1s") for g in rule_groups]}, out)
-        server = Server(options.tandem)
+        server = Server(options.tandem, serve_conf(options.tandem, options.configmap, directory),
+                        os.path.join(directory, "serve.log"))
         prometheus = None
         try:
             prometheus = Prometheus(options.prometheus, directory, server.metrics, live_rules)
