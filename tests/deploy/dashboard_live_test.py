@@ -164,9 +164,12 @@ class Server:
         if self.address is None or self.metrics is None:
             self.process.wait()
             with open(self.log_path, encoding="utf-8") as f:
-                log_tail = f.read()[-3000:]
+                log_text = f.read()
+            # An error is the log's first line (then the usage), or its last.
+            log_tail = log_text[:1500] + ("\n…\n" + log_text[-1500:] if len(log_text) > 3000
+                                          else log_text[1500:])
             raise RuntimeError(f"tandem serve exited with {self.process.returncode} before "
-                               f"announcing its ports; its log:\n{log_tail}")
+                               f"announcing its ports; its stderr:\n{log_tail}")
         threading.Thread(target=self.process.stdout.read, daemon=True).start()
 
     def stop(self):
@@ -399,10 +402,11 @@ def main():
         live_rules = os.path.join(directory, "rules.yaml")
         with open(live_rules, "w", encoding="utf-8") as out:
             yaml.safe_dump({"groups": [dict(g, interval="1s") for g in rule_groups]}, out)
-        server = Server(options.tandem, serve_conf(options.tandem, options.configmap, directory),
-                        os.path.join(directory, "serve.log"))
-        prometheus = None
+        server = prometheus = None
         try:
+            server = Server(options.tandem,
+                            serve_conf(options.tandem, options.configmap, directory),
+                            os.path.join(directory, "serve.log"))
             prometheus = Prometheus(options.prometheus, directory, server.metrics, live_rules)
             prometheus.wait_ready(time.monotonic() + 20)
             # Prometheus scrapes first after a random offset within the interval: the counters'
@@ -430,7 +434,8 @@ def main():
         finally:
             if prometheus is not None:
                 prometheus.stop()
-            server.stop()
+            if server is not None:
+                server.stop()
 
     for line in report.pending:
         log(f"pending {line}")
