@@ -6,7 +6,8 @@
 #   4. tests/deploy/check_manifests.py: renders the kustomizations and checks ports, selectors,
 #      `tandem serve` flags, the drain timing, metric names and the proxies' session hashing;
 #   5. kubernetes-validate --strict on the rendered manifests, when it is installed (PyPI, a
-#      developer tool: `pip install kubernetes-validate`); otherwise it says it skipped.
+#      developer tool: build/devtools/bin from scripts/install-dev-tools.sh, or one on PATH);
+#      otherwise it says it skipped.
 # Installs nothing: scripts/setup.sh installs yamllint, prometheus (promtool), haproxy and
 # python3-yaml. Usage: scripts/check-deploy.sh [TANDEM_BINARY]   (default build/release/tandem)
 set -euo pipefail
@@ -54,16 +55,20 @@ grep -v '^ok ' "$render_dir/check_manifests.log" || true
 step_done check_manifests
 
 echo "-- kubernetes-validate"
-if command -v kubernetes-validate >/dev/null; then
+# scripts/install-dev-tools.sh puts a pinned one in build/devtools; else one on PATH.
+kubernetes_validate=build/devtools/bin/kubernetes-validate
+[[ -x $kubernetes_validate ]] || kubernetes_validate=$(command -v kubernetes-validate || true)
+if [[ -n $kubernetes_validate ]]; then
   # Kubernetes 1.30 is the oldest the manifests support (the preStop sleep action); and the
   # newest schema this kubernetes-validate knows. CRD kinds (monitoring.coreos.com, keda.sh,
   # gateway.networking.k8s.io, inference.networking.k8s.io) have no schema there; check_manifests.py
   # checks them against tests/deploy/crd_schemas.py.
   for version in 1.30.0 ""; do
-    kubernetes-validate --strict --quiet --no-warn ${version:+-k "$version"} "$render_dir"/*.yaml
+    "$kubernetes_validate" --strict --quiet --no-warn ${version:+-k "$version"} "$render_dir"/*.yaml
   done
   step_done kubernetes-validate
 else
-  echo "-- kubernetes-validate: skipped: not installed (pip install kubernetes-validate)"
+  echo "-- kubernetes-validate: skipped: not installed (scripts/install-dev-tools.sh, or" \
+    "pip install kubernetes-validate)"
 fi
 echo "check-deploy: all checks passed in $((SECONDS - started)) s"
