@@ -36,6 +36,9 @@ dev_packages=(
   python3-h2
   # tests only: a real Prometheus scrapes /metrics; clang's libFuzzer runs the fuzz targets
   prometheus clang libclang-rt-14-dev
+  # deployment checks (scripts/check-deploy.sh, tests/deploy/): yamllint, promtool (from
+  # prometheus), haproxy -c, and the structural and live checks' YAML and schemas
+  yamllint haproxy python3-yaml python3-jsonschema
 )
 
 packages=("${build_packages[@]}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite:
-#   1. the release build (with CUDA code when nvcc is found) and every test;
+#   1. the release build (with CUDA code when nvcc is found) and every test, then the checks of
+#      the deployment files (scripts/check-deploy.sh);
 #   2. a CPU-only build under AddressSanitizer + UndefinedBehaviorSanitizer and every test again;
 #   3. the libFuzzer targets (clang), each run for a bounded time (FUZZ_SECONDS, default 60).
 set -euo pipefail
@@ -19,6 +20,9 @@ scripts/build.sh
 stage_done "release build"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 stage_done "release tests"
+echo "== deployment checks (deploy/) =="
+scripts/check-deploy.sh build/release/tandem
+stage_done "deployment checks"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only) =="
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON \
