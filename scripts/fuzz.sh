@@ -18,7 +18,7 @@ run() {
   local corpus=build/fuzz/corpus/$fuzzer
   mkdir -p "$corpus"
   cp -n "$seeds"/* "$corpus"/
-  echo "-- $fuzzer: ${seconds} s from $(ls "$corpus" | wc -l) inputs"
+  echo "-- $fuzzer: ${seconds} s from $(find "$corpus" -type f | wc -l) inputs"
   local log=build/fuzz/$fuzzer.log
   if ! "build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/ "$corpus" >"$log" 2>&1; then

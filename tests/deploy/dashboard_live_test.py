@@ -14,7 +14,6 @@ then asks Prometheus's HTTP API for:
   every recording rule's series must have data, every alert expression must evaluate, and every
   metric an alert reads must have data.
 
-Metrics that the server does not export yet (PENDING below) are reported, not failed.
 Exit codes: 0 pass, 1 fail, 77 skipped (no prometheus binary). Standard library only, so it
 runs on the system python3 that CTest finds.
 """
@@ -37,14 +36,6 @@ import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-# Metrics that panels may read before the server exports them. Each entry names the work that
-# adds it; the test reports these panels' targets as "not yet exported" instead of failing, and
-# says so when one starts returning data (then remove it here).
-PENDING = {
-    # Fraction of the KV+SSM pool memory in use, being added beside the OpenAI HTTP API work.
-    "tandem_memory_usage_ratio": "gauge being added (KV+SSM pool memory in use, 0..1)",
-}
 
 # How the test substitutes Grafana's built-in variables. $__rate_interval is at least four
 # scrape intervals; the test uses a window that spans the whole short run (Grafana would pick a
@@ -263,7 +254,6 @@ class Report:
     def __init__(self):
         self.failures = []
         self.passed = 0
-        self.pending = []
 
     def ok(self, what):
         self.passed += 1
@@ -303,18 +293,10 @@ def check_dashboard(prometheus, dashboard, report):
                 continue
             ref = target.get("refId")
             error, result = prometheus.query(substitute(expr, variables))
-            pending = metric_names(expr) & PENDING.keys()
             if error:
                 problems.append(f"{ref} errors: {error} (expr {expr})")
             elif not has_data(result):
-                if pending:
-                    report.pending.append(f"{title} {ref}: {', '.join(sorted(pending))} not yet "
-                                          "exported")
-                else:
-                    problems.append(f"{ref} returns no data (expr {expr})")
-            elif pending:
-                report.pending.append(f"{title} {ref}: {', '.join(sorted(pending))} now has data: "
-                                      "remove it from PENDING")
+                problems.append(f"{ref} returns no data (expr {expr})")
         if problems:
             report.fail(title, "; ".join(problems))
         else:
@@ -358,10 +340,7 @@ def check_rules(prometheus, rule_groups, report, deadline):
                 error, result = prometheus.query(metric if ":" in metric else
                                                  f'{metric}{{job="tandem"}}')
                 if error or not has_data(result):
-                    if metric in PENDING:
-                        report.pending.append(f"{what}: {metric} not yet exported")
-                    else:
-                        problems.append(f"{metric} has no data")
+                    problems.append(f"{metric} has no data")
             if problems:
                 report.fail(what, "; ".join(problems))
             else:
@@ -437,8 +416,6 @@ def main():
             if server is not None:
                 server.stop()
 
-    for line in report.pending:
-        log(f"pending {line}")
     log(f"dashboard_live_test: {time.monotonic() - started:.1f} s")
     print(f"{report.passed} passed, {len(report.failures)} failed", flush=True)
     if report.failures:
