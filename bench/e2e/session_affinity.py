@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
 """Prefix-cache hit rate across replicas behind a real proxy: session affinity vs round robin.
 
-Starts R `tandem serve` replicas of the bundled model (fresh caches for every policy), puts
-haproxy in front of them (HTTP/2 cleartext, gRPC passes through), and drives multi-turn sessions
-through it with `tandem bench --session-header x-session-id`. For each policy it prints the
+Starts 3 `tandem serve` replicas of the bundled model (fresh caches for every policy), puts
+haproxy with deploy/proxy/haproxy.cfg in front of them (HTTP/2 cleartext, gRPC passes through),
+and drives multi-turn sessions through it with `tandem bench --session-header x-session-id`. For each policy it prints the
 token hit rate, TTFT and throughput that `tandem bench` measured, one line per policy:
 
-    bench/e2e/session_affinity.py --tandem build/release/tandem [--replicas 3] [--sessions 48]
-        [--turns 4] [--runs 1] [-- extra serve flags]
+    bench/e2e/session_affinity.py --tandem build/release/tandem [--sessions 48] [--turns 4]
+        [--runs 1] [-- extra serve flags]
 
 Policies:
   single       one replica, no proxy (the hit rate affinity should approach);
-  affinity     haproxy `balance hdr(x-session-id)` + `hash-type consistent`: each conversation
-               stays on one replica, which holds its history;
-  round-robin  haproxy `balance roundrobin`: a turn lands on the replica holding its history
-               one time in R.
+  affinity     deploy/proxy/haproxy.cfg as shipped (`balance hdr(x-session-id)` + `hash-type
+               consistent`): each conversation stays on one replica, which holds its history;
+  round-robin  the same file with `balance roundrobin`: a turn lands on the replica holding its
+               history one time in three.
 
 Needs haproxy (Debian's, 2.6) on PATH; scripts/setup.sh installs it.
 """
@@ -35,10 +35,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 from tandem_serve import ServeProcess  # noqa: E402
 
 SESSION_HEADER = "x-session-id"
-BALANCE = {
-    "affinity": f"balance hdr({SESSION_HEADER})\n  hash-type consistent",
-    "round-robin": "balance roundrobin",
-}
+HAPROXY_CFG = os.path.join(REPO, "deploy", "proxy", "haproxy.cfg")
+REPLICAS = 3  # the servers haproxy.cfg names
 
 
 def free_port():
@@ -47,23 +45,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def haproxy_config(port, backends, policy):
-    servers = "\n".join(f"  server r{i} {address} proto h2 check"
-                        for i, address in enumerate(backends))
-    return f"""global
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 600s
-  timeout server 600s
-frontend grpc
-  bind 127.0.0.1:{port} proto h2
-  default_backend tandem
-backend tandem
-  {BALANCE[policy]}
-{servers}
-"""
+def haproxy_config(policy):
+    with open(HAPROXY_CFG, encoding="utf-8") as f:
+        text = f.read()
+    if policy == "round-robin":
+        hashing = f"    balance hdr({SESSION_HEADER})\n"
+        assert hashing in text, f"{HAPROXY_CFG} no longer hashes on {SESSION_HEADER}"
+        text = text.replace(hashing, "    balance roundrobin\n")
+    return text
 
 
 def wait_for_port(port, seconds=10):
@@ -78,9 +67,11 @@ def wait_for_port(port, seconds=10):
 
 
 def run_policy(args, policy):
-    replicas = 1 if policy == "single" else args.replicas
+    replicas = 1 if policy == "single" else REPLICAS
     model = args.model or os.path.join(REPO, "bundled", "tandem-tiny-chat")
-    servers = [ServeProcess(args.tandem, model, *args.serve_flags) for _ in range(replicas)]
+    metrics_ports = [free_port() for _ in range(replicas)]  # haproxy's health checks read them
+    servers = [ServeProcess(args.tandem, model, *args.serve_flags, metrics_port=port)
+               for port in metrics_ports]
     proxy = None
     workdir = tempfile.mkdtemp(prefix="tandem-affinity-")
     try:
@@ -88,10 +79,15 @@ def run_policy(args, policy):
         if policy != "single":
             port = free_port()
             config = os.path.join(workdir, "haproxy.cfg")
-            with open(config, "w", encoding="ascii") as f:
-                f.write(haproxy_config(port, [s.address for s in servers], policy))
-            proxy = subprocess.Popen(["haproxy", "-f", config], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+            with open(config, "w", encoding="utf-8") as f:
+                f.write(haproxy_config(policy))
+            env = dict(os.environ, TANDEM_PROXY_BIND=f"127.0.0.1:{port}",
+                       TANDEM_PROXY_STATS_BIND=f"127.0.0.1:{free_port()}")
+            for i, (server, metrics) in enumerate(zip(servers, metrics_ports), start=1):
+                env[f"TANDEM_BACKEND{i}"] = server.address
+                env[f"TANDEM_BACKEND{i}_METRICS"] = str(metrics)
+            proxy = subprocess.Popen(["haproxy", "-f", config], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wait_for_port(port)
             address = f"127.0.0.1:{port}"
         turns = args.sessions * args.turns
@@ -118,7 +114,6 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tandem", required=True)
     parser.add_argument("--model", help="checkpoint directory (default: the bundled model)")
-    parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--sessions", type=int, default=48)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=12)
@@ -131,7 +126,7 @@ def main():
     args = parser.parse_args()
     if not shutil.which("haproxy"):
         sys.exit("haproxy is not on PATH (Debian: apt-get install haproxy)")
-    print(f"{args.replicas} replicas, {args.sessions} sessions x {args.turns} turns "
+    print(f"{REPLICAS} replicas, {args.sessions} sessions x {args.turns} turns "
           f"(system {args.system_tokens} + user {args.user_tokens}, output "
           f"{args.max_new_tokens}), {args.concurrency} in flight")
     for run in range(args.runs):

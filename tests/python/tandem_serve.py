@@ -1,5 +1,6 @@
 """`tandem serve` as a child process for the Python tests: started on a port it picks (--port 0)
-with a small memory budget, ready once it printed "tandem serving on HOST:PORT"."""
+with a small memory budget and, unless given a metrics port, no /metrics; ready once it printed
+"tandem serving on HOST:PORT"."""
 
 import subprocess
 import threading
@@ -7,9 +8,11 @@ import threading
 
 class ServeProcess:
 
-    def __init__(self, tandem, model, *extra):
+    def __init__(self, tandem, model, *extra, metrics_port=None):
+        metrics = ["--no-metrics"] if metrics_port is None else ["--metrics-port",
+                                                                   str(metrics_port)]
         command = [tandem, "serve", "--model", model, "--host", "127.0.0.1", "--port", "0",
-                   "--no-metrics", "--threads", "2", "--memory-gib", "0.05",
+                   *metrics, "--threads", "2", "--memory-gib", "0.05",
                    "--grace-seconds", "5", *extra]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         self.address = None
