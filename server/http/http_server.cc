@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -38,17 +39,24 @@ std::string PeerAddress(const sockaddr_storage& peer) {
   return text;
 }
 
+// What ReadHead read: the head, and the bytes after it (the start of a body).
+struct Head {
+  std::string head;
+  std::string rest;
+};
+
 // Reads the request head: everything up to the blank line that ends the headers.
-absl::StatusOr<std::string> ReadHead(HttpConnection& connection, size_t max_bytes,
-                                     Deadline deadline) {
+absl::StatusOr<Head> ReadHead(HttpConnection& connection, size_t max_bytes, Deadline deadline) {
   std::string head;
   char buffer[2048];
   for (;;) {
-    const size_t end = head.find("\r\n\r\n");
-    if (end != std::string::npos) return head.substr(0, end + 4);
-    if (const size_t bare = head.find("\n\n"); bare != std::string::npos) {
-      return head.substr(0, bare + 2);
+    size_t end = head.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      end += 4;
+    } else if (end = head.find("\n\n"); end != std::string::npos) {
+      end += 2;
     }
+    if (end != std::string::npos) return Head{head.substr(0, end), head.substr(end)};
     if (head.size() >= max_bytes) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the request head is larger than ", max_bytes, " bytes"));
@@ -60,10 +68,35 @@ absl::StatusOr<std::string> ReadHead(HttpConnection& connection, size_t max_byte
   }
 }
 
+// Reads the rest of a Content-Length body into request->body (which holds its start).
+absl::Status ReadBody(HttpConnection& connection, HttpRequest* request, Deadline deadline) {
+  const size_t length = static_cast<size_t>(request->content_length.value_or(0));
+  std::string& body = request->body;
+  if (body.size() > length) body.resize(length);  // a pipelined request after it is not served
+  body.reserve(length);
+  char buffer[16384];
+  while (body.size() < length) {
+    absl::StatusOr<size_t> n =
+        connection.Read(buffer, std::min(sizeof(buffer), length - body.size()), deadline);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return absl::CancelledError("the client closed the connection");
+    body.append(buffer, *n);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                               HttpHandler handler) {
+  return Start(options, [handler = std::move(handler)](const HttpRequest& request,
+                                                       HttpResponseWriter& writer) {
+    (void)writer.Send(handler(request));  // a client that left cannot be answered anyway
+  });
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                              HttpStreamHandler handler) {
   const std::string address = Address(options.host, options.port);
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
@@ -167,34 +200,74 @@ void HttpServer::Accept() {
   }
 }
 
+HttpResponse HttpServer::Error(int status, const std::string& message) const {
+  return options_.error_response ? options_.error_response(status, message)
+                                 : HttpResponse::Text(status, message + "\n");
+}
+
+int HttpServer::RefuseBody(const HttpRequest& request, std::string* why) const {
+  const bool chunked = request.Header("transfer-encoding").has_value();
+  const uint64_t length = request.content_length.value_or(0);
+  if (options_.max_body_bytes == 0) {
+    *why = "this endpoint takes no request body";
+    return chunked || length > 0 ? 400 : 0;
+  }
+  if (chunked) {
+    *why = "Transfer-Encoding request bodies are not supported; send the body with Content-Length";
+    return 501;
+  }
+  if (!request.content_length.has_value() && request.method == "POST") {
+    *why = "a POST needs a Content-Length header";
+    return 411;
+  }
+  if (length > options_.max_body_bytes) {
+    *why = absl::StrCat("the request body is ", length, " bytes, more than the server's limit of ",
+                        options_.max_body_bytes);
+    return 413;
+  }
+  return 0;
+}
+
 void HttpServer::Serve(int fd, const std::string& peer) {
   HttpConnection connection(fd, stop_pipe_[0], options_.tls ? options_.tls->get() : nullptr);
   const Deadline request_deadline = std::chrono::steady_clock::now() + options_.request_timeout;
   if (!connection.Handshake(request_deadline).ok()) return;
-  HttpResponse response;
-  absl::StatusOr<std::string> head =
-      ReadHead(connection, options_.max_head_bytes, request_deadline);
+  HttpResponseWriter writer(connection, options_.response_timeout, /*head_only=*/false);
+  // A refusal sent before the whole request was read: what the client still sends is drained
+  // (briefly) so that the refusal reaches it.
+  auto refuse = [&](int status, const std::string& message) {
+    (void)writer.Send(Error(status, message));
+    connection.DrainAndClose(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  };
+  absl::StatusOr<Head> head = ReadHead(connection, options_.max_head_bytes, request_deadline);
   if (!head.ok()) {
     if (absl::IsDeadlineExceeded(head.status())) {
-      response = HttpResponse::Text(408, "the request did not arrive in time\n");
+      refuse(408, "the request did not arrive in time");
     } else if (absl::IsResourceExhausted(head.status())) {
-      response = HttpResponse::Text(431, std::string(head.status().message()) + "\n");
-    } else {
-      return;  // closed by the client, or the server is stopping: nobody to answer
+      refuse(431, std::string(head.status().message()));
     }
-  } else {
-    absl::StatusOr<HttpRequest> request = ParseRequestHead(*head);
-    if (!request.ok()) {
-      response = HttpResponse::Text(absl::IsUnimplemented(request.status()) ? 505 : 400,
-                                    std::string(request.status().message()) + "\n");
-    } else {
-      request->peer = peer;
-      response = handler_(*request);
-      response.head_only = request->method == "HEAD";
-    }
+    return;  // else closed by the client, or the server is stopping: nobody to answer
   }
-  const Deadline response_deadline = std::chrono::steady_clock::now() + options_.response_timeout;
-  (void)connection.Write(response.Serialize(), response_deadline);
+  absl::StatusOr<HttpRequest> request = ParseRequestHead(head->head);
+  if (!request.ok()) {
+    refuse(absl::IsUnimplemented(request.status()) ? 505 : 400,
+           std::string(request.status().message()));
+    return;
+  }
+  request->peer = peer;
+  std::string why;
+  if (const int status = RefuseBody(*request, &why); status != 0) {
+    refuse(status, why);
+    return;
+  }
+  request->body = std::move(head->rest);
+  if (absl::Status s = ReadBody(connection, &*request, request_deadline); !s.ok()) {
+    if (absl::IsDeadlineExceeded(s)) refuse(408, "the request body did not arrive in time");
+    return;
+  }
+  HttpResponseWriter handler_writer(connection, options_.response_timeout,
+                                    request->method == "HEAD");
+  handler_(*request, handler_writer);
 }
 
 }  // namespace tandem::server

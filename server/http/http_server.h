@@ -1,4 +1,4 @@
-// A small HTTP/1.1 server for tandem's non-gRPC endpoints (Prometheus /metrics).
+// A small HTTP/1.1 server for tandem's non-gRPC endpoints (Prometheus /metrics, the OpenAI API).
 //
 // Each connection gets a thread of its own, up to max_connections at once (one more is answered
 // 503 and closed), and a deadline for the whole request: the TLS handshake and the request head
@@ -6,11 +6,16 @@
 // response_timeout. So a client that trickles a byte a second, or never reads, holds one
 // connection slot for a few seconds and delays nobody else; and stopping the server interrupts
 // every wait at once. Each connection carries one request (Connection: close).
+//
+// Request bodies: only with Content-Length, up to max_body_bytes (0: the endpoint takes none, and
+// a request with one is refused 400); beyond it 413, a POST without a length 411, and
+// Transfer-Encoding (chunked) bodies 501. The body must arrive within request_timeout too.
 #ifndef TANDEM_SERVER_HTTP_HTTP_SERVER_H_
 #define TANDEM_SERVER_HTTP_HTTP_SERVER_H_
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
@@ -20,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/http/http_message.h"
+#include "server/http/http_response_writer.h"
 #include "server/http/tls_context.h"
 
 namespace tandem::server {
@@ -33,10 +39,16 @@ struct HttpServerOptions {
   std::chrono::milliseconds request_timeout{5000};
   std::chrono::milliseconds response_timeout{10000};
   size_t max_head_bytes = 8192;
+  uint64_t max_body_bytes = 0;
+  // How the server's own refusals (400, 408, 411, 413, 431, 501, 505) look; `message` says what
+  // was wrong. Null: plain text.
+  std::function<HttpResponse(int status, const std::string& message)> error_response;
 };
 
 // Called on the connection's thread, concurrently for different connections.
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+// The same for a handler that writes its response itself (streamed bodies).
+using HttpStreamHandler = std::function<void(const HttpRequest&, HttpResponseWriter&)>;
 
 class HttpServer {
  public:
@@ -44,6 +56,8 @@ class HttpServer {
   // when it cannot.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            HttpHandler handler);
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                           HttpStreamHandler handler);
   ~HttpServer();  // stops accepting, interrupts every connection and joins their threads
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -58,14 +72,17 @@ class HttpServer {
     std::atomic<bool> finished{false};
   };
 
-  HttpServer(const HttpServerOptions& options, HttpHandler handler)
+  HttpServer(const HttpServerOptions& options, HttpStreamHandler handler)
       : options_(options), handler_(std::move(handler)) {}
   void Accept();
   void Serve(int fd, const std::string& peer);
+  // The request's body policy (see above): 0 when it may be read, else the refusal's status.
+  int RefuseBody(const HttpRequest& request, std::string* why) const;
+  HttpResponse Error(int status, const std::string& message) const;
   void JoinFinishedWorkers();
 
   const HttpServerOptions options_;
-  const HttpHandler handler_;
+  const HttpStreamHandler handler_;
   int listen_fd_ = -1;
   int stop_pipe_[2] = {-1, -1};  // readable once the server stops
   int port_ = 0;

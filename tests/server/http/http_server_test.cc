@@ -2,7 +2,9 @@
 // a byte at a time neither blocks a concurrent request nor holds its connection past the request
 // deadline; connections beyond the cap are refused at once with 503; stopping the server does
 // not wait for idle clients; malformed requests get the right status; TLS works with the
-// operator's certificate and refuses a wrong key at load time.
+// operator's certificate and refuses a wrong key at load time; request bodies are read within
+// their cap (413 beyond, 411 without a length, 501 chunked) and streamed responses reach the
+// client piece by piece.
 #include "server/http/http_server.h"
 
 #include <sys/socket.h>
@@ -169,6 +171,76 @@ TEST(HttpServerTest, ServesTlsWithTheOperatorsCertificate) {
   EXPECT_EQ(response.body, "hello /metrics\n");
   // Plaintext gets no HTTP answer from a TLS port.
   EXPECT_EQ(HttpGet(server->port(), "/metrics").status, 0);
+}
+
+std::unique_ptr<HttpServer> StartEchoServer(HttpServerOptions options) {
+  options.port = 0;
+  options.max_body_bytes = 16;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(options, [](const HttpRequest& request, HttpResponseWriter& writer) {
+        if (request.path == "/stream") {
+          HttpResponse head;
+          head.content_type = "text/event-stream";
+          if (!writer.StartStream(head).ok()) return;
+          for (int i = 0; i < 3; ++i) {
+            if (!writer.Write("data: " + std::to_string(i) + "\n\n").ok()) return;
+          }
+          return;
+        }
+        (void)writer.Send(HttpResponse::Text(200, "got " + request.body));
+      });
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+TEST(HttpServerTest, BodiesAreReadWithinTheirCap) {
+  HttpServerOptions options;
+  options.error_response = [](int status, const std::string& message) {
+    return HttpResponse::Text(status, "refused: " + message);
+  };
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  testing::HttpResponse ok =
+      HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body, "got hello");
+  testing::HttpResponse large = HttpExchange(
+      port, "POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n" + std::string(17, 'z'));
+  EXPECT_EQ(large.status, 413);
+  EXPECT_EQ(large.body,
+            "refused: the request body is 17 bytes, more than the server's limit of 16");
+  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\n\r\n").status, 411);
+  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                               "5\r\nhello\r\n0\r\n\r\n")
+                .status,
+            501);
+  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello").status,
+            400);
+  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6"
+                               "\r\n\r\nhello!")
+                .status,
+            400);
+}
+
+TEST(HttpServerTest, AShortBodyIsCutOffAtTheRequestDeadline) {
+  HttpServerOptions options;
+  options.request_timeout = std::chrono::milliseconds(300);
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  // Promises 10 bytes, sends 2, then waits for the answer.
+  EXPECT_EQ(HttpExchange(server->port(), "POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nhi")
+                .status,
+            408);
+}
+
+TEST(HttpServerTest, StreamedBodiesEndWithTheConnection) {
+  std::unique_ptr<HttpServer> server = StartEchoServer({});
+  ASSERT_NE(server, nullptr);
+  testing::HttpResponse response = HttpGet(server->port(), "/stream");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.head.find("Content-Length"), std::string::npos) << response.head;
+  EXPECT_EQ(response.body, "data: 0\n\ndata: 1\n\ndata: 2\n\n");
 }
 
 TEST(TlsContextTest, BadFilesAreErrorsNamingTheFile) {
