@@ -68,6 +68,14 @@ RequestMetrics::RequestMetrics() : registry_(std::make_shared<prometheus::Regist
                   .Add({});
 }
 
+void RequestMetrics::ObserveTokenGaps(const engine::Event& event, double* last_token_seconds) {
+  if (event.tokens.empty()) return;
+  // Tokens of one event were emitted by one step: the first carries the gap, the rest 0.
+  if (*last_token_seconds >= 0) ObserveInterTokenGap(event.seconds - *last_token_seconds);
+  for (size_t i = 1; i < event.tokens.size(); ++i) ObserveInterTokenGap(0);
+  *last_token_seconds = event.seconds;
+}
+
 void RequestMetrics::ObserveFinished(const engine::Event& finished) {
   finished_->Add({{"reason", engine::FinishReasonName(finished.finish_reason)}}).Increment();
   const engine::Timings& t = finished.timings;
