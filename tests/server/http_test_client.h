@@ -1,5 +1,5 @@
 // A minimal HTTP/1.x client over loopback for the tests that talk to our HTTP endpoints
-// (/metrics) and Prometheus' API: one request per connection, plaintext or TLS (OpenSSL, trusting
+// (/metrics, the OpenAI API) and Prometheus' API: one request per connection, plaintext or TLS (OpenSSL, trusting
 // one CA file), and the response split into status, head and body.
 #ifndef TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
 #define TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
@@ -69,6 +69,15 @@ inline HttpResponse HttpExchange(int port, const std::string& request) {
 inline HttpResponse HttpGet(int port, const std::string& target, const std::string& headers = "") {
   return HttpExchange(port,
                       "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" + headers + "\r\n");
+}
+
+// POST http://127.0.0.1:port<target> with a JSON body, with extra header lines.
+inline HttpResponse HttpPost(int port, const std::string& target, const std::string& body,
+                             const std::string& headers = "") {
+  return HttpExchange(port, "POST " + target +
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body);
 }
 
 // The same over TLS, verifying the server against `ca_file` (the name is not checked: the test
