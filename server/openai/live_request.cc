@@ -30,10 +30,16 @@ LiveRequest::~LiveRequest() {
 std::optional<engine::Event> LiveRequest::Next(const std::function<bool()>& abandoned) {
   engine::Event event;
   for (;;) {
+    // Looked at between events too: a request whose tokens keep coming never waits a whole
+    // interval, and its client may still have left.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check_ >= kPollInterval) {
+      last_check_ = now;
+      if (abandoned()) return std::nullopt;
+    }
     bool timed_out = false;
     if (stream_->NextFor(kPollInterval, &event, &timed_out)) break;
     if (!timed_out) return std::nullopt;  // the finish event was already taken
-    if (abandoned()) return std::nullopt;
   }
   if (event.kind == engine::Event::Kind::kTokens) {
     state_.metrics().ObserveTokenGaps(event, &last_token_seconds_);

@@ -35,7 +35,7 @@ class LiveRequest {
   const std::string& request_id() const { return request_id_; }
 
   // The next event (token events observed in the inter-token histogram); nullopt once
-  // `abandoned()` holds while waiting.
+  // `abandoned()` holds (asked at most every kPollInterval, waiting or not).
   std::optional<engine::Event> Next(const std::function<bool()>& abandoned);
   // Cancels the request and waits for its finish event (the engine sends it at its next step),
   // so that the cancellation is counted like any finish; nullopt if it does not come within a
@@ -55,6 +55,7 @@ class LiveRequest {
   const std::string request_id_;
   std::shared_ptr<engine::RequestStream> stream_;
   double last_token_seconds_ = -1;
+  std::chrono::steady_clock::time_point last_check_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace tandem::server

@@ -323,6 +323,39 @@ TEST_F(OpenAiApiTest, AClientThatHangsUpMidStreamHasItsRequestCancelled) {
   EXPECT_EQ(server_->state().active_streams(), 0);
 }
 
+TEST_F(OpenAiApiTest, AClientThatHangsUpBeforeAWholeAnswerHasItsRequestCancelled) {
+  json body = ChatBody("Tell a long story.", 20000);
+  body["ignore_eos"] = true;
+  const std::string text = body.dump();
+  const int fd = testing::ConnectLoopback(endpoint_->port());
+  ASSERT_GE(fd, 0);
+  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " +
+                              std::to_string(text.size()) + "\r\n\r\n" + text;
+  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
+  Client client(server_->port());
+  ASSERT_TRUE(Eventually([&] { return client.ServerInfo().generated_tokens() > 2; }));
+  close(fd);
+  EXPECT_TRUE(Eventually([&] { return client.ServerInfo().cancelled_requests() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return server_->state().active_streams() == 0; }));
+}
+
+TEST_F(OpenAiApiTest, ServesHttpsWithTheServersCertificate) {
+  absl::StatusOr<std::shared_ptr<TlsContext>> tls = TlsContext::Load(
+      testing::Fixture("tls/server.crt"), testing::Fixture("tls/server.key"));
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  OpenAiEndpointOptions options;
+  options.model_name = kModel;
+  options.tls = *tls;
+  absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> https =
+      OpenAiEndpoint::Start(server_->state(), options);
+  ASSERT_TRUE(https.ok()) << https.status();
+  testing::HttpResponse models =
+      testing::HttpsGet((*https)->port(), "/v1/models", testing::Fixture("tls/server.crt"));
+  EXPECT_EQ(models.status, 200);
+  EXPECT_EQ(Parse(models.body)["data"][0]["id"], kModel);
+}
+
 TEST_F(OpenAiApiTest, HealthTurnsUnavailableWhileDraining) {
   EXPECT_EQ(testing::HttpGet(endpoint_->port(), "/health").status, 200);
   server_->Shutdown(std::chrono::milliseconds(0));
