@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "models/status_macros.h"
 #include "server/openai/json_values.h"
+#include "server/openai/openai_json.h"
 
 namespace tandem::server {
 namespace {
@@ -41,12 +42,12 @@ class Fields {
   std::string Name(const std::string& key) const {
     return prefix_.empty() ? key : absl::StrCat(prefix_, ".", key);
   }
-  // INVALID_ARGUMENT naming the first member nobody read (null and empty ones pass: clients
-  // echo back the fields of a response message, e.g. "refusal": null or "annotations": []).
+  // INVALID_ARGUMENT naming the first member nobody read (null, [] and {} pass: clients echo
+  // back the fields of a response message, e.g. "refusal": null or "annotations": []).
   absl::Status CheckAllRead() const {
     for (const auto& [key, value] : object_.items()) {
       if (read_.count(key) != 0 || value.is_null()) continue;
-      if ((value.is_array() || value.is_object() || value.is_string()) && value.empty()) continue;
+      if ((value.is_array() || value.is_object()) && value.empty()) continue;
       return Invalid(Name(key), "unknown parameter, or one this server does not support");
     }
     return absl::OkStatus();
@@ -196,15 +197,12 @@ absl::StatusOr<json> ParseObject(absl::string_view body) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the request body nests arrays and objects deeper than ", kMaxRequestJsonDepth, " levels"));
   }
-  json parsed = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
-    // Parse again for the parser's own description of where it went wrong.
-    try {
-      (void)json::parse(body.begin(), body.end());
-    } catch (const json::parse_error& e) {
-      return absl::InvalidArgumentError(absl::StrCat("the request body is not JSON: ", e.what()));
-    }
-    return absl::InvalidArgumentError("the request body is not JSON");
+  json parsed;
+  try {
+    parsed = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    // The parser says where it went wrong ("parse error at line 1, column 12: ...").
+    return absl::InvalidArgumentError(absl::StrCat("the request body is not JSON: ", e.what()));
   }
   if (!parsed.is_object()) {
     return absl::InvalidArgumentError(
@@ -225,10 +223,11 @@ absl::Status ReadContent(const json& content, const std::string& field, v1::Chat
     const std::string part_field = absl::StrCat(field, "[", i, "]");
     if (!content[i].is_object()) return WrongType(part_field, "an object", content[i]);
     Fields part(content[i], part_field);
-    TANDEM_ASSIGN_OR_RETURN(auto type, String(part, "type"));
-    if (type != "text") {
-      return Invalid(part.Name("type"), absl::StrCat("'", type.value_or(""),
-                                                     "' parts are not supported; only 'text'"));
+    const json* type = part.Get("type");
+    if (type == nullptr) return Invalid(part.Name("type"), "required");
+    if (*type != "text") {
+      return Invalid(part.Name("type"),
+                     absl::StrCat(DumpJson(*type), " parts are not supported; only \"text\""));
     }
     TANDEM_ASSIGN_OR_RETURN(auto part_text, String(part, "text"));
     if (!part_text) return Invalid(part.Name("text"), "required in a text part");
@@ -308,7 +307,8 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
   TANDEM_ASSIGN_OR_RETURN(auto top_logprobs, Integer(f, "top_logprobs"));
   if (top_logprobs.value_or(0) != 0) return Unsupported("top_logprobs");
   if (const json* format = f.Get("response_format");
-      format != nullptr && !(format->is_object() && format->value("type", "") == "text")) {
+      format != nullptr && !(format->is_object() && format->size() == 1 &&
+                             format->contains("type") && (*format)["type"] == "text")) {
     return Invalid("response_format", "only {\"type\": \"text\"} is supported");
   }
   TANDEM_RETURN_IF_ERROR(f.CheckAllRead());

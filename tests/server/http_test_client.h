@@ -21,6 +21,22 @@ struct HttpResponse {
   std::string body;
 };
 
+// A port free at the time of asking (the kernel's pick for port 0).
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
 // A TCP connection to 127.0.0.1:port whose reads give up after `timeout_seconds`; -1 on failure.
 inline int ConnectLoopback(int port, int timeout_seconds = 10) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -96,6 +96,19 @@ class OpenAiApiTest : public ::testing::Test {
                              const std::string& headers = "") {
     return HttpPost(endpoint_->port(), target, body.dump(), headers);
   }
+  // Sends a chat completion on a connection of its own and returns the socket (-1 on failure).
+  int SendRaw(const json& body) {
+    const std::string text = body.dump();
+    const int fd = testing::ConnectLoopback(endpoint_->port());
+    const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " +
+                                std::to_string(text.size()) + "\r\n\r\n" + text;
+    if (fd >= 0 && send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+                       static_cast<ssize_t>(request.size())) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
   std::string Scrape() { return testing::HttpGet(server_->metrics_port(), "/metrics").body; }
 
   std::unique_ptr<ServedModel> model_;
@@ -241,7 +254,7 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
       {unknown.dump(), 400, "frobnicate", "unknown parameter"},
       {too_many.dump(), 400, "max_tokens", "must be in [1, "},
       {bad_top_p.dump(), 400, "top_p", "must be in (0, 1], got 1.5"},
-      {image.dump(), 400, "messages[1].content[0].type", "'image_url' parts are not supported"},
+      {image.dump(), 400, "messages[1].content[0].type", "\"image_url\" parts are not supported"},
       {std::string(200, '[') + std::string(200, ']'), 400, "", "deeper than 64"},
   };
   for (const Case& c : cases) {
@@ -293,13 +306,8 @@ TEST_F(OpenAiApiTest, AClientThatHangsUpMidStreamHasItsRequestCancelled) {
   json body = ChatBody("Tell a long story.", 20000);
   body["stream"] = true;
   body["ignore_eos"] = true;
-  const std::string text = body.dump();
-  const int fd = testing::ConnectLoopback(endpoint_->port());
+  const int fd = SendRaw(body);
   ASSERT_GE(fd, 0);
-  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " +
-                              std::to_string(text.size()) + "\r\n\r\n" + text;
-  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
   // Read until a chunk with text arrived (past the role's chunk): the request is generating.
   std::string received;
   char buffer[4096];
@@ -326,13 +334,8 @@ TEST_F(OpenAiApiTest, AClientThatHangsUpMidStreamHasItsRequestCancelled) {
 TEST_F(OpenAiApiTest, AClientThatHangsUpBeforeAWholeAnswerHasItsRequestCancelled) {
   json body = ChatBody("Tell a long story.", 20000);
   body["ignore_eos"] = true;
-  const std::string text = body.dump();
-  const int fd = testing::ConnectLoopback(endpoint_->port());
+  const int fd = SendRaw(body);
   ASSERT_GE(fd, 0);
-  const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " +
-                              std::to_string(text.size()) + "\r\n\r\n" + text;
-  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
   Client client(server_->port());
   ASSERT_TRUE(Eventually([&] { return client.ServerInfo().generated_tokens() > 2; }));
   close(fd);

@@ -3,6 +3,7 @@
 // not honour are refused by name, and validation's proto field names read as the client's.
 #include "server/openai/openai_request.h"
 
+#include <random>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -99,6 +100,8 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
       {R"({"model": "m", )" + messages + R"(, "tool_choice": "required"})", "tool_choice: only"},
       {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "json_object"}})",
        "response_format: only"},
+      {R"({"model": "m", )" + messages + R"(, "response_format": {"type": 5}})",
+       "response_format: only"},
       {R"({"model": "m", )" + messages + R"(, "logit_bias": {"5": 10}})", "logit_bias: not"},
       {R"({"model": "m", )" + messages + R"(, "stream_options": {"include_usage": true}})",
        "stream_options: only allowed with stream: true"},
@@ -148,6 +151,36 @@ TEST(OpenAiRequestTest, ValidationFieldsReadAsTheClientsParameters) {
   EXPECT_EQ(ErrorFromStatus(absl::ResourceExhaustedError("too many concurrent streams")).http_status,
             429);
   EXPECT_FALSE(ErrorFromStatus(absl::UnavailableError("the server is shutting down")).param);
+}
+
+// Mutated bodies (bytes flipped, cut, doubled) are answered with a status, whatever they hold.
+TEST(OpenAiRequestTest, MangledBodiesGetAStatus) {
+  const std::string seed = R"({"model": "m", "messages": [{"role": "user", "content": [)"
+                           R"({"type": "text", "text": "hi"}], "tool_calls": [{"a": [1, {}]}]}],)"
+                           R"( "tools": [{"f": null}], "stop": ["x"], "response_format": {},)"
+                           R"( "chat_template_kwargs": {"k": [true]}, "prompt": [[1], "a"]})";
+  const std::string alphabet = "{}[]\",:0123456789.-eE truefalsn\\u\xff";
+  std::mt19937 random(7);
+  for (int i = 0; i < 3000; ++i) {
+    std::string body = seed;
+    for (int edits = 1 + static_cast<int>(random() % 4); edits > 0; --edits) {
+      const size_t at = random() % body.size();
+      switch (random() % 3) {
+        case 0:
+          body[at] = alphabet[random() % alphabet.size()];
+          break;
+        case 1:
+          body.erase(at, 1 + random() % 8);
+          break;
+        default:
+          body.insert(at, body.substr(at, 1 + random() % 16));
+          break;
+      }
+      if (body.empty()) body = "{";
+    }
+    (void)Chat(body);
+    (void)Completion(body);
+  }
 }
 
 TEST(OpenAiRequestTest, NestingIsCountedOutsideStrings) {

@@ -22,22 +22,6 @@ using testing::Client;
 using testing::GreedyIds;
 using testing::StreamResult;
 
-// A loopback port that was free a moment ago (for flags where 0 means "off", not "any port").
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof(address);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), size) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 // A child process running `tandem` with `args`; its stdout is a pipe read line by line.
 class TandemProcess {
  public:
@@ -113,7 +97,7 @@ class TandemProcess {
 TEST(ServeCommandTest, ServesUntilSigtermThenDrainsAndExitsZero) {
   TandemProcess tandem({"serve", "--model", testing::Fixture("models/zamba2-tiny"), "--port", "0",
                         "--metrics-port", "0", "--threads", "2", "--memory-gib", "0.05",
-                        "--grace-seconds", "60", "--http-port", std::to_string(FreePort())});
+                        "--grace-seconds", "60", "--http-port", std::to_string(testing::FreePort())});
   ASSERT_TRUE(tandem.started());
   EXPECT_GT(tandem.ReadPortAfter("tandem metrics on http://127.0.0.1:"), 0);
   const int http_port = tandem.ReadPortAfter("tandem openai api on http://127.0.0.1:");
