@@ -23,8 +23,8 @@
 #include "server/grpc/served_model.h"
 #include "server/grpc/service_state.h"
 #include "server/http/tls_context.h"
-#include "server/openai/openai_endpoint.h"
 #include "server/logging/structured_log.h"
+#include "server/openai/openai_endpoint.h"
 #include "server/util/bearer_tokens.h"
 #include "server/util/host_memory.h"
 #include "server/util/small_file.h"
@@ -170,8 +170,8 @@ absl::Status ReadHttp(const Args& args, const Settings& s, server::OpenAiEndpoin
   http->max_body_bytes = static_cast<uint64_t>(body);
   http->model_name = args.String("served-model-name").value_or(DefaultModelName(s.model_dir));
   if (http->model_name.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(args.Source("served-model-name"),
-                                                   " must not be empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("served-model-name"), " must not be empty"));
   }
   // Every stream may be an HTTP connection, and probes and /v1/models need a few more.
   http->max_connections = s.server.limits.max_concurrent_streams + 16;
@@ -285,7 +285,9 @@ absl::StatusOr<std::unique_ptr<server::OpenAiEndpoint>> StartHttp(const Settings
   if (!security.tls_cert_file.empty()) {
     absl::StatusOr<std::shared_ptr<server::TlsContext>> tls =
         server::TlsContext::Load(security.tls_cert_file, security.tls_key_file);
-    if (!tls.ok()) return absl::InvalidArgumentError(absl::StrCat("http: ", tls.status().message()));
+    if (!tls.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("http: ", tls.status().message()));
+    }
     options.tls = *std::move(tls);
   }
   return server::OpenAiEndpoint::Start(state, options);

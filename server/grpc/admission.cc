@@ -18,8 +18,8 @@ absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceSt
                                                                        std::string* request_id,
                                                                        engine::Request request) {
   if (!state.ReserveId(caller, request_id)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "request_id: '", *request_id, "' is used by another live request of yours"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id: '", *request_id, "' is used by another live request of yours"));
   }
   request.client_id = *request_id;
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =

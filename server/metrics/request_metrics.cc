@@ -46,8 +46,9 @@ RequestMetrics::RequestMetrics() : registry_(std::make_shared<prometheus::Regist
                         FirstTokenBuckets());
   calls_ = &prometheus::BuildCounter()
                 .Name("tandem_requests_total")
-                .Help("Generate and Chat calls (and the OpenAI API's ChatCompletions and "
-                      "Completions) by method and final gRPC status code.")
+                .Help(
+                    "Generate and Chat calls (and the OpenAI API's ChatCompletions and "
+                    "Completions) by method and final gRPC status code.")
                 .Register(*registry_);
   finished_ = &prometheus::BuildCounter()
                    .Name("tandem_requests_finished_total")

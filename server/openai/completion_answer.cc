@@ -62,13 +62,15 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
       break;
     }
     // Text may lag its tokens (a partial character or stop string): nothing to send yet.
-    if (!event->text.empty()) io = writer.Write(SseEvent(ChunkJson(shape, event->text, false, nullptr)));
+    if (!event->text.empty())
+      io = writer.Write(SseEvent(ChunkJson(shape, event->text, false, nullptr)));
   }
   if (!io.ok()) {
     if (absl::IsDeadlineExceeded(io)) {
       metrics.CountStreamStall();
-      return Abandoned(request, absl::CancelledError(
-                                    "the client read nothing for the server's write stall timeout"));
+      return Abandoned(
+          request,
+          absl::CancelledError("the client read nothing for the server's write stall timeout"));
     }
     return Abandoned(request, Gone());
   }

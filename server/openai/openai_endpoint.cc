@@ -133,7 +133,8 @@ void OpenAiEndpoint::Handle(const HttpRequest& request, HttpResponseWriter& writ
     return (void)writer.Send(ErrorResponse(ErrorFromStatus(caller.status())));
   }
   if (path == "/v1/models") {
-    (void)writer.Send(JsonResponse(200, {{"object", "list"}, {"data", json::array({ModelJson()})}}));
+    (void)writer.Send(
+        JsonResponse(200, {{"object", "list"}, {"data", json::array({ModelJson()})}}));
   } else if (path.substr(sizeof("/v1/models/") - 1) == options_.model_name) {
     (void)writer.Send(JsonResponse(200, ModelJson()));
   } else {
@@ -164,10 +165,9 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(http.body, translation)
                                                : ParseCompletionRequest(http.body, translation);
   if (!request.ok()) return Refuse(rpc, *caller, request.status(), writer);
-  absl::StatusOr<engine::Request> built = chat
-                                              ? BuildChatRequest(request->chat, state_.validation())
-                                              : BuildGenerateRequest(request->generate,
-                                                                     state_.validation());
+  absl::StatusOr<engine::Request> built =
+      chat ? BuildChatRequest(request->chat, state_.validation())
+           : BuildGenerateRequest(request->generate, state_.validation());
   if (!built.ok()) return Refuse(rpc, *caller, built.status(), writer);
   absl::StatusOr<std::unique_ptr<LiveRequest>> live =
       LiveRequest::Admit(state_, *caller, "", *std::move(built));
@@ -185,9 +185,8 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   shape.model = options_.model_name;
   shape.created = UnixSeconds();
   shape.usage_in_chunks = request->include_usage;
-  CallOutcome outcome = request->stream
-                            ? AnswerStreamed(**live, shape, writer, state_.metrics())
-                            : AnswerWhole(**live, shape, writer);
+  CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
+                                        : AnswerWhole(**live, shape, writer);
   live->reset();  // the slot and the id are free before the call is recorded, as for gRPC
   RecordServedCall(state_, rpc, *caller, request_id, ToGrpcStatus(outcome.status),
                    outcome.finished ? &*outcome.finished : nullptr);

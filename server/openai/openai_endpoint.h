@@ -58,7 +58,7 @@ class OpenAiEndpoint {
 
   ServiceState& state_;
   const OpenAiEndpointOptions options_;
-  const int64_t started_;  // Unix seconds: /v1/models' `created`
+  const int64_t started_;             // Unix seconds: /v1/models' `created`
   std::unique_ptr<HttpServer> http_;  // last: destroyed (and its threads joined) first
 };
 

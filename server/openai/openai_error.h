@@ -18,7 +18,7 @@ namespace tandem::server {
 struct OpenAiError {
   int http_status = 500;
   std::string message;
-  std::string type;                 // "invalid_request_error", "rate_limit_error", "server_error"
+  std::string type;                  // "invalid_request_error", "rate_limit_error", "server_error"
   std::optional<std::string> param;  // the request parameter at fault
   std::optional<std::string> code;   // "model_not_found", "invalid_api_key"
 };

@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 #include "models/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "server/openai/json_values.h"
 #include "server/openai/openai_json.h"
 
@@ -139,7 +139,8 @@ absl::Status ReadStop(Fields& f, v1::SamplingParams* out) {
   }
   if (!stop->is_array()) return WrongType("stop", "a string or an array of strings", *stop);
   for (size_t i = 0; i < stop->size(); ++i) {
-    if (!(*stop)[i].is_string()) return WrongType(absl::StrCat("stop[", i, "]"), "a string", (*stop)[i]);
+    if (!(*stop)[i].is_string())
+      return WrongType(absl::StrCat("stop[", i, "]"), "a string", (*stop)[i]);
     out->add_stop_strings((*stop)[i].get<std::string>());
   }
   return absl::OkStatus();
@@ -159,13 +160,13 @@ absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* re
     const char* key;
     void (v1::SamplingParams::*set)(float);
   };
-  for (const FloatParam& p : {FloatParam{"temperature", &v1::SamplingParams::set_temperature},
-                              FloatParam{"top_p", &v1::SamplingParams::set_top_p},
-                              FloatParam{"min_p", &v1::SamplingParams::set_min_p},
-                              FloatParam{"presence_penalty", &v1::SamplingParams::set_presence_penalty},
-                              FloatParam{"frequency_penalty", &v1::SamplingParams::set_frequency_penalty},
-                              FloatParam{"repetition_penalty",
-                                         &v1::SamplingParams::set_repetition_penalty}}) {
+  for (const FloatParam& p :
+       {FloatParam{"temperature", &v1::SamplingParams::set_temperature},
+        FloatParam{"top_p", &v1::SamplingParams::set_top_p},
+        FloatParam{"min_p", &v1::SamplingParams::set_min_p},
+        FloatParam{"presence_penalty", &v1::SamplingParams::set_presence_penalty},
+        FloatParam{"frequency_penalty", &v1::SamplingParams::set_frequency_penalty},
+        FloatParam{"repetition_penalty", &v1::SamplingParams::set_repetition_penalty}}) {
     TANDEM_ASSIGN_OR_RETURN(auto value, Number(f, p.key));
     if (value) (out->*p.set)(static_cast<float>(*value));
   }
@@ -245,7 +246,8 @@ absl::Status ReadStructs(Fields& f, const std::string& key,
   if (list == nullptr) return absl::OkStatus();
   if (!list->is_array()) return WrongType(f.Name(key), "an array of objects", *list);
   for (size_t i = 0; i < list->size(); ++i) {
-    TANDEM_RETURN_IF_ERROR(ToProtoStruct((*list)[i], absl::StrCat(f.Name(key), "[", i, "]"), out->Add()));
+    TANDEM_RETURN_IF_ERROR(
+        ToProtoStruct((*list)[i], absl::StrCat(f.Name(key), "[", i, "]"), out->Add()));
   }
   return absl::OkStatus();
 }
@@ -294,11 +296,11 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
   if (messages == nullptr) return Invalid("messages", "required");
   if (!messages->is_array()) return WrongType("messages", "an array of messages", *messages);
   for (size_t i = 0; i < messages->size(); ++i) {
-    TANDEM_RETURN_IF_ERROR(ReadMessage((*messages)[i], absl::StrCat("messages[", i, "]"),
-                                     chat.add_messages()));
+    TANDEM_RETURN_IF_ERROR(
+        ReadMessage((*messages)[i], absl::StrCat("messages[", i, "]"), chat.add_messages()));
   }
-  TANDEM_RETURN_IF_ERROR(ReadCommon(f, options.default_chat_max_tokens, &request,
-                                  chat.mutable_sampling()));
+  TANDEM_RETURN_IF_ERROR(
+      ReadCommon(f, options.default_chat_max_tokens, &request, chat.mutable_sampling()));
   TANDEM_RETURN_IF_ERROR(ReadTools(f, &chat));
   TANDEM_ASSIGN_OR_RETURN(auto generation_prompt, Bool(f, "add_generation_prompt"));
   if (generation_prompt) chat.set_add_generation_prompt(*generation_prompt);
@@ -346,11 +348,10 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body,
     }
     if (prompt->empty()) generate.mutable_token_ids();  // the validation says it is empty
   } else {
-    return WrongType("prompt", "a string, an array of token ids or a list of one of them",
-                     *prompt);
+    return WrongType("prompt", "a string, an array of token ids or a list of one of them", *prompt);
   }
-  TANDEM_RETURN_IF_ERROR(ReadCommon(f, /*default_max_tokens=*/16, &request,
-                                  generate.mutable_sampling()));
+  TANDEM_RETURN_IF_ERROR(
+      ReadCommon(f, /*default_max_tokens=*/16, &request, generate.mutable_sampling()));
   TANDEM_ASSIGN_OR_RETURN(auto add_special, Bool(f, "add_special_tokens"));
   if (add_special) generate.set_add_special_tokens(*add_special);
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Integer(f, "logprobs"));

@@ -6,8 +6,8 @@ namespace {
 using json = nlohmann::json;
 
 json Envelope(const CompletionShape& shape, bool chunk) {
-  const char* object = shape.chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                                  : "text_completion";
+  const char* object =
+      shape.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   return {{"id", shape.id}, {"object", object}, {"created", shape.created}, {"model", shape.model}};
 }
 

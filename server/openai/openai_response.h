@@ -19,7 +19,7 @@ struct CompletionShape {
   bool chat = true;  // chat completion, else text completion
   std::string id;    // "chatcmpl-<request id>" or "cmpl-<request id>"
   std::string model;
-  int64_t created = 0;  // Unix seconds
+  int64_t created = 0;           // Unix seconds
   bool usage_in_chunks = false;  // stream_options.include_usage: chunks carry "usage": null
 };
 

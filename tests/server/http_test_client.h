@@ -1,6 +1,6 @@
 // A minimal HTTP/1.x client over loopback for the tests that talk to our HTTP endpoints
-// (/metrics, the OpenAI API) and Prometheus' API: one request per connection, plaintext or TLS (OpenSSL, trusting
-// one CA file), and the response split into status, head and body.
+// (/metrics, the OpenAI API) and Prometheus' API: one request per connection, plaintext or TLS
+// (OpenSSL, trusting one CA file), and the response split into status, head and body.
 #ifndef TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
 #define TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
 

@@ -2,11 +2,12 @@
 // says for the same conversation (and a completion what Generate says), a stream's chunks add up
 // to the whole answer, a repeated prompt is served from the prefix cache, /v1/models lists the
 // model, bad requests get OpenAI errors naming the parameter, tokens are checked, a client that
-// hangs up mid-stream has its request cancelled while another completes, and /health turns 503
-// when the server drains.
+// hangs up mid-stream has its request cancelled while another completes, a drain lets requests
+// in flight finish, and /health turns 503 when the server drains.
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,8 +63,9 @@ int CountEvents(const std::string& sse) {
 
 json ChatBody(const std::string& content, int max_tokens) {
   return {{"model", kModel},
-          {"messages", {{{"role", "system"}, {"content", "You answer briefly."}},
-                        {{"role", "user"}, {"content", content}}}},
+          {"messages",
+           {{{"role", "system"}, {"content", "You answer briefly."}},
+            {{"role", "user"}, {"content", content}}}},
           {"temperature", 0},
           {"max_tokens", max_tokens}};
 }
@@ -100,8 +102,9 @@ class OpenAiApiTest : public ::testing::Test {
   int SendRaw(const json& body) {
     const std::string text = body.dump();
     const int fd = testing::ConnectLoopback(endpoint_->port());
-    const std::string request = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " +
-                                std::to_string(text.size()) + "\r\n\r\n" + text;
+    const std::string request =
+        "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " + std::to_string(text.size()) +
+        "\r\n\r\n" + text;
     if (fd >= 0 && send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
                        static_cast<ssize_t>(request.size())) {
       close(fd);
@@ -150,7 +153,8 @@ TEST_F(OpenAiApiTest, GreedyChatSaysWhatGrpcChatSays) {
   EXPECT_GT(usage["prompt_tokens_details"]["cached_tokens"], 0);
 
   const std::string scrape = Scrape();
-  EXPECT_TRUE(absl::StrContains(scrape, "tandem_requests_total{code=\"OK\",rpc=\"ChatCompletions\"} 1"))
+  EXPECT_TRUE(
+      absl::StrContains(scrape, "tandem_requests_total{code=\"OK\",rpc=\"ChatCompletions\"} 1"))
       << scrape;
 }
 
@@ -189,8 +193,11 @@ TEST_F(OpenAiApiTest, CompletionSaysWhatGenerateSays) {
   Client client(server_->port());
   StreamResult expected = client.Generate(testing::GreedyIds(ids, 6));
   ASSERT_TRUE(expected.status.ok()) << expected.status.error_message();
-  json body = {{"model", kModel}, {"prompt", ids}, {"max_tokens", 6},
-               {"temperature", 0},  {"ignore_eos", true}};
+  json body = {{"model", kModel},
+               {"prompt", ids},
+               {"max_tokens", 6},
+               {"temperature", 0},
+               {"ignore_eos", true}};
   testing::HttpResponse response = Post("/v1/completions", body);
   ASSERT_EQ(response.status, 200) << response.body;
   json answer = Parse(response.body);
@@ -228,8 +235,8 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
   struct Case {
     std::string body;
     int status;
-    std::string param;      // "" for null
-    std::string message;    // a part of it
+    std::string param;    // "" for null
+    std::string message;  // a part of it
   };
   json n2 = ChatBody("hi", 4);
   n2["n"] = 2;
@@ -263,8 +270,7 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
     json error = Parse(response.body)["error"];
     EXPECT_EQ(error["type"], "invalid_request_error") << response.body;
     EXPECT_EQ(error["param"], c.param.empty() ? json(nullptr) : json(c.param)) << response.body;
-    EXPECT_TRUE(absl::StrContains(error["message"].get<std::string>(), c.message))
-        << response.body;
+    EXPECT_TRUE(absl::StrContains(error["message"].get<std::string>(), c.message)) << response.body;
   }
   // A list of prompts, and a body over the cap.
   testing::HttpResponse two = Post("/v1/completions", {{"model", kModel}, {"prompt", {"a", "b"}}});
@@ -344,8 +350,8 @@ TEST_F(OpenAiApiTest, AClientThatHangsUpBeforeAWholeAnswerHasItsRequestCancelled
 }
 
 TEST_F(OpenAiApiTest, ServesHttpsWithTheServersCertificate) {
-  absl::StatusOr<std::shared_ptr<TlsContext>> tls = TlsContext::Load(
-      testing::Fixture("tls/server.crt"), testing::Fixture("tls/server.key"));
+  absl::StatusOr<std::shared_ptr<TlsContext>> tls =
+      TlsContext::Load(testing::Fixture("tls/server.crt"), testing::Fixture("tls/server.key"));
   ASSERT_TRUE(tls.ok()) << tls.status();
   OpenAiEndpointOptions options;
   options.model_name = kModel;
@@ -357,6 +363,20 @@ TEST_F(OpenAiApiTest, ServesHttpsWithTheServersCertificate) {
       testing::HttpsGet((*https)->port(), "/v1/models", testing::Fixture("tls/server.crt"));
   EXPECT_EQ(models.status, 200);
   EXPECT_EQ(Parse(models.body)["data"][0]["id"], kModel);
+}
+
+TEST_F(OpenAiApiTest, ADrainLetsRequestsInFlightFinish) {
+  json body = ChatBody("Tell a story.", 300);
+  body["ignore_eos"] = true;
+  std::future<testing::HttpResponse> answer =
+      std::async(std::launch::async, [&] { return Post("/v1/chat/completions", body); });
+  ASSERT_TRUE(Eventually([&] { return server_->state().active_streams() == 1; }));
+  server_->Shutdown(std::chrono::seconds(60));
+  testing::HttpResponse response = answer.get();
+  ASSERT_EQ(response.status, 200) << response.body;
+  json finished = Parse(response.body);
+  EXPECT_EQ(finished["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(finished["usage"]["completion_tokens"], 300);
 }
 
 TEST_F(OpenAiApiTest, HealthTurnsUnavailableWhileDraining) {

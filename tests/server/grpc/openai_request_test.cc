@@ -32,7 +32,8 @@ TEST(OpenAiRequestTest, ChatFieldsBecomeTheChatRequest) {
   absl::StatusOr<OpenAiRequest> request = Chat(R"({
       "model": "m", "user": "u-1", "logprobs": false, "n": 1, "top_logprobs": null,
       "messages": [
-        {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "system",
+         "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         {"role": "assistant", "content": null, "refusal": null, "annotations": [],
          "tool_calls": [{"id": "c1", "type": "function",
                          "function": {"name": "f", "arguments": "{}"}}]},
@@ -148,8 +149,9 @@ TEST(OpenAiRequestTest, ValidationFieldsReadAsTheClientsParameters) {
   EXPECT_EQ(error.http_status, 400);
   EXPECT_EQ(error.param, "max_tokens");
   EXPECT_EQ(error.message, "max_tokens: must be in [1, 9]");
-  EXPECT_EQ(ErrorFromStatus(absl::ResourceExhaustedError("too many concurrent streams")).http_status,
-            429);
+  EXPECT_EQ(
+      ErrorFromStatus(absl::ResourceExhaustedError("too many concurrent streams")).http_status,
+      429);
   EXPECT_FALSE(ErrorFromStatus(absl::UnavailableError("the server is shutting down")).param);
 }
 
@@ -176,7 +178,7 @@ TEST(OpenAiRequestTest, MangledBodiesGetAStatus) {
           body.insert(at, body.substr(at, 1 + random() % 16));
           break;
       }
-      if (body.empty()) body = "{";
+      if (body.empty()) body.push_back('{');
     }
     (void)Chat(body);
     (void)Completion(body);

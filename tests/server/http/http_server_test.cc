@@ -205,20 +205,21 @@ TEST(HttpServerTest, BodiesAreReadWithinTheirCap) {
       HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(ok.body, "got hello");
-  testing::HttpResponse large = HttpExchange(
-      port, "POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n" + std::string(17, 'z'));
+  testing::HttpResponse large =
+      HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n" + std::string(17, 'z'));
   EXPECT_EQ(large.status, 413);
   EXPECT_EQ(large.body,
             "refused: the request body is 17 bytes, more than the server's limit of 16");
   EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\n\r\n").status, 411);
-  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                               "5\r\nhello\r\n0\r\n\r\n")
+  EXPECT_EQ(HttpExchange(port,
+                         "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "5\r\nhello\r\n0\r\n\r\n")
                 .status,
             501);
-  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello").status,
-            400);
-  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6"
-                               "\r\n\r\nhello!")
+  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello").status, 400);
+  EXPECT_EQ(HttpExchange(port,
+                         "POST /x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6"
+                         "\r\n\r\nhello!")
                 .status,
             400);
 }
@@ -229,8 +230,7 @@ TEST(HttpServerTest, AShortBodyIsCutOffAtTheRequestDeadline) {
   std::unique_ptr<HttpServer> server = StartEchoServer(options);
   ASSERT_NE(server, nullptr);
   // Promises 10 bytes, sends 2, then waits for the answer.
-  EXPECT_EQ(HttpExchange(server->port(), "POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nhi")
-                .status,
+  EXPECT_EQ(HttpExchange(server->port(), "POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nhi").status,
             408);
 }
 
