@@ -224,6 +224,26 @@ TEST(HttpServerTest, BodiesAreReadWithinTheirCap) {
             400);
 }
 
+TEST(HttpServerTest, AClientThatExpectsContinueHearsIt) {
+  std::unique_ptr<HttpServer> server = StartEchoServer({});
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectLoopback(server->port());
+  ASSERT_GE(fd, 0);
+  const std::string head = "POST /x HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n";
+  ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string received(go_on.size(), '\0');
+  ASSERT_EQ(recv(fd, received.data(), received.size(), MSG_WAITALL),
+            static_cast<ssize_t>(go_on.size()));
+  EXPECT_EQ(received, go_on);
+  ASSERT_EQ(send(fd, "hi", 2, MSG_NOSIGNAL), 2);
+  std::string raw;
+  char buffer[512];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) raw.append(buffer, n);
+  close(fd);
+  EXPECT_EQ(testing::ParseHttpResponse(raw).body, "got hi");
+}
+
 TEST(HttpServerTest, AShortBodyIsCutOffAtTheRequestDeadline) {
   HttpServerOptions options;
   options.request_timeout = std::chrono::milliseconds(300);
