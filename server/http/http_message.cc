@@ -65,7 +65,8 @@ std::string HttpResponse::SerializeHead() const {
                                  "\r\nContent-Type: ", content_type, "\r\n");
   if (!close_delimited) absl::StrAppend(&out, "Content-Length: ", body.size(), "\r\n");
   for (const auto& [name, value] : headers) absl::StrAppend(&out, name, ": ", value, "\r\n");
-  absl::StrAppend(&out, "Connection: close\r\n\r\n");
+  const bool keep = keep_alive && !close_delimited;
+  absl::StrAppend(&out, "Connection: ", keep ? "keep-alive" : "close", "\r\n\r\n");
   return out;
 }
 

@@ -38,9 +38,11 @@ struct HttpResponse {
   // The body is streamed after the head and ends when the server closes the connection (Server-
   // Sent Events): the head then carries no Content-Length.
   bool close_delimited = false;
+  // "Connection: keep-alive" instead of "close" (never with close_delimited).
+  bool keep_alive = false;
 
   static HttpResponse Text(int status, std::string body);
-  // The whole response on the wire, always with Connection: close.
+  // The whole response on the wire.
   std::string Serialize() const;
   // The status line and headers, up to and including the blank line.
   std::string SerializeHead() const;

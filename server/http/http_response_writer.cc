@@ -8,7 +8,10 @@ absl::Status HttpResponseWriter::Send(HttpResponse response) {
   if (started_) return absl::FailedPreconditionError("the response was already started");
   started_ = true;
   response.head_only = head_only_;
-  return Write(response.Serialize());
+  response.keep_alive = keep_alive_;
+  absl::Status status = Write(response.Serialize());
+  reusable_ = keep_alive_ && status.ok();
+  return status;
 }
 
 absl::Status HttpResponseWriter::StartStream(HttpResponse head) {

@@ -2,7 +2,8 @@
 // written piece by piece as it is produced (Server-Sent Events), each piece flushed to the client
 // at once. Every write gets the server's response timeout of its own, so a client that stops
 // reading holds its connection no longer than that; one that hangs up is seen by the next write
-// or by Abandoned(), which a handler waiting on something else polls.
+// or by Abandoned(), which a handler waiting on something else polls. A streamed body ends with
+// the connection, so only a whole response can leave it open for another request.
 #ifndef TANDEM_SERVER_HTTP_HTTP_RESPONSE_WRITER_H_
 #define TANDEM_SERVER_HTTP_HTTP_RESPONSE_WRITER_H_
 
@@ -18,9 +19,13 @@ namespace tandem::server {
 class HttpResponseWriter {
  public:
   // `head_only`: the request was HEAD (a whole response is sent without its body).
+  // `keep_alive`: a whole response may leave the connection open for the next request.
   HttpResponseWriter(HttpConnection& connection, std::chrono::milliseconds write_timeout,
-                     bool head_only)
-      : connection_(connection), write_timeout_(write_timeout), head_only_(head_only) {}
+                     bool head_only, bool keep_alive = false)
+      : connection_(connection),
+        write_timeout_(write_timeout),
+        head_only_(head_only),
+        keep_alive_(keep_alive) {}
 
   // The whole response. Once per request, and not after StartStream.
   absl::Status Send(HttpResponse response);
@@ -30,6 +35,8 @@ class HttpResponseWriter {
   absl::Status Write(absl::string_view data);
   // True once Send or StartStream was called.
   bool started() const { return started_; }
+  // The connection may carry another request: a whole response went out, kept alive.
+  bool reusable() const { return reusable_; }
   // The client hung up or the server is stopping (HttpConnection::Abandoned).
   bool Abandoned() const { return connection_.Abandoned(); }
 
@@ -37,7 +44,9 @@ class HttpResponseWriter {
   HttpConnection& connection_;
   const std::chrono::milliseconds write_timeout_;
   const bool head_only_;
+  const bool keep_alive_;
   bool started_ = false;
+  bool reusable_ = false;
 };
 
 }  // namespace tandem::server

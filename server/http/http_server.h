@@ -5,7 +5,10 @@
 // must arrive within request_timeout of the accept, and the response must be taken within
 // response_timeout. So a client that trickles a byte a second, or never reads, holds one
 // connection slot for a few seconds and delays nobody else; and stopping the server interrupts
-// every wait at once. Each connection carries one request (Connection: close).
+// every wait at once. A connection carries one request (Connection: close) unless keep_alive is
+// set: then a client may send up to max_requests_per_connection requests on it, one after the
+// other (pipelined ones are read in turn), each beginning within keep_alive_idle of the previous
+// answer; a streamed answer, an error and the last request close it.
 //
 // Request bodies: only with Content-Length, up to max_body_bytes (0: the endpoint takes none, and
 // a request with one is refused 400); beyond it 413, a POST without a length 411, and
@@ -24,6 +27,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "server/http/http_connection.h"
 #include "server/http/http_message.h"
 #include "server/http/http_response_writer.h"
 #include "server/http/tls_context.h"
@@ -40,6 +44,9 @@ struct HttpServerOptions {
   std::chrono::milliseconds response_timeout{10000};
   size_t max_head_bytes = 8192;
   uint64_t max_body_bytes = 0;
+  bool keep_alive = false;
+  std::chrono::milliseconds keep_alive_idle{5000};
+  int max_requests_per_connection = 100;
   // How the server's own refusals (400, 408, 411, 413, 431, 501, 505) look; `message` says what
   // was wrong. Null: plain text.
   std::function<HttpResponse(int status, const std::string& message)> error_response;
@@ -76,6 +83,10 @@ class HttpServer {
       : options_(options), handler_(std::move(handler)) {}
   void Accept();
   void Serve(int fd, const std::string& peer);
+  // One request of the connection (`served` came before it; `pending` holds bytes read past the
+  // previous one); true when the connection may carry the next.
+  bool ServeRequest(HttpConnection& connection, const std::string& peer, int served,
+                    std::string* pending);
   // The request's body policy (see above): 0 when it may be read, else the refusal's status.
   int RefuseBody(const HttpRequest& request, std::string* why) const;
   HttpResponse Error(int status, const std::string& message) const;

@@ -72,6 +72,9 @@ absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> OpenAiEndpoint::Start(
   http.tls = options.tls;
   http.max_connections = options.max_connections;
   http.max_body_bytes = options.max_body_bytes;
+  // OpenAI's SDKs and gateways keep connections in a pool; a connection idle for 5 s is closed
+  // so that idle ones do not hold the connection slots for long.
+  http.keep_alive = true;
   // A large prompt over a slow link needs more than the metrics endpoint's 5 s.
   http.request_timeout = std::chrono::seconds(30);
   // Each write of a response (a whole one, or one event of a stream) must be taken within the

@@ -1,6 +1,7 @@
 // A minimal HTTP/1.x client over loopback for the tests that talk to our HTTP endpoints
-// (/metrics, the OpenAI API) and Prometheus' API: one request per connection, plaintext or TLS
-// (OpenSSL, trusting one CA file), and the response split into status, head and body.
+// (/metrics, the OpenAI API) and Prometheus' API: one request per connection (Connection: close),
+// plaintext or TLS (OpenSSL, trusting one CA file), and the response split into status, head and
+// body.
 #ifndef TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
 #define TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
 
@@ -91,7 +92,8 @@ inline HttpResponse HttpGet(int port, const std::string& target, const std::stri
 inline HttpResponse HttpPost(int port, const std::string& target, const std::string& body,
                              const std::string& headers = "") {
   return HttpExchange(port, "POST " + target +
-                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                                "Content-Type: application/json\r\n"
                                 "Content-Length: " +
                                 std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body);
 }
@@ -109,8 +111,9 @@ inline HttpResponse HttpsGet(int port, const std::string& target, const std::str
   SSL_set_fd(ssl, fd);
   std::string raw;
   if (SSL_connect(ssl) == 1) {
-    const std::string request =
-        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n";
+    const std::string request = "GET " + target +
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + headers +
+                                "\r\n";
     if (SSL_write(ssl, request.data(), static_cast<int>(request.size())) > 0) {
       char buffer[4096];
       for (int n; (n = SSL_read(ssl, buffer, sizeof(buffer))) > 0;) raw.append(buffer, n);

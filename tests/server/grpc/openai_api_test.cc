@@ -379,6 +379,20 @@ TEST_F(OpenAiApiTest, ADrainLetsRequestsInFlightFinish) {
   EXPECT_EQ(finished["usage"]["completion_tokens"], 300);
 }
 
+TEST_F(OpenAiApiTest, AConnectionCarriesSeveralRequests) {
+  const std::string body = ChatBody("hi", 2).dump();
+  const std::string post =
+      "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  testing::HttpResponse response = testing::HttpExchange(
+      endpoint_->port(), post + "GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_TRUE(absl::StrContains(response.head, "Connection: keep-alive")) << response.head;
+  EXPECT_TRUE(absl::StrContains(response.body, "\"chat.completion\"")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "Connection: close")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "\"object\":\"list\"")) << response.body;
+}
+
 TEST_F(OpenAiApiTest, HealthTurnsUnavailableWhileDraining) {
   EXPECT_EQ(testing::HttpGet(endpoint_->port(), "/health").status, 200);
   server_->Shutdown(std::chrono::milliseconds(0));

@@ -3,8 +3,8 @@
 // deadline; connections beyond the cap are refused at once with 503; stopping the server does
 // not wait for idle clients; malformed requests get the right status; TLS works with the
 // operator's certificate and refuses a wrong key at load time; request bodies are read within
-// their cap (413 beyond, 411 without a length, 501 chunked) and streamed responses reach the
-// client piece by piece.
+// their cap (413 beyond, 411 without a length, 501 chunked), streamed responses reach the
+// client piece by piece, and kept-alive connections carry several requests and close when idle.
 #include "server/http/http_server.h"
 
 #include <sys/socket.h>
@@ -242,6 +242,53 @@ TEST(HttpServerTest, AClientThatExpectsContinueHearsIt) {
   for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) raw.append(buffer, n);
   close(fd);
   EXPECT_EQ(testing::ParseHttpResponse(raw).body, "got hi");
+}
+
+// Everything the server sent back, responses one after the other.
+std::string RawExchange(int port, const std::string& request) {
+  testing::HttpResponse response = HttpExchange(port, request);
+  return response.head + "\r\n\r\n" + response.body;
+}
+
+TEST(HttpServerTest, KeptAliveConnectionsCarryRequestsInTurn) {
+  HttpServerOptions options;
+  options.keep_alive = true;
+  options.max_requests_per_connection = 3;
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  // Pipelined: a body, a request right behind it, then one that asks to close.
+  const std::string raw = RawExchange(server->port(),
+                                      "POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\none"
+                                      "POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\ntwo"
+                                      "POST /x HTTP/1.1\r\nContent-Length: 5\r\n"
+                                      "Connection: close\r\n\r\nthree");
+  EXPECT_NE(raw.find("Connection: keep-alive\r\n\r\ngot oneHTTP/1.1 200 OK"), std::string::npos)
+      << raw;
+  EXPECT_NE(raw.find("got twoHTTP/1.1 200 OK"), std::string::npos) << raw;
+  EXPECT_NE(raw.find("Connection: close"), std::string::npos) << raw;
+  // The third request is the last one allowed, asked or not; HTTP/1.0 closes unless asked.
+  const std::string capped = RawExchange(server->port(),
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\na"
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\nb"
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\nc"
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\nd");
+  EXPECT_NE(capped.find("got c"), std::string::npos) << capped;
+  EXPECT_EQ(capped.find("got d"), std::string::npos) << capped;
+  EXPECT_EQ(HttpGet(server->port(), "/stream").status, 200);  // HTTP/1.0: closed after it
+}
+
+TEST(HttpServerTest, AnIdleKeptAliveConnectionIsClosed) {
+  HttpServerOptions options;
+  options.keep_alive = true;
+  options.keep_alive_idle = std::chrono::milliseconds(100);
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  // One request, then silence: the server closes the connection once the idle time is over
+  // (HttpExchange reads until it does).
+  testing::HttpResponse response =
+      HttpExchange(server->port(), "POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, "got hi");
 }
 
 TEST(HttpServerTest, AShortBodyIsCutOffAtTheRequestDeadline) {
