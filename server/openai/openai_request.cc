@@ -283,24 +283,16 @@ absl::Status ReadTools(Fields& f, v1::ChatRequest* out) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
-                                                         const OpenAiRequestOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(auto object, ParseObject(body));
-  Fields f(object, "");
-  TANDEM_RETURN_IF_ERROR(ReadModel(f, options));
-  OpenAiRequest request;
-  v1::ChatRequest& chat = request.chat;
-  const json* messages = f.Get("messages");
-  if (messages == nullptr) return Invalid("messages", "required");
-  if (!messages->is_array()) return WrongType("messages", "an array of messages", *messages);
-  for (size_t i = 0; i < messages->size(); ++i) {
+absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOptions& options,
+                      OpenAiRequest* request) {
+  v1::ChatRequest& chat = request->chat;
+  if (!messages.is_array()) return WrongType("messages", "an array of messages", messages);
+  for (size_t i = 0; i < messages.size(); ++i) {
     TANDEM_RETURN_IF_ERROR(
-        ReadMessage((*messages)[i], absl::StrCat("messages[", i, "]"), chat.add_messages()));
+        ReadMessage(messages[i], absl::StrCat("messages[", i, "]"), chat.add_messages()));
   }
   TANDEM_RETURN_IF_ERROR(
-      ReadCommon(f, options.default_chat_max_tokens, &request, chat.mutable_sampling()));
+      ReadCommon(f, options.default_chat_max_tokens, request, chat.mutable_sampling()));
   TANDEM_RETURN_IF_ERROR(ReadTools(f, &chat));
   TANDEM_ASSIGN_OR_RETURN(auto generation_prompt, Bool(f, "add_generation_prompt"));
   if (generation_prompt) chat.set_add_generation_prompt(*generation_prompt);
@@ -313,45 +305,42 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
                              format->contains("type") && (*format)["type"] == "text")) {
     return Invalid("response_format", "only {\"type\": \"text\"} is supported");
   }
-  TANDEM_RETURN_IF_ERROR(f.CheckAllRead());
-  return request;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body,
-                                                     const OpenAiRequestOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(auto object, ParseObject(body));
-  Fields f(object, "");
-  TANDEM_RETURN_IF_ERROR(ReadModel(f, options));
-  OpenAiRequest request;
-  v1::GenerateRequest& generate = request.generate;
-  const json* prompt = f.Get("prompt");
-  if (prompt == nullptr) return Invalid("prompt", "required");
-  // A list holding one prompt is that prompt; a list of ids is one tokenized prompt.
-  if (prompt->is_array() && prompt->size() == 1 && !(*prompt)[0].is_number()) {
-    prompt = &(*prompt)[0];
+// A string, an array of token ids, or a list holding one of them.
+absl::Status ReadPrompt(const json& prompt, v1::GenerateRequest* out) {
+  const json* one = &prompt;
+  if (prompt.is_array() && prompt.size() == 1 && !prompt[0].is_number()) one = &prompt[0];
+  if (one->is_string()) {
+    out->set_text(one->get<std::string>());
+    return absl::OkStatus();
   }
-  if (prompt->is_string()) {
-    generate.set_text(prompt->get<std::string>());
-  } else if (prompt->is_array()) {
-    for (size_t i = 0; i < prompt->size(); ++i) {
-      const json& id = (*prompt)[i];
-      if (id.is_string() || id.is_array()) {
-        return Invalid("prompt", absl::StrCat("a list of ", prompt->size(),
-                                              " prompts; this server takes one prompt per "
-                                              "request (send one request each)"));
-      }
-      if (!id.is_number_integer() ||
-          id.get<int64_t>() != static_cast<int64_t>(SaturatedInt32(id.get<int64_t>()))) {
-        return Invalid(absl::StrCat("prompt[", i, "]"), "must be a token id (an integer)");
-      }
-      generate.mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
+  if (!one->is_array()) {
+    return WrongType("prompt", "a string, an array of token ids or a list of one of them", *one);
+  }
+  out->mutable_token_ids();  // even when empty, which the validation refuses as such
+  for (size_t i = 0; i < one->size(); ++i) {
+    const json& id = (*one)[i];
+    if (id.is_string() || id.is_array()) {
+      return Invalid("prompt", absl::StrCat("a list of ", one->size(),
+                                            " prompts; this server takes one prompt per "
+                                            "request (send one request each)"));
     }
-    if (prompt->empty()) generate.mutable_token_ids();  // the validation says it is empty
-  } else {
-    return WrongType("prompt", "a string, an array of token ids or a list of one of them", *prompt);
+    if (!id.is_number_integer() ||
+        id.get<int64_t>() != static_cast<int64_t>(SaturatedInt32(id.get<int64_t>()))) {
+      return Invalid(absl::StrCat("prompt[", i, "]"), "must be a token id (an integer)");
+    }
+    out->mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* request) {
+  v1::GenerateRequest& generate = request->generate;
+  TANDEM_RETURN_IF_ERROR(ReadPrompt(prompt, &generate));
   TANDEM_RETURN_IF_ERROR(
-      ReadCommon(f, /*default_max_tokens=*/16, &request, generate.mutable_sampling()));
+      ReadCommon(f, /*default_max_tokens=*/16, request, generate.mutable_sampling()));
   TANDEM_ASSIGN_OR_RETURN(auto add_special, Bool(f, "add_special_tokens"));
   if (add_special) generate.set_add_special_tokens(*add_special);
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Integer(f, "logprobs"));
@@ -364,8 +353,39 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body,
   }
   TANDEM_ASSIGN_OR_RETURN(auto suffix, String(f, "suffix"));
   if (!suffix.value_or("").empty()) return Unsupported("suffix");
+  return absl::OkStatus();
+}
+
+// Both endpoints: a JSON object naming the served model, with its main member (`messages` or
+// `prompt`) and the rest as `read` takes them, and no member left unread.
+template <class Read>
+absl::StatusOr<OpenAiRequest> ParseRequest(absl::string_view body,
+                                           const OpenAiRequestOptions& options,
+                                           const std::string& main, Read read) {
+  TANDEM_ASSIGN_OR_RETURN(json object, ParseObject(body));
+  Fields f(object, "");
+  TANDEM_RETURN_IF_ERROR(ReadModel(f, options));
+  const json* value = f.Get(main);
+  if (value == nullptr) return Invalid(main, "required");
+  OpenAiRequest request;
+  TANDEM_RETURN_IF_ERROR(read(*value, f, &request));
   TANDEM_RETURN_IF_ERROR(f.CheckAllRead());
   return request;
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
+                                                         const OpenAiRequestOptions& options) {
+  return ParseRequest(body, options, "messages",
+                      [&](const json& messages, Fields& f, OpenAiRequest* request) {
+                        return ReadChat(messages, f, options, request);
+                      });
+}
+
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body,
+                                                     const OpenAiRequestOptions& options) {
+  return ParseRequest(body, options, "prompt", ReadCompletion);
 }
 
 }  // namespace tandem::server
