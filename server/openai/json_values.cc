@@ -1,36 +1,8 @@
 #include "server/openai/json_values.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 
 namespace tandem::server {
-
-int JsonNestingDepth(absl::string_view text, int limit) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, whatever it is
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 void ToProtoValue(const nlohmann::json& value, google::protobuf::Value* out) {
   switch (value.type()) {

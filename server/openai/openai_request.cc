@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/json_depth.h"
 #include "models/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/openai/json_values.h"
@@ -194,7 +195,8 @@ absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* re
 }
 
 absl::StatusOr<json> ParseObject(absl::string_view body) {
-  if (JsonNestingDepth(body, kMaxRequestJsonDepth) > kMaxRequestJsonDepth) {
+  if (models::JsonDepth(std::string_view(body.data(), body.size()), kMaxRequestJsonDepth) >
+      kMaxRequestJsonDepth) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the request body nests arrays and objects deeper than ", kMaxRequestJsonDepth, " levels"));
   }
