@@ -108,8 +108,7 @@ json OpenAiEndpoint::ModelJson() const {
   return {{"id", options_.model_name},
           {"object", "model"},
           {"created", started_},
-          {"owned_by", "tandem"},
-          {"max_model_len", state_.config().limits.max_prompt_tokens}};
+          {"owned_by", "tandem"}};
 }
 
 void OpenAiEndpoint::Handle(const HttpRequest& request, HttpResponseWriter& writer) {

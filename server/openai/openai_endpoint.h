@@ -8,8 +8,9 @@
 // BuildGenerateRequest validate and build, and admitted with a stream slot and a per-caller
 // request id (admission.h). Calls are recorded like gRPC ones (tandem_requests_total with
 // rpc="ChatCompletions" or "Completions"). Each connection's thread reads its request's events;
-// a client that hangs up (seen by a failed write or, while waiting, by polling the socket) has
-// its request cancelled, which touches no other request.
+// a client that hangs up (seen by a failed write or by polling the socket between events) has
+// its request cancelled, which touches no other request. Connections are kept alive between
+// whole answers (HttpServerOptions::keep_alive).
 #ifndef TANDEM_SERVER_OPENAI_OPENAI_ENDPOINT_H_
 #define TANDEM_SERVER_OPENAI_OPENAI_ENDPOINT_H_
 
