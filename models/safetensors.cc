@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/json_depth.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::models {
@@ -40,35 +41,6 @@ absl::Status FileError(std::string_view path, std::string_view msg) {
 absl::Status TensorError(std::string_view path, std::string_view name, std::string_view msg) {
   return absl::InvalidArgumentError(
       absl::StrCat(Sv(path), ": tensor ", Quote(name), ": ", Sv(msg)));
-}
-
-// Maximum nesting of objects/arrays in `text`, stopping early once it exceeds `limit`.
-int JsonDepth(std::string_view text, int limit) {
-  int depth = 0;
-  int max_depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      max_depth = std::max(max_depth, ++depth);
-      if (max_depth > limit) return max_depth;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return max_depth;
 }
 
 // A JSON value as a non-negative integer (floats, negatives and strings rejected).

@@ -1,4 +1,5 @@
-// `tandem serve`: load a checkpoint and serve it over gRPC until SIGTERM or SIGINT, then drain.
+// `tandem serve`: load a checkpoint and serve it over gRPC (and OpenAI's HTTP API when asked)
+// until SIGTERM or SIGINT, then drain.
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -20,7 +21,10 @@
 #include "server/cli/config_sources.h"
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/served_model.h"
+#include "server/grpc/service_state.h"
+#include "server/http/tls_context.h"
 #include "server/logging/structured_log.h"
+#include "server/openai/openai_endpoint.h"
 #include "server/util/bearer_tokens.h"
 #include "server/util/host_memory.h"
 #include "server/util/small_file.h"
@@ -74,6 +78,15 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"metrics-auth-token-file", true,
        "scrapes must send 'Authorization: Bearer TOKEN' with a token of this file (format as "
        "--auth-token-file)"},
+      {"http-port", true,
+       "serve OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, /health) "
+       "on this port (default 0: off); same tokens and TLS as gRPC"},
+      {"http-host", true, "address of the OpenAI HTTP API (default: --host)"},
+      {"http-max-body-bytes", true,
+       "largest request body of the HTTP API; larger ones get 413 (default 4194304)"},
+      {"served-model-name", true,
+       "the model's name in the HTTP API (`model`, /v1/models; default: the --model directory's "
+       "name)"},
       {"log-format", true, "text (logfmt, default) or json: one line per event on stderr"},
       {"log-level", true, "debug, info (default), warning or error"},
       {"help", false, "show this help"},
@@ -85,6 +98,7 @@ struct Settings {
   std::string model_dir;
   models::LoadOptions load;
   server::ServerConfig server;
+  server::OpenAiEndpointOptions http;  // served when http.port != 0
   double grace_seconds = 30;
   server::LogFormat log_format = server::LogFormat::kText;
   server::LogLevel log_level = server::LogLevel::kInfo;
@@ -137,6 +151,30 @@ absl::Status ReadSecurity(const Args& args, server::SecurityConfig* security) {
     }
     security->tokens = *std::move(tokens);
   }
+  return absl::OkStatus();
+}
+
+// The model's name in the HTTP API: the checkpoint directory's last component by default.
+std::string DefaultModelName(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
+absl::Status ReadHttp(const Args& args, const Settings& s, server::OpenAiEndpointOptions* http) {
+  http->host = args.String("http-host").value_or(s.server.host);
+  TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "http-port", 0, 65535, 0));
+  http->port = static_cast<int>(port);
+  TANDEM_ASSIGN_OR_RETURN(int64_t body,
+                          IntIn(args, "http-max-body-bytes", 1, int64_t{1} << 30, 4 << 20));
+  http->max_body_bytes = static_cast<uint64_t>(body);
+  http->model_name = args.String("served-model-name").value_or(DefaultModelName(s.model_dir));
+  if (http->model_name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("served-model-name"), " must not be empty"));
+  }
+  // Every stream may be an HTTP connection, and probes and /v1/models need a few more.
+  http->max_connections = s.server.limits.max_concurrent_streams + 16;
   return absl::OkStatus();
 }
 
@@ -228,6 +266,8 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(limits.max_request_bytes,
                           IntIn(args, "max-request-bytes", 1, int64_t{1} << 30, 1 << 20));
 
+  TANDEM_RETURN_IF_ERROR(ReadHttp(args, s, &s.http));
+
   TANDEM_ASSIGN_OR_RETURN(std::optional<double> grace, args.Double("grace-seconds"));
   if (grace && !(*grace >= 0 && *grace <= 3600)) {
     return absl::InvalidArgumentError(
@@ -235,6 +275,22 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   }
   s.grace_seconds = grace.value_or(30.0);
   return s;
+}
+
+// The OpenAI HTTP API over the gRPC service's state, with its TLS certificate when it has one.
+absl::StatusOr<std::unique_ptr<server::OpenAiEndpoint>> StartHttp(const Settings& settings,
+                                                                  server::ServiceState& state) {
+  server::OpenAiEndpointOptions options = settings.http;
+  const server::SecurityConfig& security = settings.server.security;
+  if (!security.tls_cert_file.empty()) {
+    absl::StatusOr<std::shared_ptr<server::TlsContext>> tls =
+        server::TlsContext::Load(security.tls_cert_file, security.tls_key_file);
+    if (!tls.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("http: ", tls.status().message()));
+    }
+    options.tls = *std::move(tls);
+  }
+  return server::OpenAiEndpoint::Start(state, options);
 }
 
 absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
@@ -269,6 +325,13 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
     std::fprintf(stdout, "tandem metrics on http://%s:%d/metrics\n", config.metrics.host.c_str(),
                  server->metrics_port());
   }
+  std::unique_ptr<server::OpenAiEndpoint> http;  // after `server`: destroyed before it
+  if (settings.http.port != 0) {
+    TANDEM_ASSIGN_OR_RETURN(http, StartHttp(settings, server->state()));
+    std::fprintf(stdout, "tandem openai api on %s://%s:%d/v1\n",
+                 !config.security.tls_cert_file.empty() ? "https" : "http",
+                 settings.http.host.c_str(), http->port());
+  }
   std::fprintf(stdout, "tandem serving on %s:%d\n", config.host.c_str(), server->port());
   std::fflush(stdout);
 
@@ -279,7 +342,10 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
       .Field("signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
       .Field("grace_seconds", settings.grace_seconds)
       .Field("in_flight", static_cast<int64_t>(stats.running + stats.waiting));
+  // The HTTP API drains with the engine: its requests are engine requests, and its new ones are
+  // refused (503) from the moment draining begins.
   server->Shutdown(std::chrono::milliseconds(static_cast<int64_t>(settings.grace_seconds * 1000)));
+  http.reset();
   server::LogLine(server::LogLevel::kInfo, "stopped");
   return absl::OkStatus();
 }

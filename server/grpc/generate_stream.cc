@@ -150,12 +150,7 @@ std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
     AppendTokens(event, *chunk);
     if (event.tokens.empty()) continue;
     last_token_ = event.tokens.back();
-    // Tokens of one event were emitted by one step: the first carries the gap, the rest 0.
-    if (last_token_seconds_ >= 0) {
-      state_.metrics().ObserveInterTokenGap(event.seconds - last_token_seconds_);
-    }
-    for (size_t i = 1; i < event.tokens.size(); ++i) state_.metrics().ObserveInterTokenGap(0);
-    last_token_seconds_ = event.seconds;
+    state_.metrics().ObserveTokenGaps(event, &last_token_seconds_);
   }
   return std::nullopt;
 }

@@ -43,6 +43,9 @@ class GrpcServer {
   int metrics_port() const;
   void Shutdown(std::chrono::milliseconds grace);
   engine::Engine& engine() { return *engine_; }
+  // What the service's calls share, for endpoints beside gRPC that serve the same requests (the
+  // OpenAI API: server/openai). They must be destroyed before the server, after its Shutdown.
+  ServiceState& state() { return *state_; }
 
  private:
   GrpcServer() = default;

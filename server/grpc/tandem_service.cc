@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/grpc/admission.h"
 #include "server/grpc/caller_identity.h"
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/grpc_status.h"
@@ -96,33 +97,18 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
   if (!request.ok()) {
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(request.status()));
   }
-  if (!state_.AcquireStream()) {
+  if (absl::Status slot = TakeStreamSlot(state_); !slot.ok()) {
     if (grpc::Status flood = CheckResetFlood(*context, /*has_message=*/true); !flood.ok()) {
       return new AbandonedStream(state_, rpc, flood);
     }
-    return new RefusedStream(
-        state_, rpc, caller, request_id,
-        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                     absl::StrCat("too many concurrent streams (the server's limit is ",
-                                  state_.config().limits.max_concurrent_streams, ")")));
+    return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(slot));
   }
-  if (!state_.ReserveId(caller, &request_id)) {
-    state_.ReleaseStream();
-    return new RefusedStream(
-        state_, rpc, caller, request_id,
-        grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
-                     absl::StrCat("request_id: '", request_id,
-                                  "' is used by another live request of yours")));
-  }
-  request->client_id = request_id;
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      state_.engine().Submit(*std::move(request));
+      SubmitForCaller(state_, caller, &request_id, *std::move(request));
   if (!stream.ok()) {
-    state_.ReleaseId(caller, request_id);
     state_.ReleaseStream();
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(stream.status()));
   }
-  state_.BindId(caller, request_id, (*stream)->id());
   LogLine(LogLevel::kDebug, "request started")
       .Field("rpc", rpc)
       .Field("request_id", request_id)

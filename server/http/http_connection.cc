@@ -27,7 +27,7 @@ HttpConnection::HttpConnection(int fd, int stop_fd, SSL_CTX* tls) : fd_(fd), sto
 HttpConnection::~HttpConnection() {
   if (ssl_ != nullptr) {
     // Best effort, never waiting: the peer may be gone.
-    if (handshake_done_) SSL_shutdown(ssl_);
+    if (handshake_done_ && !shut_down_) SSL_shutdown(ssl_);
     SSL_free(ssl_);
   }
   close(fd_);
@@ -120,6 +120,36 @@ absl::Status HttpConnection::Write(absl::string_view data, Deadline deadline) {
     return absl::UnavailableError(absl::StrCat("send: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+}  // namespace tandem::server
+
+namespace tandem::server {
+
+bool HttpConnection::Abandoned() const {
+  pollfd fds[2] = {{fd_, POLLRDHUP, 0}, {stop_fd_, POLLIN, 0}};
+  if (poll(fds, 2, 0) <= 0) return false;
+  return fds[1].revents != 0 || (fds[0].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+void HttpConnection::DrainAndClose(Deadline deadline) {
+  if (ssl_ != nullptr && handshake_done_ && !shut_down_) {
+    SSL_shutdown(ssl_);
+    shut_down_ = true;
+  }
+  shutdown(fd_, SHUT_WR);
+  // Raw bytes, even under TLS: they are dropped unread. Bounded by the deadline alone.
+  char buffer[16384];
+  for (;;) {
+    const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+    if (n == 0) return;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!Wait(false, deadline).ok()) return;
+      continue;
+    }
+    if (n < 0) return;
+  }
 }
 
 }  // namespace tandem::server

@@ -34,6 +34,14 @@ class HttpConnection {
   absl::StatusOr<size_t> Read(char* buffer, size_t size, Deadline deadline);
   // All of `data`. Errors as Handshake.
   absl::Status Write(absl::string_view data, Deadline deadline);
+  // Without waiting: true when the peer has hung up (or the socket failed) or the server is
+  // stopping. For a handler that waits on something else (the engine) while its client may
+  // leave; data the client sends meanwhile does not count.
+  bool Abandoned() const;
+  // Ends our side of the connection and reads (and drops) what the client still sends, until
+  // it closes or `deadline`: closing a socket with unread input makes the kernel send a reset,
+  // which can destroy the response we just wrote (an early 413) before the client reads it.
+  void DrainAndClose(Deadline deadline);
 
  private:
   // Waits until the socket is readable (or writable) or the deadline or stop comes.
@@ -43,6 +51,7 @@ class HttpConnection {
   int stop_fd_;
   SSL* ssl_ = nullptr;
   bool handshake_done_ = false;
+  bool shut_down_ = false;  // close_notify sent
 };
 
 }  // namespace tandem::server

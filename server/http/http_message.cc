@@ -26,16 +26,26 @@ const char* StatusReason(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 409:
+      return "Conflict";
     case 408:
       return "Request Timeout";
+    case 411:
+      return "Length Required";
     case 413:
       return "Content Too Large";
     case 431:
       return "Request Header Fields Too Large";
+    case 429:
+      return "Too Many Requests";
     case 500:
       return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
     case 503:
       return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
     case 505:
       return "HTTP Version Not Supported";
     default:
@@ -50,12 +60,18 @@ HttpResponse HttpResponse::Text(int status, std::string body) {
   return response;
 }
 
-std::string HttpResponse::Serialize() const {
-  std::string out =
-      absl::StrCat("HTTP/1.1 ", status, " ", StatusReason(status),
-                   "\r\nContent-Type: ", content_type, "\r\nContent-Length: ", body.size(), "\r\n");
+std::string HttpResponse::SerializeHead() const {
+  std::string out = absl::StrCat("HTTP/1.1 ", status, " ", StatusReason(status),
+                                 "\r\nContent-Type: ", content_type, "\r\n");
+  if (!close_delimited) absl::StrAppend(&out, "Content-Length: ", body.size(), "\r\n");
   for (const auto& [name, value] : headers) absl::StrAppend(&out, name, ": ", value, "\r\n");
-  absl::StrAppend(&out, "Connection: close\r\n\r\n");
+  const bool keep = keep_alive && !close_delimited;
+  absl::StrAppend(&out, "Connection: ", keep ? "keep-alive" : "close", "\r\n\r\n");
+  return out;
+}
+
+std::string HttpResponse::Serialize() const {
+  std::string out = SerializeHead();
   if (!head_only) out += body;
   return out;
 }
@@ -92,14 +108,21 @@ absl::StatusOr<HttpRequest> ParseRequestHead(absl::string_view head) {
         absl::AsciiStrToLower(lines[i].substr(0, colon)),
         std::string(absl::StripAsciiWhitespace(lines[i].substr(colon + 1))));
   }
-  if (std::optional<absl::string_view> length = request.Header("content-length")) {
+  for (const auto& [name, value] : request.headers) {
+    if (name != "content-length") continue;
     uint64_t bytes = 0;
-    if (!absl::SimpleAtoi(*length, &bytes) || bytes != 0) {
-      return absl::InvalidArgumentError("this endpoint takes no request body");
+    // Digits only (SimpleAtoi would take "+5" and " 5"), and several headers must agree
+    // (RFC 9110 §8.6): two lengths are how requests get smuggled past proxies.
+    const bool digits = !value.empty() && value.size() <= 18 &&
+                        value.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || !absl::SimpleAtoi(value, &bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Content-Length: '", value, "' is not a byte count"));
     }
-  }
-  if (request.Header("transfer-encoding").has_value()) {
-    return absl::InvalidArgumentError("this endpoint takes no request body");
+    if (request.content_length.has_value() && *request.content_length != bytes) {
+      return absl::InvalidArgumentError("Content-Length: given twice with different values");
+    }
+    request.content_length = bytes;
   }
   return request;
 }

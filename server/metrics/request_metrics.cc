@@ -46,7 +46,9 @@ RequestMetrics::RequestMetrics() : registry_(std::make_shared<prometheus::Regist
                         FirstTokenBuckets());
   calls_ = &prometheus::BuildCounter()
                 .Name("tandem_requests_total")
-                .Help("Generate and Chat calls by method and final gRPC status code.")
+                .Help(
+                    "Generate and Chat calls (and the OpenAI API's ChatCompletions and "
+                    "Completions) by method and final gRPC status code.")
                 .Register(*registry_);
   finished_ = &prometheus::BuildCounter()
                    .Name("tandem_requests_finished_total")
@@ -66,6 +68,14 @@ RequestMetrics::RequestMetrics() : registry_(std::make_shared<prometheus::Regist
                       "client reset calls in a flood.")
                   .Register(*registry_)
                   .Add({});
+}
+
+void RequestMetrics::ObserveTokenGaps(const engine::Event& event, double* last_token_seconds) {
+  if (event.tokens.empty()) return;
+  // Tokens of one event were emitted by one step: the first carries the gap, the rest 0.
+  if (*last_token_seconds >= 0) ObserveInterTokenGap(event.seconds - *last_token_seconds);
+  for (size_t i = 1; i < event.tokens.size(); ++i) ObserveInterTokenGap(0);
+  *last_token_seconds = event.seconds;
 }
 
 void RequestMetrics::ObserveFinished(const engine::Event& finished) {

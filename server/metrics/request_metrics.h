@@ -26,6 +26,9 @@ class RequestMetrics {
   // A gap between two consecutive output tokens of one request, in seconds. Several tokens
   // emitted by one engine step count as gaps of 0 after the first.
   void ObserveInterTokenGap(double seconds) { inter_token_->Observe(seconds); }
+  // The gaps before the tokens of one kTokens event of a request whose previous token came at
+  // *last_token_seconds (engine time, < 0 before the first; updated here).
+  void ObserveTokenGaps(const engine::Event& event, double* last_token_seconds);
   // A request that reached the engine and finished (any reason), from its finish event.
   void ObserveFinished(const engine::Event& finished);
   // Every Generate or Chat call when it ends, refused ones included. `code` is the gRPC status

@@ -1,6 +1,7 @@
 // A minimal HTTP/1.x client over loopback for the tests that talk to our HTTP endpoints
-// (/metrics) and Prometheus' API: one request per connection, plaintext or TLS (OpenSSL, trusting
-// one CA file), and the response split into status, head and body.
+// (/metrics, the OpenAI API) and Prometheus' API: one request per connection (Connection: close),
+// plaintext or TLS (OpenSSL, trusting one CA file), and the response split into status, head and
+// body.
 #ifndef TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
 #define TANDEM_TESTS_SERVER_HTTP_TEST_CLIENT_H_
 
@@ -20,6 +21,22 @@ struct HttpResponse {
   std::string head;
   std::string body;
 };
+
+// A port free at the time of asking (the kernel's pick for port 0).
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+    close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
 
 // A TCP connection to 127.0.0.1:port whose reads give up after `timeout_seconds`; -1 on failure.
 inline int ConnectLoopback(int port, int timeout_seconds = 10) {
@@ -71,6 +88,16 @@ inline HttpResponse HttpGet(int port, const std::string& target, const std::stri
                       "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n" + headers + "\r\n");
 }
 
+// POST http://127.0.0.1:port<target> with a JSON body, with extra header lines.
+inline HttpResponse HttpPost(int port, const std::string& target, const std::string& body,
+                             const std::string& headers = "") {
+  return HttpExchange(port, "POST " + target +
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                                "Content-Type: application/json\r\n"
+                                "Content-Length: " +
+                                std::to_string(body.size()) + "\r\n" + headers + "\r\n" + body);
+}
+
 // The same over TLS, verifying the server against `ca_file` (the name is not checked: the test
 // certificate names localhost and we connect by address).
 inline HttpResponse HttpsGet(int port, const std::string& target, const std::string& ca_file,
@@ -84,8 +111,9 @@ inline HttpResponse HttpsGet(int port, const std::string& target, const std::str
   SSL_set_fd(ssl, fd);
   std::string raw;
   if (SSL_connect(ssl) == 1) {
-    const std::string request =
-        "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n";
+    const std::string request = "GET " + target +
+                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + headers +
+                                "\r\n";
     if (SSL_write(ssl, request.data(), static_cast<int>(request.size())) > 0) {
       char buffer[4096];
       for (int n; (n = SSL_read(ssl, buffer, sizeof(buffer))) > 0;) raw.append(buffer, n);

@@ -25,22 +25,6 @@ using testing::GreedyIds;
 
 constexpr const char* kPrometheus = "/usr/bin/prometheus";
 
-// A port free at the time of asking (the kernel's pick for port 0).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof(address);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-    close(fd);
-    return 0;
-  }
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 std::string UrlEncode(const std::string& text) {
   std::string out;
   for (unsigned char c : text) {
@@ -65,7 +49,7 @@ class PrometheusProcess {
     std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                           << "scrape_configs:\n  - job_name: tandem\n    static_configs:\n"
                           << "      - targets: ['127.0.0.1:" << target_port << "']\n";
-    port_ = FreePort();
+    port_ = testing::FreePort();
     std::vector<std::string> args = {
         kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + (dir_ / "data").string(),
         absl::StrCat("--web.listen-address=127.0.0.1:", port_), "--log.level=warn"};

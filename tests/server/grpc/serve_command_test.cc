@@ -1,5 +1,5 @@
-// The real `tandem serve` binary: it announces its port, answers a C++ client, reports
-// SERVING, and on SIGTERM drains the request in flight and exits 0.
+// The real `tandem serve` binary: it announces its port, answers a C++ client (and an HTTP one on
+// --http-port), reports SERVING, and on SIGTERM drains the request in flight and exits 0.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/server/grpc/grpc_test_util.h"
+#include "tests/server/http_test_client.h"
 
 namespace tandem::server {
 namespace {
@@ -96,9 +97,16 @@ class TandemProcess {
 TEST(ServeCommandTest, ServesUntilSigtermThenDrainsAndExitsZero) {
   TandemProcess tandem({"serve", "--model", testing::Fixture("models/zamba2-tiny"), "--port", "0",
                         "--metrics-port", "0", "--threads", "2", "--memory-gib", "0.05",
-                        "--grace-seconds", "60"});
+                        "--grace-seconds", "60", "--http-port", std::to_string(testing::FreePort())});
   ASSERT_TRUE(tandem.started());
   EXPECT_GT(tandem.ReadPortAfter("tandem metrics on http://127.0.0.1:"), 0);
+  const int http_port = tandem.ReadPortAfter("tandem openai api on http://127.0.0.1:");
+  ASSERT_GT(http_port, 0);
+  EXPECT_EQ(testing::HttpGet(http_port, "/health").status, 200);
+  // The model's name is its directory's.
+  testing::HttpResponse completion = testing::HttpPost(
+      http_port, "/v1/completions", R"({"model": "zamba2-tiny", "prompt": [5, 6, 7], "max_tokens": 2})");
+  EXPECT_EQ(completion.status, 200) << completion.body;
   const int port = tandem.ReadPortAfter("tandem serving on 127.0.0.1:");
   ASSERT_GT(port, 0);
 
@@ -170,6 +178,8 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
            {"serve", "--model", model, "--auth-token-file", "/nonexistent/token"},
            {"serve", "--model", model, "--auth-token", "a", "--auth-token-file", "b"},
            {"serve", "--model", model, "--log-format", "xml"},
+           {"serve", "--model", model, "--http-port", "70000"},
+           {"serve", "--model", model, "--http-max-body-bytes", "0"},
            {"serve", "--model", model, "--config", "/nonexistent/serve.conf"},
        }) {
     TandemProcess bad(args);
@@ -183,7 +193,8 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
   for (const char* flag :
        {"--model", "--port", "--host", "--max-streams", "--max-queue", "--max-prompt-tokens",
         "--max-new-tokens", "--grace-seconds", "--config", "--tls-cert", "--tls-key",
-        "--auth-token", "--metrics-port", "--log-format", "TANDEM_"}) {
+        "--auth-token", "--metrics-port", "--log-format", "--http-port", "--http-host",
+        "--http-max-body-bytes", "--served-model-name", "TANDEM_"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
   }
 }

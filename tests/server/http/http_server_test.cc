@@ -2,7 +2,9 @@
 // a byte at a time neither blocks a concurrent request nor holds its connection past the request
 // deadline; connections beyond the cap are refused at once with 503; stopping the server does
 // not wait for idle clients; malformed requests get the right status; TLS works with the
-// operator's certificate and refuses a wrong key at load time.
+// operator's certificate and refuses a wrong key at load time; request bodies are read within
+// their cap (413 beyond, 411 without a length, 501 chunked), streamed responses reach the
+// client piece by piece, and kept-alive connections carry several requests and close when idle.
 #include "server/http/http_server.h"
 
 #include <sys/socket.h>
@@ -169,6 +171,143 @@ TEST(HttpServerTest, ServesTlsWithTheOperatorsCertificate) {
   EXPECT_EQ(response.body, "hello /metrics\n");
   // Plaintext gets no HTTP answer from a TLS port.
   EXPECT_EQ(HttpGet(server->port(), "/metrics").status, 0);
+}
+
+std::unique_ptr<HttpServer> StartEchoServer(HttpServerOptions options) {
+  options.port = 0;
+  options.max_body_bytes = 16;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start(options, [](const HttpRequest& request, HttpResponseWriter& writer) {
+        if (request.path == "/stream") {
+          HttpResponse head;
+          head.content_type = "text/event-stream";
+          if (!writer.StartStream(head).ok()) return;
+          for (int i = 0; i < 3; ++i) {
+            if (!writer.Write("data: " + std::to_string(i) + "\n\n").ok()) return;
+          }
+          return;
+        }
+        (void)writer.Send(HttpResponse::Text(200, "got " + request.body));
+      });
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+TEST(HttpServerTest, BodiesAreReadWithinTheirCap) {
+  HttpServerOptions options;
+  options.error_response = [](int status, const std::string& message) {
+    return HttpResponse::Text(status, "refused: " + message);
+  };
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  testing::HttpResponse ok =
+      HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body, "got hello");
+  testing::HttpResponse large =
+      HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: 17\r\n\r\n" + std::string(17, 'z'));
+  EXPECT_EQ(large.status, 413);
+  EXPECT_EQ(large.body,
+            "refused: the request body is 17 bytes, more than the server's limit of 16");
+  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\n\r\n").status, 411);
+  EXPECT_EQ(HttpExchange(port,
+                         "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         "5\r\nhello\r\n0\r\n\r\n")
+                .status,
+            501);
+  EXPECT_EQ(HttpExchange(port, "POST /x HTTP/1.1\r\nContent-Length: +5\r\n\r\nhello").status, 400);
+  EXPECT_EQ(HttpExchange(port,
+                         "POST /x HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6"
+                         "\r\n\r\nhello!")
+                .status,
+            400);
+}
+
+TEST(HttpServerTest, AClientThatExpectsContinueHearsIt) {
+  std::unique_ptr<HttpServer> server = StartEchoServer({});
+  ASSERT_NE(server, nullptr);
+  const int fd = ConnectLoopback(server->port());
+  ASSERT_GE(fd, 0);
+  const std::string head = "POST /x HTTP/1.1\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n";
+  ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  const std::string go_on = "HTTP/1.1 100 Continue\r\n\r\n";
+  std::string received(go_on.size(), '\0');
+  ASSERT_EQ(recv(fd, received.data(), received.size(), MSG_WAITALL),
+            static_cast<ssize_t>(go_on.size()));
+  EXPECT_EQ(received, go_on);
+  ASSERT_EQ(send(fd, "hi", 2, MSG_NOSIGNAL), 2);
+  std::string raw;
+  char buffer[512];
+  for (ssize_t n; (n = recv(fd, buffer, sizeof(buffer), 0)) > 0;) raw.append(buffer, n);
+  close(fd);
+  EXPECT_EQ(testing::ParseHttpResponse(raw).body, "got hi");
+}
+
+// Everything the server sent back, responses one after the other.
+std::string RawExchange(int port, const std::string& request) {
+  testing::HttpResponse response = HttpExchange(port, request);
+  return response.head + "\r\n\r\n" + response.body;
+}
+
+TEST(HttpServerTest, KeptAliveConnectionsCarryRequestsInTurn) {
+  HttpServerOptions options;
+  options.keep_alive = true;
+  options.max_requests_per_connection = 3;
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  // Pipelined: a body, a request right behind it, then one that asks to close.
+  const std::string raw = RawExchange(server->port(),
+                                      "POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\none"
+                                      "POST /x HTTP/1.1\r\nContent-Length: 3\r\n\r\ntwo"
+                                      "POST /x HTTP/1.1\r\nContent-Length: 5\r\n"
+                                      "Connection: close\r\n\r\nthree");
+  EXPECT_NE(raw.find("Connection: keep-alive\r\n\r\ngot oneHTTP/1.1 200 OK"), std::string::npos)
+      << raw;
+  EXPECT_NE(raw.find("got twoHTTP/1.1 200 OK"), std::string::npos) << raw;
+  EXPECT_NE(raw.find("Connection: close"), std::string::npos) << raw;
+  // The third request is the last one allowed, asked or not; HTTP/1.0 closes unless asked.
+  const std::string capped = RawExchange(server->port(),
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\na"
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\nb"
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\nc"
+                                         "POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\nd");
+  EXPECT_NE(capped.find("got c"), std::string::npos) << capped;
+  EXPECT_EQ(capped.find("got d"), std::string::npos) << capped;
+  EXPECT_EQ(HttpGet(server->port(), "/stream").status, 200);  // HTTP/1.0: closed after it
+}
+
+TEST(HttpServerTest, AnIdleKeptAliveConnectionIsClosed) {
+  HttpServerOptions options;
+  options.keep_alive = true;
+  options.keep_alive_idle = std::chrono::milliseconds(100);
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  // One request, then silence: the server closes the connection once the idle time is over
+  // (HttpExchange reads until it does).
+  testing::HttpResponse response =
+      HttpExchange(server->port(), "POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, "got hi");
+}
+
+TEST(HttpServerTest, AShortBodyIsCutOffAtTheRequestDeadline) {
+  HttpServerOptions options;
+  options.request_timeout = std::chrono::milliseconds(300);
+  std::unique_ptr<HttpServer> server = StartEchoServer(options);
+  ASSERT_NE(server, nullptr);
+  // Promises 10 bytes, sends 2, then waits for the answer.
+  EXPECT_EQ(HttpExchange(server->port(), "POST /x HTTP/1.1\r\nContent-Length: 10\r\n\r\nhi").status,
+            408);
+}
+
+TEST(HttpServerTest, StreamedBodiesEndWithTheConnection) {
+  std::unique_ptr<HttpServer> server = StartEchoServer({});
+  ASSERT_NE(server, nullptr);
+  testing::HttpResponse response = HttpGet(server->port(), "/stream");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.head.find("Content-Length"), std::string::npos) << response.head;
+  EXPECT_EQ(response.body, "data: 0\n\ndata: 1\n\ndata: 2\n\n");
 }
 
 TEST(TlsContextTest, BadFilesAreErrorsNamingTheFile) {

@@ -1,0 +1,33 @@
+// The last steps of every Generate/Chat-like call, whatever its transport (gRPC here, the OpenAI
+// HTTP API in server/openai): take one of the server's stream slots, reserve the request id in
+// the caller's namespace, and submit the built request to the engine. One path, so that the caps
+// and the per-caller ids hold for every client alike.
+#ifndef TANDEM_SERVER_GRPC_ADMISSION_H_
+#define TANDEM_SERVER_GRPC_ADMISSION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "server/grpc/service_state.h"
+
+namespace tandem::server {
+
+// One stream slot (ServiceState::AcquireStream), or RESOURCE_EXHAUSTED naming the limit.
+absl::Status TakeStreamSlot(ServiceState& state);
+
+// Reserves `*request_id` for `caller` (an empty one gets a fresh id, written back) and submits
+// `request` under it; the id stays reserved, bound to the engine's id, until the caller releases
+// it (ServiceState::ReleaseId). ALREADY_EXISTS for an id a live request of the caller uses, or
+// the engine's refusal (then nothing stays reserved). The stream slot is the caller's to give
+// back in every case.
+absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceState& state,
+                                                                       const std::string& caller,
+                                                                       std::string* request_id,
+                                                                       engine::Request request);
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_GRPC_ADMISSION_H_

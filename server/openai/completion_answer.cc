@@ -1,0 +1,92 @@
+#include "server/openai/completion_answer.h"
+
+#include <string>
+#include <utility>
+
+#include "server/openai/openai_error.h"
+#include "server/openai/openai_json.h"
+
+namespace tandem::server {
+namespace {
+
+// The client went away (or the server is stopping) before the request finished: the request is
+// cancelled, and its finish event, if the engine sends one in time, is recorded as such.
+CallOutcome Abandoned(LiveRequest& request, absl::Status why) {
+  return CallOutcome{std::move(why), request.Cancel()};
+}
+
+absl::Status Gone() { return absl::CancelledError("the client closed the connection"); }
+
+// The engine's verdict on a finished request.
+absl::Status FinishStatus(const engine::Event& finished) {
+  if (finished.finish_reason != engine::FinishReason::kError) return absl::OkStatus();
+  return finished.error.ok() ? absl::InternalError("the request failed") : finished.error;
+}
+
+}  // namespace
+
+CallOutcome AnswerWhole(LiveRequest& request, const CompletionShape& shape,
+                        HttpResponseWriter& writer) {
+  std::string text;
+  for (;;) {
+    std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
+    if (!event) return Abandoned(request, Gone());
+    text += event->text;  // a finish event's text is what was held back until the end
+    if (event->kind != engine::Event::Kind::kFinished) continue;
+    CallOutcome outcome{FinishStatus(*event), std::move(event)};
+    HttpResponse response = outcome.status.ok()
+                                ? JsonResponse(200, CompletionJson(shape, text, *outcome.finished))
+                                : ErrorResponse(ErrorFromStatus(outcome.status));
+    response.headers.emplace_back("X-Request-Id", request.request_id());
+    (void)writer.Send(std::move(response));  // finished either way; a client that left is gone
+    return outcome;
+  }
+}
+
+CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
+                           HttpResponseWriter& writer, RequestMetrics& metrics) {
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers = {{"Cache-Control", "no-cache"},
+                  {"X-Accel-Buffering", "no"},  // proxies (nginx) must not buffer the events
+                  {"X-Request-Id", request.request_id()}};
+  absl::Status io = writer.StartStream(std::move(head));
+  // The chat stream opens with the assistant's role, as OpenAI's does.
+  if (io.ok() && shape.chat) io = writer.Write(SseEvent(ChunkJson(shape, "", true, nullptr)));
+  std::optional<engine::Event> finished;
+  while (io.ok()) {
+    std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
+    if (!event) return Abandoned(request, Gone());
+    if (event->kind == engine::Event::Kind::kFinished) {
+      finished = std::move(event);
+      break;
+    }
+    // Text may lag its tokens (a partial character or stop string): nothing to send yet.
+    if (!event->text.empty())
+      io = writer.Write(SseEvent(ChunkJson(shape, event->text, false, nullptr)));
+  }
+  if (!io.ok()) {
+    if (absl::IsDeadlineExceeded(io)) {
+      metrics.CountStreamStall();
+      return Abandoned(
+          request,
+          absl::CancelledError("the client read nothing for the server's write stall timeout"));
+    }
+    return Abandoned(request, Gone());
+  }
+  CallOutcome outcome{FinishStatus(*finished), std::move(finished)};
+  const engine::Event& last = *outcome.finished;
+  std::string tail;
+  if (!outcome.status.ok()) {
+    tail = SseEvent(ErrorJson(ErrorFromStatus(outcome.status)));
+  } else {
+    if (!last.text.empty()) tail += SseEvent(ChunkJson(shape, last.text, false, nullptr));
+    tail += SseEvent(ChunkJson(shape, "", false, OpenAiFinishReason(last.finish_reason)));
+    if (shape.usage_in_chunks) tail += SseEvent(UsageChunkJson(shape, last.usage));
+  }
+  tail += kSseDone;
+  (void)writer.Write(tail);  // the request is over either way
+  return outcome;
+}
+
+}  // namespace tandem::server

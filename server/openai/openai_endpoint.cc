@@ -1,0 +1,197 @@
+#include "server/openai/openai_endpoint.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "server/grpc/call_record.h"
+#include "server/grpc/grpc_status.h"
+#include "server/grpc/request_validation.h"
+#include "server/logging/structured_log.h"
+#include "server/openai/completion_answer.h"
+#include "server/openai/live_request.h"
+#include "server/openai/openai_error.h"
+#include "server/openai/openai_json.h"
+
+namespace tandem::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr char kChatRpc[] = "ChatCompletions";
+constexpr char kCompletionRpc[] = "Completions";
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "10.0.0.7:5123" -> "10.0.0.7", "[::1]:5123" -> "::1": the caller without tokens, spelled as
+// caller_identity.h spells a gRPC peer, so one host has one namespace of request ids.
+std::string PeerHost(absl::string_view peer) {
+  peer = peer.substr(0, peer.rfind(':'));
+  if (absl::ConsumePrefix(&peer, "[")) absl::ConsumeSuffix(&peer, "]");
+  return std::string(peer);
+}
+
+HttpResponse NotFound(const std::string& path) {
+  OpenAiError error;
+  error.http_status = 404;
+  error.type = "invalid_request_error";
+  error.message = absl::StrCat("no such endpoint: ", path,
+                               " (tandem serves /v1/chat/completions, /v1/completions, "
+                               "/v1/models and /health)");
+  return ErrorResponse(error);
+}
+
+HttpResponse MethodNotAllowed(const char* allow) {
+  OpenAiError error;
+  error.http_status = 405;
+  error.type = "invalid_request_error";
+  error.message = absl::StrCat("this endpoint takes ", allow);
+  HttpResponse response = ErrorResponse(error);
+  response.headers.emplace_back("Allow", allow);
+  return response;
+}
+
+}  // namespace
+
+OpenAiEndpoint::OpenAiEndpoint(ServiceState& state, const OpenAiEndpointOptions& options)
+    : state_(state), options_(options), started_(UnixSeconds()) {}
+
+absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> OpenAiEndpoint::Start(
+    ServiceState& state, const OpenAiEndpointOptions& options) {
+  std::unique_ptr<OpenAiEndpoint> endpoint(new OpenAiEndpoint(state, options));
+  HttpServerOptions http;
+  http.name = "http";
+  http.host = options.host;
+  http.port = options.port;
+  http.tls = options.tls;
+  http.max_connections = options.max_connections;
+  http.max_body_bytes = options.max_body_bytes;
+  // OpenAI's SDKs and gateways keep connections in a pool; a connection idle for 5 s is closed
+  // so that idle ones do not hold the connection slots for long.
+  http.keep_alive = true;
+  // A large prompt over a slow link needs more than the metrics endpoint's 5 s.
+  http.request_timeout = std::chrono::seconds(30);
+  // Each write of a response (a whole one, or one event of a stream) must be taken within the
+  // stall timeout of gRPC streams.
+  http.response_timeout = state.config().limits.write_stall_timeout;
+  http.error_response = [](int status, const std::string& message) {
+    OpenAiError error;
+    error.http_status = status;
+    error.type = "invalid_request_error";
+    error.message = message;
+    return ErrorResponse(error);
+  };
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(
+      http, [e = endpoint.get()](const HttpRequest& request, HttpResponseWriter& writer) {
+        e->Handle(request, writer);
+      });
+  if (!server.ok()) return server.status();
+  endpoint->http_ = *std::move(server);
+  return endpoint;
+}
+
+absl::StatusOr<std::string> OpenAiEndpoint::Caller(const HttpRequest& request) const {
+  const BearerTokens& tokens = state_.config().security.tokens;
+  if (!tokens.enabled()) return absl::StrCat("peer:", PeerHost(request.peer));
+  absl::StatusOr<std::string> name = tokens.Authenticate(request.Header("authorization"));
+  if (!name.ok()) return name.status();
+  return absl::StrCat("token:", *name);
+}
+
+json OpenAiEndpoint::ModelJson() const {
+  return {{"id", options_.model_name},
+          {"object", "model"},
+          {"created", started_},
+          {"owned_by", "tandem"}};
+}
+
+void OpenAiEndpoint::Handle(const HttpRequest& request, HttpResponseWriter& writer) {
+  const std::string& path = request.path;
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  if (path == "/health") {
+    // Open to probes, which send no token.
+    if (!get) return (void)writer.Send(MethodNotAllowed("GET, HEAD"));
+    (void)writer.Send(state_.draining() ? HttpResponse::Text(503, "draining\n")
+                                        : HttpResponse::Text(200, "ok\n"));
+    return;
+  }
+  const bool chat = path == "/v1/chat/completions";
+  if (chat || path == "/v1/completions") {
+    if (request.method != "POST") return (void)writer.Send(MethodNotAllowed("POST"));
+    Complete(chat, request, writer);
+    return;
+  }
+  if (path != "/v1/models" && !absl::StartsWith(path, "/v1/models/")) {
+    return (void)writer.Send(NotFound(path));
+  }
+  if (!get) return (void)writer.Send(MethodNotAllowed("GET, HEAD"));
+  if (absl::StatusOr<std::string> caller = Caller(request); !caller.ok()) {
+    return (void)writer.Send(ErrorResponse(ErrorFromStatus(caller.status())));
+  }
+  if (path == "/v1/models") {
+    (void)writer.Send(
+        JsonResponse(200, {{"object", "list"}, {"data", json::array({ModelJson()})}}));
+  } else if (path.substr(sizeof("/v1/models/") - 1) == options_.model_name) {
+    (void)writer.Send(JsonResponse(200, ModelJson()));
+  } else {
+    (void)writer.Send(ErrorResponse(ErrorFromStatus(absl::NotFoundError(absl::StrCat(
+        "model: '", path.substr(sizeof("/v1/models/") - 1), "' is not served here; this server ",
+        "serves '", options_.model_name, "'")))));
+  }
+}
+
+void OpenAiEndpoint::Refuse(const char* rpc, const std::string& caller, const absl::Status& status,
+                            HttpResponseWriter& writer) {
+  RecordRefusedCall(state_, rpc, caller, "", ToGrpcStatus(status));
+  (void)writer.Send(ErrorResponse(ErrorFromStatus(status)));
+}
+
+void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWriter& writer) {
+  const char* rpc = chat ? kChatRpc : kCompletionRpc;
+  // As a gRPC call: who is calling first, then whether the server still takes requests, and only
+  // then what the request says.
+  absl::StatusOr<std::string> caller = Caller(http);
+  if (!caller.ok()) return Refuse(rpc, "", caller.status(), writer);
+  if (state_.draining()) {
+    return Refuse(rpc, *caller, absl::UnavailableError("the server is shutting down"), writer);
+  }
+  OpenAiRequestOptions translation;
+  translation.model_name = options_.model_name;
+  translation.default_chat_max_tokens = state_.validation().max_new_tokens_limit;
+  absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(http.body, translation)
+                                               : ParseCompletionRequest(http.body, translation);
+  if (!request.ok()) return Refuse(rpc, *caller, request.status(), writer);
+  absl::StatusOr<engine::Request> built =
+      chat ? BuildChatRequest(request->chat, state_.validation())
+           : BuildGenerateRequest(request->generate, state_.validation());
+  if (!built.ok()) return Refuse(rpc, *caller, built.status(), writer);
+  absl::StatusOr<std::unique_ptr<LiveRequest>> live =
+      LiveRequest::Admit(state_, *caller, "", *std::move(built));
+  if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
+  const std::string request_id = (*live)->request_id();
+  LogLine(LogLevel::kDebug, "request started")
+      .Field("rpc", rpc)
+      .Field("request_id", request_id)
+      .Field("caller", *caller)
+      .Field("peer", http.peer);
+
+  CompletionShape shape;
+  shape.chat = chat;
+  shape.id = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", request_id);
+  shape.model = options_.model_name;
+  shape.created = UnixSeconds();
+  shape.usage_in_chunks = request->include_usage;
+  CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
+                                        : AnswerWhole(**live, shape, writer);
+  live->reset();  // the slot and the id are free before the call is recorded, as for gRPC
+  RecordServedCall(state_, rpc, *caller, request_id, ToGrpcStatus(outcome.status),
+                   outcome.finished ? &*outcome.finished : nullptr);
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,393 @@
+#include "server/openai/openai_request.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/json_depth.h"
+#include "models/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "server/openai/json_values.h"
+#include "server/openai/openai_json.h"
+
+namespace tandem::server {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status Unsupported(const std::string& field) {
+  return Invalid(field, "not supported by this server");
+}
+
+// The members of one JSON object, each read at most through Get, so that what nobody read can
+// be refused by name afterwards.
+class Fields {
+ public:
+  Fields(const json& object, std::string prefix) : object_(object), prefix_(std::move(prefix)) {}
+
+  // The member's value, or null when absent or JSON null.
+  const json* Get(const std::string& key) {
+    read_.insert(key);
+    auto it = object_.find(key);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+  // Read and dropped: parameters that change nothing tandem generates (`user`).
+  void Ignore(const std::string& key) { read_.insert(key); }
+  std::string Name(const std::string& key) const {
+    return prefix_.empty() ? key : absl::StrCat(prefix_, ".", key);
+  }
+  // INVALID_ARGUMENT naming the first member nobody read (null, [] and {} pass: clients echo
+  // back the fields of a response message, e.g. "refusal": null or "annotations": []).
+  absl::Status CheckAllRead() const {
+    for (const auto& [key, value] : object_.items()) {
+      if (read_.count(key) != 0 || value.is_null()) continue;
+      if ((value.is_array() || value.is_object()) && value.empty()) continue;
+      return Invalid(Name(key), "unknown parameter, or one this server does not support");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const json& object_;
+  const std::string prefix_;
+  std::set<std::string> read_;
+};
+
+absl::Status WrongType(const std::string& field, const char* want, const json& got) {
+  return Invalid(field, absl::StrCat("must be ", want, ", got ", got.type_name()));
+}
+
+absl::StatusOr<std::optional<bool>> Bool(Fields& f, const std::string& key) {
+  const json* v = f.Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return WrongType(f.Name(key), "a boolean", *v);
+  return v->get<bool>();
+}
+
+absl::StatusOr<std::optional<double>> Number(Fields& f, const std::string& key) {
+  const json* v = f.Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return WrongType(f.Name(key), "a number", *v);
+  return v->get<double>();
+}
+
+absl::StatusOr<std::optional<int64_t>> Integer(Fields& f, const std::string& key) {
+  const json* v = f.Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number_integer()) return v->get<int64_t>();
+  // 16.0 is 16 (some clients send every number as a float).
+  if (v->is_number_float()) {
+    const double x = v->get<double>();
+    if (std::trunc(x) == x && std::fabs(x) < 9.007199254740992e15) return static_cast<int64_t>(x);
+  }
+  return WrongType(f.Name(key), "an integer", *v);
+}
+
+absl::StatusOr<std::optional<std::string>> String(Fields& f, const std::string& key) {
+  const json* v = f.Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return WrongType(f.Name(key), "a string", *v);
+  return v->get<std::string>();
+}
+
+// Out-of-range values become the nearest int32, which the validation then refuses with the
+// value's own bound in the message.
+int32_t SaturatedInt32(int64_t x) {
+  return static_cast<int32_t>(std::clamp<int64_t>(x, std::numeric_limits<int32_t>::min(),
+                                                  std::numeric_limits<int32_t>::max()));
+}
+
+absl::Status ReadModel(Fields& f, const OpenAiRequestOptions& options) {
+  TANDEM_ASSIGN_OR_RETURN(auto model, String(f, "model"));
+  if (!model) {
+    return Invalid("model", absl::StrCat("required; this server serves '", options.model_name,
+                                         "' (GET /v1/models)"));
+  }
+  if (*model != options.model_name) {
+    return absl::NotFoundError(absl::StrCat("model: '", *model, "' is not served here; this ",
+                                            "server serves '", options.model_name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStreaming(Fields& f, OpenAiRequest* out) {
+  TANDEM_ASSIGN_OR_RETURN(auto stream, Bool(f, "stream"));
+  out->stream = stream.value_or(false);
+  if (const json* options = f.Get("stream_options")) {
+    if (!out->stream) return Invalid("stream_options", "only allowed with stream: true");
+    if (!options->is_object()) return WrongType("stream_options", "an object", *options);
+    Fields o(*options, "stream_options");
+    TANDEM_ASSIGN_OR_RETURN(auto usage, Bool(o, "include_usage"));
+    out->include_usage = usage.value_or(false);
+    TANDEM_RETURN_IF_ERROR(o.CheckAllRead());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStop(Fields& f, v1::SamplingParams* out) {
+  const json* stop = f.Get("stop");
+  if (stop == nullptr) return absl::OkStatus();
+  if (stop->is_string()) {
+    out->add_stop_strings(stop->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!stop->is_array()) return WrongType("stop", "a string or an array of strings", *stop);
+  for (size_t i = 0; i < stop->size(); ++i) {
+    if (!(*stop)[i].is_string())
+      return WrongType(absl::StrCat("stop[", i, "]"), "a string", (*stop)[i]);
+    out->add_stop_strings((*stop)[i].get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
+// The parameters both endpoints share: sampling, stopping, n, streaming, and those ignored.
+absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* request,
+                        v1::SamplingParams* out) {
+  TANDEM_ASSIGN_OR_RETURN(auto max_tokens, Integer(f, "max_tokens"));
+  TANDEM_ASSIGN_OR_RETURN(auto max_completion, Integer(f, "max_completion_tokens"));
+  if (max_tokens && max_completion && *max_tokens != *max_completion) {
+    return Invalid("max_completion_tokens", "differs from max_tokens; give one of them");
+  }
+  out->set_max_new_tokens(
+      SaturatedInt32(max_tokens.value_or(max_completion.value_or(default_max_tokens))));
+  struct FloatParam {
+    const char* key;
+    void (v1::SamplingParams::*set)(float);
+  };
+  for (const FloatParam& p :
+       {FloatParam{"temperature", &v1::SamplingParams::set_temperature},
+        FloatParam{"top_p", &v1::SamplingParams::set_top_p},
+        FloatParam{"min_p", &v1::SamplingParams::set_min_p},
+        FloatParam{"presence_penalty", &v1::SamplingParams::set_presence_penalty},
+        FloatParam{"frequency_penalty", &v1::SamplingParams::set_frequency_penalty},
+        FloatParam{"repetition_penalty", &v1::SamplingParams::set_repetition_penalty}}) {
+    TANDEM_ASSIGN_OR_RETURN(auto value, Number(f, p.key));
+    if (value) (out->*p.set)(static_cast<float>(*value));
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto top_k, Integer(f, "top_k"));
+  // vLLM spells "all tokens" -1; the proto 0.
+  if (top_k) out->set_top_k(*top_k == -1 ? 0 : SaturatedInt32(*top_k));
+  TANDEM_ASSIGN_OR_RETURN(auto seed, Integer(f, "seed"));
+  if (seed && *seed < 0) return Invalid("seed", absl::StrCat("must be >= 0, got ", *seed));
+  if (seed) out->set_seed(static_cast<uint64_t>(*seed));
+  TANDEM_RETURN_IF_ERROR(ReadStop(f, out));
+  TANDEM_ASSIGN_OR_RETURN(auto ignore_eos, Bool(f, "ignore_eos"));
+  if (ignore_eos) out->set_ignore_eos(*ignore_eos);
+  TANDEM_ASSIGN_OR_RETURN(auto skip_special, Bool(f, "skip_special_tokens"));
+  if (skip_special) out->set_skip_special_tokens(*skip_special);
+
+  TANDEM_ASSIGN_OR_RETURN(auto n, Integer(f, "n"));
+  if (n && *n != 1) return Invalid("n", absl::StrCat("only 1 is supported, got ", *n));
+  if (const json* bias = f.Get("logit_bias"); bias != nullptr && !bias->empty()) {
+    return Unsupported("logit_bias");
+  }
+  TANDEM_RETURN_IF_ERROR(ReadStreaming(f, request));
+  // Nothing generated depends on these.
+  for (const char* key : {"user", "metadata", "store", "service_tier"}) f.Ignore(key);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<json> ParseObject(absl::string_view body) {
+  if (models::JsonDepth(std::string_view(body.data(), body.size()), kMaxRequestJsonDepth) >
+      kMaxRequestJsonDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request body nests arrays and objects deeper than ", kMaxRequestJsonDepth, " levels"));
+  }
+  json parsed;
+  try {
+    parsed = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    // The parser says where it went wrong ("parse error at line 1, column 12: ...").
+    return absl::InvalidArgumentError(absl::StrCat("the request body is not JSON: ", e.what()));
+  }
+  if (!parsed.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body must be a JSON object, got ", parsed.type_name()));
+  }
+  return parsed;
+}
+
+absl::Status ReadContent(const json& content, const std::string& field, v1::ChatMessage* out) {
+  if (content.is_string()) {
+    out->set_content(content.get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!content.is_array()) return WrongType(field, "a string or an array of parts", content);
+  // Text parts joined by newlines, as vLLM joins them.
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string part_field = absl::StrCat(field, "[", i, "]");
+    if (!content[i].is_object()) return WrongType(part_field, "an object", content[i]);
+    Fields part(content[i], part_field);
+    const json* type = part.Get("type");
+    if (type == nullptr) return Invalid(part.Name("type"), "required");
+    if (*type != "text") {
+      return Invalid(part.Name("type"),
+                     absl::StrCat(DumpJson(*type), " parts are not supported; only \"text\""));
+    }
+    TANDEM_ASSIGN_OR_RETURN(auto part_text, String(part, "text"));
+    if (!part_text) return Invalid(part.Name("text"), "required in a text part");
+    TANDEM_RETURN_IF_ERROR(part.CheckAllRead());
+    if (i > 0) text += "\n";
+    text += *part_text;
+  }
+  out->set_content(std::move(text));
+  return absl::OkStatus();
+}
+
+absl::Status ReadStructs(Fields& f, const std::string& key,
+                         google::protobuf::RepeatedPtrField<google::protobuf::Struct>* out) {
+  const json* list = f.Get(key);
+  if (list == nullptr) return absl::OkStatus();
+  if (!list->is_array()) return WrongType(f.Name(key), "an array of objects", *list);
+  for (size_t i = 0; i < list->size(); ++i) {
+    TANDEM_RETURN_IF_ERROR(
+        ToProtoStruct((*list)[i], absl::StrCat(f.Name(key), "[", i, "]"), out->Add()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadMessage(const json& message, const std::string& field, v1::ChatMessage* out) {
+  if (!message.is_object()) return WrongType(field, "an object", message);
+  Fields f(message, field);
+  TANDEM_ASSIGN_OR_RETURN(auto role, String(f, "role"));
+  if (role) out->set_role(*role);
+  if (const json* content = f.Get("content")) {
+    TANDEM_RETURN_IF_ERROR(ReadContent(*content, f.Name("content"), out));
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto name, String(f, "name"));
+  if (name) out->set_name(*name);
+  TANDEM_ASSIGN_OR_RETURN(auto tool_call_id, String(f, "tool_call_id"));
+  if (tool_call_id) out->set_tool_call_id(*tool_call_id);
+  TANDEM_RETURN_IF_ERROR(ReadStructs(f, "tool_calls", out->mutable_tool_calls()));
+  return f.CheckAllRead();
+}
+
+absl::Status ReadTools(Fields& f, v1::ChatRequest* out) {
+  TANDEM_RETURN_IF_ERROR(ReadStructs(f, "tools", out->mutable_tools()));
+  if (const json* choice = f.Get("tool_choice"); choice != nullptr && *choice != "auto") {
+    return Invalid("tool_choice",
+                   "only \"auto\" is supported (tandem does not constrain generation to tool "
+                   "calls; the model's output is returned as text)");
+  }
+  f.Ignore("parallel_tool_calls");  // tandem returns text; it never splits out tool calls
+  TANDEM_RETURN_IF_ERROR(ReadStructs(f, "documents", out->mutable_documents()));
+  if (const json* kwargs = f.Get("chat_template_kwargs")) {
+    return ToProtoStruct(*kwargs, "chat_template_kwargs", out->mutable_chat_template_kwargs());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOptions& options,
+                      OpenAiRequest* request) {
+  v1::ChatRequest& chat = request->chat;
+  if (!messages.is_array()) return WrongType("messages", "an array of messages", messages);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    TANDEM_RETURN_IF_ERROR(
+        ReadMessage(messages[i], absl::StrCat("messages[", i, "]"), chat.add_messages()));
+  }
+  TANDEM_RETURN_IF_ERROR(
+      ReadCommon(f, options.default_chat_max_tokens, request, chat.mutable_sampling()));
+  TANDEM_RETURN_IF_ERROR(ReadTools(f, &chat));
+  TANDEM_ASSIGN_OR_RETURN(auto generation_prompt, Bool(f, "add_generation_prompt"));
+  if (generation_prompt) chat.set_add_generation_prompt(*generation_prompt);
+  TANDEM_ASSIGN_OR_RETURN(auto logprobs, Bool(f, "logprobs"));
+  if (logprobs.value_or(false)) return Unsupported("logprobs");
+  TANDEM_ASSIGN_OR_RETURN(auto top_logprobs, Integer(f, "top_logprobs"));
+  if (top_logprobs.value_or(0) != 0) return Unsupported("top_logprobs");
+  if (const json* format = f.Get("response_format");
+      format != nullptr && !(format->is_object() && format->size() == 1 &&
+                             format->contains("type") && (*format)["type"] == "text")) {
+    return Invalid("response_format", "only {\"type\": \"text\"} is supported");
+  }
+  return absl::OkStatus();
+}
+
+// A string, an array of token ids, or a list holding one of them.
+absl::Status ReadPrompt(const json& prompt, v1::GenerateRequest* out) {
+  const json* one = &prompt;
+  if (prompt.is_array() && prompt.size() == 1 && !prompt[0].is_number()) one = &prompt[0];
+  if (one->is_string()) {
+    out->set_text(one->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (!one->is_array()) {
+    return WrongType("prompt", "a string, an array of token ids or a list of one of them", *one);
+  }
+  out->mutable_token_ids();  // even when empty, which the validation refuses as such
+  for (size_t i = 0; i < one->size(); ++i) {
+    const json& id = (*one)[i];
+    if (id.is_string() || id.is_array()) {
+      return Invalid("prompt", absl::StrCat("a list of ", one->size(),
+                                            " prompts; this server takes one prompt per "
+                                            "request (send one request each)"));
+    }
+    if (!id.is_number_integer() ||
+        id.get<int64_t>() != static_cast<int64_t>(SaturatedInt32(id.get<int64_t>()))) {
+      return Invalid(absl::StrCat("prompt[", i, "]"), "must be a token id (an integer)");
+    }
+    out->mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* request) {
+  v1::GenerateRequest& generate = request->generate;
+  TANDEM_RETURN_IF_ERROR(ReadPrompt(prompt, &generate));
+  TANDEM_RETURN_IF_ERROR(
+      ReadCommon(f, /*default_max_tokens=*/16, request, generate.mutable_sampling()));
+  TANDEM_ASSIGN_OR_RETURN(auto add_special, Bool(f, "add_special_tokens"));
+  if (add_special) generate.set_add_special_tokens(*add_special);
+  TANDEM_ASSIGN_OR_RETURN(auto logprobs, Integer(f, "logprobs"));
+  if (logprobs.value_or(0) != 0) return Unsupported("logprobs");
+  TANDEM_ASSIGN_OR_RETURN(auto echo, Bool(f, "echo"));
+  if (echo.value_or(false)) return Unsupported("echo");
+  TANDEM_ASSIGN_OR_RETURN(auto best_of, Integer(f, "best_of"));
+  if (best_of.value_or(1) != 1) {
+    return Invalid("best_of", absl::StrCat("only 1 is supported, got ", *best_of));
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto suffix, String(f, "suffix"));
+  if (!suffix.value_or("").empty()) return Unsupported("suffix");
+  return absl::OkStatus();
+}
+
+// Both endpoints: a JSON object naming the served model, with its main member (`messages` or
+// `prompt`) and the rest as `read` takes them, and no member left unread.
+template <class Read>
+absl::StatusOr<OpenAiRequest> ParseRequest(absl::string_view body,
+                                           const OpenAiRequestOptions& options,
+                                           const std::string& main, Read read) {
+  TANDEM_ASSIGN_OR_RETURN(json object, ParseObject(body));
+  Fields f(object, "");
+  TANDEM_RETURN_IF_ERROR(ReadModel(f, options));
+  const json* value = f.Get(main);
+  if (value == nullptr) return Invalid(main, "required");
+  OpenAiRequest request;
+  TANDEM_RETURN_IF_ERROR(read(*value, f, &request));
+  TANDEM_RETURN_IF_ERROR(f.CheckAllRead());
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
+                                                         const OpenAiRequestOptions& options) {
+  return ParseRequest(body, options, "messages",
+                      [&](const json& messages, Fields& f, OpenAiRequest* request) {
+                        return ReadChat(messages, f, options, request);
+                      });
+}
+
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body,
+                                                     const OpenAiRequestOptions& options) {
+  return ParseRequest(body, options, "prompt", ReadCompletion);
+}
+
+}  // namespace tandem::server

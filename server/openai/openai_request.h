@@ -1,0 +1,47 @@
+// OpenAI request bodies to the gRPC service's own requests: /v1/chat/completions becomes a
+// v1::ChatRequest and /v1/completions a v1::GenerateRequest, which then go through the same
+// BuildChatRequest / BuildGenerateRequest (request_validation.h) as gRPC calls. So this file
+// checks only what JSON adds: that the body is an object of known parameters with the right
+// types. Values are the validation's business (a max_tokens of 10^6 is refused there, with the
+// field renamed to the client's: openai_error.h).
+//
+// Parameters that would change what is generated and that tandem does not do (n > 1, logprobs,
+// best_of, echo, tool_choice other than "auto", a response_format, logit_bias) and parameters
+// it does not know are refused with INVALID_ARGUMENT naming them, never ignored. Null counts as
+// absent, as OpenAI's SDKs send it.
+#ifndef TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
+#define TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tandem/v1/tandem.pb.h"
+
+namespace tandem::server {
+
+struct OpenAiRequest {
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  // By endpoint: `chat` for chat completions, `generate` for completions.
+  v1::ChatRequest chat;
+  v1::GenerateRequest generate;
+};
+
+struct OpenAiRequestOptions {
+  // The name the server answers to; another `model` is NOT_FOUND.
+  std::string model_name;
+  // max_tokens when a request gives none: OpenAI's chat has no small default (it generates to
+  // the end), so chat gets the server's limit; completions keep OpenAI's documented 16.
+  int32_t default_chat_max_tokens = 4096;
+};
+
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
+                                                         const OpenAiRequestOptions& options);
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(absl::string_view body,
+                                                     const OpenAiRequestOptions& options);
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_

@@ -1,0 +1,80 @@
+#include "server/openai/openai_response.h"
+
+namespace tandem::server {
+namespace {
+
+using json = nlohmann::json;
+
+json Envelope(const CompletionShape& shape, bool chunk) {
+  const char* object =
+      shape.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return {{"id", shape.id}, {"object", object}, {"created", shape.created}, {"model", shape.model}};
+}
+
+json NullableReason(const char* finish_reason) {
+  return finish_reason == nullptr ? json(nullptr) : json(finish_reason);
+}
+
+}  // namespace
+
+const char* OpenAiFinishReason(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::kLength:
+      return "length";
+    case engine::FinishReason::kStop:
+      return "stop";
+    default:
+      return "abort";
+  }
+}
+
+json UsageJson(const engine::Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+}
+
+json CompletionJson(const CompletionShape& shape, const std::string& text,
+                    const engine::Event& finished) {
+  json choice = {{"index", 0}};
+  if (shape.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = OpenAiFinishReason(finished.finish_reason);
+  json out = Envelope(shape, /*chunk=*/false);
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = UsageJson(finished.usage);
+  return out;
+}
+
+json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
+               const char* finish_reason) {
+  json choice = {{"index", 0}};
+  if (shape.chat) {
+    json delta = json::object();
+    if (role) delta["role"] = "assistant";
+    if (!text.empty() || role) delta["content"] = text;
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = NullableReason(finish_reason);
+  json out = Envelope(shape, /*chunk=*/true);
+  out["choices"] = json::array({std::move(choice)});
+  if (shape.usage_in_chunks) out["usage"] = nullptr;
+  return out;
+}
+
+json UsageChunkJson(const CompletionShape& shape, const engine::Usage& usage) {
+  json out = Envelope(shape, /*chunk=*/true);
+  out["choices"] = json::array();
+  out["usage"] = UsageJson(usage);
+  return out;
+}
+
+}  // namespace tandem::server

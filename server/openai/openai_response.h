@@ -1,0 +1,43 @@
+// OpenAI's response objects from engine events: chat.completion and text_completion for whole
+// answers, chat.completion.chunk and text_completion chunks for streams (the chat stream opens
+// with the assistant's role, and the last chunk carries the finish_reason), and usage with
+// prompt_tokens_details.cached_tokens from the prefix cache.
+#ifndef TANDEM_SERVER_OPENAI_OPENAI_RESPONSE_H_
+#define TANDEM_SERVER_OPENAI_OPENAI_RESPONSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/request.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::server {
+
+// What every object of one response shares.
+struct CompletionShape {
+  bool chat = true;  // chat completion, else text completion
+  std::string id;    // "chatcmpl-<request id>" or "cmpl-<request id>"
+  std::string model;
+  int64_t created = 0;           // Unix seconds
+  bool usage_in_chunks = false;  // stream_options.include_usage: chunks carry "usage": null
+};
+
+// "stop" or "length"; "abort" when the request was aborted (the server shutting down, or the
+// gRPC Abort call), as vLLM says it.
+const char* OpenAiFinishReason(engine::FinishReason reason);
+
+nlohmann::json UsageJson(const engine::Usage& usage);
+// The whole answer: `text` is everything generated, `finished` the engine's finish event.
+nlohmann::json CompletionJson(const CompletionShape& shape, const std::string& text,
+                              const engine::Event& finished);
+// A chunk of a stream with new text (`role`: the chat stream's first chunk names the role), or
+// with the finish reason and no text.
+nlohmann::json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
+                         const char* finish_reason);
+// The stream's last chunk when include_usage was asked for: no choices, the usage.
+nlohmann::json UsageChunkJson(const CompletionShape& shape, const engine::Usage& usage);
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_OPENAI_OPENAI_RESPONSE_H_

@@ -1,0 +1,406 @@
+// OpenAI's HTTP API on a real server: a greedy chat completion says exactly what the gRPC Chat
+// says for the same conversation (and a completion what Generate says), a stream's chunks add up
+// to the whole answer, a repeated prompt is served from the prefix cache, /v1/models lists the
+// model, bad requests get OpenAI errors naming the parameter, tokens are checked, a client that
+// hangs up mid-stream has its request cancelled while another completes, a drain lets requests
+// in flight finish, and /health turns 503 when the server drains.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/openai/openai_endpoint.h"
+#include "tests/server/grpc/grpc_test_util.h"
+#include "tests/server/http_test_client.h"
+
+namespace tandem::server {
+namespace {
+
+using json = nlohmann::json;
+using testing::Client;
+using testing::Eventually;
+using testing::HttpPost;
+using testing::StreamResult;
+
+constexpr char kModel[] = "zamba2-tiny";
+
+json Parse(const std::string& body) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(parsed.is_discarded()) << body;
+  return parsed;
+}
+
+// The JSON events of a Server-Sent Events body; `done` tells whether it ended with [DONE].
+std::vector<json> SseEvents(const std::string& body, bool* done) {
+  std::vector<json> events;
+  *done = false;
+  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::ConsumePrefix(&event, "data: ")) << event;
+    if (event == "[DONE]") {
+      *done = true;
+      continue;
+    }
+    EXPECT_FALSE(*done) << "an event after [DONE]";
+    events.push_back(Parse(std::string(event)));
+  }
+  return events;
+}
+
+int CountEvents(const std::string& sse) {
+  int events = 0;
+  for (size_t at = sse.find("data: "); at != std::string::npos; at = sse.find("data: ", at + 1)) {
+    ++events;
+  }
+  return events;
+}
+
+json ChatBody(const std::string& content, int max_tokens) {
+  return {{"model", kModel},
+          {"messages",
+           {{{"role", "system"}, {"content", "You answer briefly."}},
+            {{"role", "user"}, {"content", content}}}},
+          {"temperature", 0},
+          {"max_tokens", max_tokens}};
+}
+
+class OpenAiApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(ServerConfig()); }
+  void Start(ServerConfig config) {
+    endpoint_.reset();
+    server_.reset();
+    if (model_ == nullptr) model_ = testing::LoadServedFixture();
+    ASSERT_NE(model_, nullptr);
+    ServerConfig small = testing::SmallServerConfig();
+    small.security = config.security;
+    // Room for a stream that cannot finish before its client hangs up.
+    small.engine.scheduler.max_new_tokens_limit = 1 << 20;
+    small.engine.memory_bytes = 256 << 20;
+    absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(*model_, small);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    OpenAiEndpointOptions options;
+    options.model_name = kModel;
+    options.max_body_bytes = 8192;
+    absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> endpoint =
+        OpenAiEndpoint::Start(server_->state(), options);
+    ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+    endpoint_ = *std::move(endpoint);
+  }
+  testing::HttpResponse Post(const std::string& target, const json& body,
+                             const std::string& headers = "") {
+    return HttpPost(endpoint_->port(), target, body.dump(), headers);
+  }
+  // Sends a chat completion on a connection of its own and returns the socket (-1 on failure).
+  int SendRaw(const json& body) {
+    const std::string text = body.dump();
+    const int fd = testing::ConnectLoopback(endpoint_->port());
+    const std::string request =
+        "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " + std::to_string(text.size()) +
+        "\r\n\r\n" + text;
+    if (fd >= 0 && send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+                       static_cast<ssize_t>(request.size())) {
+      close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  std::string Scrape() { return testing::HttpGet(server_->metrics_port(), "/metrics").body; }
+
+  std::unique_ptr<ServedModel> model_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<OpenAiEndpoint> endpoint_;  // destroyed before the server it serves
+};
+
+TEST_F(OpenAiApiTest, GreedyChatSaysWhatGrpcChatSays) {
+  v1::ChatRequest grpc_request;
+  v1::ChatMessage* system = grpc_request.add_messages();
+  system->set_role("system");
+  system->set_content("You answer briefly.");
+  v1::ChatMessage* user = grpc_request.add_messages();
+  user->set_role("user");
+  user->set_content("Name three rivers.");
+  grpc_request.mutable_sampling()->set_temperature(0);
+  grpc_request.mutable_sampling()->set_max_new_tokens(12);
+  Client client(server_->port());
+  StreamResult expected = client.Chat(grpc_request);
+  ASSERT_TRUE(expected.status.ok()) << expected.status.error_message();
+
+  testing::HttpResponse response = Post("/v1/chat/completions", ChatBody("Name three rivers.", 12));
+  ASSERT_EQ(response.status, 200) << response.body;
+  json answer = Parse(response.body);
+  EXPECT_EQ(answer["object"], "chat.completion");
+  EXPECT_EQ(answer["model"], kModel);
+  EXPECT_TRUE(absl::StartsWith(answer["id"].get<std::string>(), "chatcmpl-"));
+  const json& choice = answer["choices"][0];
+  EXPECT_EQ(choice["message"]["role"], "assistant");
+  EXPECT_EQ(choice["message"]["content"], expected.text);
+  EXPECT_EQ(choice["finish_reason"],
+            expected.complete.finish_reason() == v1::LENGTH ? "length" : "stop");
+  const json& usage = answer["usage"];
+  EXPECT_EQ(usage["completion_tokens"], expected.tokens.size());
+  EXPECT_EQ(usage["prompt_tokens"], expected.complete.usage().prompt_tokens());
+  EXPECT_EQ(usage["total_tokens"],
+            usage["prompt_tokens"].get<int64_t>() + usage["completion_tokens"].get<int64_t>());
+  // The same prompt again: served from the prefix cache.
+  EXPECT_GT(usage["prompt_tokens_details"]["cached_tokens"], 0);
+
+  const std::string scrape = Scrape();
+  EXPECT_TRUE(
+      absl::StrContains(scrape, "tandem_requests_total{code=\"OK\",rpc=\"ChatCompletions\"} 1"))
+      << scrape;
+}
+
+TEST_F(OpenAiApiTest, StreamedChunksAddUpToTheWholeAnswer) {
+  testing::HttpResponse whole = Post("/v1/chat/completions", ChatBody("Count to five.", 10));
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  json body = ChatBody("Count to five.", 10);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  testing::HttpResponse streamed = Post("/v1/chat/completions", body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_TRUE(absl::StrContains(streamed.head, "Content-Type: text/event-stream")) << streamed.head;
+  bool done = false;
+  std::vector<json> events = SseEvents(streamed.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "chat.completion.chunk");
+    EXPECT_TRUE(events[i]["usage"].is_null());
+    text += events[i]["choices"][0]["delta"].value("content", "");
+  }
+  const json answer = Parse(whole.body);
+  EXPECT_EQ(text, answer["choices"][0]["message"]["content"]);
+  EXPECT_EQ(events[events.size() - 2]["choices"][0]["finish_reason"],
+            answer["choices"][0]["finish_reason"]);
+  const json& last = events.back();  // include_usage: the usage, without choices
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], answer["usage"]["completion_tokens"]);
+  EXPECT_GT(last["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST_F(OpenAiApiTest, CompletionSaysWhatGenerateSays) {
+  const std::vector<int32_t> ids = testing::Tokens(12, 3, 1024);
+  Client client(server_->port());
+  StreamResult expected = client.Generate(testing::GreedyIds(ids, 6));
+  ASSERT_TRUE(expected.status.ok()) << expected.status.error_message();
+  json body = {{"model", kModel},
+               {"prompt", ids},
+               {"max_tokens", 6},
+               {"temperature", 0},
+               {"ignore_eos", true}};
+  testing::HttpResponse response = Post("/v1/completions", body);
+  ASSERT_EQ(response.status, 200) << response.body;
+  json answer = Parse(response.body);
+  EXPECT_EQ(answer["object"], "text_completion");
+  EXPECT_EQ(answer["choices"][0]["text"], expected.text);
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 6);
+
+  body["stream"] = true;
+  testing::HttpResponse streamed = Post("/v1/completions", body);
+  bool done = false;
+  std::string text;
+  for (const json& event : SseEvents(streamed.body, &done)) {
+    EXPECT_EQ(event["object"], "text_completion");
+    text += event["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, expected.text);
+}
+
+TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {
+  testing::HttpResponse models = testing::HttpGet(endpoint_->port(), "/v1/models");
+  ASSERT_EQ(models.status, 200) << models.body;
+  json list = Parse(models.body);
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["id"], kModel);
+  EXPECT_EQ(list["data"][0]["object"], "model");
+  EXPECT_EQ(testing::HttpGet(endpoint_->port(), "/v1/models/zamba2-tiny").status, 200);
+  EXPECT_EQ(testing::HttpGet(endpoint_->port(), "/v1/models/gpt-4").status, 404);
+  EXPECT_EQ(testing::HttpGet(endpoint_->port(), "/v2/nothing").status, 404);
+}
+
+TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
+  struct Case {
+    std::string body;
+    int status;
+    std::string param;    // "" for null
+    std::string message;  // a part of it
+  };
+  json n2 = ChatBody("hi", 4);
+  n2["n"] = 2;
+  json logprobs = ChatBody("hi", 4);
+  logprobs["logprobs"] = true;
+  json unknown = ChatBody("hi", 4);
+  unknown["frobnicate"] = 1;
+  json wrong_model = ChatBody("hi", 4);
+  wrong_model["model"] = "gpt-4o";
+  json too_many = ChatBody("hi", 100000000);
+  json bad_top_p = ChatBody("hi", 4);
+  bad_top_p["top_p"] = 1.5;
+  json image = ChatBody("hi", 4);
+  image["messages"][1]["content"] = {{{"type", "image_url"}, {"image_url", "x"}}};
+  const std::vector<Case> cases = {
+      {"{\"model\": ", 400, "", "not JSON"},
+      {"[1, 2]", 400, "", "must be a JSON object"},
+      {wrong_model.dump(), 404, "model", "'gpt-4o' is not served here"},
+      {n2.dump(), 400, "n", "only 1 is supported, got 2"},
+      {json{{"model", kModel}}.dump(), 400, "messages", "required"},
+      {logprobs.dump(), 400, "logprobs", "not supported"},
+      {unknown.dump(), 400, "frobnicate", "unknown parameter"},
+      {too_many.dump(), 400, "max_tokens", "must be in [1, "},
+      {bad_top_p.dump(), 400, "top_p", "must be in (0, 1], got 1.5"},
+      {image.dump(), 400, "messages[1].content[0].type", "\"image_url\" parts are not supported"},
+      {std::string(200, '[') + std::string(200, ']'), 400, "", "deeper than 64"},
+  };
+  for (const Case& c : cases) {
+    testing::HttpResponse response = HttpPost(endpoint_->port(), "/v1/chat/completions", c.body);
+    EXPECT_EQ(response.status, c.status) << c.body << " -> " << response.body;
+    json error = Parse(response.body)["error"];
+    EXPECT_EQ(error["type"], "invalid_request_error") << response.body;
+    EXPECT_EQ(error["param"], c.param.empty() ? json(nullptr) : json(c.param)) << response.body;
+    EXPECT_TRUE(absl::StrContains(error["message"].get<std::string>(), c.message)) << response.body;
+  }
+  // A list of prompts, and a body over the cap.
+  testing::HttpResponse two = Post("/v1/completions", {{"model", kModel}, {"prompt", {"a", "b"}}});
+  EXPECT_EQ(two.status, 400);
+  EXPECT_EQ(Parse(two.body)["error"]["param"], "prompt") << two.body;
+  testing::HttpResponse large =
+      Post("/v1/completions", {{"model", kModel}, {"prompt", std::string(9000, 'x')}});
+  EXPECT_EQ(large.status, 413);
+  EXPECT_TRUE(absl::StrContains(Parse(large.body)["error"]["message"].get<std::string>(),
+                                "more than the server's limit of 8192"))
+      << large.body;
+  const std::string scrape = Scrape();
+  EXPECT_TRUE(absl::StrContains(
+      scrape, "tandem_requests_total{code=\"INVALID_ARGUMENT\",rpc=\"ChatCompletions\"} 10"))
+      << scrape;
+}
+
+TEST_F(OpenAiApiTest, CallsNeedTheBearerToken) {
+  ServerConfig config;
+  config.security.tokens = *BearerTokens::Single("s3cret-token");
+  Start(config);
+  const int port = endpoint_->port();
+  for (const std::string& headers :
+       {std::string(), std::string("Authorization: Bearer wrong-token\r\n")}) {
+    testing::HttpResponse response =
+        HttpPost(port, "/v1/chat/completions", ChatBody("hi", 2).dump(), headers);
+    EXPECT_EQ(response.status, 401) << response.body;
+    json error = Parse(response.body)["error"];
+    EXPECT_EQ(error["code"], "invalid_api_key") << response.body;
+    EXPECT_EQ(testing::HttpGet(port, "/v1/models", headers).status, 401);
+  }
+  const std::string token = "Authorization: Bearer s3cret-token\r\n";
+  EXPECT_EQ(HttpPost(port, "/v1/chat/completions", ChatBody("hi", 2).dump(), token).status, 200);
+  EXPECT_EQ(testing::HttpGet(port, "/v1/models", token).status, 200);
+  EXPECT_EQ(testing::HttpGet(port, "/health").status, 200);  // probes send no token
+}
+
+TEST_F(OpenAiApiTest, AClientThatHangsUpMidStreamHasItsRequestCancelled) {
+  json body = ChatBody("Tell a long story.", 20000);
+  body["stream"] = true;
+  body["ignore_eos"] = true;
+  const int fd = SendRaw(body);
+  ASSERT_GE(fd, 0);
+  // Read until a chunk with text arrived (past the role's chunk): the request is generating.
+  std::string received;
+  char buffer[4096];
+  while (CountEvents(received) < 2) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    ASSERT_GT(n, 0) << received;
+    received.append(buffer, n);
+  }
+  close(fd);
+  // Another request is served meanwhile, and the abandoned one is cancelled.
+  testing::HttpResponse other = Post("/v1/chat/completions", ChatBody("Say hi.", 4));
+  EXPECT_EQ(other.status, 200) << other.body;
+  Client client(server_->port());
+  EXPECT_TRUE(Eventually([&] { return client.ServerInfo().cancelled_requests() == 1; }));
+  EXPECT_TRUE(Eventually([&] {
+    const std::string scrape = Scrape();
+    return absl::StrContains(scrape, "tandem_requests_finished_total{reason=\"cancelled\"} 1") &&
+           absl::StrContains(scrape,
+                             "tandem_requests_total{code=\"CANCELLED\",rpc=\"ChatCompletions\"} 1");
+  })) << Scrape();
+  EXPECT_EQ(server_->state().active_streams(), 0);
+}
+
+TEST_F(OpenAiApiTest, AClientThatHangsUpBeforeAWholeAnswerHasItsRequestCancelled) {
+  json body = ChatBody("Tell a long story.", 20000);
+  body["ignore_eos"] = true;
+  const int fd = SendRaw(body);
+  ASSERT_GE(fd, 0);
+  Client client(server_->port());
+  ASSERT_TRUE(Eventually([&] { return client.ServerInfo().generated_tokens() > 2; }));
+  close(fd);
+  EXPECT_TRUE(Eventually([&] { return client.ServerInfo().cancelled_requests() == 1; }));
+  EXPECT_TRUE(Eventually([&] { return server_->state().active_streams() == 0; }));
+}
+
+TEST_F(OpenAiApiTest, ServesHttpsWithTheServersCertificate) {
+  absl::StatusOr<std::shared_ptr<TlsContext>> tls =
+      TlsContext::Load(testing::Fixture("tls/server.crt"), testing::Fixture("tls/server.key"));
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  OpenAiEndpointOptions options;
+  options.model_name = kModel;
+  options.tls = *tls;
+  absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> https =
+      OpenAiEndpoint::Start(server_->state(), options);
+  ASSERT_TRUE(https.ok()) << https.status();
+  testing::HttpResponse models =
+      testing::HttpsGet((*https)->port(), "/v1/models", testing::Fixture("tls/server.crt"));
+  EXPECT_EQ(models.status, 200);
+  EXPECT_EQ(Parse(models.body)["data"][0]["id"], kModel);
+}
+
+TEST_F(OpenAiApiTest, ADrainLetsRequestsInFlightFinish) {
+  json body = ChatBody("Tell a story.", 300);
+  body["ignore_eos"] = true;
+  std::future<testing::HttpResponse> answer =
+      std::async(std::launch::async, [&] { return Post("/v1/chat/completions", body); });
+  ASSERT_TRUE(Eventually([&] { return server_->state().active_streams() == 1; }));
+  server_->Shutdown(std::chrono::seconds(60));
+  testing::HttpResponse response = answer.get();
+  ASSERT_EQ(response.status, 200) << response.body;
+  json finished = Parse(response.body);
+  EXPECT_EQ(finished["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(finished["usage"]["completion_tokens"], 300);
+}
+
+TEST_F(OpenAiApiTest, AConnectionCarriesSeveralRequests) {
+  const std::string body = ChatBody("hi", 2).dump();
+  const std::string post =
+      "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  testing::HttpResponse response = testing::HttpExchange(
+      endpoint_->port(), post + "GET /v1/models HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(response.status, 200);
+  EXPECT_TRUE(absl::StrContains(response.head, "Connection: keep-alive")) << response.head;
+  EXPECT_TRUE(absl::StrContains(response.body, "\"chat.completion\"")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "Connection: close")) << response.body;
+  EXPECT_TRUE(absl::StrContains(response.body, "\"object\":\"list\"")) << response.body;
+}
+
+TEST_F(OpenAiApiTest, HealthTurnsUnavailableWhileDraining) {
+  EXPECT_EQ(testing::HttpGet(endpoint_->port(), "/health").status, 200);
+  server_->Shutdown(std::chrono::milliseconds(0));
+  EXPECT_EQ(testing::HttpGet(endpoint_->port(), "/health").status, 503);
+  testing::HttpResponse refused = Post("/v1/chat/completions", ChatBody("hi", 2));
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(Parse(refused.body)["error"]["type"], "server_error") << refused.body;
+}
+
+}  // namespace
+}  // namespace tandem::server

@@ -1,0 +1,188 @@
+// OpenAI request bodies become the gRPC service's requests field by field (content parts, tools,
+// kwargs, stop, max_tokens and its newer spelling, the prompt's forms), parameters tandem does
+// not honour are refused by name, and validation's proto field names read as the client's.
+#include "server/openai/openai_request.h"
+
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "server/openai/openai_error.h"
+
+namespace tandem::server {
+namespace {
+
+OpenAiRequestOptions Options() {
+  OpenAiRequestOptions options;
+  options.model_name = "m";
+  options.default_chat_max_tokens = 300;
+  return options;
+}
+
+absl::StatusOr<OpenAiRequest> Chat(const std::string& body) {
+  return ParseChatCompletionRequest(body, Options());
+}
+
+absl::StatusOr<OpenAiRequest> Completion(const std::string& body) {
+  return ParseCompletionRequest(body, Options());
+}
+
+TEST(OpenAiRequestTest, ChatFieldsBecomeTheChatRequest) {
+  absl::StatusOr<OpenAiRequest> request = Chat(R"({
+      "model": "m", "user": "u-1", "logprobs": false, "n": 1, "top_logprobs": null,
+      "messages": [
+        {"role": "system",
+         "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "content": null, "refusal": null, "annotations": [],
+         "tool_calls": [{"id": "c1", "type": "function",
+                         "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "42", "name": "f"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+      "tool_choice": "auto", "chat_template_kwargs": {"enable_thinking": false},
+      "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": -1, "seed": 3,
+      "stop": ["x", "y"], "presence_penalty": 0.1, "stream": true,
+      "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  const v1::ChatRequest& chat = request->chat;
+  ASSERT_EQ(chat.messages_size(), 3);
+  EXPECT_EQ(chat.messages(0).content(), "a\nb");
+  EXPECT_FALSE(chat.messages(1).has_content());
+  ASSERT_EQ(chat.messages(1).tool_calls_size(), 1);
+  EXPECT_EQ(chat.messages(1).tool_calls(0).fields().at("id").string_value(), "c1");
+  EXPECT_EQ(chat.messages(2).tool_call_id(), "c1");
+  EXPECT_EQ(chat.messages(2).name(), "f");
+  ASSERT_EQ(chat.tools_size(), 1);
+  EXPECT_FALSE(chat.chat_template_kwargs().fields().at("enable_thinking").bool_value());
+  const v1::SamplingParams& s = chat.sampling();
+  EXPECT_EQ(s.max_new_tokens(), 7);
+  EXPECT_FLOAT_EQ(s.temperature(), 0.5f);
+  EXPECT_FLOAT_EQ(s.top_p(), 0.9f);
+  EXPECT_EQ(s.top_k(), 0);
+  EXPECT_EQ(s.seed(), 3u);
+  ASSERT_EQ(s.stop_strings_size(), 2);
+  EXPECT_EQ(s.stop_strings(1), "y");
+  EXPECT_FLOAT_EQ(s.presence_penalty(), 0.1f);
+  EXPECT_TRUE(request->stream);
+  EXPECT_TRUE(request->include_usage);
+}
+
+TEST(OpenAiRequestTest, DefaultsAreOpenAis) {
+  absl::StatusOr<OpenAiRequest> chat =
+      Chat(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "stop": "z"})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->chat.sampling().max_new_tokens(), 300);  // the server's limit
+  EXPECT_EQ(chat->chat.sampling().stop_strings(0), "z");
+  EXPECT_FALSE(chat->stream);
+  absl::StatusOr<OpenAiRequest> completion = Completion(R"({"model": "m", "prompt": "hi"})");
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_EQ(completion->generate.sampling().max_new_tokens(), 16);
+  EXPECT_EQ(completion->generate.text(), "hi");
+}
+
+TEST(OpenAiRequestTest, PromptsComeAsTextIdsOrAListOfOne) {
+  absl::StatusOr<OpenAiRequest> ids = Completion(R"({"model": "m", "prompt": [1, 2, 3]})");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(ids->generate.token_ids().ids_size(), 3);
+  absl::StatusOr<OpenAiRequest> one = Completion(R"({"model": "m", "prompt": ["hello"]})");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->generate.text(), "hello");
+  absl::StatusOr<OpenAiRequest> nested = Completion(R"({"model": "m", "prompt": [[4, 5]]})");
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  EXPECT_EQ(nested->generate.token_ids().ids(1), 5);
+}
+
+TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"messages": []})", "model: required"},
+      {R"({"model": "other", "messages": []})", "model: 'other' is not served here"},
+      {R"({"model": "m", "messages": "hi"})", "messages: must be an array of messages, got string"},
+      {R"({"model": "m", )" + messages + R"(, "tool_choice": "required"})", "tool_choice: only"},
+      {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "json_object"}})",
+       "response_format: only"},
+      {R"({"model": "m", )" + messages + R"(, "response_format": {"type": 5}})",
+       "response_format: only"},
+      {R"({"model": "m", )" + messages + R"(, "logit_bias": {"5": 10}})", "logit_bias: not"},
+      {R"({"model": "m", )" + messages + R"(, "stream_options": {"include_usage": true}})",
+       "stream_options: only allowed with stream: true"},
+      {R"({"model": "m", )" + messages + R"(, "max_tokens": 5, "max_completion_tokens": 6})",
+       "max_completion_tokens: differs from max_tokens"},
+      {R"({"model": "m", )" + messages + R"(, "max_tokens": "5"})",
+       "max_tokens: must be an integer, got string"},
+      {R"({"model": "m", )" + messages + R"(, "seed": -1})", "seed: must be >= 0"},
+      {R"({"model": "m", )" + messages + R"(, "stop": [1]})", "stop[0]: must be a string"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "hi", "audio": {"id": "a"}}]})",
+       "messages[0].audio: unknown parameter"},
+  };
+  for (const auto& [body, message] : cases) {
+    absl::StatusOr<OpenAiRequest> request = Chat(body);
+    ASSERT_FALSE(request.ok()) << body;
+    EXPECT_NE(request.status().message().find(message), std::string::npos)
+        << body << " -> " << request.status();
+  }
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"model": "m", "prompt": ["a", "b"]})", "prompt: a list of 2 prompts"},
+           {R"({"model": "m", "prompt": [1, "b"]})", "prompt: a list of 2 prompts"},
+           {R"({"model": "m", "prompt": [1, 2.5]})", "prompt[1]: must be a token id"},
+           {R"({"model": "m", "prompt": "a", "echo": true})", "echo: not supported"},
+           {R"({"model": "m", "prompt": "a", "best_of": 2})", "best_of: only 1 is supported"},
+           {R"({"model": "m", "prompt": "a", "logprobs": 2})", "logprobs: not supported"},
+           {R"({"model": "m", "prompt": "a", "suffix": "z"})", "suffix: not supported"},
+       }) {
+    absl::StatusOr<OpenAiRequest> request = Completion(body);
+    ASSERT_FALSE(request.ok()) << body;
+    EXPECT_NE(request.status().message().find(message), std::string::npos)
+        << body << " -> " << request.status();
+  }
+}
+
+TEST(OpenAiRequestTest, ValidationFieldsReadAsTheClientsParameters) {
+  EXPECT_EQ(OpenAiParam("sampling.max_new_tokens"), "max_tokens");
+  EXPECT_EQ(OpenAiParam("sampling.stop_strings[1]"), "stop[1]");
+  EXPECT_EQ(OpenAiParam("sampling.top_p"), "top_p");
+  EXPECT_EQ(OpenAiParam("token_ids.ids[3]"), "prompt[3]");
+  EXPECT_EQ(OpenAiParam("text"), "prompt");
+  EXPECT_EQ(OpenAiParam("messages[2].role"), "messages[2].role");
+  OpenAiError error =
+      ErrorFromStatus(absl::InvalidArgumentError("sampling.max_new_tokens: must be in [1, 9]"));
+  EXPECT_EQ(error.http_status, 400);
+  EXPECT_EQ(error.param, "max_tokens");
+  EXPECT_EQ(error.message, "max_tokens: must be in [1, 9]");
+  EXPECT_EQ(
+      ErrorFromStatus(absl::ResourceExhaustedError("too many concurrent streams")).http_status,
+      429);
+  EXPECT_FALSE(ErrorFromStatus(absl::UnavailableError("the server is shutting down")).param);
+}
+
+// Mutated bodies (bytes flipped, cut, doubled) are answered with a status, whatever they hold.
+TEST(OpenAiRequestTest, MangledBodiesGetAStatus) {
+  const std::string seed = R"({"model": "m", "messages": [{"role": "user", "content": [)"
+                           R"({"type": "text", "text": "hi"}], "tool_calls": [{"a": [1, {}]}]}],)"
+                           R"( "tools": [{"f": null}], "stop": ["x"], "response_format": {},)"
+                           R"( "chat_template_kwargs": {"k": [true]}, "prompt": [[1], "a"]})";
+  const std::string alphabet = "{}[]\",:0123456789.-eE truefalsn\\u\xff";
+  std::mt19937 random(7);
+  for (int i = 0; i < 3000; ++i) {
+    std::string body = seed;
+    for (int edits = 1 + static_cast<int>(random() % 4); edits > 0; --edits) {
+      const size_t at = random() % body.size();
+      switch (random() % 3) {
+        case 0:
+          body[at] = alphabet[random() % alphabet.size()];
+          break;
+        case 1:
+          body.erase(at, 1 + random() % 8);
+          break;
+        default:
+          body.insert(at, body.substr(at, 1 + random() % 16));
+          break;
+      }
+      if (body.empty()) body.push_back('{');
+    }
+    (void)Chat(body);
+    (void)Completion(body);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::server
