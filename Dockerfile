@@ -70,9 +70,11 @@ COPY --from=builder /src/bundled/tandem-tiny-chat /usr/local/share/tandem/tandem
 # Every shared library resolves here, or the build stops now rather than at the first start.
 RUN tandem --help > /dev/null
 
-# Every `serve` flag also reads TANDEM_<FLAG>: listen on all interfaces even when the command
-# is overridden. The command line still wins (--host 127.0.0.1).
-ENV TANDEM_HOST=0.0.0.0
+# Every `serve` flag also reads TANDEM_<FLAG>: listen on all interfaces and serve the OpenAI
+# HTTP API on 8000 even when the command is overridden. The command line still wins
+# (--host 127.0.0.1, --http-port 0 turns the HTTP API off).
+ENV TANDEM_HOST=0.0.0.0 \
+    TANDEM_HTTP_PORT=8000
 VOLUME ["/models"]
 # gRPC (tandem.v1, health, reflection); HTTP, for the OpenAI-compatible API
 # (docs/OPENAI_API.md); Prometheus /metrics.

@@ -51,12 +51,6 @@ METRICS_DOC = os.path.join(ROOT, "docs", "METRICS.md")
 ENVOY = os.path.join(ROOT, "deploy", "proxy", "envoy.yaml")
 HAPROXY = os.path.join(ROOT, "deploy", "proxy", "haproxy.cfg")
 
-# Flags that other work adds in parallel: named in the manifests already, reported as pending
-# until `tandem serve --help` has them (then remove them here).
-PENDING_FLAGS = {
-    "http-port": "the OpenAI-compatible HTTP API's port",
-}
-
 # What we render, and what each rendering must contain.
 RENDERINGS = {
     "overlays-cpu": {"resources": ["overlays/cpu"]},
@@ -419,18 +413,8 @@ def check_tandem(checks, label, docs, flags, defaults):
         sources.update({k: "args" for k in cli})
         checks.check(args[:1] == ["serve"], f"{what} runs `tandem serve`", f"args {args}")
         for flag, source in sorted(sources.items()):
-            if flag in flags:
-                checks.check(True, f"{what} flag --{flag} ({source}) is a `tandem serve` flag")
-            elif flag in PENDING_FLAGS:
-                checks.note(f"{what} flag --{flag} ({source}) is pending: "
-                            f"{PENDING_FLAGS[flag]}, not in this binary's --help yet")
-            else:
-                checks.check(False, f"{what} flag --{flag} ({source}) is a `tandem serve` flag",
-                             "not in `tandem serve --help`")
-        for flag in PENDING_FLAGS:
-            if flag in flags:
-                checks.note(f"--{flag} is in `tandem serve --help` now: remove it from "
-                            "PENDING_FLAGS")
+            checks.check(flag in flags, f"{what} flag --{flag} ({source}) is a `tandem serve` flag",
+                         "not in `tandem serve --help`")
         # Ports: what tandem listens on is what the pod declares.
         ports = container_ports(spec)
         for port_name, flag in (("grpc", "port"), ("http", "http-port"),

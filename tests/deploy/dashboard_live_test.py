@@ -142,7 +142,8 @@ class Server:
         self.log_path = log_path
         self.process = subprocess.Popen(
             [tandem, "serve", "--config", config, "--host", "127.0.0.1", "--port", "0",
-             "--metrics-port", "0", "--threads", "2", "--memory-gib", "0.25",
+             "--metrics-port", "0", "--http-port", str(free_port()), "--threads", "2",
+             "--memory-gib", "0.25",
              "--grace-seconds", "5"],
             stdout=subprocess.PIPE, stderr=self.log_file, text=True)
         self.address = self.metrics = None
