@@ -18,6 +18,7 @@ absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceSt
                                                                        std::string* request_id,
                                                                        engine::Request request) {
   if (!state.ReserveId(caller, request_id)) {
+    state.ReleaseStream();
     return absl::AlreadyExistsError(
         absl::StrCat("request_id: '", *request_id, "' is used by another live request of yours"));
   }
@@ -26,6 +27,7 @@ absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceSt
       state.engine().Submit(std::move(request));
   if (!stream.ok()) {
     state.ReleaseId(caller, *request_id);
+    state.ReleaseStream();
     return stream.status();
   }
   state.BindId(caller, *request_id, (*stream)->id());

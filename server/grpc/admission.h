@@ -18,11 +18,11 @@ namespace tandem::server {
 // One stream slot (ServiceState::AcquireStream), or RESOURCE_EXHAUSTED naming the limit.
 absl::Status TakeStreamSlot(ServiceState& state);
 
-// Reserves `*request_id` for `caller` (an empty one gets a fresh id, written back) and submits
-// `request` under it; the id stays reserved, bound to the engine's id, until the caller releases
-// it (ServiceState::ReleaseId). ALREADY_EXISTS for an id a live request of the caller uses, or
-// the engine's refusal (then nothing stays reserved). The stream slot is the caller's to give
-// back in every case.
+// For a caller holding a stream slot (TakeStreamSlot): reserves `*request_id` for `caller` (an
+// empty one gets a fresh id, written back) and submits `request` under it; the id stays
+// reserved, bound to the engine's id, and the slot stays taken, until the caller releases them
+// (ServiceState::ReleaseId, ReleaseStream). ALREADY_EXISTS for an id a live request of the
+// caller uses, or the engine's refusal: then the slot is given back and nothing stays reserved.
 absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceState& state,
                                                                        const std::string& caller,
                                                                        std::string* request_id,

@@ -19,17 +19,23 @@ std::string PeerHost(absl::string_view peer) {
   return std::string(peer);
 }
 
+absl::StatusOr<std::string> IdentifyCaller(std::optional<absl::string_view> authorization,
+                                           absl::string_view peer_host,
+                                           const BearerTokens& tokens) {
+  if (!tokens.enabled()) return absl::StrCat("peer:", peer_host);
+  absl::StatusOr<std::string> name = tokens.Authenticate(authorization);
+  if (!name.ok()) return name.status();
+  return absl::StrCat("token:", *name);
+}
+
 absl::StatusOr<std::string> IdentifyCaller(const grpc::ServerContextBase& context,
                                            const BearerTokens& tokens) {
-  if (!tokens.enabled()) return absl::StrCat("peer:", PeerHost(context.peer()));
   const auto& metadata = context.client_metadata();
   std::optional<absl::string_view> header;
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     header = absl::string_view(it->second.data(), it->second.size());
   }
-  absl::StatusOr<std::string> name = tokens.Authenticate(header);
-  if (!name.ok()) return name.status();
-  return absl::StrCat("token:", *name);
+  return IdentifyCaller(header, PeerHost(context.peer()), tokens);
 }
 
 }  // namespace tandem::server

@@ -6,6 +6,7 @@
 #ifndef TANDEM_SERVER_GRPC_CALLER_IDENTITY_H_
 #define TANDEM_SERVER_GRPC_CALLER_IDENTITY_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,6 +19,10 @@ namespace tandem::server {
 // "token:NAME" for a valid token, "peer:HOST" without tokens; UNAUTHENTICATED saying what was
 // wrong otherwise.
 absl::StatusOr<std::string> IdentifyCaller(const grpc::ServerContextBase& context,
+                                           const BearerTokens& tokens);
+// The same for any transport: its Authorization header, if any, and the peer's host.
+absl::StatusOr<std::string> IdentifyCaller(std::optional<absl::string_view> authorization,
+                                           absl::string_view peer_host,
                                            const BearerTokens& tokens);
 
 // gRPC's peer string without the port: "ipv4:10.0.0.7:5123" -> "10.0.0.7",

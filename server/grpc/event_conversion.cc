@@ -19,10 +19,14 @@ void AppendTokens(const engine::Event& event, v1::Chunk* chunk) {
   }
 }
 
+absl::Status FinishStatus(const engine::Event& finished) {
+  if (finished.finish_reason != engine::FinishReason::kError) return absl::OkStatus();
+  return finished.error.ok() ? absl::InternalError("the request failed") : finished.error;
+}
+
 absl::Status FinishedResponse(const engine::Event& event, int32_t last_token,
                               v1::GenerateResponse* response) {
-  if (event.finish_reason == engine::FinishReason::kError) {
-    absl::Status error = event.error.ok() ? absl::InternalError("the request failed") : event.error;
+  if (absl::Status error = FinishStatus(event); !error.ok()) {
     v1::Error* out = response->mutable_error();
     out->set_code(static_cast<int32_t>(error.code()));
     out->set_message(std::string(error.message()));

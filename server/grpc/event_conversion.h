@@ -13,6 +13,9 @@ namespace tandem::server {
 // Appends a kTokens event's tokens, text and logprobs to `chunk`.
 void AppendTokens(const engine::Event& event, v1::Chunk* chunk);
 
+// How a kFinished event ends the call: OK, or the engine's error (INTERNAL when it named none).
+absl::Status FinishStatus(const engine::Event& finished);
+
 // Fills `response` from a kFinished event. `last_token` is the request's last output token
 // (-1 when none): a stop without a stop string was that token. Returns the status the call ends
 // with: OK, or the engine's error (then `response` holds an Error).

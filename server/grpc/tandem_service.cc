@@ -106,7 +106,6 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
       SubmitForCaller(state_, caller, &request_id, *std::move(request));
   if (!stream.ok()) {
-    state_.ReleaseStream();
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(stream.status()));
   }
   LogLine(LogLevel::kDebug, "request started")

@@ -33,8 +33,6 @@ class HttpResponseWriter {
   // (`head`'s body is ignored).
   absl::Status StartStream(HttpResponse head);
   absl::Status Write(absl::string_view data);
-  // True once Send or StartStream was called.
-  bool started() const { return started_; }
   // The connection may carry another request: a whole response went out, kept alive.
   bool reusable() const { return reusable_; }
   // The client hung up or the server is stopping (HttpConnection::Abandoned).

@@ -205,9 +205,9 @@ void HttpServer::Accept() {
     if (fd < 0) continue;
     JoinFinishedWorkers();
     if (active_.load() >= options_.max_connections) {
-      // Busy: say so without waiting for the client (the socket is non-blocking) and move on.
-      const std::string busy =
-          HttpResponse::Text(503, "too many connections; try again\n").Serialize();
+      // Busy: say so without waiting for the client (the socket is non-blocking) and move on,
+      // in the endpoint's error format (an OpenAI client expects its JSON error body).
+      const std::string busy = Error(503, "too many connections; try again").Serialize();
       (void)!send(fd, busy.data(), busy.size(), MSG_NOSIGNAL);
       close(fd);
       continue;

@@ -23,11 +23,9 @@ class RequestMetrics {
   // The registry to expose (MetricsEndpoint registers it).
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
-  // A gap between two consecutive output tokens of one request, in seconds. Several tokens
-  // emitted by one engine step count as gaps of 0 after the first.
-  void ObserveInterTokenGap(double seconds) { inter_token_->Observe(seconds); }
   // The gaps before the tokens of one kTokens event of a request whose previous token came at
-  // *last_token_seconds (engine time, < 0 before the first; updated here).
+  // *last_token_seconds (engine time, < 0 before the first; updated here). Several tokens
+  // emitted by one engine step count as gaps of 0 after the first.
   void ObserveTokenGaps(const engine::Event& event, double* last_token_seconds);
   // A request that reached the engine and finished (any reason), from its finish event.
   void ObserveFinished(const engine::Event& finished);
@@ -40,6 +38,9 @@ class RequestMetrics {
   void CountConnectionBlocked() { blocked_->Increment(); }
 
  private:
+  // A gap between two consecutive output tokens of one request, in seconds.
+  void ObserveInterTokenGap(double seconds) { inter_token_->Observe(seconds); }
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* inter_token_;

@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "server/grpc/event_conversion.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 
@@ -16,12 +17,6 @@ CallOutcome Abandoned(LiveRequest& request, absl::Status why) {
 }
 
 absl::Status Gone() { return absl::CancelledError("the client closed the connection"); }
-
-// The engine's verdict on a finished request.
-absl::Status FinishStatus(const engine::Event& finished) {
-  if (finished.finish_reason != engine::FinishReason::kError) return absl::OkStatus();
-  return finished.error.ok() ? absl::InternalError("the request failed") : finished.error;
-}
 
 }  // namespace
 

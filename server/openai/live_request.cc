@@ -8,20 +8,21 @@ namespace tandem::server {
 
 absl::StatusOr<std::unique_ptr<LiveRequest>> LiveRequest::Admit(ServiceState& state,
                                                                 const std::string& caller,
-                                                                std::string request_id,
                                                                 engine::Request request) {
   if (absl::Status slot = TakeStreamSlot(state); !slot.ok()) return slot;
+  std::string request_id;
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
       SubmitForCaller(state, caller, &request_id, std::move(request));
-  if (!stream.ok()) {
-    state.ReleaseStream();
-    return stream.status();
-  }
+  if (!stream.ok()) return stream.status();
   return std::unique_ptr<LiveRequest>(
       new LiveRequest(state, caller, std::move(request_id), *std::move(stream)));
 }
 
-LiveRequest::~LiveRequest() {
+LiveRequest::~LiveRequest() { Release(); }
+
+void LiveRequest::Release() {
+  if (released_) return;
+  released_ = true;
   if (!stream_->finished()) state_.engine().Cancel(stream_->id());
   state_.ReleaseId(caller_, request_id_);
   state_.ReleaseStream();
@@ -43,6 +44,8 @@ std::optional<engine::Event> LiveRequest::Next(const std::function<bool()>& aban
   }
   if (event.kind == engine::Event::Kind::kTokens) {
     state_.metrics().ObserveTokenGaps(event, &last_token_seconds_);
+  } else if (event.kind == engine::Event::Kind::kFinished) {
+    Release();
   }
   return event;
 }
@@ -54,7 +57,10 @@ std::optional<engine::Event> LiveRequest::Cancel() {
   while (std::chrono::steady_clock::now() < give_up) {
     bool timed_out = false;
     if (stream_->NextFor(kPollInterval, &event, &timed_out)) {
-      if (event.kind == engine::Event::Kind::kFinished) return event;
+      if (event.kind == engine::Event::Kind::kFinished) {
+        Release();
+        return event;
+      }
     } else if (!timed_out) {
       break;  // the finish event was already taken
     }

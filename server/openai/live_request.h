@@ -1,7 +1,10 @@
 // One engine request of an HTTP call, admitted the way a gRPC stream is (admission.h): while it
 // lives it holds one of the server's stream slots and its request id in the caller's namespace
-// (so the gRPC Abort finds it too), and dropping it cancels the request if it still runs. The
-// connection's thread reads its events, looking every kPollInterval for a client that left.
+// (so the gRPC Abort finds it too), and dropping it cancels the request if it still runs. Both
+// are given back as soon as the finish event is read, before the answer's end is written, as a
+// gRPC stream does: a client that sends its next request the moment it reads the answer is not
+// refused for a slot still held. The connection's thread reads its events, looking every
+// kPollInterval for a client that left.
 #ifndef TANDEM_SERVER_OPENAI_LIVE_REQUEST_H_
 #define TANDEM_SERVER_OPENAI_LIVE_REQUEST_H_
 
@@ -24,9 +27,9 @@ class LiveRequest {
   static constexpr std::chrono::milliseconds kPollInterval{50};
 
   // The refusal (too many streams, a request id in use, the engine's) holds nothing.
+  // The request gets a fresh request id in the caller's namespace.
   static absl::StatusOr<std::unique_ptr<LiveRequest>> Admit(ServiceState& state,
                                                             const std::string& caller,
-                                                            std::string request_id,
                                                             engine::Request request);
   ~LiveRequest();
   LiveRequest(const LiveRequest&) = delete;
@@ -43,6 +46,9 @@ class LiveRequest {
   std::optional<engine::Event> Cancel();
 
  private:
+  // Gives back the slot and the id (cancelling the request if it still runs); once.
+  void Release();
+
   LiveRequest(ServiceState& state, std::string caller, std::string request_id,
               std::shared_ptr<engine::RequestStream> stream)
       : state_(state),
@@ -54,6 +60,7 @@ class LiveRequest {
   const std::string caller_;
   const std::string request_id_;
   std::shared_ptr<engine::RequestStream> stream_;
+  bool released_ = false;
   double last_token_seconds_ = -1;
   std::chrono::steady_clock::time_point last_check_ = std::chrono::steady_clock::now();
 };

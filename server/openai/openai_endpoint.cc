@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "server/grpc/call_record.h"
+#include "server/grpc/caller_identity.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/request_validation.h"
 #include "server/logging/structured_log.h"
@@ -29,9 +30,9 @@ int64_t UnixSeconds() {
       .count();
 }
 
-// "10.0.0.7:5123" -> "10.0.0.7", "[::1]:5123" -> "::1": the caller without tokens, spelled as
-// caller_identity.h spells a gRPC peer, so one host has one namespace of request ids.
-std::string PeerHost(absl::string_view peer) {
+// "10.0.0.7:5123" -> "10.0.0.7", "[::1]:5123" -> "::1": an HTTP peer's host, spelled as
+// caller_identity.h spells a gRPC peer's, so one host has one namespace of request ids.
+std::string HttpPeerHost(absl::string_view peer) {
   peer = peer.substr(0, peer.rfind(':'));
   if (absl::ConsumePrefix(&peer, "[")) absl::ConsumeSuffix(&peer, "]");
   return std::string(peer);
@@ -97,11 +98,8 @@ absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> OpenAiEndpoint::Start(
 }
 
 absl::StatusOr<std::string> OpenAiEndpoint::Caller(const HttpRequest& request) const {
-  const BearerTokens& tokens = state_.config().security.tokens;
-  if (!tokens.enabled()) return absl::StrCat("peer:", PeerHost(request.peer));
-  absl::StatusOr<std::string> name = tokens.Authenticate(request.Header("authorization"));
-  if (!name.ok()) return name.status();
-  return absl::StrCat("token:", *name);
+  return IdentifyCaller(request.Header("authorization"), HttpPeerHost(request.peer),
+                        state_.config().security.tokens);
 }
 
 json OpenAiEndpoint::ModelJson() const {
@@ -172,7 +170,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
            : BuildGenerateRequest(request->generate, state_.validation());
   if (!built.ok()) return Refuse(rpc, *caller, built.status(), writer);
   absl::StatusOr<std::unique_ptr<LiveRequest>> live =
-      LiveRequest::Admit(state_, *caller, "", *std::move(built));
+      LiveRequest::Admit(state_, *caller, *std::move(built));
   if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
   const std::string request_id = (*live)->request_id();
   LogLine(LogLevel::kDebug, "request started")
@@ -189,7 +187,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   shape.usage_in_chunks = request->include_usage;
   CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
                                         : AnswerWhole(**live, shape, writer);
-  live->reset();  // the slot and the id are free before the call is recorded, as for gRPC
+  live->reset();  // the slot and the id are free (if no finish event came) before the record
   RecordServedCall(state_, rpc, *caller, request_id, ToGrpcStatus(outcome.status),
                    outcome.finished ? &*outcome.finished : nullptr);
 }

@@ -78,10 +78,18 @@ absl::StatusOr<std::optional<double>> Number(Fields& f, const std::string& key) 
   return v->get<double>();
 }
 
+// An integer JSON value; unsigned ones past int64's range become its maximum (get<int64_t>()
+// would wrap them to negative numbers).
+int64_t SaturatedInt64(const json& v) {
+  if (!v.is_number_unsigned()) return v.get<int64_t>();
+  return static_cast<int64_t>(
+      std::min<uint64_t>(v.get<uint64_t>(), std::numeric_limits<int64_t>::max()));
+}
+
 absl::StatusOr<std::optional<int64_t>> Integer(Fields& f, const std::string& key) {
   const json* v = f.Get(key);
   if (v == nullptr) return std::nullopt;
-  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_integer()) return SaturatedInt64(*v);
   // 16.0 is 16 (some clients send every number as a float).
   if (v->is_number_float()) {
     const double x = v->get<double>();
@@ -169,14 +177,22 @@ absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* re
         FloatParam{"frequency_penalty", &v1::SamplingParams::set_frequency_penalty},
         FloatParam{"repetition_penalty", &v1::SamplingParams::set_repetition_penalty}}) {
     TANDEM_ASSIGN_OR_RETURN(auto value, Number(f, p.key));
-    if (value) (out->*p.set)(static_cast<float>(*value));
+    // Clamped into float's range first (casting 1e300 is undefined); the validation then
+    // refuses the value with the parameter's own bounds.
+    constexpr double kFloatMax = std::numeric_limits<float>::max();
+    if (value) (out->*p.set)(static_cast<float>(std::clamp(*value, -kFloatMax, kFloatMax)));
   }
   TANDEM_ASSIGN_OR_RETURN(auto top_k, Integer(f, "top_k"));
   // vLLM spells "all tokens" -1; the proto 0.
   if (top_k) out->set_top_k(*top_k == -1 ? 0 : SaturatedInt32(*top_k));
-  TANDEM_ASSIGN_OR_RETURN(auto seed, Integer(f, "seed"));
-  if (seed && *seed < 0) return Invalid("seed", absl::StrCat("must be >= 0, got ", *seed));
-  if (seed) out->set_seed(static_cast<uint64_t>(*seed));
+  // A seed may use the whole uint64 range of the proto's field, which Integer would saturate.
+  if (const json* v = f.Get("seed"); v != nullptr && v->is_number_unsigned()) {
+    out->set_seed(v->get<uint64_t>());
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(auto seed, Integer(f, "seed"));
+    if (seed && *seed < 0) return Invalid("seed", absl::StrCat("must be >= 0, got ", *seed));
+    if (seed) out->set_seed(static_cast<uint64_t>(*seed));
+  }
   TANDEM_RETURN_IF_ERROR(ReadStop(f, out));
   TANDEM_ASSIGN_OR_RETURN(auto ignore_eos, Bool(f, "ignore_eos"));
   if (ignore_eos) out->set_ignore_eos(*ignore_eos);
@@ -329,11 +345,10 @@ absl::Status ReadPrompt(const json& prompt, v1::GenerateRequest* out) {
                                             " prompts; this server takes one prompt per "
                                             "request (send one request each)"));
     }
-    if (!id.is_number_integer() ||
-        id.get<int64_t>() != static_cast<int64_t>(SaturatedInt32(id.get<int64_t>()))) {
+    if (!id.is_number_integer() || SaturatedInt64(id) != SaturatedInt32(SaturatedInt64(id))) {
       return Invalid(absl::StrCat("prompt[", i, "]"), "must be a token id (an integer)");
     }
-    out->mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
+    out->mutable_token_ids()->add_ids(static_cast<int32_t>(SaturatedInt64(id)));
   }
   return absl::OkStatus();
 }

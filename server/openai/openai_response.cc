@@ -15,6 +15,13 @@ json NullableReason(const char* finish_reason) {
   return finish_reason == nullptr ? json(nullptr) : json(finish_reason);
 }
 
+json UsageJson(const engine::Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+}
+
 }  // namespace
 
 const char* OpenAiFinishReason(engine::FinishReason reason) {
@@ -28,12 +35,6 @@ const char* OpenAiFinishReason(engine::FinishReason reason) {
   }
 }
 
-json UsageJson(const engine::Usage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
-}
 
 json CompletionJson(const CompletionShape& shape, const std::string& text,
                     const engine::Event& finished) {

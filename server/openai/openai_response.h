@@ -27,7 +27,6 @@ struct CompletionShape {
 // gRPC Abort call), as vLLM says it.
 const char* OpenAiFinishReason(engine::FinishReason reason);
 
-nlohmann::json UsageJson(const engine::Usage& usage);
 // The whole answer: `text` is everything generated, `finished` the engine's finish event.
 nlohmann::json CompletionJson(const CompletionShape& shape, const std::string& text,
                               const engine::Event& finished);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
@@ -201,15 +202,22 @@ struct StreamOutcome {
   }
 };
 
-TEST(StreamCallTest, DeliversEveryMessageInOrderThenTheStatus) {
-  FakeServer server(false);
+// One Generate call of prompt [10] to `server` with token "t", run to its end.
+void GenerateToTheEnd(FakeServer& server, StreamOutcome& outcome,
+                      StreamCall::Metadata metadata = {}) {
   auto connection = Connection::Open(server.address(), Security("", "", "t"));
   ASSERT_TRUE(connection.ok());
-  StreamOutcome outcome;
   v1::GenerateRequest request;
   request.mutable_token_ids()->add_ids(10);
-  StreamCall::StartGenerate(**connection, request, std::chrono::seconds(20), outcome.Handlers());
+  StreamCall::StartGenerate(**connection, request, std::chrono::seconds(20), outcome.Handlers(),
+                            std::move(metadata));
   outcome.Wait();
+}
+
+TEST(StreamCallTest, DeliversEveryMessageInOrderThenTheStatus) {
+  FakeServer server(false);
+  StreamOutcome outcome;
+  GenerateToTheEnd(server, outcome);
   ASSERT_TRUE(outcome.status.ok()) << DescribeStatus(outcome.status);
   ASSERT_EQ(outcome.responses.size(), 4u);
   for (int i = 0; i < 3; ++i) {
@@ -223,14 +231,8 @@ TEST(StreamCallTest, DeliversEveryMessageInOrderThenTheStatus) {
 
 TEST(StreamCallTest, ExtraMetadataTravelsWithTheCall) {
   FakeServer server(false);
-  auto connection = Connection::Open(server.address(), Security("", "", "t"));
-  ASSERT_TRUE(connection.ok());
   StreamOutcome outcome;
-  v1::GenerateRequest request;
-  request.mutable_token_ids()->add_ids(10);
-  StreamCall::StartGenerate(**connection, request, std::chrono::seconds(20), outcome.Handlers(),
-                            {{"x-session-id", "42"}});
-  outcome.Wait();
+  GenerateToTheEnd(server, outcome, {{"x-session-id", "42"}});
   ASSERT_TRUE(outcome.status.ok()) << DescribeStatus(outcome.status);
   EXPECT_EQ(server.service().last_header("x-session-id"), "42");
   EXPECT_EQ(server.service().last_authorization(), "Bearer t");  // the connection's own header

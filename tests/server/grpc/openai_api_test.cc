@@ -80,6 +80,7 @@ class OpenAiApiTest : public ::testing::Test {
     ASSERT_NE(model_, nullptr);
     ServerConfig small = testing::SmallServerConfig();
     small.security = config.security;
+    small.limits.max_concurrent_streams = config.limits.max_concurrent_streams;
     // Room for a stream that cannot finish before its client hangs up.
     small.engine.scheduler.max_new_tokens_limit = 1 << 20;
     small.engine.memory_bytes = 256 << 20;
@@ -286,6 +287,20 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
   EXPECT_TRUE(absl::StrContains(
       scrape, "tandem_requests_total{code=\"INVALID_ARGUMENT\",rpc=\"ChatCompletions\"} 10"))
       << scrape;
+}
+
+// The slot goes back when the answer's end is taken from the engine, before it is written: a
+// client that sends its next request as soon as it has read an answer is never refused.
+TEST_F(OpenAiApiTest, OneStreamSlotServesBackToBackRequests) {
+  ServerConfig config;
+  config.limits.max_concurrent_streams = 1;
+  Start(config);
+  for (int i = 0; i < 20; ++i) {
+    json body = ChatBody("hi", 2);
+    body["stream"] = (i % 2 == 1);
+    testing::HttpResponse response = Post("/v1/chat/completions", body);
+    ASSERT_EQ(response.status, 200) << "request " << i << ": " << response.body;
+  }
 }
 
 TEST_F(OpenAiApiTest, CallsNeedTheBearerToken) {

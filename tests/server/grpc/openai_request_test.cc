@@ -3,6 +3,7 @@
 // not honour are refused by name, and validation's proto field names read as the client's.
 #include "server/openai/openai_request.h"
 
+#include <limits>
 #include <random>
 #include <string>
 
@@ -89,6 +90,28 @@ TEST(OpenAiRequestTest, PromptsComeAsTextIdsOrAListOfOne) {
   absl::StatusOr<OpenAiRequest> nested = Completion(R"({"model": "m", "prompt": [[4, 5]]})");
   ASSERT_TRUE(nested.ok()) << nested.status();
   EXPECT_EQ(nested->generate.token_ids().ids(1), 5);
+}
+
+TEST(OpenAiRequestTest, NumbersBeyondTheirTypesAreReadWithoutWrapping) {
+  // A seed takes the proto's whole uint64 range.
+  absl::StatusOr<OpenAiRequest> seed =
+      Completion(R"({"model": "m", "prompt": "x", "seed": 18446744073709551615})");
+  ASSERT_TRUE(seed.ok()) << seed.status();
+  EXPECT_EQ(seed->generate.sampling().seed(), 18446744073709551615u);
+  // A huge unsigned token id is no token id (it once wrapped to -1).
+  absl::StatusOr<OpenAiRequest> id =
+      Completion(R"({"model": "m", "prompt": [1, 18446744073709551615]})");
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.status().message().find("prompt[1]"), absl::string_view::npos) << id.status();
+  // A float parameter past float's range reaches the validation as float's largest value.
+  absl::StatusOr<OpenAiRequest> hot =
+      Completion(R"({"model": "m", "prompt": "x", "temperature": 1e300})");
+  ASSERT_TRUE(hot.ok()) << hot.status();
+  EXPECT_EQ(hot->generate.sampling().temperature(), std::numeric_limits<float>::max());
+  absl::StatusOr<OpenAiRequest> top_k =
+      Completion(R"({"model": "m", "prompt": "x", "top_k": 18446744073709551615})");
+  ASSERT_TRUE(top_k.ok()) << top_k.status();
+  EXPECT_EQ(top_k->generate.sampling().top_k(), std::numeric_limits<int32_t>::max());
 }
 
 TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
