@@ -16,10 +16,11 @@ command -v debootstrap >/dev/null || { echo "check-runtime-image: apt-get instal
 
 root=$(mktemp -d /tmp/tandem-runtime-root.XXXXXX)
 chmod 755 "$root"  # the image's user must reach /usr/local/bin
+server=""
 cleanup() {
-  pkill -TERM -f "$root/usr/local/bin/tandem" 2>/dev/null || true
+  if [[ -n $server ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
   umount "$root/proc" 2>/dev/null || true
-  rm -rf "$root"
+  rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
 
@@ -51,6 +52,7 @@ http=$(port) grpc=$(port) metrics=$(port)
 chroot --userspec=10001:10001 "$root" env TANDEM_HOST=0.0.0.0 TANDEM_HTTP_PORT="$http" \
   TANDEM_PORT="$grpc" TANDEM_METRICS_PORT="$metrics" /usr/local/bin/tandem serve \
   --memory-gib 0.05 >"$root/serve.log" 2>&1 &
+server=$!
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$http/health" >/dev/null && break
   sleep 0.1

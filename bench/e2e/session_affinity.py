@@ -70,11 +70,12 @@ def run_policy(args, policy):
     replicas = 1 if policy == "single" else REPLICAS
     model = args.model or os.path.join(REPO, "bundled", "tandem-tiny-chat")
     metrics_ports = [free_port() for _ in range(replicas)]  # haproxy's health checks read them
-    servers = [ServeProcess(args.tandem, model, *args.serve_flags, metrics_port=port)
-               for port in metrics_ports]
+    servers = []
     proxy = None
     workdir = tempfile.mkdtemp(prefix="tandem-affinity-")
     try:
+        for port in metrics_ports:
+            servers.append(ServeProcess(args.tandem, model, *args.serve_flags, metrics_port=port))
         address = servers[0].address
         if policy != "single":
             port = free_port()

@@ -142,8 +142,7 @@ class Server:
         self.log_path = log_path
         self.process = subprocess.Popen(
             [tandem, "serve", "--config", config, "--host", "127.0.0.1", "--port", "0",
-             "--metrics-port", "0", "--http-port", str(free_port()), "--threads", "2",
-             "--memory-gib", "0.25",
+             "--metrics-port", "0", "--threads", "2", "--memory-gib", "0.25",
              "--grace-seconds", "5"],
             stdout=subprocess.PIPE, stderr=self.log_file, text=True)
         self.address = self.metrics = None
@@ -174,25 +173,14 @@ class Server:
         self.log_file.close()
 
 
-def serve_conf(tandem, configmap, directory):
-    """The ConfigMap's serve.conf, less the lines this binary has no flag for (flags that
-    parallel work adds; tests/deploy/check_manifests.py fails on any other unknown flag)."""
+def serve_conf(configmap, directory):
+    """The ConfigMap's serve.conf, written to a file as the pod mounts it."""
     import yaml  # pylint: disable=import-outside-toplevel
     with open(configmap, encoding="utf-8") as f:
         text = yaml.safe_load(f)["data"]["serve.conf"]
-    help_text = subprocess.run([tandem, "serve", "--help"], capture_output=True, text=True,
-                               check=False).stdout
-    flags = set(re.findall(r"^\s+--([a-z0-9-]+)", help_text, re.M))
-    kept = []
-    for line in text.splitlines():
-        flag = line.split("=")[0].strip()
-        if line.strip() and not line.strip().startswith("#") and flag not in flags:
-            log(f"note    serve.conf: {flag} is not a flag of this binary yet: left out")
-            continue
-        kept.append(line)
     path = os.path.join(directory, "serve.conf")
     with open(path, "w", encoding="utf-8") as out:
-        out.write("\n".join(kept) + "\n")
+        out.write(text)
     return path
 
 
@@ -385,7 +373,7 @@ def main():
         server = prometheus = None
         try:
             server = Server(options.tandem,
-                            serve_conf(options.tandem, options.configmap, directory),
+                            serve_conf(options.configmap, directory),
                             os.path.join(directory, "serve.log"))
             prometheus = Prometheus(options.prometheus, directory, server.metrics, live_rules)
             prometheus.wait_ready(time.monotonic() + 20)

@@ -76,19 +76,11 @@ def main():
 
     failures = Failures()
     metrics_ports = [free_port() for _ in range(3)]
-    replicas = [ServeProcess(args.tandem, args.model, metrics_port=port)
-                for port in metrics_ports]
     proxy_port = free_port()
-    env = dict(os.environ, TANDEM_PROXY_BIND=f"127.0.0.1:{proxy_port}",
-               TANDEM_PROXY_STATS_BIND=f"127.0.0.1:{free_port()}")
-    for i, (replica, port) in enumerate(zip(replicas, metrics_ports), start=1):
-        env[f"TANDEM_BACKEND{i}"] = replica.address
-        env[f"TANDEM_BACKEND{i}_METRICS"] = str(port)
-    proxy = subprocess.Popen(["haproxy", "-f", args.config], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     channel = grpc.insecure_channel(f"127.0.0.1:{proxy_port}")
     generate = channel.unary_stream(GENERATE)
-    alive = [True, True, True]
+    # Started inside the try below, so that a failed start still stops what started before it.
+    replicas, alive, proxy = [], [], None
 
     def call(session, timeout=30):
         """One Generate call through the proxy; the replica that served it, or None."""
@@ -108,6 +100,16 @@ def main():
             time.sleep(0.02)
 
     try:
+        for port in metrics_ports:
+            replicas.append(ServeProcess(args.tandem, args.model, metrics_port=port))
+            alive.append(True)
+        env = dict(os.environ, TANDEM_PROXY_BIND=f"127.0.0.1:{proxy_port}",
+                   TANDEM_PROXY_STATS_BIND=f"127.0.0.1:{free_port()}")
+        for i, (replica, port) in enumerate(zip(replicas, metrics_ports), start=1):
+            env[f"TANDEM_BACKEND{i}"] = replica.address
+            env[f"TANDEM_BACKEND{i}_METRICS"] = str(port)
+        proxy = subprocess.Popen(["haproxy", "-f", args.config], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20
         while call("warm-up", timeout=5) is None:  # haproxy listening, a replica answering
             if time.time() > deadline:
@@ -146,8 +148,9 @@ def main():
         failures.check(False, f"setup: {type(error).__name__}: {error}")
     finally:
         channel.close()
-        proxy.terminate()
-        proxy.wait(timeout=10)
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(timeout=10)
         for replica, up in zip(replicas, alive):
             if up:
                 replica.stop()
