@@ -4,7 +4,9 @@
 // Conventions shared by every op:
 //  - Tensors are fp32, row-major. A "row stride" (ld*) is in floats and lets an op read a slice of
 //    a wider buffer (for example the x / B / C slices of a fused in_proj output) without copying.
-//  - Linear weights use PyTorch's nn.Linear layout [out, in]: y = x · Wᵀ (+ b).
+//  - Linear weights use PyTorch's nn.Linear layout [out, in]: y = x · Wᵀ (+ b), given as a
+//    WeightMatrix in fp32, bf16, f16 or int8 (kernels/weight_matrix.h). Activations, biases and
+//    every accumulation stay fp32.
 //  - Recurrent state lives in caller-owned buffers and is updated in place, so a sequence can be
 //    checkpointed (copy the buffer) and restored (copy it back) at any token.
 //  - Scratch memory comes from a Workspace so that hot paths allocate nothing per token.
@@ -17,6 +19,7 @@
 #include <span>
 #include <string_view>
 
+#include "kernels/weight_matrix.h"
 #include "kernels/workspace.h"
 
 namespace tandem::kernels {
@@ -189,9 +192,9 @@ struct MoeArgs {
   bool renormalize = false;
   Activation act = Activation::kSilu;
   const float* x = nullptr;  int64_t ld_x = 0;  // [T, hidden]
-  const float* router = nullptr;  // [E, hidden]
-  const float* const* gate_up = nullptr;  // per expert [2·intermediate, hidden], rows gate ‖ up
-  const float* const* down = nullptr;  // per expert [hidden, intermediate]
+  WeightMatrix router;  // [E, hidden]
+  const WeightMatrix* gate_up = nullptr;  // per expert [2·intermediate, hidden], rows gate ‖ up
+  const WeightMatrix* down = nullptr;  // per expert [hidden, intermediate]
   float* out = nullptr;  int64_t ld_out = 0;  // [T, hidden]
 };
 
@@ -200,9 +203,9 @@ class Ops {
   virtual ~Ops() = default;
   virtual std::string_view name() const = 0;
 
-  // y[M,N] = x[M,K] · w[N,K]ᵀ + bias (bias may be null).
-  virtual void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-                      const float* bias, int64_t n, float* y, int64_t ld_y) = 0;
+  // y[M,N] = x[M,K] · w[N,K]ᵀ + bias (bias may be null), with K = w.cols and N = w.rows.
+  virtual void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
+                      const float* bias, float* y, int64_t ld_y) = 0;
 
   // out = weight ⊙ x / sqrt(mean(x²) + eps), per row of `dim` values.
   virtual void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,
@@ -226,8 +229,8 @@ class Ops {
 
   // Gated MLP: out = down(act(x·gateᵀ) ⊙ (x·upᵀ)) with gate_up [2I, H] (rows gate ‖ up),
   // down [H, I]. Scratch from `ws`.
-  virtual void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows, int64_t hidden,
-                        int64_t intermediate, const float* gate_up, const float* down, float* out,
+  virtual void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
+                        const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
                         int64_t ld_out, Workspace& ws) = 0;
 
   virtual void Moe(const MoeArgs& args, Workspace& ws) = 0;

@@ -18,7 +18,7 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(WeightStore& w, const std::s
       layer.qkv_,
       w.Stack({{p + "q_proj.weight", q}, {p + "k_proj.weight", kv}, {p + "v_proj.weight", kv}},
               dims.input_width));
-  TANDEM_ASSIGN_OR_RETURN(layer.o_, w.Get(p + "o_proj.weight", {hidden, q}));
+  TANDEM_ASSIGN_OR_RETURN(layer.o_, w.Matrix(p + "o_proj.weight", hidden, q));
   return layer;
 }
 
@@ -31,16 +31,16 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
   const int64_t width = q_width + 2 * kv_width;
 
   float* qkv = ctx.ws.Floats(rows * width);
-  ops.Linear(x, in, rows, in, qkv_, nullptr, width, qkv, width);
+  ops.Linear(x, in, rows, qkv_, nullptr, qkv, width);
   if (adapter != nullptr) {
     const int64_t r = adapter->rank;
     float* t = ctx.ws.Floats(rows * 3 * r);
-    ops.Linear(x, in, rows, in, adapter->down, nullptr, 3 * r, t, 3 * r);
+    ops.Linear(x, in, rows, adapter->down, nullptr, t, 3 * r);
     const int64_t offsets[3] = {0, q_width, q_width + kv_width};
     const int64_t widths[3] = {q_width, kv_width, kv_width};
     float* delta = ctx.ws.Floats(rows * q_width);
     for (int j = 0; j < 3; ++j) {
-      ops.Linear(t + j * r, 3 * r, rows, r, adapter->up[j], nullptr, widths[j], delta, widths[j]);
+      ops.Linear(t + j * r, 3 * r, rows, adapter->up[j], nullptr, delta, widths[j]);
       for (int64_t row = 0; row < rows; ++row) {
         float* dst = qkv + row * width + offsets[j];
         const float* src = delta + row * widths[j];
@@ -95,7 +95,7 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     ops.Attention(args, ctx.ws);
   }
   if (!plan.order.empty()) SharedPrefixForward(ctx, plan, qkv, width, attention_index, attn);
-  ops.Linear(attn, q_width, rows, q_width, o_, nullptr, hidden_, out, hidden_);
+  ops.Linear(attn, q_width, rows, o_, nullptr, out, hidden_);
 }
 
 void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const SharedPrefixPlan& plan,

@@ -19,8 +19,8 @@ namespace tandem::models {
 // q += B_q·(A_q·x), and likewise for k and v. `down` stacks A_q ‖ A_k ‖ A_v: [3r, in].
 struct QkvAdapter {
   int32_t rank = 0;
-  const float* down = nullptr;
-  std::array<const float*, 3> up = {};  // [width_q, r], [width_k, r], [width_v, r]
+  kernels::WeightMatrix down;
+  std::array<kernels::WeightMatrix, 3> up = {};  // [width_q, r], [width_k, r], [width_v, r]
 };
 
 class AttentionLayer {
@@ -43,8 +43,8 @@ class AttentionLayer {
 
   AttentionDims dims_;
   int32_t hidden_ = 0;
-  const float* qkv_ = nullptr;  // [(heads + 2·kv_heads)·head_dim, input_width]
-  const float* o_ = nullptr;    // [hidden, heads·head_dim]
+  kernels::WeightMatrix qkv_;  // [(heads + 2·kv_heads)·head_dim, input_width]
+  kernels::WeightMatrix o_;    // [hidden, heads·head_dim]
 };
 
 }  // namespace tandem::models

@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/half_float.h"
 
 namespace tandem::models {
 namespace {
@@ -55,21 +56,6 @@ inline uint16_t LoadU16(const uint8_t* p) {
   return v;
 }
 
-// Branch-free (masks, not ternaries, which GCC turns into jumps) so the bulk loop vectorises:
-// every case is computed and one is selected.
-inline uint32_t F16BitsToF32Bits(uint32_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const uint32_t magnitude = h & 0x7fffu;  // exponent and mantissa
-  // Normal numbers: move the fields into place and rebias the exponent (15 -> 127).
-  uint32_t normal = (magnitude << 13) + ((127u - 15u) << 23);
-  // Inf / NaN (exponent all ones): the rebias must land on exponent 255, keeping the payload.
-  const uint32_t inf_nan_mask = 0u - static_cast<uint32_t>(magnitude >= 0x7c00u);
-  normal += inf_nan_mask & ((128u - 16u) << 23);
-  // Zero and subnormals: the value is mantissa * 2^-24, exact in fp32.
-  const float sub = static_cast<float>(static_cast<int32_t>(magnitude)) * 0x1p-24f;
-  const uint32_t sub_mask = 0u - static_cast<uint32_t>(magnitude < 0x0400u);
-  return sign | (std::bit_cast<uint32_t>(sub) & sub_mask) | (normal & ~sub_mask);
-}
 
 }  // namespace
 
@@ -91,17 +77,9 @@ bool IsFloatConvertible(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
 }
 
-float F16ToF32(uint16_t bits) { return std::bit_cast<float>(F16BitsToF32Bits(bits)); }
+float F16ToF32(uint16_t bits) { return kernels::F16BitsToFloat(bits); }
 
-uint16_t F32ToBf16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    // NaN: keep sign and the top of the payload, force the quiet bit so it cannot become inf.
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  }
-  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
+uint16_t F32ToBf16(float value) { return kernels::FloatToBf16Bits(value); }
 
 void Bf16ToF32(const void* src, float* dst, size_t count) {
   const uint8_t* in = static_cast<const uint8_t*>(src);
@@ -113,7 +91,7 @@ void Bf16ToF32(const void* src, float* dst, size_t count) {
 void F16ToF32(const void* src, float* dst, size_t count) {
   const uint8_t* in = static_cast<const uint8_t*>(src);
   for (size_t i = 0; i < count; ++i) {
-    dst[i] = std::bit_cast<float>(F16BitsToF32Bits(LoadU16(in + 2 * i)));
+    dst[i] = std::bit_cast<float>(kernels::F16BitsToF32Bits(LoadU16(in + 2 * i)));
   }
 }
 

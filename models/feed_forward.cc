@@ -14,13 +14,12 @@ absl::StatusOr<GatedMlp> GatedMlp::Load(WeightStore& w, const std::string& p, in
   TANDEM_ASSIGN_OR_RETURN(mlp.gate_up_, w.Stack({{p + "gate_proj.weight", intermediate},
                                                  {p + "up_proj.weight", intermediate}},
                                                 hidden));
-  TANDEM_ASSIGN_OR_RETURN(mlp.down_, w.Get(p + "down_proj.weight", {hidden, intermediate}));
+  TANDEM_ASSIGN_OR_RETURN(mlp.down_, w.Matrix(p + "down_proj.weight", hidden, intermediate));
   return mlp;
 }
 
 void GatedMlp::Forward(const ForwardContext& ctx, const float* x, float* out) const {
-  ctx.ops.GatedMlp(act_, x, hidden_, ctx.rows, hidden_, intermediate_, gate_up_, down_, out,
-                   hidden_, ctx.ws);
+  ctx.ops.GatedMlp(act_, x, hidden_, ctx.rows, gate_up_, down_, out, hidden_, ctx.ws);
 }
 
 absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const std::string& p,
@@ -31,14 +30,14 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const st
   moe.top_k_ = config.experts_per_token;
   moe.act_ = config.ffn_activation;
   const int64_t h = config.hidden_size, i = config.intermediate_size;
-  TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Get(p + "router.weight", {config.num_experts, h}));
+  TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.weight", config.num_experts, h));
   for (int32_t e = 0; e < config.num_experts; ++e) {
     const std::string ep = absl::StrCat(p, "experts.", e, ".");
-    const float* gate_up;
-    const float* down;
+    kernels::WeightMatrix gate_up;
+    kernels::WeightMatrix down;
     TANDEM_ASSIGN_OR_RETURN(gate_up,
                             w.Stack({{ep + "gate_proj.weight", i}, {ep + "up_proj.weight", i}}, h));
-    TANDEM_ASSIGN_OR_RETURN(down, w.Get(ep + "down_proj.weight", {h, i}));
+    TANDEM_ASSIGN_OR_RETURN(down, w.Matrix(ep + "down_proj.weight", h, i));
     moe.gate_up_.push_back(gate_up);
     moe.down_.push_back(down);
   }

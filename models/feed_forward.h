@@ -25,8 +25,8 @@ class GatedMlp {
   int32_t hidden_ = 0;
   int32_t intermediate_ = 0;
   kernels::Activation act_ = kernels::Activation::kSilu;
-  const float* gate_up_ = nullptr;  // [2I, H]
-  const float* down_ = nullptr;     // [H, I]
+  kernels::WeightMatrix gate_up_;  // [2I, H]
+  kernels::WeightMatrix down_;     // [H, I]
 };
 
 class MixtureOfExperts {
@@ -41,9 +41,9 @@ class MixtureOfExperts {
   int32_t intermediate_ = 0;
   int32_t top_k_ = 0;
   kernels::Activation act_ = kernels::Activation::kSilu;
-  const float* router_ = nullptr;
-  std::vector<const float*> gate_up_;
-  std::vector<const float*> down_;
+  kernels::WeightMatrix router_;
+  std::vector<kernels::WeightMatrix> gate_up_;
+  std::vector<kernels::WeightMatrix> down_;
 };
 
 }  // namespace tandem::models

@@ -16,7 +16,7 @@ absl::StatusOr<Mamba1Mixer> Mamba1Mixer::Load(WeightStore& w, const std::string&
   m.ssm_index_ = ssm_index;
   const int64_t h = config.hidden_size, din = m.dims_.inner, n = m.dims_.state_size,
                 k = m.dims_.conv_kernel, r = m.dims_.dt_rank;
-  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Get(p + "in_proj.weight", {2 * din, h}));
+  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Matrix(p + "in_proj.weight", 2 * din, h));
   if (m.dims_.proj_bias) {
     TANDEM_ASSIGN_OR_RETURN(m.in_proj_bias_, w.Get(p + "in_proj.bias", {2 * din}));
     TANDEM_ASSIGN_OR_RETURN(m.out_proj_bias_, w.Get(p + "out_proj.bias", {h}));
@@ -25,15 +25,15 @@ absl::StatusOr<Mamba1Mixer> Mamba1Mixer::Load(WeightStore& w, const std::string&
   if (m.dims_.conv_bias) {
     TANDEM_ASSIGN_OR_RETURN(m.conv_bias_, w.Get(p + "conv1d.bias", {din}));
   }
-  TANDEM_ASSIGN_OR_RETURN(m.x_proj_, w.Get(p + "x_proj.weight", {r + 2 * n, din}));
+  TANDEM_ASSIGN_OR_RETURN(m.x_proj_, w.Matrix(p + "x_proj.weight", r + 2 * n, din));
   TANDEM_ASSIGN_OR_RETURN(m.dt_norm_, w.Get(p + "dt_layernorm.weight", {r}));
   TANDEM_ASSIGN_OR_RETURN(m.b_norm_, w.Get(p + "b_layernorm.weight", {n}));
   TANDEM_ASSIGN_OR_RETURN(m.c_norm_, w.Get(p + "c_layernorm.weight", {n}));
-  TANDEM_ASSIGN_OR_RETURN(m.dt_proj_, w.Get(p + "dt_proj.weight", {din, r}));
+  TANDEM_ASSIGN_OR_RETURN(m.dt_proj_, w.Matrix(p + "dt_proj.weight", din, r));
   TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_proj.bias", {din}));
   TANDEM_ASSIGN_OR_RETURN(m.a_, w.Map(p + "A_log", {din, n}, [](float v) { return -std::exp(v); }));
   TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {din}));
-  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Get(p + "out_proj.weight", {h, din}));
+  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din));
   return m;
 }
 
@@ -44,7 +44,7 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   const int64_t p_width = r + 2 * n;
 
   float* xz = ctx.ws.Floats(rows * 2 * din);  // [rows, x ‖ z]
-  ops.Linear(x, h, rows, h, in_proj_, in_proj_bias_, 2 * din, xz, 2 * din);
+  ops.Linear(x, h, rows, in_proj_, in_proj_bias_, xz, 2 * din);
 
   // Causal conv over the x half, per sequence, continuing from each sequence's conv state.
   float* u = ctx.ws.Floats(rows * din);
@@ -75,13 +75,13 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
 
   // x_proj → dt ‖ B ‖ C, each RMS-normalised (Jamba's inner norms), then dt_proj without bias.
   float* p = ctx.ws.Floats(rows * p_width);
-  ops.Linear(u, din, rows, din, x_proj_, nullptr, p_width, p, p_width);
+  ops.Linear(u, din, rows, x_proj_, nullptr, p, p_width);
   float* pn = ctx.ws.Floats(rows * p_width);
   ops.RmsNorm(p, p_width, rows, r, dt_norm_, eps_, pn, p_width);
   ops.RmsNorm(p + r, p_width, rows, n, b_norm_, eps_, pn + r, p_width);
   ops.RmsNorm(p + r + n, p_width, rows, n, c_norm_, eps_, pn + r + n, p_width);
   float* delta = ctx.ws.Floats(rows * din);
-  ops.Linear(pn, p_width, rows, r, dt_proj_, nullptr, din, delta, din);
+  ops.Linear(pn, p_width, rows, dt_proj_, nullptr, delta, din);
 
   float* y = ctx.ws.Floats(rows * din);
   for (size_t s = 0; s < ctx.segments.size(); ++s) {
@@ -113,7 +113,7 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
       ops.SelectiveScan(scan);
     }
   }
-  ops.Linear(y, din, rows, din, out_proj_, out_proj_bias_, h, out, h);
+  ops.Linear(y, din, rows, out_proj_, out_proj_bias_, out, h);
 }
 
 }  // namespace tandem::models

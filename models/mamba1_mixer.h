@@ -26,19 +26,19 @@ class Mamba1Mixer {
   int32_t hidden_ = 0;
   float eps_ = 0;
   int32_t ssm_index_ = 0;
-  const float* in_proj_ = nullptr;  // [2·din, H], rows x ‖ z
+  kernels::WeightMatrix in_proj_;  // [2·din, H], rows x ‖ z
   const float* in_proj_bias_ = nullptr;
   const float* conv_weight_ = nullptr;  // [din, K]
   const float* conv_bias_ = nullptr;
-  const float* x_proj_ = nullptr;    // [R + 2N, din]
+  kernels::WeightMatrix x_proj_;    // [R + 2N, din]
   const float* dt_norm_ = nullptr;   // [R]
   const float* b_norm_ = nullptr;    // [N]
   const float* c_norm_ = nullptr;    // [N]
-  const float* dt_proj_ = nullptr;   // [din, R]
+  kernels::WeightMatrix dt_proj_;   // [din, R]
   const float* dt_bias_ = nullptr;   // [din]
   const float* a_ = nullptr;         // [din, N] = -exp(A_log)
   const float* d_ = nullptr;         // [din]
-  const float* out_proj_ = nullptr;  // [H, din]
+  kernels::WeightMatrix out_proj_;  // [H, din]
   const float* out_proj_bias_ = nullptr;
 };
 

@@ -16,7 +16,7 @@ absl::StatusOr<Mamba2Mixer> Mamba2Mixer::Load(WeightStore& w, const std::string&
   const int64_t h = config.hidden_size, din = m.dims_.inner, heads = m.dims_.heads,
                 k = m.dims_.conv_kernel, conv = m.dims_.conv_channels(),
                 width = m.dims_.in_proj_width();
-  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Get(p + "in_proj.weight", {width, h}));
+  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Matrix(p + "in_proj.weight", width, h));
   if (m.dims_.proj_bias) {
     TANDEM_ASSIGN_OR_RETURN(m.in_proj_bias_, w.Get(p + "in_proj.bias", {width}));
     TANDEM_ASSIGN_OR_RETURN(m.out_proj_bias_, w.Get(p + "out_proj.bias", {h}));
@@ -29,7 +29,7 @@ absl::StatusOr<Mamba2Mixer> Mamba2Mixer::Load(WeightStore& w, const std::string&
   TANDEM_ASSIGN_OR_RETURN(m.a_, w.Map(p + "A_log", {heads}, [](float v) { return -std::exp(v); }));
   TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {heads}));
   TANDEM_ASSIGN_OR_RETURN(m.norm_, w.Get(p + "norm.weight", {din}));
-  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Get(p + "out_proj.weight", {h, din}));
+  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din));
   return m;
 }
 
@@ -40,7 +40,7 @@ void Mamba2Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   const int64_t conv_ch = dims_.conv_channels(), width = dims_.in_proj_width();
 
   float* zxbcdt = ctx.ws.Floats(rows * width);  // [rows, z ‖ xBC ‖ dt]
-  ops.Linear(x, h, rows, h, in_proj_, in_proj_bias_, width, zxbcdt, width);
+  ops.Linear(x, h, rows, in_proj_, in_proj_bias_, zxbcdt, width);
 
   float* xbc = ctx.ws.Floats(rows * conv_ch);  // conv output after SiLU: [rows, x ‖ B ‖ C]
   float* y = ctx.ws.Floats(rows * din);
@@ -102,7 +102,7 @@ void Mamba2Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   float* normed = ctx.ws.Floats(rows * din);
   ops.GatedRmsNorm(y, din, zxbcdt, width, rows, din, dims_.norm_groups, norm_, dims_.norm_eps,
                    normed, din);
-  ops.Linear(normed, din, rows, din, out_proj_, out_proj_bias_, h, out, h);
+  ops.Linear(normed, din, rows, out_proj_, out_proj_bias_, out, h);
 }
 
 }  // namespace tandem::models

@@ -26,7 +26,7 @@ class Mamba2Mixer {
   Mamba2Dims dims_;
   int32_t hidden_ = 0;
   int32_t ssm_index_ = 0;
-  const float* in_proj_ = nullptr;  // [2·din + 2gN + heads, H]
+  kernels::WeightMatrix in_proj_;  // [2·din + 2gN + heads, H]
   const float* in_proj_bias_ = nullptr;
   const float* conv_weight_ = nullptr;  // [conv_channels, K]
   const float* conv_bias_ = nullptr;
@@ -34,7 +34,7 @@ class Mamba2Mixer {
   const float* a_ = nullptr;         // [heads] = -exp(A_log)
   const float* d_ = nullptr;         // [heads]
   const float* norm_ = nullptr;      // [din]
-  const float* out_proj_ = nullptr;  // [H, din]
+  kernels::WeightMatrix out_proj_;  // [H, din]
   const float* out_proj_bias_ = nullptr;
 };
 

@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   model->dir_ = dir;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   model->source_ = std::make_unique<CheckpointTensorSource>(std::move(checkpoint));
-  model->weights_ = std::make_unique<WeightStore>(*model->source_);
+  model->weights_ = std::make_unique<WeightStore>(*model->source_, options.weight_storage);
   TANDEM_RETURN_IF_ERROR(model->LoadWeights(options));
   return model;
 }
@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::CreateRandom(const ModelConfig& co
   std::unique_ptr<Model> model(new Model(config, options.page_tokens));
   model->dir_ = "(random weights)";
   model->source_ = std::make_unique<RandomTensorSource>(seed);
-  model->weights_ = std::make_unique<WeightStore>(*model->source_);
+  model->weights_ = std::make_unique<WeightStore>(*model->source_, options.weight_storage);
   TANDEM_RETURN_IF_ERROR(model->LoadWeights(options));
   return model;
 }
@@ -79,12 +79,15 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
     if (!w.Has(embed_name) && w.Has(alt)) embed_name = alt;
   }
   progress("embeddings");
-  TANDEM_ASSIGN_OR_RETURN(embed_, w.Get(embed_name, {v, h}));
+  TANDEM_ASSIGN_OR_RETURN(embed_, w.Embedding(embed_name, v, h));
   TANDEM_ASSIGN_OR_RETURN(final_norm_, w.Get(names.final_norm, {h}));
-  if (c.tie_word_embeddings) {
+  if (c.tie_word_embeddings && w.storage() != WeightStorage::kInt8) {
     lm_head_ = embed_;
+  } else if (c.tie_word_embeddings) {
+    // The embedding rows are gathered in their float format; the head multiplies in int8.
+    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Matrix(embed_name, v, h));
   } else {
-    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Get("lm_head.weight", {v, h}));
+    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Matrix("lm_head.weight", v, h));
   }
 
   // Zamba2: each tied shared tensor is stored once, under the prefix of one of the hybrid
@@ -141,7 +144,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         if (layer.spec.zamba2_hybrid) {
           TANDEM_ASSIGN_OR_RETURN(layer.adapters, Zamba2SharedBlock::LoadAdapters(
                                                       w, resolve, layer.spec.hybrid_position, c));
-          TANDEM_ASSIGN_OR_RETURN(layer.hybrid_linear, w.Get(base + "linear.weight", {h, h}));
+          TANDEM_ASSIGN_OR_RETURN(layer.hybrid_linear, w.Matrix(base + "linear.weight", h, h));
         }
         break;
       }
@@ -252,7 +255,7 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   for (const Segment& seg : ctx.segments) {
     const std::span<const int32_t> tokens = batch[&seg - segments].tokens;
     for (int64_t t = 0; t < seg.tokens; ++t) {
-      std::memcpy(hidden + (seg.row + t) * h, embed_ + int64_t{tokens[t]} * h, h * sizeof(float));
+      kernels::DequantizeRows(embed_, tokens[t], tokens[t] + 1, hidden + (seg.row + t) * h);
     }
   }
   // Zamba2's shared blocks read the original embedding at every hybrid layer.
@@ -281,7 +284,7 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   }
   float* normed = ws.Floats(out_rows * h);
   ops.RmsNorm(selected, h, out_rows, h, final_norm_, config_.rms_norm_eps, normed, h);
-  ops.Linear(normed, h, out_rows, h, lm_head_, nullptr, v, logits, v);
+  ops.Linear(normed, h, out_rows, lm_head_, nullptr, logits, v);
 
   for (size_t s = 0; s < batch.size(); ++s) batch[s].state->tokens += segments[s].tokens;
   return absl::OkStatus();
@@ -304,7 +307,7 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
     shared_blocks_[layer.spec.shared_block].Forward(ctx, hidden, embedding, layer.adapters,
                                                     layer.spec.attention_index, shared);
     float* projected = ctx.ws.Floats(rows * h);
-    ops.Linear(shared, h, rows, h, layer.hybrid_linear, nullptr, h, projected, h);
+    ops.Linear(shared, h, rows, layer.hybrid_linear, nullptr, projected, h);
     for (int64_t e = 0; e < rows * h; ++e) projected[e] += hidden[e];
     ops.RmsNorm(projected, h, rows, h, layer.input_norm, eps, x, h);
   } else {

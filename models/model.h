@@ -37,6 +37,8 @@ namespace tandem::models {
 struct LoadOptions {
   int32_t page_tokens = 16;
   ConfigOptions config;
+  // The format the matrices are kept in (`--weight-dtype`).
+  WeightStorage weight_storage = WeightStorage::kAuto;
   // Called with a short description of each loading step ("layer 3/32", ...), for progress.
   std::function<void(const std::string&)> progress;
 };
@@ -101,7 +103,7 @@ class Model {
     std::optional<MixtureOfExperts> moe;
     // Zamba2 hybrid layers: the shared block (by index), this position's adapters, `linear`.
     Zamba2Adapters adapters;
-    const float* hybrid_linear = nullptr;
+    kernels::WeightMatrix hybrid_linear;
   };
 
   Model(ModelConfig config, int32_t page_tokens)
@@ -116,9 +118,9 @@ class Model {
   StateLayout layout_;
   std::unique_ptr<TensorSource> source_;
   std::unique_ptr<WeightStore> weights_;
-  const float* embed_ = nullptr;       // [V, H]
+  kernels::WeightMatrix embed_;       // [V, H]
   const float* final_norm_ = nullptr;  // [H]
-  const float* lm_head_ = nullptr;     // [V, H] (the embedding when tied)
+  kernels::WeightMatrix lm_head_;     // [V, H] (the embedding when tied)
   std::vector<Zamba2SharedBlock> shared_blocks_;
   std::vector<DecoderLayer> layers_;
 };

@@ -1,6 +1,9 @@
 #include "models/tensor_source.h"
 
 #include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace tandem::models {
 namespace {
@@ -50,6 +53,22 @@ absl::StatusOr<FloatTensor> RandomTensorSource::LoadFloat(std::string_view name,
     for (float& v : data) v = scale * (2.0f * uniform() - 1.0f);
   }
   return FloatTensor(std::vector<int64_t>(shape.begin(), shape.end()), std::move(data));
+}
+
+}  // namespace tandem::models
+
+namespace tandem::models {
+
+absl::StatusOr<DType> CheckpointTensorSource::StoredDType(std::string_view name) const {
+  absl::StatusOr<TensorInfo> info = checkpoint_->Info(name);
+  if (!info.ok()) return info.status();
+  return info->dtype;
+}
+
+absl::StatusOr<RawTensor> RandomTensorSource::LoadRaw(std::string_view name,
+                                                      std::span<const int64_t>) const {
+  return absl::UnimplementedError(
+      absl::StrCat("random weights have no stored bytes (tensor \"", std::string(name), "\")"));
 }
 
 }  // namespace tandem::models

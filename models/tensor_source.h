@@ -22,6 +22,11 @@ class TensorSource {
   virtual bool Has(std::string_view name) const = 0;
   virtual absl::StatusOr<FloatTensor> LoadFloat(std::string_view name,
                                                 std::span<const int64_t> shape) const = 0;
+  // The element type `name` is stored in, so that weights can be kept in it.
+  virtual absl::StatusOr<DType> StoredDType(std::string_view name) const = 0;
+  // The bytes as stored (a source whose StoredDType is always F32 may refuse).
+  virtual absl::StatusOr<RawTensor> LoadRaw(std::string_view name,
+                                            std::span<const int64_t> shape) const = 0;
   // Tensors that exist but were never loaded (sorted).
   virtual std::vector<std::string> UnusedTensors() const = 0;
 };
@@ -34,6 +39,11 @@ class CheckpointTensorSource final : public TensorSource {
   absl::StatusOr<FloatTensor> LoadFloat(std::string_view name,
                                         std::span<const int64_t> shape) const override {
     return checkpoint_->LoadFloat(name, shape);
+  }
+  absl::StatusOr<DType> StoredDType(std::string_view name) const override;
+  absl::StatusOr<RawTensor> LoadRaw(std::string_view name,
+                                    std::span<const int64_t> shape) const override {
+    return checkpoint_->LoadRaw(name, shape);
   }
   std::vector<std::string> UnusedTensors() const override { return checkpoint_->UnusedTensors(); }
 
@@ -50,6 +60,10 @@ class RandomTensorSource final : public TensorSource {
   bool Has(std::string_view name) const override { return true; }
   absl::StatusOr<FloatTensor> LoadFloat(std::string_view name,
                                         std::span<const int64_t> shape) const override;
+  // Random weights are generated in fp32; other formats are converted from them.
+  absl::StatusOr<DType> StoredDType(std::string_view) const override { return DType::kF32; }
+  absl::StatusOr<RawTensor> LoadRaw(std::string_view name,
+                                    std::span<const int64_t> shape) const override;
   std::vector<std::string> UnusedTensors() const override { return {}; }
 
  private:

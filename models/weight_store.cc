@@ -1,8 +1,48 @@
 #include "models/weight_store.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace tandem::models {
+namespace {
+
+using kernels::WeightFormat;
+using kernels::WeightMatrix;
+
+struct StorageName {
+  WeightStorage storage;
+  std::string_view name;
+};
+constexpr std::array<StorageName, 5> kStorageNames = {{
+    {WeightStorage::kAuto, "auto"},
+    {WeightStorage::kF32, "f32"},
+    {WeightStorage::kBF16, "bf16"},
+    {WeightStorage::kF16, "f16"},
+    {WeightStorage::kInt8, "int8"},
+}};
+
+}  // namespace
+
+absl::StatusOr<WeightStorage> ParseWeightStorage(std::string_view name) {
+  for (const StorageName& s : kStorageNames) {
+    if (s.name == name) return s.storage;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown weight dtype \"", std::string(name.substr(0, 32)),
+                   "\" (expected auto, f32, bf16, f16 or int8)"));
+}
+
+std::string_view WeightStorageName(WeightStorage storage) {
+  for (const StorageName& s : kStorageNames) {
+    if (s.storage == storage) return s.name;
+  }
+  return "?";
+}
 
 absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
                                               std::initializer_list<int64_t> shape) {
@@ -13,20 +53,119 @@ absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
   return tensors_.back().data().data();
 }
 
-absl::StatusOr<const float*> WeightStore::Stack(const std::vector<Part>& parts, int64_t cols) {
+WeightFormat WeightStore::FormatFor(WeightStorage storage, DType stored) {
+  switch (storage) {
+    case WeightStorage::kAuto:
+      return stored == DType::kBF16  ? WeightFormat::kBF16
+             : stored == DType::kF16 ? WeightFormat::kF16
+                                     : WeightFormat::kF32;
+    case WeightStorage::kF32:
+      return WeightFormat::kF32;
+    case WeightStorage::kBF16:
+      return WeightFormat::kBF16;
+    case WeightStorage::kF16:
+      return WeightFormat::kF16;
+    case WeightStorage::kInt8:
+      return WeightFormat::kI8;
+  }
+  return WeightFormat::kF32;
+}
+
+absl::StatusOr<WeightMatrix> WeightStore::Matrix(const std::string& name, int64_t rows,
+                                                 int64_t cols) {
+  return MatrixIn(storage_, name, rows, cols);
+}
+
+absl::StatusOr<WeightMatrix> WeightStore::Embedding(const std::string& name, int64_t rows,
+                                                    int64_t cols) {
+  return MatrixIn(storage_ == WeightStorage::kInt8 ? WeightStorage::kAuto : storage_, name, rows,
+                  cols);
+}
+
+absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const std::string& name,
+                                                   int64_t rows, int64_t cols) {
+  absl::StatusOr<DType> stored = source_.StoredDType(name);
+  if (!stored.ok()) return stored.status();
+  const WeightFormat format = FormatFor(storage, *stored);
+  const std::vector<int64_t> shape = {rows, cols};
+  if (format == WeightFormat::kF32) {
+    absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
+    if (!t.ok()) return t.status();
+    bytes_ += t->num_elements() * sizeof(float);
+    tensors_.push_back(*std::move(t));
+    return WeightMatrix::F32(tensors_.back().data().data(), rows, cols);
+  }
+  const bool same_16bit = (format == WeightFormat::kBF16 && *stored == DType::kBF16) ||
+                          (format == WeightFormat::kF16 && *stored == DType::kF16);
+  if (same_16bit) {
+    // Kept as stored, in the file mapping: no copy, and the page cache holds it only once.
+    absl::StatusOr<RawTensor> raw = source_.LoadRaw(name, shape);
+    if (!raw.ok()) return raw.status();
+    raw_.push_back(*std::move(raw));
+    const WeightMatrix m{format, raw_.back().bytes.data(), nullptr, rows, cols};
+    bytes_ += m.bytes();
+    return m;
+  }
+  absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
+  if (!t.ok()) return t.status();
+  return Own(absl::StrCat("tensor \"", name, "\""), std::move(*t).TakeVector(), rows, cols, format);
+}
+
+absl::StatusOr<WeightMatrix> WeightStore::Own(const std::string& what, std::vector<float> values,
+                                              int64_t rows, int64_t cols, WeightFormat format) {
+  if (format == WeightFormat::kF32) {
+    owned_.push_back(std::move(values));
+    bytes_ += owned_.back().size() * sizeof(float);
+    return WeightMatrix::F32(owned_.back().data(), rows, cols);
+  }
+  if (format == WeightFormat::kI8) {
+    // A non-finite weight has no int8 value (and would turn its row's scale into inf or NaN).
+    const auto bad = std::find_if(values.begin(), values.end(),
+                                  [](float v) { return !std::isfinite(v); });
+    if (bad != values.end()) {
+      const int64_t at = bad - values.begin();
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": element [", at / cols, ", ", at % cols, "] is ", *bad,
+          "; int8 weights need finite values (load with --weight-dtype auto, f32 or bf16)"));
+    }
+  }
+  std::vector<uint8_t> data(static_cast<size_t>(rows * cols) * kernels::WeightElementBytes(format));
+  float* scales = nullptr;
+  if (format == WeightFormat::kI8) {
+    owned_.emplace_back(static_cast<size_t>(rows));
+    scales = owned_.back().data();
+  }
+  kernels::ConvertWeights(values.data(), rows, cols, format, data.data(), scales);
+  owned_bytes_.push_back(std::move(data));
+  const WeightMatrix m{format, owned_bytes_.back().data(), scales, rows, cols};
+  bytes_ += m.bytes();
+  return m;
+}
+
+absl::StatusOr<WeightMatrix> WeightStore::Stack(const std::vector<Part>& parts, int64_t cols) {
   int64_t rows = 0;
   for (const Part& p : parts) rows += p.rows;
   std::vector<float> out(static_cast<size_t>(rows * cols));
   int64_t row = 0;
+  std::vector<DType> stored;
   for (const Part& p : parts) {
+    absl::StatusOr<DType> dtype = source_.StoredDType(p.name);
+    if (!dtype.ok()) return dtype.status();
+    stored.push_back(*dtype);
     absl::StatusOr<FloatTensor> t = source_.LoadFloat(p.name, std::vector<int64_t>{p.rows, cols});
     if (!t.ok()) return t.status();
     std::copy(t->data().begin(), t->data().end(), out.begin() + row * cols);
     row += p.rows;
   }
-  bytes_ += out.size() * sizeof(float);
-  owned_.push_back(std::move(out));
-  return owned_.back().data();
+  // Mixed stored formats (unusual) stack in fp32 under kAuto: nothing is rounded.
+  const bool uniform = std::all_of(stored.begin(), stored.end(),
+                                   [&](DType d) { return d == stored.front(); });
+  const WeightFormat format =
+      FormatFor(storage_, uniform && !stored.empty() ? stored.front() : DType::kF32);
+  // Widened 16-bit values convert back exactly, so a kAuto stack of bf16 parts is their bytes.
+  return Own(absl::StrCat("stack of \"", parts.empty() ? std::string() : parts.front().name,
+                          "\" and ", parts.size() - 1, " more"),
+             std::move(out), rows, cols, format);
 }
 
 absl::StatusOr<const float*> WeightStore::Map(const std::string& name,

@@ -1,5 +1,7 @@
-// Holds a model's weights as fp32 arrays for the lifetime of the model: tensors borrowed from the
-// checkpoint's file mapping (fp32 checkpoints, zero copy) or converted / fused into owned memory.
+// Holds a model's weights for the lifetime of the model. Vectors (norms, biases, conv kernels,
+// A, D) are fp32 arrays; the matrices that Linear reads are WeightMatrix views in the storage the
+// load asked for: a checkpoint's own bf16/f16 bytes borrowed from its file mapping (zero copy),
+// fp32 (borrowed when the checkpoint is fp32), or converted / fused into owned memory.
 #ifndef TANDEM_MODELS_WEIGHT_STORE_H_
 #define TANDEM_MODELS_WEIGHT_STORE_H_
 
@@ -8,30 +10,56 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/weight_matrix.h"
 #include "models/tensor_source.h"
 
 namespace tandem::models {
 
+// The format Linear weights are kept in (`--weight-dtype`).
+enum class WeightStorage {
+  kAuto,  // the checkpoint's: bf16 and f16 stay as stored, everything else becomes fp32
+  kF32,
+  kBF16,
+  kF16,
+  kInt8,  // symmetric per-row int8 (lossy); embeddings keep the kAuto format
+};
+
+// "auto", "f32", "bf16", "f16", "int8"; InvalidArgument naming the value and the choices.
+absl::StatusOr<WeightStorage> ParseWeightStorage(std::string_view name);
+std::string_view WeightStorageName(WeightStorage storage);
+
 class WeightStore {
  public:
-  explicit WeightStore(const TensorSource& source) : source_(source) {}
+  explicit WeightStore(const TensorSource& source, WeightStorage storage = WeightStorage::kAuto)
+      : source_(source), storage_(storage) {}
 
   bool Has(const std::string& name) const { return source_.Has(name); }
+  WeightStorage storage() const { return storage_; }
 
-  // The tensor `name` with exactly `shape`; errors name the file and tensor.
+  // The tensor `name` with exactly `shape`, as fp32; errors name the file and tensor.
   absl::StatusOr<const float*> Get(const std::string& name, std::initializer_list<int64_t> shape);
 
-  // Tensors stacked along their first dimension into one owned array, so that several linear
+  // The [rows, cols] matrix `name` in the store's weight storage.
+  absl::StatusOr<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows,
+                                               int64_t cols);
+
+  // An embedding table [rows, cols]: rows are gathered, not multiplied, so it is never int8.
+  absl::StatusOr<kernels::WeightMatrix> Embedding(const std::string& name, int64_t rows,
+                                                  int64_t cols);
+
+  // Matrices stacked along their first dimension into one owned matrix, so that several linear
   // layers reading the same input run as one GEMM (e.g. q ‖ k ‖ v, gate ‖ up). Each part is
-  // [rows_i, cols] with the same cols.
+  // [rows_i, cols] with the same cols. With kAuto storage the stack keeps the parts' stored
+  // format when they share one.
   struct Part {
     std::string name;
     int64_t rows;
   };
-  absl::StatusOr<const float*> Stack(const std::vector<Part>& parts, int64_t cols);
+  absl::StatusOr<kernels::WeightMatrix> Stack(const std::vector<Part>& parts, int64_t cols);
 
   // The tensor transformed element-wise into owned memory (e.g. A = -exp(A_log)).
   absl::StatusOr<const float*> Map(const std::string& name, std::initializer_list<int64_t> shape,
@@ -41,9 +69,21 @@ class WeightStore {
   size_t bytes() const { return bytes_; }
 
  private:
+  // The format a tensor stored as `stored` is kept in under `storage`.
+  static kernels::WeightFormat FormatFor(WeightStorage storage, DType stored);
+  absl::StatusOr<kernels::WeightMatrix> MatrixIn(WeightStorage storage, const std::string& name,
+                                                 int64_t rows, int64_t cols);
+  // fp32 values converted into owned memory in `format`.
+  absl::StatusOr<kernels::WeightMatrix> Own(const std::string& what, std::vector<float> values,
+                                            int64_t rows, int64_t cols,
+                                            kernels::WeightFormat format);
+
   const TensorSource& source_;
+  const WeightStorage storage_;
   std::deque<FloatTensor> tensors_;
+  std::deque<RawTensor> raw_;
   std::deque<std::vector<float>> owned_;
+  std::deque<std::vector<uint8_t>> owned_bytes_;
   size_t bytes_ = 0;
 };
 

@@ -42,9 +42,9 @@ absl::StatusOr<Zamba2SharedBlock> Zamba2SharedBlock::Load(WeightStore& w,
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "pre_ff_layernorm.weight"));
   TANDEM_ASSIGN_OR_RETURN(block.pre_ff_norm_, w.Get(name, {h}));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "feed_forward.gate_up_proj.weight"));
-  TANDEM_ASSIGN_OR_RETURN(block.gate_up_, w.Get(name, {2 * i, h}));
+  TANDEM_ASSIGN_OR_RETURN(block.gate_up_, w.Matrix(name, 2 * i, h));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "feed_forward.down_proj.weight"));
-  TANDEM_ASSIGN_OR_RETURN(block.down_, w.Get(name, {h, i}));
+  TANDEM_ASSIGN_OR_RETURN(block.down_, w.Matrix(name, h, i));
   return block;
 }
 
@@ -59,9 +59,9 @@ absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
   std::string name;
   const std::string mlp = absl::StrCat("feed_forward.gate_up_proj_adapter_list.", k, ".");
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, mlp + "0.weight"));
-  TANDEM_ASSIGN_OR_RETURN(a.mlp_down, w.Get(name, {r, h}));
+  TANDEM_ASSIGN_OR_RETURN(a.mlp_down, w.Matrix(name, r, h));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, mlp + "1.weight"));
-  TANDEM_ASSIGN_OR_RETURN(a.mlp_up, w.Get(name, {2 * i, r}));
+  TANDEM_ASSIGN_OR_RETURN(a.mlp_up, w.Matrix(name, 2 * i, r));
 
   if (config.attention_adapter) {
     const AttentionDims& d = config.attention;
@@ -77,7 +77,7 @@ absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "0.weight"));
       down_parts.push_back({name, r});
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "1.weight"));
-      TANDEM_ASSIGN_OR_RETURN(qkv.up[j], w.Get(name, {widths[j], r}));
+      TANDEM_ASSIGN_OR_RETURN(qkv.up[j], w.Matrix(name, widths[j], r));
     }
     TANDEM_ASSIGN_OR_RETURN(qkv.down, w.Stack(down_parts, d.input_width));
     a.attention = qkv;
@@ -108,15 +108,15 @@ void Zamba2SharedBlock::Forward(const ForwardContext& ctx, const float* hidden,
 
   // gate‖up projection plus this position's LoRA adapter, then act(gate)·up and down.
   float* gu = ctx.ws.Floats(rows * 2 * i);
-  ops.Linear(a, h, rows, h, gate_up_, nullptr, 2 * i, gu, 2 * i);
+  ops.Linear(a, h, rows, gate_up_, nullptr, gu, 2 * i);
   float* t = ctx.ws.Floats(rows * r);
-  ops.Linear(a, h, rows, h, adapters.mlp_down, nullptr, r, t, r);
+  ops.Linear(a, h, rows, adapters.mlp_down, nullptr, t, r);
   float* delta = ctx.ws.Floats(rows * 2 * i);
-  ops.Linear(t, r, rows, r, adapters.mlp_up, nullptr, 2 * i, delta, 2 * i);
+  ops.Linear(t, r, rows, adapters.mlp_up, nullptr, delta, 2 * i);
   for (int64_t e = 0; e < rows * 2 * i; ++e) gu[e] += delta[e];
   float* act = ctx.ws.Floats(rows * i);
   ops.GatedActivation(act_, gu, 2 * i, gu + i, 2 * i, rows, i, act, i);
-  ops.Linear(act, i, rows, i, down_, nullptr, h, out, h);
+  ops.Linear(act, i, rows, down_, nullptr, out, h);
 }
 
 }  // namespace tandem::models

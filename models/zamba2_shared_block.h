@@ -21,8 +21,8 @@ namespace tandem::models {
 struct Zamba2Adapters {
   std::optional<QkvAdapter> attention;
   int32_t rank = 0;
-  const float* mlp_down = nullptr;  // [r, H]
-  const float* mlp_up = nullptr;    // [2I, r]
+  kernels::WeightMatrix mlp_down;  // [r, H]
+  kernels::WeightMatrix mlp_up;    // [2I, r]
 };
 
 // Finds the stored name of a shared tensor: checkpoints keep one copy of each tied tensor under
@@ -50,8 +50,8 @@ class Zamba2SharedBlock {
   const float* input_norm_ = nullptr;  // [2H]
   AttentionLayer attention_;
   const float* pre_ff_norm_ = nullptr;  // [H]
-  const float* gate_up_ = nullptr;      // [2I, H]
-  const float* down_ = nullptr;         // [H, I]
+  kernels::WeightMatrix gate_up_;      // [2I, H]
+  kernels::WeightMatrix down_;         // [H, I]
 };
 
 }  // namespace tandem::models

@@ -59,7 +59,7 @@ double MeasureGemmPeak(kernels::Ops& ops) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const auto start = Clock::now();
-    ops.Linear(a.data(), n, n, n, b.data(), nullptr, n, c.data(), n);
+    ops.Linear(a.data(), n, n, WeightMatrix::F32(b.data(), n, n), nullptr, c.data(), n);
     best = std::max(best, 2.0 * n * n * n / Seconds(start, Clock::now()));
   }
   return best;

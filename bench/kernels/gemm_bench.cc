@@ -30,12 +30,12 @@ void BM_SmallMGemm(benchmark::State& state) {
   std::vector<float> y(m * n);
   int c = 0;
   for (auto _ : state) {
-    const float* w = ws[c].data();
+    const WeightMatrix w = WeightMatrix::F32(ws[c].data(), n, k);
     c = (c + 1) % copies;
     if (impl == 0) {
-      BlasGemmNT(x.data(), k, m, k, w, b.data(), 0, n, y.data(), n);
+      BlasGemmNT(x.data(), k, m, w, b.data(), 0, n, y.data(), n);
     } else {
-      OwnGemmNTWith(isa, x.data(), k, m, k, w, b.data(), 0, n, y.data(), n);
+      OwnGemmNTWith(isa, x.data(), k, m, w, b.data(), 0, n, y.data(), n);
     }
     benchmark::DoNotOptimize(y.data());
   }

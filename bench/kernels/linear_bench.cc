@@ -24,7 +24,7 @@ void BM_Linear(benchmark::State& state) {
   auto x = Random(m * k, 1), w = Random(n * k, 2), b = Random(n, 3);
   std::vector<float> y(m * n);
   for (auto _ : state) {
-    cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, y.data(), n);
+    cpu.Linear(x.data(), k, m, WeightMatrix::F32(w.data(), n, k), b.data(), y.data(), n);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(state.range(3) == 0 ? "openblas" : state.range(3) == 1 ? "own" : "auto");

@@ -78,8 +78,8 @@ void BM_GatedMlp(benchmark::State& state) {
   Workspace ws;
   for (auto _ : state) {
     ws.Reset();
-    Backend(0).GatedMlp(Activation::kSilu, x.data(), H, T, H, I, gu.data(), down.data(), out.data(),
-                        H, ws);
+    Backend(0).GatedMlp(Activation::kSilu, x.data(), H, T, WeightMatrix::F32(gu.data(), 2 * I, H),
+                        WeightMatrix::F32(down.data(), H, I), out.data(), H, ws);
   }
   Rate(state, "GFLOP/s", 6.0 * T * H * I * 1e-9);
 }
@@ -89,12 +89,12 @@ void BM_Moe(benchmark::State& state) {
   const int64_t T = state.range(0), H = 768, I = 1024;
   const int32_t E = 8, K = 2;
   std::vector<std::vector<float>> gu, down;
-  std::vector<const float*> gp, dp;
+  std::vector<WeightMatrix> gp, dp;
   for (int e = 0; e < E; ++e) {
     gu.push_back(Random(2 * I * H, 10 + e));
     down.push_back(Random(H * I, 20 + e));
-    gp.push_back(gu.back().data());
-    dp.push_back(down.back().data());
+    gp.push_back(WeightMatrix::F32(gu.back().data(), 2 * I, H));
+    dp.push_back(WeightMatrix::F32(down.back().data(), H, I));
   }
   auto x = Random(T * H, 1), router = Random(E * H, 2);
   std::vector<float> out(T * H);
@@ -106,7 +106,7 @@ void BM_Moe(benchmark::State& state) {
   a.top_k = K;
   a.x = x.data();
   a.ld_x = H;
-  a.router = router.data();
+  a.router = WeightMatrix::F32(router.data(), E, H);
   a.gate_up = gp.data();
   a.down = dp.data();
   a.out = out.data();

@@ -42,16 +42,17 @@ float* CpuOps::SlotScratch(int64_t floats_per_slot) {
   return slot_scratch_.Floats(slot_scratch_floats_ * pool_.size());
 }
 
-void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-                    const float* bias, int64_t n, float* y, int64_t ld_y) {
+void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
+                    const float* bias, float* y, int64_t ld_y) {
+  const int64_t k = w.cols, n = w.rows;
   if (m <= 0 || n <= 0) return;
   const bool own = batch_invariant_ || gemm_impl_ == GemmImpl::kOwn ||
                    (gemm_impl_ == GemmImpl::kAuto && m >= kOwnMinRows && m <= kOwnMaxRows);
   auto slice = [&](int64_t n0, int64_t n1) {
     if (own) {
-      OwnGemmNT(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+      OwnGemmNT(x, ld_x, m, w, bias, n0, n1, y, ld_y);
     } else {
-      BlasGemmNT(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+      BlasGemmNT(x, ld_x, m, w, bias, n0, n1, y, ld_y);
     }
   };
   if (m * n * k <= kSerialMacs || pool_.size() == 1) {
@@ -156,22 +157,22 @@ void CpuOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate,
   });
 }
 
-void CpuOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows, int64_t hidden,
-                      int64_t intermediate, const float* gate_up, const float* down, float* out,
+void CpuOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
+                      const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
                       int64_t ld_out, Workspace& ws) {
-  const int64_t I = intermediate;
+  const int64_t I = down.cols;
   float* gu = ws.Floats(rows * 2 * I);
-  Linear(x, ld_x, rows, hidden, gate_up, nullptr, 2 * I, gu, 2 * I);
+  Linear(x, ld_x, rows, gate_up, nullptr, gu, 2 * I);
   // The activated product overwrites the gate half in place (row stride 2I).
   GatedActivation(act, gu, 2 * I, gu + I, 2 * I, rows, I, gu, 2 * I);
-  Linear(gu, 2 * I, rows, I, down, nullptr, hidden, out, ld_out);
+  Linear(gu, 2 * I, rows, down, nullptr, out, ld_out);
 }
 
 void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int64_t T = a.tokens, H = a.hidden, I = a.intermediate;
   const int32_t E = a.num_experts, K = a.top_k;
   float* logits = ws.Floats(T * E);
-  Linear(a.x, a.ld_x, T, H, a.router, nullptr, E, logits, E);
+  Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
   int32_t* experts = ws.Array<int32_t>(T * K);
   float* weights = ws.Floats(T * K);
   pool_.ParallelFor(T, 64, [&](int64_t t0, int64_t t1) {
@@ -213,9 +214,9 @@ void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
       src = xin;
       ld_src = H;
     }
-    Linear(src, ld_src, cnt, H, a.gate_up[e], nullptr, 2 * I, gu, 2 * I);
+    Linear(src, ld_src, cnt, a.gate_up[e], nullptr, gu, 2 * I);
     GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, cnt, I, gu, 2 * I);
-    Linear(gu, 2 * I, cnt, I, a.down[e], nullptr, H, yout, H);
+    Linear(gu, 2 * I, cnt, a.down[e], nullptr, yout, H);
     // Rows within an expert belong to distinct tokens, so the scatter parallelises safely.
     pool_.ParallelFor(cnt, RowGrain(H), [&](int64_t q0, int64_t q1) {
       for (int64_t r = q0; r < q1; ++r) {

@@ -40,8 +40,8 @@ class CpuOps : public Ops {
   std::string_view name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
 
-  void Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w, const float* bias,
-              int64_t n, float* y, int64_t ld_y) override;
+  void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
+              float* y, int64_t ld_y) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                float eps, float* out, int64_t ld_out) override;
   void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
@@ -52,9 +52,9 @@ class CpuOps : public Ops {
   void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                        int64_t ld_up, int64_t rows, int64_t cols, float* out,
                        int64_t ld_out) override;
-  void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows, int64_t hidden,
-                int64_t intermediate, const float* gate_up, const float* down, float* out,
-                int64_t ld_out, Workspace& ws) override;
+  void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
+                const WeightMatrix& gate_up, const WeightMatrix& down, float* out, int64_t ld_out,
+                Workspace& ws) override;
   void Moe(const MoeArgs& args, Workspace& ws) override;
   void CausalConv1d(const CausalConvArgs& args) override;
   void CausalConv1dStep(const CausalConvArgs& args) override;

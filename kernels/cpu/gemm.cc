@@ -3,18 +3,30 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/gemm_kernels.h"
 
 namespace tandem::kernels {
 
-void GemmNTScalar(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-                  const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = n0; j < n1; ++j) {
+void GemmNTScalar(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
+                  int64_t n0, int64_t n1, float* y, int64_t ld_y) {
+  const int64_t k = w.cols;
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(k));
+  for (int64_t j = n0; j < n1; ++j) {
+    // Int8 rows are summed unscaled and scaled once, as the vector kernels do.
+    const float scale = w.format == WeightFormat::kI8 ? w.row_scales[j] : 1.0f;
+    if (w.format == WeightFormat::kI8) {
+      const int8_t* q = reinterpret_cast<const int8_t*>(w.bytes_at(j));
+      for (int64_t p = 0; p < k; ++p) row[p] = static_cast<float>(q[p]);
+    } else {
+      DequantizeRows(w, j, j + 1, row.data());
+    }
+    for (int64_t i = 0; i < m; ++i) {
       float s = 0.0f;
-      for (int64_t p = 0; p < k; ++p) s += x[i * ld_x + p] * w[j * k + p];
-      y[i * ld_y + j] = s + (bias != nullptr ? bias[j] : 0.0f);
+      for (int64_t p = 0; p < k; ++p) s += x[i * ld_x + p] * row[p];
+      y[i * ld_y + j] = scale * s + (bias != nullptr ? bias[j] : 0.0f);
     }
   }
 }
@@ -24,10 +36,14 @@ bool GemmIsaSupported(GemmIsa isa) {
   // libgcc's check also asks the OS (XCR0) whether it saves the wider registers.
   switch (isa) {
     case GemmIsa::kAvx512:
+      // BW for the masked 8/16-bit loads of the narrow weight formats' k tails.
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("fma");
     case GemmIsa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+      // F16C widens f16 weights.
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
     case GemmIsa::kScalar:
       return true;
   }
@@ -44,30 +60,36 @@ GemmIsa BestGemmIsa() {
   return best;
 }
 
-void OwnGemmNTWith(GemmIsa isa, const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+void OwnGemmNTWith(GemmIsa isa, const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
                    const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y) {
   switch (isa) {
 #ifdef TANDEM_GEMM_X86
     case GemmIsa::kAvx512:
-      GemmNTAvx512(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+      GemmNTAvx512(x, ld_x, m, w, bias, n0, n1, y, ld_y);
       return;
     case GemmIsa::kAvx2:
-      GemmNTAvx2(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+      GemmNTAvx2(x, ld_x, m, w, bias, n0, n1, y, ld_y);
       return;
 #endif
     default:
-      GemmNTScalar(x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+      GemmNTScalar(x, ld_x, m, w, bias, n0, n1, y, ld_y);
       return;
   }
 }
 
-void OwnGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-               const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y) {
-  OwnGemmNTWith(BestGemmIsa(), x, ld_x, m, k, w, bias, n0, n1, y, ld_y);
+void OwnGemmNT(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
+               int64_t n0, int64_t n1, float* y, int64_t ld_y) {
+  OwnGemmNTWith(BestGemmIsa(), x, ld_x, m, w, bias, n0, n1, y, ld_y);
 }
 
-void BlasGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-                const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y) {
+namespace {
+
+// Weight rows widened per sgemm call when the weights are not fp32: 96 × k floats (1.5 MiB at
+// k = 4096) per thread, enough columns for sgemm's packed kernel to run at full speed.
+constexpr int64_t kWidenRows = 96;
+
+void BlasGemmF32(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
+                 const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y) {
   const int64_t n = n1 - n0;
   if (n <= 0) return;
   float beta = 0.0f;
@@ -80,6 +102,27 @@ void BlasGemmNT(const float* x, int64_t ld_x, int64_t m, int64_t k, const float*
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, ld_x, w + n0 * k, k,
                 beta, y + n0, ld_y);
+  }
+}
+
+}  // namespace
+
+void BlasGemmNT(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
+                int64_t n0, int64_t n1, float* y, int64_t ld_y) {
+  const int64_t k = w.cols;
+  if (w.format == WeightFormat::kF32) {
+    BlasGemmF32(x, ld_x, m, k, w.f32(), bias, n0, n1, y, ld_y);
+    return;
+  }
+  // Grown once per pool thread to its largest panel, then reused: no allocation in steady state.
+  thread_local std::vector<float> widened;
+  widened.resize(static_cast<size_t>(std::min(kWidenRows, std::max<int64_t>(n1 - n0, 0)) * k));
+  for (int64_t j0 = n0; j0 < n1; j0 += kWidenRows) {
+    const int64_t j1 = std::min(n1, j0 + kWidenRows);
+    DequantizeRows(w, j0, j1, widened.data());
+    // The panel is a weight matrix of its own whose row j0 is row 0: shift y and bias to match.
+    BlasGemmF32(x, ld_x, m, k, widened.data(), bias != nullptr ? bias + j0 : nullptr, 0, j1 - j0,
+                y + j0, ld_y);
   }
 }
 

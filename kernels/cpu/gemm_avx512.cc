@@ -9,20 +9,29 @@
 // them, so that the memory stream keeps going during the compute instead of stalling the first
 // tile of every panel.
 //
+// Weights in bf16, f16 or int8 are widened to fp32 in registers right after the load (a shift,
+// vcvtph2ps, or a sign extension and conversion), so the arithmetic, and with it every result bit,
+// is that of the fp32 kernel; only the bytes streamed from memory shrink. Int8 sums are scaled
+// once per output, after the lane reduction.
+//
 // GCC 12's _mm512_undefined_ps() initialises a variable with itself, which -Wuninitialized
-// reports at every shuffle; the value is never read.
+// reports at every shuffle (and -Wmaybe-uninitialized at the widening conversions); the value is
+// never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/gemm_kernels.h"
 
 #ifdef TANDEM_GEMM_X86
 
-#define TANDEM_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma")))
+#define TANDEM_AVX512 \
+  __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")))
 
 namespace tandem::kernels {
 namespace {
@@ -79,14 +88,37 @@ TANDEM_AVX512 inline __m256 SumLanes(const __m512 (&v)[N]) {
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(idx, s));
 }
 
+// The element type each format is stored in.
+template <WeightFormat F>
+using Elem = std::conditional_t<F == WeightFormat::kF32, float,
+                                std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
+
+// 16 consecutive weights widened to fp32; `mask` (kMasked) limits the k tail.
+template <WeightFormat F, bool kMasked>
+TANDEM_AVX512 __attribute__((always_inline)) inline __m512 LoadWeights(const Elem<F>* w,
+                                                                     __mmask16 mask) {
+  if constexpr (F == WeightFormat::kF32) {
+    return kMasked ? _mm512_maskz_loadu_ps(mask, w) : _mm512_loadu_ps(w);
+  } else if constexpr (F == WeightFormat::kI8) {
+    const __m128i q = kMasked ? _mm_maskz_loadu_epi8(mask, w)
+                              : _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+  } else {
+    const __m256i h = kMasked ? _mm256_maskz_loadu_epi16(mask, w)
+                              : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    if constexpr (F == WeightFormat::kF16) return _mm512_cvtph_ps(h);
+    // bf16 is the top half of an fp32: shift it into place.
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
 // acc[i][j] += x_i[p:p+16] · w_j[p:p+16] lane-wise; `mask` limits the k tail.
-template <int MR, int NR, bool kMasked>
+template <WeightFormat F, int MR, int NR, bool kMasked>
 TANDEM_AVX512 __attribute__((always_inline)) inline void Step(__m512 (&acc)[MR][NR], const float* x,
-                                                              int64_t ld_x, const float* w,
+                                                              int64_t ld_x, const Elem<F>* w,
                                                               int64_t ld_w, __mmask16 mask) {
   __m512 wv[NR];
-  for (int j = 0; j < NR; ++j)
-    wv[j] = kMasked ? _mm512_maskz_loadu_ps(mask, w + j * ld_w) : _mm512_loadu_ps(w + j * ld_w);
+  for (int j = 0; j < NR; ++j) wv[j] = LoadWeights<F, kMasked>(w + j * ld_w, mask);
   for (int i = 0; i < MR; ++i) {
     const __m512 xv =
         kMasked ? _mm512_maskz_loadu_ps(mask, x + i * ld_x) : _mm512_loadu_ps(x + i * ld_x);
@@ -94,66 +126,100 @@ TANDEM_AVX512 __attribute__((always_inline)) inline void Step(__m512 (&acc)[MR][
   }
 }
 
-// y[i][j] (+)= dot(x_i[0:kc], w_j[0:kc]) (+ bias[j]) for an MR × NR tile. Each step also touches
-// one cache line in each of pf_rows rows (pf_stride apart) of the next panel.
-template <int MR, int NR>
-TANDEM_AVX512 void Tile(const float* x, int64_t ld_x, const float* w, int64_t ld_w, int64_t kc,
-                        float* y, int64_t ld_y, const float* bias, bool accumulate, const float* pf,
-                        int64_t pf_stride, int pf_rows) {
+// y[i][j] (+)= scale[j] · dot(x_i[0:kc], w_j[0:kc]) (+ bias[j]) for an MR × NR tile (scale only
+// for int8). Each 64 bytes of weights a step passes also touch one cache line in each of pf_rows
+// rows (pf_stride elements apart) of the next panel.
+template <WeightFormat F, int MR, int NR>
+TANDEM_AVX512 void Tile(const float* x, int64_t ld_x, const void* w_bytes, int64_t ld_w,
+                        int64_t kc, float* y, int64_t ld_y, const float* bias, const float* scale,
+                        bool accumulate, const void* pf_bytes, int64_t pf_stride, int pf_rows) {
+  const Elem<F>* w = static_cast<const Elem<F>*>(w_bytes);
+  const Elem<F>* pf = static_cast<const Elem<F>*>(pf_bytes);
+  // Steps of 16 weights per cache line: 1 for fp32, 2 for 16-bit, 4 for int8.
+  constexpr int64_t kStepsPerLine = 64 / (16 * sizeof(Elem<F>));
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   int64_t p = 0;
   if (pf_rows > 0) {
     for (; p + 16 <= kc; p += 16) {
-      for (int r = 0; r < pf_rows; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(pf + r * pf_stride + p), _MM_HINT_T0);
+      if ((p / 16) % kStepsPerLine == 0) {
+        for (int r = 0; r < pf_rows; ++r) {
+          _mm_prefetch(reinterpret_cast<const char*>(pf + r * pf_stride + p), _MM_HINT_T0);
+        }
       }
-      Step<MR, NR, false>(acc, x + p, ld_x, w + p, ld_w, 0);
+      Step<F, MR, NR, false>(acc, x + p, ld_x, w + p, ld_w, 0);
     }
   } else {
-    for (; p + 16 <= kc; p += 16) Step<MR, NR, false>(acc, x + p, ld_x, w + p, ld_w, 0);
+    for (; p + 16 <= kc; p += 16) Step<F, MR, NR, false>(acc, x + p, ld_x, w + p, ld_w, 0);
   }
   if (p < kc) {
-    Step<MR, NR, true>(acc, x + p, ld_x, w + p, ld_w, static_cast<__mmask16>((1u << (kc - p)) - 1));
+    Step<F, MR, NR, true>(acc, x + p, ld_x, w + p, ld_w,
+                          static_cast<__mmask16>((1u << (kc - p)) - 1));
   }
   const __mmask8 cols = static_cast<__mmask8>((1u << NR) - 1);
   const __m256 b = bias != nullptr ? _mm256_maskz_loadu_ps(cols, bias) : _mm256_setzero_ps();
+  __m256 sc = _mm256_setzero_ps();
+  if constexpr (F == WeightFormat::kI8) sc = _mm256_maskz_loadu_ps(cols, scale);
   for (int i = 0; i < MR; ++i) {
-    __m256 s = _mm256_add_ps(SumLanes<NR>(acc[i]), b);
+    __m256 dot = SumLanes<NR>(acc[i]);
+    if constexpr (F == WeightFormat::kI8) dot = _mm256_mul_ps(dot, sc);
+    __m256 s = _mm256_add_ps(dot, b);
     if (accumulate) s = _mm256_add_ps(s, _mm256_maskz_loadu_ps(cols, y + i * ld_y));
     _mm256_mask_storeu_ps(y + i * ld_y, cols, s);
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t,
-                        const float*, bool, const float*, int64_t, int);
+using TileFn = void (*)(const float*, int64_t, const void*, int64_t, int64_t, float*, int64_t,
+                        const float*, const float*, bool, const void*, int64_t, int);
+using TileTableT = std::array<std::array<TileFn, kNR>, kMR>;
 
-template <int MR, int... NRs>
+template <WeightFormat F, int MR, int... NRs>
 constexpr std::array<TileFn, sizeof...(NRs)> TileRow(std::integer_sequence<int, NRs...>) {
-  return {&Tile<MR, NRs + 1>...};
+  return {&Tile<F, MR, NRs + 1>...};
 }
 
-// kTiles[mr - 1][nr - 1] handles the edges of m and of the slice without masks in the main loop.
-template <int... MRs>
-constexpr std::array<std::array<TileFn, kNR>, sizeof...(MRs)> TileTable(
-    std::integer_sequence<int, MRs...>) {
-  return {TileRow<MRs + 1>(std::make_integer_sequence<int, kNR>())...};
+// Table<F>()[mr - 1][nr - 1] handles the edges of m and of the slice without masks in the main
+// loop.
+template <WeightFormat F, int... MRs>
+constexpr TileTableT TileTable(std::integer_sequence<int, MRs...>) {
+  return {TileRow<F, MRs + 1>(std::make_integer_sequence<int, kNR>())...};
 }
 
-constexpr auto kTiles = TileTable(std::make_integer_sequence<int, kMR>());
+template <WeightFormat F>
+constexpr TileTableT kTiles = TileTable<F>(std::make_integer_sequence<int, kMR>());
+
+const TileTableT& TilesFor(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kBF16:
+      return kTiles<WeightFormat::kBF16>;
+    case WeightFormat::kF16:
+      return kTiles<WeightFormat::kF16>;
+    case WeightFormat::kI8:
+      return kTiles<WeightFormat::kI8>;
+    case WeightFormat::kF32:
+      break;
+  }
+  return kTiles<WeightFormat::kF32>;
+}
 
 }  // namespace
 
-TANDEM_AVX512 void GemmNTAvx512(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-                                const float* bias, int64_t n0, int64_t n1, float* y, int64_t ld_y) {
+TANDEM_AVX512 void GemmNTAvx512(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
+                                const float* bias, int64_t n0, int64_t n1, float* y,
+                                int64_t ld_y) {
+  const int64_t k = w.cols;
   if (m <= 0 || n1 <= n0) return;
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = n0; j < n1; ++j) y[i * ld_y + j] = bias != nullptr ? bias[j] : 0.0f;
     return;
   }
+  const TileTableT& tiles_for = TilesFor(w.format);
+  const int64_t elem = static_cast<int64_t>(WeightElementBytes(w.format));
+  const uint8_t* wb = static_cast<const uint8_t*>(w.data);
   // Equal k blocks, whole vectors where possible, so the masked step runs at most once per tile.
+  // The same blocks for every format: the reduction order, and so the result, depends on k only.
   const int64_t blocks = (k + kMaxKc - 1) / kMaxKc;
   const int64_t kc = std::min(k, ((k + blocks - 1) / blocks + 15) / 16 * 16);
   const int64_t row_block = m <= kRowBlockFrom ? m : kRowBlock;
@@ -167,19 +233,20 @@ TANDEM_AVX512 void GemmNTAvx512(const float* x, int64_t ld_x, int64_t m, int64_t
       const int64_t tiles = (mrows + kMR - 1) / kMR;
       for (int64_t j = n0; j < n1; j += kNR) {
         const int64_t nr = std::min<int64_t>(kNR, n1 - j);
-        const float* wp = w + j * k + k0;
+        const uint8_t* wp = wb + (j * k + k0) * elem;
         const int64_t pf_panel = j + kNR;
         const int64_t pf_n = std::clamp<int64_t>(n1 - pf_panel, 0, kNR);
         const float* bp = !accumulate && bias != nullptr ? bias + j : nullptr;
+        const float* sp = w.row_scales != nullptr ? w.row_scales + j : nullptr;
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t i = t * kMR;
           const int64_t mr = std::min<int64_t>(kMR, mrows - i);
           // Tile t prefetches rows t, t + tiles, … of a later panel: the memory stream runs at an
           // even rate through all the tiles instead of in a burst during the first.
           const int pf_rows = t < pf_n ? static_cast<int>((pf_n - t + tiles - 1) / tiles) : 0;
-          const float* pf = pf_rows > 0 ? w + (pf_panel + t) * k + k0 : nullptr;
-          kTiles[mr - 1][nr - 1](xb + i * ld_x + k0, ld_x, wp, k, kl, yb + i * ld_y + j, ld_y, bp,
-                                 accumulate, pf, tiles * k, pf_rows);
+          const uint8_t* pf = pf_rows > 0 ? wb + ((pf_panel + t) * k + k0) * elem : nullptr;
+          tiles_for[mr - 1][nr - 1](xb + i * ld_x + k0, ld_x, wp, k, kl, yb + i * ld_y + j, ld_y,
+                                    bp, sp, accumulate, pf, tiles * k, pf_rows);
         }
       }
     }

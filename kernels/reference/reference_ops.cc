@@ -58,11 +58,14 @@ void RouteTopK(const float* logits, int32_t num_experts, int32_t top_k, bool ren
   }
 }
 
-void ReferenceOps::Linear(const float* x, int64_t ld_x, int64_t m, int64_t k, const float* w,
-                          const float* bias, int64_t n, float* y, int64_t ld_y) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double s = Dot(x + i * ld_x, w + j * k, k);
+void ReferenceOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
+                          const float* bias, float* y, int64_t ld_y) {
+  const int64_t k = w.cols;
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t j = 0; j < w.rows; ++j) {
+    DequantizeRows(w, j, j + 1, row.data());
+    for (int64_t i = 0; i < m; ++i) {
+      double s = Dot(x + i * ld_x, row.data(), k);
       if (bias != nullptr) s += bias[j];
       y[i * ld_y + j] = static_cast<float>(s);
     }
@@ -125,14 +128,15 @@ void ReferenceOps::GatedActivation(Activation act, const float* gate, int64_t ld
 }
 
 void ReferenceOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
-                            int64_t hidden, int64_t intermediate, const float* gate_up,
-                            const float* down, float* out, int64_t ld_out, Workspace& ws) {
+                            const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
+                            int64_t ld_out, Workspace& ws) {
+  const int64_t intermediate = down.cols;
   float* gu = ws.Floats(rows * 2 * intermediate);
   float* h = ws.Floats(rows * intermediate);
-  Linear(x, ld_x, rows, hidden, gate_up, nullptr, 2 * intermediate, gu, 2 * intermediate);
+  Linear(x, ld_x, rows, gate_up, nullptr, gu, 2 * intermediate);
   GatedActivation(act, gu, 2 * intermediate, gu + intermediate, 2 * intermediate, rows,
                   intermediate, h, intermediate);
-  Linear(h, intermediate, rows, intermediate, down, nullptr, hidden, out, ld_out);
+  Linear(h, intermediate, rows, down, nullptr, out, ld_out);
 }
 
 void ReferenceOps::Moe(const MoeArgs& a, Workspace& ws) {
@@ -143,14 +147,14 @@ void ReferenceOps::Moe(const MoeArgs& a, Workspace& ws) {
   std::vector<float> gu(2 * I), h(I), y(H);
   for (int64_t t = 0; t < a.tokens; ++t) {
     const float* xt = a.x + t * a.ld_x;
-    Linear(xt, H, 1, H, a.router, nullptr, a.num_experts, logits.data(), a.num_experts);
+    Linear(xt, H, 1, a.router, nullptr, logits.data(), a.num_experts);
     RouteTopK(logits.data(), a.num_experts, a.top_k, a.renormalize, experts.data(), weights.data());
     std::vector<double> acc(H, 0.0);
     for (int32_t j = 0; j < a.top_k; ++j) {
       const int32_t e = experts[j];
-      Linear(xt, H, 1, H, a.gate_up[e], nullptr, 2 * I, gu.data(), 2 * I);
+      Linear(xt, H, 1, a.gate_up[e], nullptr, gu.data(), 2 * I);
       GatedActivation(a.act, gu.data(), 2 * I, gu.data() + I, 2 * I, 1, I, h.data(), I);
-      Linear(h.data(), I, 1, I, a.down[e], nullptr, H, y.data(), H);
+      Linear(h.data(), I, 1, a.down[e], nullptr, y.data(), H);
       for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(weights[j]) * y[c];
     }
     for (int64_t c = 0; c < H; ++c) a.out[t * a.ld_out + c] = static_cast<float>(acc[c]);

@@ -42,7 +42,7 @@ TEST(ReferenceOpsTest, LinearKnownValues) {
   const float w[] = {1, 0, -1, 0.5, 0.5, 0.5};  // [2, 3]
   const float b[] = {10, 20};
   float y[4];
-  ref.Linear(x, 3, 2, 3, w, b, 2, y, 2);
+  ref.Linear(x, 3, 2, WeightMatrix::F32(w, 2, 3), b, y, 2);
   EXPECT_FLOAT_EQ(y[0], 8.0f);
   EXPECT_FLOAT_EQ(y[1], 23.0f);
   EXPECT_FLOAT_EQ(y[2], 8.0f);
@@ -102,8 +102,8 @@ TEST_P(LinearTest, MatchesReference) {
   for (const float* bias :
        {static_cast<const float*>(nullptr), static_cast<const float*>(b.data())}) {
     std::vector<float> want(m * ld_y, 7.0f), got(m * ld_y, 7.0f);
-    ref.Linear(x.data(), ld_x, m, k, w.data(), bias, n, want.data(), ld_y);
-    cpu.Linear(x.data(), ld_x, m, k, w.data(), bias, n, got.data(), ld_y);
+    ref.Linear(x.data(), ld_x, m, WeightMatrix::F32(w.data(), n, k), bias, want.data(), ld_y);
+    cpu.Linear(x.data(), ld_x, m, WeightMatrix::F32(w.data(), n, k), bias, got.data(), ld_y);
     EXPECT_TRUE(AllClose(got, want, 1e-5f * k, 1e-5f));  // padding (7.0) must be untouched too
   }
 }
@@ -123,8 +123,8 @@ TEST(CpuOpsTest, LinearLargeMatchesReference) {
   for (GemmImpl impl : {GemmImpl::kBlas, GemmImpl::kOwn}) {
     cpu.set_gemm_impl(impl);
     std::vector<float> want(m * n), got(m * n);
-    ref.Linear(x.data(), k, m, k, w.data(), b.data(), n, want.data(), n);
-    cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, got.data(), n);
+    ref.Linear(x.data(), k, m, WeightMatrix::F32(w.data(), n, k), b.data(), want.data(), n);
+    cpu.Linear(x.data(), k, m, WeightMatrix::F32(w.data(), n, k), b.data(), got.data(), n);
     EXPECT_TRUE(AllClose(got, want, 1e-4f, 1e-5f));
   }
 }
@@ -199,11 +199,13 @@ TEST(CpuOpsTest, GatedMlpMatchesReference) {
     auto x = rng.Uniform(rows * ld_x), gu = rng.Uniform(2 * I * H), down = rng.Uniform(H * I);
     std::vector<float> want(rows * ld_out), got(rows * ld_out);
     Workspace ws;
-    ReferenceOps().GatedMlp(Activation::kGelu, x.data(), ld_x, rows, H, I, gu.data(), down.data(),
+    const WeightMatrix gate_up_w = WeightMatrix::F32(gu.data(), 2 * I, H);
+    const WeightMatrix down_w = WeightMatrix::F32(down.data(), H, I);
+    ReferenceOps().GatedMlp(Activation::kGelu, x.data(), ld_x, rows, gate_up_w, down_w,
                             want.data(), ld_out, ws);
     ws.Reset();
-    CpuOps(2).GatedMlp(Activation::kGelu, x.data(), ld_x, rows, H, I, gu.data(), down.data(),
-                       got.data(), ld_out, ws);
+    CpuOps(2).GatedMlp(Activation::kGelu, x.data(), ld_x, rows, gate_up_w, down_w, got.data(),
+                       ld_out, ws);
     EXPECT_TRUE(AllCloseStrided(got, want, rows, H, ld_out, 1e-5f, 1e-5f));
   }
 }
@@ -212,12 +214,12 @@ TEST(CpuOpsTest, MoeMatchesReference) {
   Rng rng(6);
   const int H = 20, I = 13, E = 5;
   std::vector<std::vector<float>> gu(E), down(E);
-  std::vector<const float*> gu_ptr(E), down_ptr(E);
+  std::vector<WeightMatrix> gu_ptr(E), down_ptr(E);
   for (int e = 0; e < E; ++e) {
     gu[e] = rng.Uniform(2 * I * H);
     down[e] = rng.Uniform(H * I);
-    gu_ptr[e] = gu[e].data();
-    down_ptr[e] = down[e].data();
+    gu_ptr[e] = WeightMatrix::F32(gu[e].data(), 2 * I, H);
+    down_ptr[e] = WeightMatrix::F32(down[e].data(), H, I);
   }
   auto router = rng.Uniform(E * H, -2, 2);
   for (int tokens : {1, 2, 9, 64}) {
@@ -233,7 +235,7 @@ TEST(CpuOpsTest, MoeMatchesReference) {
         args.renormalize = renorm;
         args.x = x.data();
         args.ld_x = H + 1;
-        args.router = router.data();
+        args.router = WeightMatrix::F32(router.data(), E, H);
         args.gate_up = gu_ptr.data();
         args.down = down_ptr.data();
         args.ld_out = H + 2;

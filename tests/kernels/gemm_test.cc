@@ -44,8 +44,8 @@ struct Problem {
                            b = rng.Uniform(p.n);
   const float sentinel = 1234.5f;
   std::vector<float> y(p.m * p.ld_y, sentinel);
-  OwnGemmNTWith(isa, x.data(), p.ld_x, p.m, p.k, w.data(), p.bias ? b.data() : nullptr, p.n0, p.n1,
-                y.data(), p.ld_y);
+  OwnGemmNTWith(isa, x.data(), p.ld_x, p.m, WeightMatrix::F32(w.data(), p.n, p.k),
+                p.bias ? b.data() : nullptr, p.n0, p.n1, y.data(), p.ld_y);
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t j = 0; j < p.ld_y; ++j) {
       const float got = y[i * p.ld_y + j];
@@ -126,9 +126,10 @@ TEST_P(GemmIsaTest, ARowsResultDoesNotDependOnTheOtherRows) {
     const int64_t n = 75;
     const std::vector<float> w = rng.Uniform(n * k), b = rng.Uniform(n);
     const std::vector<float> x = rng.Uniform(70 * k);
+    const WeightMatrix weights = WeightMatrix::F32(w.data(), n, k);
     std::vector<float> alone(70 * n);
     for (int64_t i = 0; i < 70; ++i) {
-      OwnGemmNTWith(GetParam(), x.data() + i * k, k, 1, k, w.data(), b.data(), 0, n,
+      OwnGemmNTWith(GetParam(), x.data() + i * k, k, 1, weights, b.data(), 0, n,
                     alone.data() + i * n, n);
     }
     for (const int64_t m : {int64_t{2}, int64_t{3}, int64_t{5}, int64_t{16}, int64_t{41},
@@ -136,10 +137,8 @@ TEST_P(GemmIsaTest, ARowsResultDoesNotDependOnTheOtherRows) {
       for (const int64_t row0 : {int64_t{0}, int64_t{70} - m}) {
         std::vector<float> y(m * n);
         // Columns in two slices cut off the tile width, as a thread split may cut them.
-        OwnGemmNTWith(GetParam(), x.data() + row0 * k, k, m, k, w.data(), b.data(), 0, 29,
-                      y.data(), n);
-        OwnGemmNTWith(GetParam(), x.data() + row0 * k, k, m, k, w.data(), b.data(), 29, n,
-                      y.data(), n);
+        OwnGemmNTWith(GetParam(), x.data() + row0 * k, k, m, weights, b.data(), 0, 29, y.data(), n);
+        OwnGemmNTWith(GetParam(), x.data() + row0 * k, k, m, weights, b.data(), 29, n, y.data(), n);
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
             ASSERT_EQ(y[i * n + j], alone[(row0 + i) * n + j])
@@ -167,9 +166,9 @@ TEST(GemmDispatchTest, LinearAutoMatchesOwnAtEveryRowCount) {
     const std::vector<float> x = rng.Uniform(m * k);
     std::vector<float> auto_y(m * n), own_y(m * n);
     cpu.set_gemm_impl(GemmImpl::kAuto);
-    cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, auto_y.data(), n);
+    cpu.Linear(x.data(), k, m, WeightMatrix::F32(w.data(), n, k), b.data(), auto_y.data(), n);
     cpu.set_gemm_impl(GemmImpl::kOwn);
-    cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, own_y.data(), n);
+    cpu.Linear(x.data(), k, m, WeightMatrix::F32(w.data(), n, k), b.data(), own_y.data(), n);
     ASSERT_TRUE(testing::AllClose(auto_y, own_y, 1e-4f, 1e-4f)) << "m=" << m;
   }
 }
@@ -184,11 +183,11 @@ TEST(GemmDispatchTest, BatchInvariantLinearIsBitIdenticalAtEveryRowCount) {
   const std::vector<float> w = rng.Uniform(n * k), b = rng.Uniform(n);
   const std::vector<float> x = rng.Uniform(130 * k);
   std::vector<float> first(n);
-  cpu.Linear(x.data(), k, 1, k, w.data(), b.data(), n, first.data(), n);
+  cpu.Linear(x.data(), k, 1, WeightMatrix::F32(w.data(), n, k), b.data(), first.data(), n);
   for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{17}, int64_t{40}, int64_t{41},
                           int64_t{130}}) {
     std::vector<float> y(m * n);
-    cpu.Linear(x.data(), k, m, k, w.data(), b.data(), n, y.data(), n);
+    cpu.Linear(x.data(), k, m, WeightMatrix::F32(w.data(), n, k), b.data(), y.data(), n);
     for (int64_t j = 0; j < n; ++j) ASSERT_EQ(y[j], first[j]) << "m=" << m << " column " << j;
   }
 }

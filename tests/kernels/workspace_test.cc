@@ -80,7 +80,9 @@ TEST(WorkspaceTest, CpuOpsStopAllocatingAfterWarmUp) {
   const int T = 33, H = 48, I = 40, E = 4, heads = 4, P = 12, N = 8, dh = 12;
   auto x = rng.Uniform(T * H), gu = rng.Uniform(2 * I * H), down = rng.Uniform(H * I);
   auto router = rng.Uniform(E * H);
-  std::vector<const float*> gu_ptr(E, gu.data()), down_ptr(E, down.data());
+  const WeightMatrix gu_w = WeightMatrix::F32(gu.data(), 2 * I, H);
+  const WeightMatrix down_w = WeightMatrix::F32(down.data(), H, I);
+  std::vector<WeightMatrix> gu_ptr(E, gu_w), down_ptr(E, down_w);
   std::vector<float> out(T * H);
   auto sx = rng.Uniform(T * heads * P), sdt = rng.Uniform(T * heads), bias = rng.Uniform(heads);
   auto sa = rng.Uniform(heads, -2, -0.5f), sb = rng.Uniform(T * N), sd = rng.Uniform(heads);
@@ -100,8 +102,7 @@ TEST(WorkspaceTest, CpuOpsStopAllocatingAfterWarmUp) {
 
   auto pass = [&] {
     ws.Reset();
-    cpu.GatedMlp(Activation::kSilu, x.data(), H, T, H, I, gu.data(), down.data(), out.data(), H,
-                 ws);
+    cpu.GatedMlp(Activation::kSilu, x.data(), H, T, gu_w, down_w, out.data(), H, ws);
     MoeArgs m;
     m.tokens = T;
     m.hidden = H;
@@ -110,7 +111,7 @@ TEST(WorkspaceTest, CpuOpsStopAllocatingAfterWarmUp) {
     m.top_k = 2;
     m.x = x.data();
     m.ld_x = H;
-    m.router = router.data();
+    m.router = WeightMatrix::F32(router.data(), E, H);
     m.gate_up = gu_ptr.data();
     m.down = down_ptr.data();
     m.out = out.data();
@@ -149,7 +150,7 @@ TEST(WorkspaceTest, CpuOpsStopAllocatingAfterWarmUp) {
     a.out = attn.data();
     a.ld_out = heads * dh;
     cpu.Attention(a, ws);
-    cpu.Linear(x.data(), H, 1, H, gu.data(), nullptr, 2 * I, out.data(), 2 * I);
+    cpu.Linear(x.data(), H, 1, WeightMatrix::F32(gu.data(), 2 * I, H), nullptr, out.data(), 2 * I);
   };
   g_counting = true;
   pass();  // warm-up grows the 64-byte workspace: the counter must see it
