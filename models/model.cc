@@ -85,7 +85,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
     lm_head_ = embed_;
   } else if (c.tie_word_embeddings) {
     // The embedding rows are gathered in their float format; the head multiplies in int8.
-    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Matrix(embed_name, v, h));
+    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Converted(embed_, embed_name + " (as the tied LM head)"));
   } else {
     TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Matrix("lm_head.weight", v, h));
   }

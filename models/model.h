@@ -74,6 +74,7 @@ class Model {
   const StateLayout& layout() const { return layout_; }
   const std::string& dir() const { return dir_; }
   size_t weight_bytes() const { return weights_->bytes(); }
+  size_t parameters() const { return weights_->parameters(); }
 
   // Rows of logits Forward writes for `batch`: per sequence, its token count if all_logits,
   // else 1.

@@ -78,10 +78,11 @@ absl::StatusOr<ModelConfig> ModelPreset(const std::string& name) {
   return ParseModelConfig(*json, "preset " + name);
 }
 
-absl::StatusOr<std::unique_ptr<Model>> RandomPresetModel(const std::string& name, uint64_t seed) {
+absl::StatusOr<std::unique_ptr<Model>> RandomPresetModel(const std::string& name, uint64_t seed,
+                                                         const LoadOptions& options) {
   absl::StatusOr<ModelConfig> config = ModelPreset(name);
   if (!config.ok()) return config.status();
-  return Model::CreateRandom(*config, seed);
+  return Model::CreateRandom(*config, seed, options);
 }
 
 }  // namespace tandem::models

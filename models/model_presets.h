@@ -21,7 +21,8 @@ std::vector<std::string> ModelPresetNames();
 absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name);
 absl::StatusOr<ModelConfig> ModelPreset(const std::string& name);
 // The preset's model with random weights from `seed` (Model::CreateRandom).
-absl::StatusOr<std::unique_ptr<Model>> RandomPresetModel(const std::string& name, uint64_t seed);
+absl::StatusOr<std::unique_ptr<Model>> RandomPresetModel(const std::string& name, uint64_t seed,
+                                                         const LoadOptions& options = {});
 
 }  // namespace tandem::models
 

@@ -49,6 +49,7 @@ absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
   absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, std::vector<int64_t>(shape));
   if (!t.ok()) return t.status();
   bytes_ += t->num_elements() * sizeof(float);
+  parameters_ += t->num_elements();
   tensors_.push_back(*std::move(t));
   return tensors_.back().data().data();
 }
@@ -92,6 +93,7 @@ absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const 
     absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
     if (!t.ok()) return t.status();
     bytes_ += t->num_elements() * sizeof(float);
+    parameters_ += t->num_elements();
     tensors_.push_back(*std::move(t));
     return WeightMatrix::F32(tensors_.back().data().data(), rows, cols);
   }
@@ -104,6 +106,7 @@ absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const 
     raw_.push_back(*std::move(raw));
     const WeightMatrix m{format, raw_.back().bytes.data(), nullptr, rows, cols};
     bytes_ += m.bytes();
+    parameters_ += rows * cols;
     return m;
   }
   absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
@@ -116,6 +119,7 @@ absl::StatusOr<WeightMatrix> WeightStore::Own(const std::string& what, std::vect
   if (format == WeightFormat::kF32) {
     owned_.push_back(std::move(values));
     bytes_ += owned_.back().size() * sizeof(float);
+    parameters_ += rows * cols;
     return WeightMatrix::F32(owned_.back().data(), rows, cols);
   }
   if (format == WeightFormat::kI8) {
@@ -139,7 +143,19 @@ absl::StatusOr<WeightMatrix> WeightStore::Own(const std::string& what, std::vect
   owned_bytes_.push_back(std::move(data));
   const WeightMatrix m{format, owned_bytes_.back().data(), scales, rows, cols};
   bytes_ += m.bytes();
+  parameters_ += rows * cols;
   return m;
+}
+
+absl::StatusOr<WeightMatrix> WeightStore::Converted(const WeightMatrix& m,
+                                                    const std::string& what) {
+  std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
+  kernels::DequantizeRows(m, 0, m.rows, values.data());
+  const size_t parameters = parameters_;
+  absl::StatusOr<WeightMatrix> copy =
+      Own(what, std::move(values), m.rows, m.cols, FormatFor(storage_, DType::kF32));
+  parameters_ = parameters;
+  return copy;
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::Stack(const std::vector<Part>& parts, int64_t cols) {
@@ -176,6 +192,7 @@ absl::StatusOr<const float*> WeightStore::Map(const std::string& name,
   std::vector<float> out(t->data().begin(), t->data().end());
   for (float& v : out) v = fn(v);
   bytes_ += out.size() * sizeof(float);
+  parameters_ += out.size();
   owned_.push_back(std::move(out));
   return owned_.back().data();
 }

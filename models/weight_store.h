@@ -51,6 +51,12 @@ class WeightStore {
   absl::StatusOr<kernels::WeightMatrix> Embedding(const std::string& name, int64_t rows,
                                                   int64_t cols);
 
+  // A copy of `m` (named `what` in errors) in the store's storage, e.g. the int8 LM head of a
+  // model whose head is tied to its float embedding. Its bytes count; its values are not new
+  // parameters.
+  absl::StatusOr<kernels::WeightMatrix> Converted(const kernels::WeightMatrix& m,
+                                                  const std::string& what);
+
   // Matrices stacked along their first dimension into one owned matrix, so that several linear
   // layers reading the same input run as one GEMM (e.g. q ‖ k ‖ v, gate ‖ up). Each part is
   // [rows_i, cols] with the same cols. With kAuto storage the stack keeps the parts' stored
@@ -67,6 +73,8 @@ class WeightStore {
 
   // Bytes of weights held (borrowed or owned), for the bandwidth figures of the benchmarks.
   size_t bytes() const { return bytes_; }
+  // Values held (every tensor's element count, whatever its format).
+  size_t parameters() const { return parameters_; }
 
  private:
   // The format a tensor stored as `stored` is kept in under `storage`.
@@ -85,6 +93,7 @@ class WeightStore {
   std::deque<std::vector<float>> owned_;
   std::deque<std::vector<uint8_t>> owned_bytes_;
   size_t bytes_ = 0;
+  size_t parameters_ = 0;
 };
 
 }  // namespace tandem::models

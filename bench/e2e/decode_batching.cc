@@ -51,7 +51,7 @@ int Run(const std::string& preset, int threads, int steps, int context, const st
     return 1;
   }
   std::printf("%s, %.1fM parameters, context %d, %d decode steps per batch size\n\n",
-              preset.c_str(), m.weight_bytes() / 4 / 1e6, context, steps);
+              preset.c_str(), m.parameters() / 1e6, context, steps);
   std::printf("| batch | tokens/s | × batch 1 |\n|---|---|---|\n");
   double base = 0;
   std::vector<absl::Status> errors;

@@ -1,8 +1,10 @@
 // End-to-end prefill and decode speed of ~100M-parameter random configurations of each family,
 // set against what this machine can do: its memory bandwidth (decode at batch 1 streams every
-// weight once per token) and its GEMM peak (prefill is GEMM-bound). Prints one markdown table.
+// weight once per token) and its GEMM peak (prefill is GEMM-bound). Prints one markdown table,
+// one row per family and weight storage.
 //
 //   build/release/bench/model_speed [--threads N] [--prefill-tokens 512] [--decode-tokens 64]
+//                                   [--weight-dtypes f32,bf16,int8]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -14,10 +16,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "kernels/backends.h"
 #include "kernels/cpu/thread_pool.h"
 #include "models/model.h"
 #include "models/model_presets.h"
+#include "models/weight_store.h"
 
 namespace tandem {
 namespace {
@@ -59,7 +63,7 @@ double MeasureGemmPeak(kernels::Ops& ops) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const auto start = Clock::now();
-    ops.Linear(a.data(), n, n, WeightMatrix::F32(b.data(), n, n), nullptr, c.data(), n);
+    ops.Linear(a.data(), n, n, kernels::WeightMatrix::F32(b.data(), n, n), nullptr, c.data(), n);
     best = std::max(best, 2.0 * n * n * n / Seconds(start, Clock::now()));
   }
   return best;
@@ -68,15 +72,17 @@ double MeasureGemmPeak(kernels::Ops& ops) {
 struct Figures {
   double params = 0;                   // weights held, in floats
   double prefill_flops_per_token = 0;  // 2 × weights a prefill token multiplies by
-  double decode_bytes_per_token = 0;   // weight bytes a decode step reads
+  double decode_bytes_per_token = 0;   // weight bytes a decode step reads (≈, see Estimate)
 };
 
 // Weights each token touches: everything except the embedding table (one row is read) and the
 // experts that routing does not pick; the LM head runs once per forward, not per prefill token.
+// Bytes per weight are the model's average (the small fp32 vectors make it slightly high for
+// 16-bit and int8 storage).
 Figures Estimate(const models::Model& model) {
   const models::ModelConfig& c = model.config();
   Figures f;
-  f.params = model.weight_bytes() / sizeof(float);
+  f.params = model.parameters();
   const double vocab_matrix = double{c.vocab_size} * c.hidden_size;
   double inactive = 0;
   for (const models::LayerSpec& layer : c.layers) {
@@ -89,14 +95,26 @@ Figures Estimate(const models::Model& model) {
   const double embed = c.tie_word_embeddings ? 0 : vocab_matrix;  // tied: counted once
   const double per_token = f.params - embed - lm_head - inactive;
   f.prefill_flops_per_token = 2 * per_token;
-  f.decode_bytes_per_token = (per_token + lm_head) * sizeof(float);
+  f.decode_bytes_per_token = (per_token + lm_head) * model.weight_bytes() / f.params;
   return f;
 }
 
 int Main(int argc, char** argv) {
   int threads = 0;
   int64_t prefill_tokens = 512, decode_tokens = 64;
+  std::vector<models::WeightStorage> storages = {models::WeightStorage::kF32};
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--weight-dtypes")) {
+      storages.clear();
+      for (absl::string_view name : absl::StrSplit(argv[i + 1], ',')) {
+        auto storage = models::ParseWeightStorage(std::string(name));
+        if (!storage.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(storage.status().message()).c_str());
+          return 2;
+        }
+        storages.push_back(*storage);
+      }
+    }
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--prefill-tokens")) prefill_tokens = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--decode-tokens")) decode_tokens = std::atoll(argv[i + 1]);
@@ -108,15 +126,18 @@ int Main(int argc, char** argv) {
   std::printf("threads: %d, read bandwidth: %.1f GB/s, GEMM peak (2048^3): %.1f GFLOP/s\n\n",
               pool.size(), bandwidth / 1e9, gemm_peak / 1e9);
   std::printf(
-      "| family | params | prefill tok/s (%lld) | prefill GFLOP/s | ÷ GEMM peak | "
-      "decode tok/s (batch 1) | weight GB/s | ÷ bandwidth |\n",
+      "| family | weights | params | weight MB | prefill tok/s (%lld) | prefill GFLOP/s | "
+      "÷ GEMM peak | decode tok/s (batch 1) | weight GB/s | ÷ bandwidth |\n",
       static_cast<long long>(prefill_tokens));
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
 
   for (const std::string& preset : models::ModelPresetNames()) {
+   for (const models::WeightStorage storage : storages) {
     const std::string family = preset.substr(0, preset.find('-'));
     const char* name = family.c_str();
-    auto model = models::RandomPresetModel(preset, 1);
+    models::LoadOptions load;
+    load.weight_storage = storage;
+    auto model = models::RandomPresetModel(preset, 1, load);
     if (!model.ok()) {
       std::fprintf(stderr, "%s: %s\n", name, std::string(model.status().message()).c_str());
       return 1;
@@ -163,10 +184,13 @@ int Main(int argc, char** argv) {
     const double decode_tps = decode_tokens / decode_best;
     const double prefill_flops = prefill_tps * f.prefill_flops_per_token;
     const double weight_rate = decode_tps * f.decode_bytes_per_token;
-    std::printf("| %s | %.1fM | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", name, f.params / 1e6,
-                prefill_tps, prefill_flops / 1e9, prefill_flops / gemm_peak, decode_tps,
-                weight_rate / 1e9, weight_rate / bandwidth);
+    std::printf("| %s | %s | %.1fM | %.0f | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f |\n", name,
+                std::string(models::WeightStorageName(storage)).c_str(), f.params / 1e6,
+                m.weight_bytes() / 1e6, prefill_tps, prefill_flops / 1e9,
+                prefill_flops / gemm_peak, decode_tps, weight_rate / 1e9,
+                weight_rate / bandwidth);
     std::fflush(stdout);
+   }
   }
   return 0;
 }

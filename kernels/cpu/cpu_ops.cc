@@ -46,8 +46,11 @@ void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix&
                     const float* bias, float* y, int64_t ld_y) {
   const int64_t k = w.cols, n = w.rows;
   if (m <= 0 || n <= 0) return;
+  // One row of narrow weights goes to our kernel too: sgemv would need them widened first, an
+  // extra pass over memory where the kernel is bound by it.
+  const bool own_rows = (m >= kOwnMinRows || w.format != WeightFormat::kF32) && m <= kOwnMaxRows;
   const bool own = batch_invariant_ || gemm_impl_ == GemmImpl::kOwn ||
-                   (gemm_impl_ == GemmImpl::kAuto && m >= kOwnMinRows && m <= kOwnMaxRows);
+                   (gemm_impl_ == GemmImpl::kAuto && own_rows);
   auto slice = [&](int64_t n0, int64_t n1) {
     if (own) {
       OwnGemmNT(x, ld_x, m, w, bias, n0, n1, y, ld_y);

@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
+#include "server/cli/model_flags.h"
 #include "server/cli/engine_replay.h"
 
 namespace tandem::cli {
@@ -42,6 +43,7 @@ const std::vector<FlagSpec>& BenchFlags() {
       {"time-scale", true, "trace: multiplies arrival times (default 1; 0 = all at once)"},
       {"memory-gib", true, "memory for KV pages and SSM blocks (default 2)"},
       {"threads", true, "compute threads (default: all cores)"},
+      WeightDTypeFlagSpec(),
       {"fast-kernels", false,
        "not batch-invariant: faster prefill GEMMs, logits move by rounding with batch and cache"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
@@ -138,7 +140,9 @@ int RunBenchEngine(int argc, char** argv) {
   MultiTurnWorkload w;
   TraceReplayOptions t;
   engine::EngineConfig config;
+  models::LoadOptions load;
   absl::Status status = [&]() -> absl::Status {
+    TANDEM_ASSIGN_OR_RETURN(load.weight_storage, ReadWeightDType(*args));
     TANDEM_ASSIGN_OR_RETURN(int64_t sessions, PositiveInt(*args, "sessions", 8));
     TANDEM_ASSIGN_OR_RETURN(int64_t turns, PositiveInt(*args, "turns", 4));
     TANDEM_ASSIGN_OR_RETURN(int64_t system, PositiveInt(*args, "system-tokens", 256, 0));
@@ -189,18 +193,18 @@ int RunBenchEngine(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<models::Model>> model;
   std::string model_name;
   if (auto dir = args->String("model")) {
-    model = models::Model::Load(*dir);
+    model = models::Model::Load(*dir, load);
     model_name = *dir;
   } else {
     model_name = args->String("preset").value_or("jamba-100m");
-    model = models::RandomPresetModel(model_name, 1);
+    model = models::RandomPresetModel(model_name, 1, load);
   }
   if (!model.ok()) return Fail(model.status());
 
   const bool json = args->Has("json");
   if (!json) {
     std::printf("model %s (%.1fM parameters), %s\n\n", model_name.c_str(),
-                (*model)->weight_bytes() / 4 / 1e6,
+                (*model)->parameters() / 1e6,
                 trace ? absl::StrCat("trace ", trace->name, ", ",
                                      std::min(t.max_requests, trace->size()), " requests")
                             .c_str()

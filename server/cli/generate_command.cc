@@ -23,6 +23,7 @@
 #include "server/cli/args.h"
 #include "server/cli/bundled_model.h"
 #include "server/cli/commands.h"
+#include "server/cli/model_flags.h"
 
 namespace tandem::cli {
 namespace {
@@ -45,6 +46,7 @@ const std::vector<FlagSpec>& GenerateFlags() {
       {"page-size", true, "tokens per KV page (default 16)"},
       {"prefill-chunk", true, "prompt tokens per prefill step (default 512)"},
       {"threads", true, "compute threads (default: all cores)"},
+      WeightDTypeFlagSpec(),
       {"backend", true, "cpu (default) or reference (slow plain loops)"},
       {"zamba2-dt-clamp", true,
        "none (default, the model as trained) or time_step_min (as transformers' CPU path)"},
@@ -126,6 +128,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
         absl::StrCat("--page-size must be in [1, 65536], got ", *page));
   }
   s.load.page_tokens = static_cast<int32_t>(page.value_or(16));
+  TANDEM_ASSIGN_OR_RETURN(s.load.weight_storage, ReadWeightDType(args));
   TANDEM_ASSIGN_OR_RETURN(auto chunk, args.Int("prefill-chunk"));
   if (chunk && *chunk <= 0) {
     return absl::InvalidArgumentError(
@@ -167,9 +170,10 @@ absl::Status Run(const Settings& settings) {
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
                           models::Model::Load(settings.model_dir, load));
   std::fprintf(
-      stderr, "loaded %s: %s, %d layers, %.1f MB of fp32 weights in %.2f s\n",
+      stderr, "loaded %s: %s, %d layers, %.1f MB of weights (%s) in %.2f s\n",
       settings.model_dir.c_str(), model->config().architecture.c_str(), model->config().num_layers,
       model->weight_bytes() / 1e6,
+      std::string(models::WeightStorageName(settings.load.weight_storage)).c_str(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
 
   std::unique_ptr<models::Tokenizer> tokenizer;

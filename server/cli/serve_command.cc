@@ -18,6 +18,7 @@
 #include "server/cli/args.h"
 #include "server/cli/bundled_model.h"
 #include "server/cli/commands.h"
+#include "server/cli/model_flags.h"
 #include "server/cli/config_sources.h"
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/served_model.h"
@@ -47,6 +48,7 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"cache-policy", true,
        "prefix cache policy: marconi (default), sglang-plus, vllm-plus, none"},
       {"threads", true, "compute threads (default: all cores)"},
+      WeightDTypeFlagSpec(),
       {"page-size", true, "tokens per KV page (default 16)"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per engine step (default 512)"},
@@ -236,6 +238,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   e.threads = static_cast<int>(threads);
   TANDEM_ASSIGN_OR_RETURN(int64_t page, IntIn(args, "page-size", 1, 65536, 16));
   s.load.page_tokens = static_cast<int32_t>(page);
+  TANDEM_ASSIGN_OR_RETURN(s.load.weight_storage, ReadWeightDType(args));
   TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65536, 32));
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));

@@ -65,6 +65,24 @@ TEST(GenerateCliTest, PlainOutputIsTheText) {
   EXPECT_EQ(o.out.find('{'), std::string::npos);
 }
 
+// --weight-dtype: the bf16 fixture's own format (auto) and its fp32 widening generate the same
+// tokens; int8 generates too; the load line says which storage was used.
+TEST(GenerateCliTest, WeightDtypeChoosesTheStorage) {
+  const std::string base = "generate --model " + Model("mamba2-tiny") +
+                           " --prompt-ids 5,6,7 --max-new-tokens 4 --json --weight-dtype ";
+  const Output as_stored = RunTandem(base + "auto"), widened = RunTandem(base + "f32");
+  ASSERT_EQ(as_stored.exit_code, 0) << as_stored.err;
+  ASSERT_EQ(widened.exit_code, 0) << widened.err;
+  EXPECT_EQ(as_stored.out, widened.out);
+  EXPECT_NE(as_stored.err.find("(auto)"), std::string::npos) << as_stored.err;
+  const Output int8 = RunTandem(base + "int8");
+  ASSERT_EQ(int8.exit_code, 0) << int8.err;
+  EXPECT_NE(int8.err.find("(int8)"), std::string::npos) << int8.err;
+  auto json = tandem::models::ParseJsonText(int8.out, "stdout");
+  ASSERT_TRUE(json.ok()) << int8.out;
+  EXPECT_EQ((*json)["output_ids"].size(), 4u);
+}
+
 TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
   struct Case {
     std::string args;
@@ -78,6 +96,8 @@ TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --temperature -1",
        "temperature"},
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --bogus 1", "--bogus"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --weight-dtype fp8",
+       "--weight-dtype: unknown weight dtype \"fp8\""},
       {"frobnicate", "unknown command"},
   };
   for (const Case& c : cases) {
