@@ -1,0 +1,243 @@
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/dense_kernels.h"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kNormThreads = 256;
+
+// The sum of `v` over the block, returned to every thread. Starts with a barrier so that calls
+// may follow one another (the partials are reused).
+__device__ float BlockSum(float v) {
+  __shared__ float partial[kNormThreads / kWarp];
+  __shared__ float total;
+  __syncthreads();
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kNormThreads / kWarp ? partial[lane] : 0.0f;
+    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    if (lane == 0) total = v;
+  }
+  __syncthreads();
+  return total;
+}
+
+__device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ float Gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+
+// One block per row.
+__global__ void RmsNormKernel(const float* x, int64_t ld_x, int64_t dim, const float* weight,
+                              float eps, float* out, int64_t ld_out) {
+  const float* xr = x + blockIdx.x * ld_x;
+  float* o = out + blockIdx.x * ld_out;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) ss += xr[c] * xr[c];
+  ss = BlockSum(ss);
+  const float inv = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / dim + eps));
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) o[c] = weight[c] * (xr[c] * inv);
+}
+
+// One block per (row, group): v = y ⊙ silu(z) is recomputed in the second pass rather than
+// kept, so any group width fits.
+__global__ void GatedRmsNormKernel(const float* y, int64_t ld_y, const float* z, int64_t ld_z,
+                                   int64_t group_size, const float* weight, float eps, float* out,
+                                   int64_t ld_out) {
+  const int64_t row = blockIdx.x, c0 = blockIdx.y * group_size;
+  const float* yr = y + row * ld_y + c0;
+  const float* zr = z + row * ld_z + c0;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < group_size; c += blockDim.x) {
+    const float v = yr[c] * Silu(zr[c]);
+    ss += v * v;
+  }
+  ss = BlockSum(ss);
+  const float inv = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / group_size + eps));
+  float* o = out + row * ld_out + c0;
+  for (int64_t c = threadIdx.x; c < group_size; c += blockDim.x) {
+    o[c] = weight[c0 + c] * ((yr[c] * Silu(zr[c])) * inv);
+  }
+}
+
+// One block per (token, head), one thread per rotated pair. The frequency and angle are rounded
+// to fp32 as in transformers; cos/sin of that angle in double, as the CPU backends do.
+__global__ void RopeKernel(float* x, int64_t ld_x, int32_t head_dim, int64_t start_pos,
+                           float theta) {
+  const int32_t half = head_dim / 2, i = threadIdx.x;
+  if (i >= half) return;
+  float* v = x + blockIdx.x * ld_x + int64_t{blockIdx.y} * head_dim;
+  const float inv_freq =
+      1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  const float angle = static_cast<float>(start_pos + blockIdx.x) * inv_freq;
+  const float c = static_cast<float>(cos(static_cast<double>(angle)));
+  const float s = static_cast<float>(sin(static_cast<double>(angle)));
+  const float a = v[i], b = v[i + half];
+  v[i] = a * c - b * s;
+  v[i + half] = b * c + a * s;
+}
+
+__global__ void GatedActivationKernel(bool silu, const float* gate, int64_t ld_gate,
+                                      const float* up, int64_t ld_up, int64_t rows, int64_t cols,
+                                      float* out, int64_t ld_out) {
+  const int64_t total = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / cols, c = e % cols;
+    const float g = gate[r * ld_gate + c];
+    out[r * ld_out + c] = (silu ? Silu(g) : Gelu(g)) * up[r * ld_up + c];
+  }
+}
+
+// One weight element widened to fp32 (int8 unscaled: the row scale is applied to the sum).
+template <WeightFormat F>
+__device__ float LoadWeight(const void* row, int64_t p) {
+  if constexpr (F == WeightFormat::kF32) {
+    return static_cast<const float*>(row)[p];
+  } else if constexpr (F == WeightFormat::kBF16) {
+    return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(row)[p]) << 16);
+  } else if constexpr (F == WeightFormat::kF16) {
+    return __half2float(__ushort_as_half(static_cast<const uint16_t*>(row)[p]));
+  } else {
+    return static_cast<float>(static_cast<const int8_t*>(row)[p]);
+  }
+}
+
+constexpr int kLinearRows = 8;   // x rows per tile: one weight read serves all of them
+constexpr int kLinearWarps = 8;  // output columns per block
+
+// Warp w of block (bx, by) computes y[by·8 .. by·8+7][bx·8 + w]: its lanes stride over k, so
+// the weight row is read coalesced, and each lane keeps one partial sum per x row.
+template <WeightFormat F>
+__global__ void LinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
+                             const float* row_scales, int64_t n, int64_t k, const float* bias,
+                             float* y, int64_t ld_y) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t j = int64_t{blockIdx.x} * kLinearWarps + threadIdx.x / kWarp;
+  const int64_t r0 = int64_t{blockIdx.y} * kLinearRows;
+  if (j >= n) return;
+  const int rows = m - r0 < kLinearRows ? static_cast<int>(m - r0) : kLinearRows;
+  using Elem = std::conditional_t<F == WeightFormat::kF32, float,
+                                  std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
+  const void* wrow = static_cast<const Elem*>(w) + j * k;
+  float acc[kLinearRows] = {};
+  const float* xb = x + r0 * ld_x;
+  for (int64_t p = lane; p < k; p += kWarp) {
+    const float wv = LoadWeight<F>(wrow, p);
+#pragma unroll
+    for (int r = 0; r < kLinearRows; ++r) {
+      if (r < rows) acc[r] += xb[r * ld_x + p] * wv;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kLinearRows; ++r) {
+    float s = acc[r];
+    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, offset);
+    }
+    if (lane == 0 && r < rows) {
+      if constexpr (F == WeightFormat::kI8) s *= row_scales[j];
+      y[(r0 + r) * ld_y + j] = s + (bias != nullptr ? bias[j] : 0.0f);
+    }
+  }
+}
+
+template <WeightFormat F>
+cudaError_t LaunchLinear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
+                         const WeightMatrix& w, const float* bias, float* y, int64_t ld_y) {
+  const dim3 grid(static_cast<unsigned>((w.rows + kLinearWarps - 1) / kLinearWarps),
+                  static_cast<unsigned>((m + kLinearRows - 1) / kLinearRows));
+  LinearKernel<F><<<grid, kLinearWarps * kWarp, 0, stream>>>(x, ld_x, m, w.data, w.row_scales,
+                                                             w.rows, w.cols, bias, y, ld_y);
+  return cudaGetLastError();
+}
+
+bool Aligned(const void* p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+}  // namespace
+
+cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows, int64_t dim,
+                    const float* weight, float eps, float* out, int64_t ld_out) {
+  if (rows <= 0 || dim <= 0) return cudaSuccess;
+  if (rows > INT32_MAX) return cudaErrorInvalidValue;
+  RmsNormKernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(x, ld_x, dim, weight,
+                                                                          eps, out, ld_out);
+  return cudaGetLastError();
+}
+
+cudaError_t GatedRmsNorm(cudaStream_t stream, const float* y, int64_t ld_y, const float* z,
+                         int64_t ld_z, int64_t rows, int64_t dim, int32_t groups,
+                         const float* weight, float eps, float* out, int64_t ld_out) {
+  if (rows <= 0 || dim <= 0) return cudaSuccess;
+  if (groups <= 0 || dim % groups != 0 || rows > INT32_MAX || groups > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(groups));
+  GatedRmsNormKernel<<<grid, kNormThreads, 0, stream>>>(y, ld_y, z, ld_z, dim / groups, weight,
+                                                        eps, out, ld_out);
+  return cudaGetLastError();
+}
+
+cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, int32_t heads,
+                 int32_t head_dim, int64_t start_pos, float theta) {
+  if (tokens <= 0 || heads <= 0) return cudaSuccess;
+  if (head_dim <= 0 || head_dim % 2 != 0 || head_dim > 2048 || heads > 65535 ||
+      tokens > INT32_MAX) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(heads));
+  const int threads = (head_dim / 2 + kWarp - 1) / kWarp * kWarp;
+  RopeKernel<<<grid, threads, 0, stream>>>(x, ld_x, head_dim, start_pos, theta);
+  return cudaGetLastError();
+}
+
+cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* gate,
+                            int64_t ld_gate, const float* up, int64_t ld_up, int64_t rows,
+                            int64_t cols, float* out, int64_t ld_out) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const int64_t total = rows * cols;
+  const int threads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + threads - 1) / threads,
+                                                                  65535));
+  GatedActivationKernel<<<blocks, threads, 0, stream>>>(act == Activation::kSilu, gate, ld_gate,
+                                                        up, ld_up, rows, cols, out, ld_out);
+  return cudaGetLastError();
+}
+
+cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
+                   const WeightMatrix& w, const float* bias, float* y, int64_t ld_y) {
+  if (m <= 0 || w.rows <= 0) return cudaSuccess;
+  if ((m + kLinearRows - 1) / kLinearRows > 65535 ||
+      (w.rows + kLinearWarps - 1) / kLinearWarps > INT32_MAX ||
+      !Aligned(w.data, WeightElementBytes(w.format)) ||
+      (w.format == WeightFormat::kI8 && w.row_scales == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  switch (w.format) {
+    case WeightFormat::kF32:
+      return LaunchLinear<WeightFormat::kF32>(stream, x, ld_x, m, w, bias, y, ld_y);
+    case WeightFormat::kBF16:
+      return LaunchLinear<WeightFormat::kBF16>(stream, x, ld_x, m, w, bias, y, ld_y);
+    case WeightFormat::kF16:
+      return LaunchLinear<WeightFormat::kF16>(stream, x, ld_x, m, w, bias, y, ld_y);
+    case WeightFormat::kI8:
+      return LaunchLinear<WeightFormat::kI8>(stream, x, ld_x, m, w, bias, y, ld_y);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace tandem::kernels::cuda

@@ -1,0 +1,46 @@
+// CUDA versions of the dense ops of kernels/ops.h (the contracts are there): the norms, RoPE, the
+// gated activation and Linear for weights in every WeightFormat. Pointers are device memory,
+// weights included (a WeightMatrix whose data and row_scales point into device memory, naturally
+// aligned as cudaMalloc leaves them). Each call enqueues its work on `stream` and returns the
+// launch's error (cudaErrorInvalidValue for arguments the kernels cannot take); execution errors
+// surface at the stream's next synchronisation, as usual in CUDA.
+//
+// Numerics follow the CPU backend: fp32 activations and fp32 sums (reduction order differs, so
+// results agree to fp32 rounding, not bit for bit); 16-bit and int8 weights are widened on load.
+#ifndef TANDEM_KERNELS_CUDA_DENSE_KERNELS_H_
+#define TANDEM_KERNELS_CUDA_DENSE_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+#include "kernels/weight_matrix.h"
+
+namespace tandem::kernels::cuda {
+
+cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows, int64_t dim,
+                    const float* weight, float eps, float* out, int64_t ld_out);
+
+cudaError_t GatedRmsNorm(cudaStream_t stream, const float* y, int64_t ld_y, const float* z,
+                         int64_t ld_z, int64_t rows, int64_t dim, int32_t groups,
+                         const float* weight, float eps, float* out, int64_t ld_out);
+
+// In place; head_dim even, at most 1024.
+cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, int32_t heads,
+                 int32_t head_dim, int64_t start_pos, float theta);
+
+// out may be gate (same row stride).
+cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* gate,
+                            int64_t ld_gate, const float* up, int64_t ld_up, int64_t rows,
+                            int64_t cols, float* out, int64_t ld_out);
+
+// y = x · wᵀ + bias. One warp per output column and tile of up to 8 rows of x, reading the
+// weights once per tile: the memory-bound decode shape. Prefill row counts work but re-read the
+// weights per tile (a tensor-core path for them is still to come).
+cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
+                   const WeightMatrix& w, const float* bias, float* y, int64_t ld_y);
+
+}  // namespace tandem::kernels::cuda
+
+#endif  // TANDEM_KERNELS_CUDA_DENSE_KERNELS_H_

@@ -1,0 +1,52 @@
+// Helpers for the CUDA kernel tests: skipping without a device, and moving vectors to and from
+// device memory with every CUDA error turned into a test failure.
+#ifndef TANDEM_TESTS_CUDA_CUDA_TEST_UTIL_H_
+#define TANDEM_TESTS_CUDA_CUDA_TEST_UTIL_H_
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/cuda/device_buffer.h"
+
+namespace tandem::kernels::cuda::testing {
+
+// Whether a CUDA device is usable; tests skip (not pass) without one.
+inline bool HaveDevice() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+#define TANDEM_SKIP_WITHOUT_CUDA_DEVICE()                                              \
+  do {                                                                                 \
+    if (!::tandem::kernels::cuda::testing::HaveDevice()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+#define ASSERT_CUDA_OK(expr)                                                       \
+  do {                                                                             \
+    const cudaError_t tandem_cuda_status = (expr);                                 \
+    ASSERT_EQ(tandem_cuda_status, cudaSuccess) << #expr << ": "                    \
+                                               << cudaGetErrorString(tandem_cuda_status); \
+  } while (0)
+
+template <typename T>
+DeviceBuffer<T> ToDevice(const std::vector<T>& host) {
+  DeviceBuffer<T> buffer;
+  const cudaError_t status = buffer.Upload(host);
+  EXPECT_EQ(status, cudaSuccess) << cudaGetErrorString(status);
+  return buffer;
+}
+
+template <typename T>
+std::vector<T> ToHost(const DeviceBuffer<T>& buffer) {
+  std::vector<T> host;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const cudaError_t status = buffer.Download(&host);
+  EXPECT_EQ(status, cudaSuccess) << cudaGetErrorString(status);
+  return host;
+}
+
+}  // namespace tandem::kernels::cuda::testing
+
+#endif  // TANDEM_TESTS_CUDA_CUDA_TEST_UTIL_H_

@@ -1,0 +1,183 @@
+// The CUDA dense kernels (kernels/cuda/dense_kernels.h) against the reference backend on ragged
+// shapes: row and column counts off every block and warp width, strided rows, every weight
+// format. They skip without a CUDA device (CI), and run on a lent GPU via scripts/gpu-check.sh.
+#include "kernels/cuda/dense_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/reference/reference_ops.h"
+#include "kernels/weight_matrix.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/kernels/test_util.h"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+using kernels::testing::AllClose;
+using kernels::testing::Rng;
+using testing::ToDevice;
+using testing::ToHost;
+
+TEST(CudaDenseKernelsTest, RmsNormMatchesReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(1);
+  for (int64_t rows : {1, 3, 17}) {
+    for (int64_t dim : {1, 31, 256, 1000, 4099}) {
+      const int64_t ld_x = dim + 3, ld_out = dim + 1;
+      const std::vector<float> x = rng.Uniform(rows * ld_x, -2, 2), w = rng.Uniform(dim);
+      std::vector<float> want(rows * ld_out, 0.0f);
+      ReferenceOps().RmsNorm(x.data(), ld_x, rows, dim, w.data(), 1e-6f, want.data(), ld_out);
+      auto dx = ToDevice(x), dw = ToDevice(w), dout = ToDevice(std::vector<float>(rows * ld_out));
+      ASSERT_CUDA_OK(RmsNorm(nullptr, dx.get(), ld_x, rows, dim, dw.get(), 1e-6f, dout.get(), ld_out));
+      const std::vector<float> got = ToHost(dout);
+      ASSERT_TRUE(AllClose(got.data(), want.data(), got.size(), 1e-5f, 1e-5f))
+          << "rows=" << rows << " dim=" << dim;
+    }
+  }
+}
+
+TEST(CudaDenseKernelsTest, GatedRmsNormMatchesReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(2);
+  for (int64_t rows : {1, 5}) {
+    for (auto [dim, groups] : {std::pair<int64_t, int32_t>{64, 1}, {96, 2}, {1536, 8}, {70, 7}}) {
+      const int64_t ld = dim + 2;
+      const std::vector<float> y = rng.Uniform(rows * ld), z = rng.Uniform(rows * ld, -3, 3),
+                               w = rng.Uniform(dim);
+      std::vector<float> want(rows * ld, 0.0f);
+      ReferenceOps().GatedRmsNorm(y.data(), ld, z.data(), ld, rows, dim, groups, w.data(), 1e-5f,
+                                  want.data(), ld);
+      auto dy = ToDevice(y), dz = ToDevice(z), dw = ToDevice(w);
+      auto dout = ToDevice(std::vector<float>(rows * ld));
+      ASSERT_CUDA_OK(GatedRmsNorm(nullptr, dy.get(), ld, dz.get(), ld, rows, dim, groups, dw.get(),
+                                  1e-5f, dout.get(), ld));
+      const std::vector<float> got = ToHost(dout);
+      ASSERT_TRUE(AllClose(got.data(), want.data(), got.size(), 1e-5f, 1e-5f))
+          << "rows=" << rows << " dim=" << dim << " groups=" << groups;
+    }
+  }
+}
+
+TEST(CudaDenseKernelsTest, RopeMatchesReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(3);
+  for (int32_t heads : {1, 4}) {
+    for (int32_t head_dim : {2, 64, 128}) {
+      for (int64_t tokens : {1, 7}) {
+        for (int64_t start : {0, 1000}) {
+          const int64_t ld = int64_t{heads} * head_dim + 5;
+          std::vector<float> want = rng.Uniform(tokens * ld);
+          auto dx = ToDevice(want);
+          ReferenceOps().Rope(want.data(), ld, tokens, heads, head_dim, start, 10000.0f);
+          ASSERT_CUDA_OK(Rope(nullptr, dx.get(), ld, tokens, heads, head_dim, start, 10000.0f));
+          const std::vector<float> got = ToHost(dx);
+          ASSERT_TRUE(AllClose(got.data(), want.data(), got.size(), 1e-5f, 1e-5f))
+              << "heads=" << heads << " head_dim=" << head_dim << " tokens=" << tokens
+              << " start=" << start;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaDenseKernelsTest, GatedActivationMatchesReferenceAlsoInPlace) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(4);
+  for (Activation act : {Activation::kSilu, Activation::kGelu}) {
+    const int64_t rows = 9, cols = 333, ld = 2 * cols;
+    const std::vector<float> gu = rng.Uniform(rows * ld, -4, 4);
+    std::vector<float> want(rows * ld, 0.0f);
+    ReferenceOps().GatedActivation(act, gu.data(), ld, gu.data() + cols, ld, rows, cols,
+                                   want.data(), ld);
+    auto dgu = ToDevice(gu);
+    // In place over the gate half, as CpuOps::GatedMlp does.
+    ASSERT_CUDA_OK(GatedActivation(nullptr, act, dgu.get(), ld, dgu.get() + cols, ld, rows, cols,
+                                   dgu.get(), ld));
+    const std::vector<float> got = ToHost(dgu);
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_TRUE(AllClose(got.data() + r * ld, want.data() + r * ld, cols, 1e-6f, 1e-5f))
+          << "row " << r;
+    }
+  }
+}
+
+// A weight matrix of `format` in host memory (for the reference) and its device copy.
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  WeightMatrix host;
+  DeviceBuffer<uint8_t> device_bytes;
+  DeviceBuffer<float> device_scales;
+  WeightMatrix device;
+};
+
+Weights MakeWeights(WeightFormat format, int64_t rows, int64_t cols, uint32_t seed) {
+  Weights w;
+  const std::vector<float> values = Rng(seed).Uniform(rows * cols);
+  w.bytes.resize(static_cast<size_t>(rows * cols) * WeightElementBytes(format));
+  w.scales.resize(rows);
+  ConvertWeights(values.data(), rows, cols, format, w.bytes.data(), w.scales.data());
+  const bool scaled = format == WeightFormat::kI8;
+  w.host = {format, w.bytes.data(), scaled ? w.scales.data() : nullptr, rows, cols};
+  w.device_bytes = ToDevice(w.bytes);
+  w.device_scales = ToDevice(w.scales);
+  w.device = {format, w.device_bytes.get(), scaled ? w.device_scales.get() : nullptr, rows, cols};
+  return w;
+}
+
+class CudaLinearTest : public ::testing::TestWithParam<WeightFormat> {};
+
+TEST_P(CudaLinearTest, MatchesReferenceOnRaggedShapes) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(5);
+  for (int64_t m : {1, 2, 7, 8, 9, 33}) {
+    for (int64_t k : {1, 31, 32, 33, 1000}) {
+      for (int64_t n : {1, 5, 67}) {
+        const bool with_bias = (m + k + n) % 2 == 0;
+        const int64_t ld_x = k + 1, ld_y = n + 3;
+        const Weights w = MakeWeights(GetParam(), n, k, static_cast<uint32_t>(m * 1000 + k + n));
+        const std::vector<float> x = rng.Uniform(m * ld_x), b = rng.Uniform(n);
+        std::vector<float> want(m * ld_y, 0.0f);
+        ReferenceOps().Linear(x.data(), ld_x, m, w.host, with_bias ? b.data() : nullptr,
+                              want.data(), ld_y);
+        auto dx = ToDevice(x), db = ToDevice(b), dy = ToDevice(std::vector<float>(m * ld_y));
+        ASSERT_CUDA_OK(Linear(nullptr, dx.get(), ld_x, m, w.device, with_bias ? db.get() : nullptr,
+                              dy.get(), ld_y));
+        const std::vector<float> got = ToHost(dy);
+        for (int64_t i = 0; i < m; ++i) {
+          ASSERT_TRUE(AllClose(got.data() + i * ld_y, want.data() + i * ld_y, n, 1e-4f, 1e-4f))
+              << "m=" << m << " k=" << k << " n=" << n << " row " << i;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, CudaLinearTest,
+                         ::testing::Values(WeightFormat::kF32, WeightFormat::kBF16,
+                                           WeightFormat::kF16, WeightFormat::kI8),
+                         [](const auto& info) { return std::string(WeightFormatName(info.param)); });
+
+// Arguments the kernels cannot take are refused before launch, not run.
+TEST(CudaDenseKernelsTest, RefusesWhatItCannotRun) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto buffer = ToDevice(std::vector<float>(64, 1.0f));
+  EXPECT_EQ(Rope(nullptr, buffer.get(), 8, 1, 1, 7, 0, 10000.0f), cudaErrorInvalidValue);
+  EXPECT_EQ(GatedRmsNorm(nullptr, buffer.get(), 8, buffer.get(), 8, 1, 8, 3, buffer.get(), 1e-5f,
+                         buffer.get(), 8),
+            cudaErrorInvalidValue);
+  const WeightMatrix misaligned{WeightFormat::kBF16,
+                                reinterpret_cast<const uint8_t*>(buffer.get()) + 1, nullptr, 2, 4};
+  EXPECT_EQ(Linear(nullptr, buffer.get(), 4, 1, misaligned, nullptr, buffer.get(), 2),
+            cudaErrorInvalidValue);
+  const WeightMatrix unscaled{WeightFormat::kI8, buffer.get(), nullptr, 2, 4};
+  EXPECT_EQ(Linear(nullptr, buffer.get(), 4, 1, unscaled, nullptr, buffer.get(), 2),
+            cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace tandem::kernels::cuda
