@@ -6,21 +6,29 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "kernels/cuda/device_buffer.h"
 
 namespace tandem::kernels::cuda::testing {
 
-// Whether a CUDA device is usable; tests skip (not pass) without one.
+// Whether a CUDA device is usable.
 inline bool HaveDevice() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
-#define TANDEM_SKIP_WITHOUT_CUDA_DEVICE()                                              \
-  do {                                                                                 \
-    if (!::tandem::kernels::cuda::testing::HaveDevice()) GTEST_SKIP() << "no CUDA device"; \
+// Tests skip (not pass) without a device, except where TANDEM_REQUIRE_CUDA is set (as
+// scripts/gpu-check.sh sets it on a GPU machine): there a missing device is a failure.
+#define TANDEM_SKIP_WITHOUT_CUDA_DEVICE()                                               \
+  do {                                                                                  \
+    if (!::tandem::kernels::cuda::testing::HaveDevice()) {                              \
+      if (std::getenv("TANDEM_REQUIRE_CUDA") != nullptr) {                              \
+        GTEST_FAIL() << "no usable CUDA device, and TANDEM_REQUIRE_CUDA is set";        \
+      }                                                                                 \
+      GTEST_SKIP() << "no CUDA device";                                                 \
+    }                                                                                   \
   } while (0)
 
 #define ASSERT_CUDA_OK(expr)                                                       \

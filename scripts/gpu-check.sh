@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Builds and runs every GPU test on a CUDA machine, writing a report: the first thing to run when
+# a session is lent a GPU (see README, "GPU"). Needs only nvcc, CMake, a C++ compiler and the
+# bundle of scripts/prepare-gpu-check.sh in build/gpu-bundle (no package registry is needed).
+#
+#   scripts/gpu-check.sh [--allow-no-device]
+#
+# The report (report.md, the test log and nvidia-smi's output) goes to $OUT when set (the device
+# tool brings that folder back), else to build/gpu-check. Exits non-zero when a test fails, when
+# the build fails, or when no GPU is visible (unless --allow-no-device: to check the script
+# itself on a machine without one).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+allow_no_device=0
+if [[ ${1:-} == --allow-no-device ]]; then allow_no_device=1; fi
+out=${OUT:-build/gpu-check}
+mkdir -p "$out"
+report=$out/report.md
+build=build/gpu-check-build
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+
+{
+  echo "# GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- nvcc: $("$nvcc" --version 2>/dev/null | tail -1 || echo missing)"
+} >"$report"
+
+if nvidia-smi >"$out/nvidia-smi.txt" 2>&1; then
+  gpu=$(nvidia-smi --query-gpu=name,compute_cap,memory.total --format=csv,noheader | head -1)
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+  echo "- device: $gpu" >>"$report"
+else
+  echo "- device: none visible (nvidia-smi failed)" >>"$report"
+  if ((!allow_no_device)); then
+    echo "gpu-check: no GPU visible; see $out/nvidia-smi.txt" >&2
+    exit 1
+  fi
+  arch=90
+fi
+
+status=0
+configure=(cmake -S tools/gpu-check -B "$build" -DCMAKE_BUILD_TYPE=Release
+  -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="$arch"
+  -DGTEST_SOURCE_DIR="$PWD/build/gpu-bundle/googletest")
+if command -v ninja >/dev/null; then configure+=(-G Ninja); fi
+if ! "${configure[@]}" >"$out/build.log" 2>&1 ||
+  ! cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
+  {
+    echo
+    echo "## Build FAILED (sm_$arch)"
+    echo
+    echo '```'
+    tail -40 "$out/build.log"
+    echo '```'
+  } >>"$report"
+  cat "$report"
+  exit 1
+fi
+echo "- build: sm_$arch, ok" >>"$report"
+
+# With a device visible, a test that finds none fails instead of skipping.
+if ((!allow_no_device)); then export TANDEM_REQUIRE_CUDA=1; fi
+# Every GPU test binary of tools/gpu-check.
+tests=(cuda_kernels_test)
+for test in "${tests[@]}"; do
+  "$build/$test" --gtest_output="xml:$out/$test.xml" >"$out/$test.log" 2>&1
+  rc=$?
+  ((rc == 0)) || status=1
+  summary=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test' \
+    "$out/$test.log" | sed 's/^/    /')
+  {
+    echo
+    echo "## $test: $([[ $rc == 0 ]] && echo passed || echo FAILED)"
+    echo
+    echo "$summary"
+    if ((rc != 0)); then
+      echo
+      echo '```'
+      grep -E 'Failure|FAILED|error' -A4 "$out/$test.log" | head -80
+      echo '```'
+    fi
+  } >>"$report"
+done
+
+cat "$report"
+exit $status
