@@ -1,0 +1,376 @@
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/sequence_kernels.h"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 4;
+
+// Where to copy a state, by value in the kernel's parameters.
+struct Snapshots {
+  int count = 0;
+  int64_t after[kMaxSnapshots];
+  float* dst[kMaxSnapshots];
+};
+
+bool ToSnapshots(std::span<const StateSnapshot> in, int64_t tokens, Snapshots* out) {
+  if (in.size() > static_cast<size_t>(kMaxSnapshots)) return false;
+  out->count = static_cast<int>(in.size());
+  int64_t previous = -1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].after_tokens < previous || in[i].after_tokens > tokens || in[i].dst == nullptr) {
+      return false;
+    }
+    previous = in[i].after_tokens;
+    out->after[i] = in[i].after_tokens;
+    out->dst[i] = in[i].dst;
+  }
+  return true;
+}
+
+__device__ float WarpSum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+__device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
+
+// ---- causal conv1d: one thread per channel, the K-1 previous inputs in registers ----------
+
+__global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
+  const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (c >= a.channels) return;
+  const int K = a.kernel, C = a.channels;
+  float window[kMaxConvKernel];  // window[0 .. K-2]: the previous inputs, oldest first
+  for (int i = 0; i + 1 < K; ++i) window[i] = a.state[int64_t{i} * C + c];
+  float w[kMaxConvKernel];
+  for (int i = 0; i < K; ++i) w[i] = a.weight[c * K + i];
+  const float bias = a.bias != nullptr ? a.bias[c] : 0.0f;
+  int next = 0;
+  auto emit = [&](int64_t done) {
+    while (next < snaps.count && snaps.after[next] == done) {
+      for (int i = 0; i + 1 < K; ++i) snaps.dst[next][int64_t{i} * C + c] = window[i];
+      ++next;
+    }
+  };
+  emit(0);
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    const float u = a.u[t * a.ld_u + c];
+    float s = bias;
+    for (int i = 0; i + 1 < K; ++i) s += w[i] * window[i];
+    s += w[K - 1] * u;
+    a.out[t * a.ld_out + c] = a.silu ? Silu(s) : s;
+    for (int i = 0; i + 2 < K; ++i) window[i] = window[i + 1];
+    if (K > 1) window[K - 2] = u;
+    emit(t + 1);
+  }
+  for (int i = 0; i + 1 < K; ++i) a.state[int64_t{i} * C + c] = window[i];
+}
+
+// ---- scans: one warp per recurrence row (a channel d, or a head's (h, p)), lanes over N ------
+
+constexpr int kMaxStatePerLane = 8;  // N ≤ 256
+
+// Copies the warp's row of state (held kMaxStatePerLane per lane, n = lane + 32·i) to `row`.
+__device__ void StoreRow(const float (&h)[kMaxStatePerLane], int32_t n_state, float* row) {
+  const int lane = threadIdx.x % kWarp;
+  for (int i = 0; i < kMaxStatePerLane; ++i) {
+    const int n = lane + kWarp * i;
+    if (n < n_state) row[n] = h[i];
+  }
+}
+
+__global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
+  const int64_t d = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (d >= a.inner) return;
+  const int lane = threadIdx.x % kWarp;
+  const int32_t N = a.state_size;
+  float h[kMaxStatePerLane], A[kMaxStatePerLane];
+  for (int i = 0; i < kMaxStatePerLane; ++i) {
+    const int n = lane + kWarp * i;
+    h[i] = n < N ? a.state[d * N + n] : 0.0f;
+    A[i] = n < N ? a.a[d * N + n] : 0.0f;
+  }
+  const int64_t row_offset = d * N;
+  int next = 0;
+  auto emit = [&](int64_t done) {
+    while (next < snaps.count && snaps.after[next] == done) {
+      StoreRow(h, N, snaps.dst[next] + row_offset);
+      ++next;
+    }
+  };
+  emit(0);
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    const float u = a.u[t * a.ld_u + d];
+    const float dt = Softplus(a.delta[t * a.ld_delta + d] + a.delta_bias[d]);
+    const float* bt = a.b + t * a.ld_b;
+    const float* ct = a.c + t * a.ld_c;
+    float acc = 0.0f;
+    for (int i = 0; i < kMaxStatePerLane; ++i) {
+      const int n = lane + kWarp * i;
+      if (n < N) {
+        h[i] = expf(dt * A[i]) * h[i] + dt * bt[n] * u;
+        acc += h[i] * ct[n];
+      }
+    }
+    acc = WarpSum(acc);
+    if (lane == 0) {
+      float y = acc + a.d[d] * u;
+      if (a.z != nullptr) y *= Silu(a.z[t * a.ld_z + d]);
+      a.y[t * a.ld_y + d] = y;
+    }
+    emit(t + 1);
+  }
+  StoreRow(h, N, a.state + row_offset);
+}
+
+__device__ float SsdDt(float raw, float bias, float dt_min, float dt_max) {
+  float dt = Softplus(raw + bias);
+  if (dt < dt_min) dt = dt_min;
+  if (dt_max > 0.0f && dt_max < INFINITY && dt > dt_max) dt = dt_max;
+  return dt;
+}
+
+__global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
+  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;  // h·P + p
+  const int64_t H = a.heads, P = a.head_dim;
+  if (row >= H * P) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t hd = row / P;
+  const int64_t g = hd / (H / a.groups);
+  const int32_t N = a.state_size;
+  float s[kMaxStatePerLane];
+  for (int i = 0; i < kMaxStatePerLane; ++i) {
+    const int n = lane + kWarp * i;
+    s[i] = n < N ? a.state[row * N + n] : 0.0f;
+  }
+  int next = 0;
+  auto emit = [&](int64_t done) {
+    while (next < snaps.count && snaps.after[next] == done) {
+      StoreRow(s, N, snaps.dst[next] + row * N);
+      ++next;
+    }
+  };
+  emit(0);
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    const float dt = SsdDt(a.dt[t * a.ld_dt + hd], a.dt_bias[hd], a.dt_min, a.dt_max);
+    const float decay = expf(dt * a.a[hd]);
+    const float x = a.x[t * a.ld_x + row];
+    const float* bt = a.b + t * a.ld_b + g * N;
+    const float* ct = a.c + t * a.ld_c + g * N;
+    float acc = 0.0f;
+    for (int i = 0; i < kMaxStatePerLane; ++i) {
+      const int n = lane + kWarp * i;
+      if (n < N) {
+        s[i] = decay * s[i] + dt * x * bt[n];
+        acc += s[i] * ct[n];
+      }
+    }
+    acc = WarpSum(acc);
+    if (lane == 0) a.y[t * a.ld_y + row] = acc + a.d[hd] * x;
+    emit(t + 1);
+  }
+  StoreRow(s, N, a.state + row * N);
+}
+
+// ---- paged attention ------------------------------------------------------------------------
+
+// PagedKv::head_block() is host code; the same product for the device.
+__device__ int64_t HeadBlock(const PagedKv& kv) { return int64_t{kv.page_tokens} * kv.head_dim; }
+
+__device__ const float* KeyAt(const PagedKv& kv, int64_t pos, int32_t head) {
+  return kv.pages[pos / kv.page_tokens] + kv.layer_offset + int64_t{head} * HeadBlock(kv) +
+         (pos % kv.page_tokens) * kv.head_dim;
+}
+__device__ const float* ValueAt(const PagedKv& kv, int64_t pos, int32_t head) {
+  return KeyAt(kv, pos, kv.num_kv_heads + head);
+}
+
+__global__ void WriteKvKernel(const float* k, int64_t ld_k, const float* v, int64_t ld_v,
+                              int64_t start_pos, PagedKv kv) {
+  const int64_t t = blockIdx.x;
+  const int32_t width = kv.num_kv_heads * kv.head_dim;
+  const int64_t pos = start_pos + t;
+  float* page = kv.pages[pos / kv.page_tokens] + kv.layer_offset;
+  const int64_t slot = pos % kv.page_tokens;
+  for (int32_t e = threadIdx.x; e < width; e += blockDim.x) {
+    const int32_t head = e / kv.head_dim, i = e % kv.head_dim;
+    page[int64_t{head} * HeadBlock(kv) + slot * kv.head_dim + i] = k[t * ld_k + e];
+    page[int64_t{kv.num_kv_heads + head} * HeadBlock(kv) + slot * kv.head_dim + i] =
+        v[t * ld_v + e];
+  }
+}
+
+// One warp per (row, query head): lanes hold head_dim/32 elements of q and of the running
+// output; keys are visited in order with an online softmax (running max and sum in fp32).
+__global__ void PartialAttentionKernel(PartialAttentionArgs a) {
+  const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (item >= a.rows * a.heads) return;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t t = item / a.heads;
+  const int32_t head = static_cast<int32_t>(item % a.heads);
+  const int32_t kv_head = head / (a.heads / a.kv.num_kv_heads);
+  const int32_t dh = a.kv.head_dim;
+  constexpr int kPerLane = kMaxHeadDim / kWarp;
+  float q[kPerLane], acc[kPerLane];
+  const float* qrow = a.q + t * a.ld_q + int64_t{head} * dh;
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + kWarp * i;
+    q[i] = e < dh ? qrow[e] : 0.0f;
+    acc[i] = 0.0f;
+  }
+  int64_t end = a.key_end;
+  if (a.causal) end = min(end, a.start_pos + t + 1);
+  float running_max = -INFINITY, sum = 0.0f;
+  for (int64_t pos = a.key_begin; pos < end; ++pos) {
+    const float* key = KeyAt(a.kv, pos, kv_head);
+    float dot = 0.0f;
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + kWarp * i;
+      if (e < dh) dot += q[i] * key[e];
+    }
+    const float score = WarpSum(dot) * a.scale;
+    const float new_max = fmaxf(running_max, score);
+    const float rescale = expf(running_max - new_max);  // 0 on the first key (exp(-inf))
+    const float weight = expf(score - new_max);
+    sum = sum * rescale + weight;
+    const float* value = ValueAt(a.kv, pos, kv_head);
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + kWarp * i;
+      if (e < dh) acc[i] = acc[i] * rescale + weight * value[e];
+    }
+    running_max = new_max;
+  }
+  float* orow = a.out + t * a.ld_out + int64_t{head} * dh;
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + kWarp * i;
+    if (e < dh) orow[e] = sum > 0.0f ? acc[i] / sum : 0.0f;
+  }
+  if (lane == 0 && a.lse != nullptr) {
+    a.lse[t * a.ld_lse + head] = sum > 0.0f ? running_max + logf(sum) : -INFINITY;
+  }
+}
+
+struct Parts {
+  int count = 0;
+  AttentionPart part[kMaxParts];
+};
+
+// One thread per (row, head, element); the weights are recomputed per element (parts are few).
+__global__ void MergeKernel(Parts parts, int64_t rows, int32_t heads, int32_t head_dim, float* out,
+                            int64_t ld_out, float* lse, int64_t ld_lse) {
+  const int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (e >= rows * heads * head_dim) return;
+  const int64_t t = e / (int64_t{heads} * head_dim);
+  const int32_t head = static_cast<int32_t>(e / head_dim % heads), d = e % head_dim;
+  float max_l = -INFINITY;
+  for (int i = 0; i < parts.count; ++i) {
+    max_l = fmaxf(max_l, parts.part[i].lse[t * parts.part[i].ld_lse + head]);
+  }
+  float value = 0.0f, total = 0.0f;
+  if (max_l != -INFINITY) {
+    for (int i = 0; i < parts.count; ++i) {
+      const AttentionPart& p = parts.part[i];
+      const float weight = expf(p.lse[t * p.ld_lse + head] - max_l);
+      if (weight == 0.0f) continue;
+      total += weight;
+      value += weight * p.out[t * p.ld_out + int64_t{head} * head_dim + d];
+    }
+    value /= total;
+  }
+  // `out` may be parts[0].out: each thread reads and writes only its own element. `lse` may not
+  // alias a part's lse (MergeAttention refuses it): other threads of this row and head may still
+  // be reading it.
+  out[t * ld_out + int64_t{head} * head_dim + d] = value;
+  if (lse != nullptr && d == 0) {
+    lse[t * ld_lse + head] = max_l == -INFINITY ? -INFINITY : max_l + logf(total);
+  }
+}
+
+unsigned Blocks(int64_t items, int64_t per_block) {
+  return static_cast<unsigned>((items + per_block - 1) / per_block);
+}
+
+}  // namespace
+
+cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& a) {
+  if (a.channels <= 0) return cudaSuccess;
+  Snapshots snaps;
+  if (a.kernel < 1 || a.kernel > kMaxConvKernel || !ToSnapshots(a.snapshots, a.tokens, &snaps)) {
+    return cudaErrorInvalidValue;
+  }
+  constexpr int kThreads = 128;
+  ConvKernel<<<Blocks(a.channels, kThreads), kThreads, 0, stream>>>(a, snaps);
+  return cudaGetLastError();
+}
+
+cudaError_t SelectiveScan(cudaStream_t stream, const SelectiveScanArgs& a) {
+  if (a.inner <= 0) return cudaSuccess;
+  Snapshots snaps;
+  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane ||
+      !ToSnapshots(a.snapshots, a.tokens, &snaps)) {
+    return cudaErrorInvalidValue;
+  }
+  SelectiveScanKernel<<<Blocks(a.inner, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
+      a, snaps);
+  return cudaGetLastError();
+}
+
+cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& a) {
+  const int64_t rows = int64_t{a.heads} * a.head_dim;
+  if (rows <= 0) return cudaSuccess;
+  Snapshots snaps;
+  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane || a.groups < 1 ||
+      a.heads % a.groups != 0 || !ToSnapshots(a.snapshots, a.tokens, &snaps)) {
+    return cudaErrorInvalidValue;
+  }
+  SsdScanKernel<<<Blocks(rows, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
+  return cudaGetLastError();
+}
+
+cudaError_t WriteKv(cudaStream_t stream, const float* k, int64_t ld_k, const float* v,
+                    int64_t ld_v, int64_t tokens, int64_t start_pos, const PagedKv& kv) {
+  if (tokens <= 0) return cudaSuccess;
+  if (tokens > INT32_MAX || kv.page_tokens <= 0) return cudaErrorInvalidValue;
+  WriteKvKernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(k, ld_k, v, ld_v, start_pos,
+                                                                  kv);
+  return cudaGetLastError();
+}
+
+cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a) {
+  const int64_t items = a.rows * a.heads;
+  if (items <= 0) return cudaSuccess;
+  if (a.kv.head_dim <= 0 || a.kv.head_dim > kMaxHeadDim || a.kv.num_kv_heads <= 0 ||
+      a.heads % a.kv.num_kv_heads != 0 || a.kv.page_tokens <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  PartialAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t MergeAttention(cudaStream_t stream, std::span<const AttentionPart> parts, int64_t rows,
+                           int32_t heads, int32_t head_dim, float* out, int64_t ld_out, float* lse,
+                           int64_t ld_lse) {
+  const int64_t items = rows * heads * head_dim;
+  if (items <= 0) return cudaSuccess;
+  if (parts.empty() || parts.size() > static_cast<size_t>(kMaxParts)) return cudaErrorInvalidValue;
+  Parts p;
+  p.count = static_cast<int>(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    // The merged lse is written while other threads may still read the parts' lse.
+    if (lse != nullptr && parts[i].lse == lse) return cudaErrorInvalidValue;
+    p.part[i] = parts[i];
+  }
+  constexpr int kThreads = 256;
+  MergeKernel<<<Blocks(items, kThreads), kThreads, 0, stream>>>(p, rows, heads, head_dim, out,
+                                                                ld_out, lse, ld_lse);
+  return cudaGetLastError();
+}
+
+}  // namespace tandem::kernels::cuda
