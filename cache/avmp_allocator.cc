@@ -69,6 +69,13 @@ absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(
     if (!backing.ok()) return backing.status();
     a->backing_ = *std::move(backing);
   }
+  // Granules are committed and decommitted whole, so each must cover whole pieces of what the
+  // backing maps (host pages; 2 MiB on a GPU).
+  if (a->backing_->granularity() > 0 && g % a->backing_->granularity() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "avmp: granule_bytes ", g, " is not a multiple of the memory backing's granularity ",
+        a->backing_->granularity()));
+  }
   a->owner_.assign(n, kNoPool);
   a->granule_live_.assign(n, 0);
   a->committed_.assign(n, 0);

@@ -115,6 +115,37 @@ class FlakyBacking final : public MemoryBacking {
   std::unique_ptr<MemoryBacking> real_;
 };
 
+// A backing that maps in pieces of 2 MiB, as GPU memory does: AVMP's granules must be whole
+// multiples of that, or a decommit would return memory its neighbours still use.
+TEST(AvmpAllocatorTest, GranulesMustBeWholePiecesOfTheBacking) {
+  class CoarseBacking final : public MemoryBacking {
+   public:
+    explicit CoarseBacking(size_t bytes) : real_(*CreateBacking(BackingKind::kHost, bytes)) {}
+    std::byte* base() const override { return real_->base(); }
+    size_t reserved_bytes() const override { return real_->reserved_bytes(); }
+    size_t granularity() const override { return size_t{2} << 20; }
+    absl::Status Commit(size_t offset, size_t bytes) override { return real_->Commit(offset, bytes); }
+    absl::Status Decommit(size_t offset, size_t bytes) override {
+      return real_->Decommit(offset, bytes);
+    }
+
+   private:
+    std::unique_ptr<MemoryBacking> real_;
+  };
+  AvmpConfig c;
+  c.kv_page_bytes = 64 << 10;
+  c.ssm_block_bytes = 256 << 10;
+  c.budget_bytes = 8 << 20;
+  c.granule_bytes = 1 << 20;
+  auto refused = AvmpAllocator::Create(c, std::make_unique<CoarseBacking>(c.budget_bytes));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(refused.status().message()).find("granularity 2097152"), std::string::npos)
+      << refused.status();
+  c.granule_bytes = 2 << 20;
+  EXPECT_TRUE(AvmpAllocator::Create(c, std::make_unique<CoarseBacking>(c.budget_bytes)).ok());
+}
+
 // A commit the backing refuses fails that allocation alone, leaving the pool as it was; a
 // refused decommit leaves the memory mapped and counted, and the migration still happens.
 TEST(AvmpAllocatorTest, BackingFailuresAreReportedNotIgnored) {
