@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds and runs every GPU test on a CUDA machine, writing a report: the first thing to run when
-# a session is lent a GPU (see README, "GPU"). Needs only nvcc, CMake, a C++ compiler and the
-# bundle of scripts/prepare-gpu-check.sh in build/gpu-bundle (no package registry is needed).
+# Builds and runs every GPU test and GPU benchmark on a CUDA machine, writing a report: the first
+# thing to run when a session is lent a GPU (see README, "GPU"). Needs only nvcc, CMake, a C++
+# compiler and the bundle of scripts/prepare-gpu-check.sh in build/gpu-bundle (no package
+# registry is needed).
 #
 #   scripts/gpu-check.sh [--allow-no-device]
 #
@@ -83,6 +84,23 @@ for test in "${tests[@]}"; do
     fi
   } >>"$report"
 done
+
+# The benchmarks, when there is a device to measure (their figures go to docs/BENCHMARKS.md).
+if ((!allow_no_device)); then
+  if "$build/cuda_kernels_bench" >"$out/cuda_kernels_bench.txt" 2>&1; then
+    { echo; echo "## cuda_kernels_bench"; echo; cat "$out/cuda_kernels_bench.txt"; } >>"$report"
+  else
+    status=1
+    {
+      echo
+      echo "## cuda_kernels_bench FAILED"
+      echo
+      echo '```'
+      tail -20 "$out/cuda_kernels_bench.txt"
+      echo '```'
+    } >>"$report"
+  fi
+fi
 
 cat "$report"
 exit $status

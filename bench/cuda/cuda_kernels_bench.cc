@@ -1,0 +1,192 @@
+// Speed of the CUDA kernels against what the device can do, measured in one run: its copy
+// bandwidth (a device-to-device cudaMemcpy of 1 GiB, reads plus writes) is the ceiling for every
+// memory-bound kernel here. Prints a markdown table for docs/BENCHMARKS.md; scripts/gpu-check.sh
+// runs it and puts the table in its report.
+//
+//   cuda_kernels_bench [--iterations 50]
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/sequence_kernels.h"
+#include "kernels/weight_matrix.h"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+void Check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+template <typename T>
+DeviceBuffer<T> Filled(size_t count, T value) {
+  DeviceBuffer<T> buffer;
+  Check(buffer.Upload(std::vector<T>(count, value)), "upload");
+  return buffer;
+}
+
+DeviceBuffer<float> Random(size_t count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> host(count);
+  for (float& v : host) v = dist(gen);
+  DeviceBuffer<float> buffer;
+  Check(buffer.Upload(host), "upload");
+  return buffer;
+}
+
+// Mean seconds per call of `fn` over `iterations` calls after 3 warm-up calls.
+double Time(int iterations, const std::function<cudaError_t()>& fn) {
+  for (int i = 0; i < 3; ++i) Check(fn(), "warm-up launch");
+  cudaEvent_t start, stop;
+  Check(cudaEventCreate(&start), "event");
+  Check(cudaEventCreate(&stop), "event");
+  Check(cudaEventRecord(start), "record");
+  for (int i = 0; i < iterations; ++i) Check(fn(), "launch");
+  Check(cudaEventRecord(stop), "record");
+  Check(cudaEventSynchronize(stop), "synchronize");
+  float ms = 0;
+  Check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1e-3 / iterations;
+}
+
+struct Row {
+  std::string what;
+  double seconds;
+  double bytes;  // bytes the kernel must move at least
+};
+
+int Main(int argc, char** argv) {
+  int iterations = 50;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
+  }
+  cudaDeviceProp prop;
+  Check(cudaGetDeviceProperties(&prop, 0), "no CUDA device");
+
+  const size_t copy_bytes = size_t{1} << 30;
+  DeviceBuffer<uint8_t> src = Filled<uint8_t>(copy_bytes, 1), dst = Filled<uint8_t>(copy_bytes, 0);
+  const double copy_seconds = Time(10, [&] {
+    return cudaMemcpy(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice);
+  });
+  const double bandwidth = 2.0 * copy_bytes / copy_seconds;
+  src = DeviceBuffer<uint8_t>();
+  dst = DeviceBuffer<uint8_t>();
+
+  std::vector<Row> rows;
+  // Linear: decode shapes of a 7-8B model (4096 -> 14336 MLP up, 14336 -> 4096 down) per format.
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 14336}, {14336, 4096}}) {
+    const std::vector<float> host_w = [&] {
+      std::mt19937 gen(1);
+      std::uniform_real_distribution<float> dist(-0.02f, 0.02f);
+      std::vector<float> w(k * n);
+      for (float& v : w) v = dist(gen);
+      return w;
+    }();
+    for (WeightFormat format : {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kI8}) {
+      std::vector<uint8_t> bytes(static_cast<size_t>(k * n) * WeightElementBytes(format));
+      std::vector<float> scales(n);
+      ConvertWeights(host_w.data(), n, k, format, bytes.data(), scales.data());
+      DeviceBuffer<uint8_t> dw;
+      DeviceBuffer<float> ds;
+      Check(dw.Upload(bytes), "upload");
+      Check(ds.Upload(scales), "upload");
+      const WeightMatrix w{format, dw.get(), format == WeightFormat::kI8 ? ds.get() : nullptr, n, k};
+      for (int64_t m : {1, 8}) {
+        DeviceBuffer<float> x = Random(m * k, 2), y = Filled<float>(m * n, 0.0f);
+        const double s = Time(iterations, [&] {
+          return Linear(nullptr, x.get(), k, m, w, nullptr, y.get(), n);
+        });
+        rows.push_back({"Linear " + std::to_string(m) + " × " + std::to_string(k) + " → " +
+                            std::to_string(n) + " " + std::string(WeightFormatName(format)),
+                        s, static_cast<double>(w.bytes())});
+      }
+    }
+  }
+
+  // Decode attention: one query row, 32 heads over 8 KV heads of 128, 16K keys in 16-token pages.
+  {
+    const int32_t heads = 32, kv_heads = 8, dh = 128, page_tokens = 16;
+    const int64_t keys = 16384, pages = keys / page_tokens;
+    const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * dh;
+    DeviceBuffer<float> cache = Random(pages * page_floats, 3), q = Random(heads * dh, 4);
+    DeviceBuffer<float> out = Filled<float>(heads * dh, 0.0f), lse = Filled<float>(heads, 0.0f);
+    std::vector<float*> table(pages);
+    for (int64_t p = 0; p < pages; ++p) table[p] = cache.get() + p * page_floats;
+    DeviceBuffer<float*> dtable;
+    Check(dtable.Upload(table), "upload");
+    PartialAttentionArgs a;
+    a.rows = 1;
+    a.start_pos = keys - 1;
+    a.causal = true;
+    a.heads = heads;
+    a.q = q.get();
+    a.ld_q = a.ld_out = heads * dh;
+    a.kv = {dtable.get(), page_tokens, kv_heads, dh, 0};
+    a.key_end = keys;
+    a.scale = 0.088f;
+    a.out = out.get();
+    a.lse = lse.get();
+    a.ld_lse = heads;
+    const double s = Time(iterations, [&] { return PartialAttention(nullptr, a); });
+    rows.push_back({"Attention decode, 32 heads / 8 KV × 128, 16K keys", s,
+                    2.0 * keys * kv_heads * dh * sizeof(float)});
+  }
+
+  // Mamba-2 decode step of a 2.7B-sized layer: 80 heads × 64 × N 128 of state, read and written.
+  {
+    const int32_t heads = 80, p = 64, n = 128;
+    const int64_t state_floats = int64_t{heads} * p * n;
+    DeviceBuffer<float> state = Random(state_floats, 5), x = Random(heads * p, 6),
+                        dt = Random(heads, 7), bias = Filled<float>(heads, -2.0f),
+                        a_vec = Filled<float>(heads, -1.0f), b = Random(n, 8), c = Random(n, 9),
+                        d = Filled<float>(heads, 1.0f), y = Filled<float>(heads * p, 0.0f);
+    SsdScanArgs s;
+    s.tokens = 1;
+    s.heads = heads;
+    s.head_dim = p;
+    s.groups = 1;
+    s.state_size = n;
+    s.x = x.get();
+    s.ld_x = s.ld_y = heads * p;
+    s.dt = dt.get();
+    s.ld_dt = heads;
+    s.dt_bias = bias.get();
+    s.a = a_vec.get();
+    s.b = b.get();
+    s.c = c.get();
+    s.ld_b = s.ld_c = n;
+    s.d = d.get();
+    s.state = state.get();
+    s.y = y.get();
+    const double t = Time(iterations, [&] { return SsdScan(nullptr, s); });
+    rows.push_back({"SSD decode step, 80 heads × 64 × N 128", t, 2.0 * state_floats * 4});
+  }
+
+  std::printf("%s (sm_%d%d), copy bandwidth %.0f GB/s (1 GiB device-to-device, read + write)\n\n",
+              prop.name, prop.major, prop.minor, bandwidth / 1e9);
+  std::printf("| kernel | µs | GB/s | ÷ copy bandwidth |\n|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    std::printf("| %s | %.1f | %.0f | %.2f |\n", r.what.c_str(), r.seconds * 1e6,
+                r.bytes / r.seconds / 1e9, r.bytes / r.seconds / bandwidth);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem::kernels::cuda
+
+int main(int argc, char** argv) { return tandem::kernels::cuda::Main(argc, argv); }
