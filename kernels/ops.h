@@ -207,6 +207,18 @@ class Ops {
   virtual void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
                       const float* bias, float* y, int64_t ld_y) = 0;
 
+  // Row movement, so that layer graphs never touch activations themselves (on a GPU they live in
+  // device memory). out[i] = row ids[i] of `table` widened to fp32: an embedding lookup. `ids`
+  // is host memory; each must be in [0, table.rows).
+  virtual void GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                          int64_t ld_out) = 0;
+  // dst[r, 0:cols] = src[r, 0:cols] for `rows` rows (no overlap).
+  virtual void CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                        int64_t ld_dst) = 0;
+  // dst[r, 0:cols] += src[r, 0:cols] (a residual or adapter add).
+  virtual void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                       int64_t ld_dst) = 0;
+
   // out = weight ⊙ x / sqrt(mean(x²) + eps), per row of `dim` values.
   virtual void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                        const float* weight, float eps, float* out, int64_t ld_out) = 0;

@@ -41,11 +41,7 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     float* delta = ctx.ws.Floats(rows * q_width);
     for (int j = 0; j < 3; ++j) {
       ops.Linear(t + j * r, 3 * r, rows, adapter->up[j], nullptr, delta, widths[j]);
-      for (int64_t row = 0; row < rows; ++row) {
-        float* dst = qkv + row * width + offsets[j];
-        const float* src = delta + row * widths[j];
-        for (int64_t c = 0; c < widths[j]; ++c) dst[c] += src[c];
-      }
+      ops.AddRows(delta, widths[j], rows, widths[j], qkv + offsets[j], width);
     }
   }
 
@@ -113,7 +109,7 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   // The decode rows of the members, consecutive in plan order, so a node's rows are one block.
   float* q = ctx.ws.Floats(members * q_width);
   for (int64_t i = 0; i < members; ++i) {
-    std::copy_n(qkv + segment(i).row * width, q_width, q + i * q_width);
+    ops.CopyRows(qkv + segment(i).row * width, width, 1, q_width, q + i * q_width, q_width);
   }
   // Each node once, over its shared pages, for all of its members.
   const int64_t num_nodes = static_cast<int64_t>(plan.nodes.size());

@@ -253,16 +253,13 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
 
   float* hidden = ws.Floats(rows * h);
   for (const Segment& seg : ctx.segments) {
-    const std::span<const int32_t> tokens = batch[&seg - segments].tokens;
-    for (int64_t t = 0; t < seg.tokens; ++t) {
-      kernels::DequantizeRows(embed_, tokens[t], tokens[t] + 1, hidden + (seg.row + t) * h);
-    }
+    ops.GatherRows(embed_, batch[&seg - segments].tokens, hidden + seg.row * h, h);
   }
   // Zamba2's shared blocks read the original embedding at every hybrid layer.
   float* embedding = nullptr;
   if (config_.family == Family::kZamba2) {
     embedding = ws.Floats(rows * h);
-    std::memcpy(embedding, hidden, rows * h * sizeof(float));
+    ops.CopyRows(hidden, h, rows, h, embedding, h);
   }
 
   for (const DecoderLayer& layer : layers_) {
@@ -278,9 +275,8 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   for (size_t s = 0; s < batch.size(); ++s) {
     const Segment& seg = segments[s];
     const int64_t first = batch[s].all_logits ? 0 : seg.tokens - 1;
-    for (int64_t t = first; t < seg.tokens; ++t, ++r) {
-      std::memcpy(selected + r * h, hidden + (seg.row + t) * h, h * sizeof(float));
-    }
+    ops.CopyRows(hidden + (seg.row + first) * h, h, seg.tokens - first, h, selected + r * h, h);
+    r += seg.tokens - first;
   }
   float* normed = ws.Floats(out_rows * h);
   ops.RmsNorm(selected, h, out_rows, h, final_norm_, config_.rms_norm_eps, normed, h);
@@ -297,9 +293,7 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
   const float eps = config_.rms_norm_eps;
   float* x = ctx.ws.Floats(rows * h);
   float* mixed = ctx.ws.Floats(rows * h);
-  auto add_into_hidden = [&](const float* delta) {
-    for (int64_t e = 0; e < rows * h; ++e) hidden[e] += delta[e];
-  };
+  auto add_into_hidden = [&](const float* delta) { ops.AddRows(delta, h, rows, h, hidden, h); };
 
   if (layer.spec.zamba2_hybrid) {
     // h + linear(shared_block(h, e)) feeds the mixer's norm; the residual is h alone.
@@ -308,7 +302,7 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
                                                     layer.spec.attention_index, shared);
     float* projected = ctx.ws.Floats(rows * h);
     ops.Linear(shared, h, rows, layer.hybrid_linear, nullptr, projected, h);
-    for (int64_t e = 0; e < rows * h; ++e) projected[e] += hidden[e];
+    ops.AddRows(hidden, h, rows, h, projected, h);
     ops.RmsNorm(projected, h, rows, h, layer.input_norm, eps, x, h);
   } else {
     ops.RmsNorm(hidden, h, rows, h, layer.input_norm, eps, x, h);

@@ -93,10 +93,8 @@ void Zamba2SharedBlock::Forward(const ForwardContext& ctx, const float* hidden,
 
   // concat(hidden, embedding) → RMSNorm over 2H.
   float* c = ctx.ws.Floats(rows * 2 * h);
-  for (int64_t row = 0; row < rows; ++row) {
-    std::memcpy(c + row * 2 * h, hidden + row * h, h * sizeof(float));
-    std::memcpy(c + row * 2 * h + h, embedding + row * h, h * sizeof(float));
-  }
+  ops.CopyRows(hidden, h, rows, h, c, 2 * h);
+  ops.CopyRows(embedding, h, rows, h, c + h, 2 * h);
   float* cn = ctx.ws.Floats(rows * 2 * h);
   ops.RmsNorm(c, 2 * h, rows, 2 * h, input_norm_, eps_, cn, 2 * h);
 
@@ -113,7 +111,7 @@ void Zamba2SharedBlock::Forward(const ForwardContext& ctx, const float* hidden,
   ops.Linear(a, h, rows, adapters.mlp_down, nullptr, t, r);
   float* delta = ctx.ws.Floats(rows * 2 * i);
   ops.Linear(t, r, rows, adapters.mlp_up, nullptr, delta, 2 * i);
-  for (int64_t e = 0; e < rows * 2 * i; ++e) gu[e] += delta[e];
+  ops.AddRows(delta, 2 * i, rows, 2 * i, gu, 2 * i);
   float* act = ctx.ws.Floats(rows * i);
   ops.GatedActivation(act_, gu, 2 * i, gu + i, 2 * i, rows, i, act, i);
   ops.Linear(act, i, rows, down_, nullptr, out, h);

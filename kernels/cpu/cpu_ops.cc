@@ -73,6 +73,35 @@ void CpuOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix&
   });
 }
 
+void CpuOps::GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                        int64_t ld_out) {
+  const int64_t count = static_cast<int64_t>(ids.size());
+  pool_.ParallelFor(count, RowGrain(table.cols), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) DequantizeRows(table, ids[i], ids[i] + 1, out + i * ld_out);
+  });
+}
+
+void CpuOps::CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                      int64_t ld_dst) {
+  pool_.ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      std::memcpy(dst + r * ld_dst, src + r * ld_src, static_cast<size_t>(cols) * sizeof(float));
+    }
+  });
+}
+
+void CpuOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                     int64_t ld_dst) {
+  pool_.ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict s = src + r * ld_src;
+      float* __restrict d = dst + r * ld_dst;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) d[c] += s[c];
+    }
+  });
+}
+
 void CpuOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                      float eps, float* out, int64_t ld_out) {
   pool_.ParallelFor(rows, RowGrain(dim), [&](int64_t r0, int64_t r1) {

@@ -42,6 +42,12 @@ class CpuOps : public Ops {
 
   void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
               float* y, int64_t ld_y) override;
+  void GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                  int64_t ld_out) override;
+  void CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                int64_t ld_dst) override;
+  void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+               int64_t ld_dst) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                float eps, float* out, int64_t ld_out) override;
   void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,

@@ -115,6 +115,41 @@ __device__ float LoadWeight(const void* row, int64_t p) {
   }
 }
 
+// One block per output row, threads over its columns.
+template <WeightFormat F>
+__global__ void GatherRowsKernel(const void* table, const float* row_scales, int64_t cols,
+                                 const int32_t* ids, float* out, int64_t ld_out) {
+  const int64_t row = ids[blockIdx.x];
+  using Elem = std::conditional_t<F == WeightFormat::kF32, float,
+                                  std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
+  const void* src = static_cast<const Elem*>(table) + row * cols;
+  const float scale = F == WeightFormat::kI8 ? row_scales[row] : 1.0f;
+  float* o = out + blockIdx.x * ld_out;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = scale * LoadWeight<F>(src, c);
+}
+
+// add = false: dst = src; add = true: dst += src. Grid-stride over rows × cols.
+__global__ void RowsKernel(bool add, const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                           float* dst, int64_t ld_dst) {
+  const int64_t total = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / cols, c = e % cols;
+    const float v = src[r * ld_src + c];
+    dst[r * ld_dst + c] = add ? dst[r * ld_dst + c] + v : v;
+  }
+}
+
+cudaError_t LaunchRows(cudaStream_t stream, bool add, const float* src, int64_t ld_src,
+                       int64_t rows, int64_t cols, float* dst, int64_t ld_dst) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const int threads = 256;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((rows * cols + threads - 1) / threads, 65535));
+  RowsKernel<<<blocks, threads, 0, stream>>>(add, src, ld_src, rows, cols, dst, ld_dst);
+  return cudaGetLastError();
+}
+
 constexpr int kLinearRows = 8;   // x rows per tile: one weight read serves all of them
 constexpr int kLinearWarps = 8;  // output columns per block
 
@@ -169,6 +204,45 @@ bool Aligned(const void* p, size_t alignment) {
 }
 
 }  // namespace
+
+cudaError_t GatherRows(cudaStream_t stream, const WeightMatrix& table, const int32_t* ids,
+                       int64_t count, float* out, int64_t ld_out) {
+  if (count <= 0 || table.cols <= 0) return cudaSuccess;
+  if (count > INT32_MAX || !Aligned(table.data, WeightElementBytes(table.format)) ||
+      (table.format == WeightFormat::kI8 && table.row_scales == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  const unsigned blocks = static_cast<unsigned>(count);
+  switch (table.format) {
+    case WeightFormat::kF32:
+      GatherRowsKernel<WeightFormat::kF32><<<blocks, 256, 0, stream>>>(
+          table.data, table.row_scales, table.cols, ids, out, ld_out);
+      break;
+    case WeightFormat::kBF16:
+      GatherRowsKernel<WeightFormat::kBF16><<<blocks, 256, 0, stream>>>(
+          table.data, table.row_scales, table.cols, ids, out, ld_out);
+      break;
+    case WeightFormat::kF16:
+      GatherRowsKernel<WeightFormat::kF16><<<blocks, 256, 0, stream>>>(
+          table.data, table.row_scales, table.cols, ids, out, ld_out);
+      break;
+    case WeightFormat::kI8:
+      GatherRowsKernel<WeightFormat::kI8><<<blocks, 256, 0, stream>>>(
+          table.data, table.row_scales, table.cols, ids, out, ld_out);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
+                     int64_t cols, float* dst, int64_t ld_dst) {
+  return LaunchRows(stream, false, src, ld_src, rows, cols, dst, ld_dst);
+}
+
+cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
+                    int64_t cols, float* dst, int64_t ld_dst) {
+  return LaunchRows(stream, true, src, ld_src, rows, cols, dst, ld_dst);
+}
 
 cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                     const float* weight, float eps, float* out, int64_t ld_out) {

@@ -1,5 +1,5 @@
-// CUDA versions of the dense ops of kernels/ops.h (the contracts are there): the norms, RoPE, the
-// gated activation and Linear for weights in every WeightFormat. Pointers are device memory,
+// CUDA versions of the dense ops of kernels/ops.h (the contracts are there): row gathers, copies
+// and adds, the norms, RoPE, the gated activation and Linear for weights in every WeightFormat. Pointers are device memory,
 // weights included (a WeightMatrix whose data and row_scales point into device memory, naturally
 // aligned as cudaMalloc leaves them). Each call enqueues its work on `stream` and returns the
 // launch's error (cudaErrorInvalidValue for arguments the kernels cannot take); execution errors
@@ -18,6 +18,14 @@
 #include "kernels/weight_matrix.h"
 
 namespace tandem::kernels::cuda {
+
+// `ids` is device memory here (the host-side Ops call uploads them first).
+cudaError_t GatherRows(cudaStream_t stream, const WeightMatrix& table, const int32_t* ids,
+                       int64_t count, float* out, int64_t ld_out);
+cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
+                     int64_t cols, float* dst, int64_t ld_dst);
+cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
+                    int64_t cols, float* dst, int64_t ld_dst);
 
 cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                     const float* weight, float eps, float* out, int64_t ld_out);

@@ -72,6 +72,27 @@ void ReferenceOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightM
   }
 }
 
+void ReferenceOps::GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                              int64_t ld_out) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    DequantizeRows(table, ids[i], ids[i] + 1, out + static_cast<int64_t>(i) * ld_out);
+  }
+}
+
+void ReferenceOps::CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                            float* dst, int64_t ld_dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[r * ld_dst + c] = src[r * ld_src + c];
+  }
+}
+
+void ReferenceOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                           float* dst, int64_t ld_dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[r * ld_dst + c] += src[r * ld_src + c];
+  }
+}
+
 void ReferenceOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                            const float* weight, float eps, float* out, int64_t ld_out) {
   for (int64_t r = 0; r < rows; ++r) {

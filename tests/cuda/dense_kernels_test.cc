@@ -162,6 +162,37 @@ INSTANTIATE_TEST_SUITE_P(AllFormats, CudaLinearTest,
                                            WeightFormat::kF16, WeightFormat::kI8),
                          [](const auto& info) { return std::string(WeightFormatName(info.param)); });
 
+TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(6);
+  const int64_t rows = 11, cols = 300, ld_src = 310, ld_dst = 305;
+  for (WeightFormat format :
+       {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kI8}) {
+    const Weights table = MakeWeights(format, 50, cols, 7);
+    const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
+    std::vector<float> want(ids.size() * ld_dst, 0.0f);
+    ReferenceOps().GatherRows(table.host, ids, want.data(), ld_dst);
+    auto dids = ToDevice(ids), dout = ToDevice(std::vector<float>(want.size(), 0.0f));
+    ASSERT_CUDA_OK(GatherRows(nullptr, table.device, dids.get(), static_cast<int64_t>(ids.size()),
+                              dout.get(), ld_dst));
+    ASSERT_TRUE(AllClose(ToHost(dout), want, 0.0f, 0.0f)) << WeightFormatName(format);
+  }
+  const std::vector<float> src = rng.Uniform(rows * ld_src), dst0 = rng.Uniform(rows * ld_dst);
+  for (bool add : {false, true}) {
+    std::vector<float> want = dst0;
+    auto dsrc = ToDevice(src), ddst = ToDevice(dst0);
+    if (add) {
+      ReferenceOps().AddRows(src.data(), ld_src, rows, cols, want.data(), ld_dst);
+      ASSERT_CUDA_OK(AddRows(nullptr, dsrc.get(), ld_src, rows, cols, ddst.get(), ld_dst));
+    } else {
+      ReferenceOps().CopyRows(src.data(), ld_src, rows, cols, want.data(), ld_dst);
+      ASSERT_CUDA_OK(CopyRows(nullptr, dsrc.get(), ld_src, rows, cols, ddst.get(), ld_dst));
+    }
+    // Columns past `cols` keep their values: the strides are honoured.
+    ASSERT_TRUE(AllClose(ToHost(ddst), want, 0.0f, 0.0f)) << (add ? "add" : "copy");
+  }
+}
+
 // Arguments the kernels cannot take are refused before launch, not run.
 TEST(CudaDenseKernelsTest, RefusesWhatItCannotRun) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();

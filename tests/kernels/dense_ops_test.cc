@@ -255,3 +255,43 @@ TEST(CpuOpsTest, MoeMatchesReference) {
 
 }  // namespace
 }  // namespace tandem::kernels
+
+namespace tandem::kernels {
+namespace {
+
+// The row movers that keep activations out of the layer graphs: gathers in every weight format,
+// strided copies and adds, on the CPU backend's thread split against the reference.
+TEST(CpuOpsTest, RowGatherCopyAndAddMatchReference) {
+  testing::Rng rng(21);
+  const int64_t rows = 70, cols = 257, ld_src = 260, ld_dst = 270;
+  const std::vector<float> values = rng.Uniform(40 * cols);
+  for (WeightFormat format :
+       {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kI8}) {
+    std::vector<uint8_t> bytes(40 * cols * WeightElementBytes(format));
+    std::vector<float> scales(40);
+    ConvertWeights(values.data(), 40, cols, format, bytes.data(), scales.data());
+    const WeightMatrix table{format, bytes.data(), scales.data(), 40, cols};
+    std::vector<int32_t> ids(rows);
+    for (int64_t i = 0; i < rows; ++i) ids[i] = static_cast<int32_t>((i * 7) % 40);
+    std::vector<float> want(rows * ld_dst, -1.0f), got(rows * ld_dst, -1.0f);
+    ReferenceOps().GatherRows(table, ids, want.data(), ld_dst);
+    CpuOps(2).GatherRows(table, ids, got.data(), ld_dst);
+    ASSERT_EQ(got, want) << WeightFormatName(format);
+    EXPECT_EQ(got[1 * ld_dst + 3], table.At(7, 3));
+  }
+  const std::vector<float> src = rng.Uniform(rows * ld_src), dst = rng.Uniform(rows * ld_dst);
+  std::vector<float> want = dst, got = dst;
+  ReferenceOps().CopyRows(src.data(), ld_src, rows, cols, want.data(), ld_dst);
+  CpuOps(2).CopyRows(src.data(), ld_src, rows, cols, got.data(), ld_dst);
+  ASSERT_EQ(got, want);
+  EXPECT_EQ(got[cols], dst[cols]);  // past `cols` untouched
+  want = dst;
+  got = dst;
+  ReferenceOps().AddRows(src.data(), ld_src, rows, cols, want.data(), ld_dst);
+  CpuOps(2).AddRows(src.data(), ld_src, rows, cols, got.data(), ld_dst);
+  ASSERT_EQ(got, want);
+  EXPECT_EQ(got[5], dst[5] + src[5]);
+}
+
+}  // namespace
+}  // namespace tandem::kernels
