@@ -199,6 +199,23 @@ cudaError_t LaunchLinear(cudaStream_t stream, const float* x, int64_t ld_x, int6
   return cudaGetLastError();
 }
 
+// fn(std::integral_constant<WeightFormat, F>) for the F that `format` is: one instantiation of a
+// kernel per format, chosen at run time.
+template <typename Fn>
+cudaError_t WithFormat(WeightFormat format, Fn&& fn) {
+  switch (format) {
+    case WeightFormat::kF32:
+      return fn(std::integral_constant<WeightFormat, WeightFormat::kF32>{});
+    case WeightFormat::kBF16:
+      return fn(std::integral_constant<WeightFormat, WeightFormat::kBF16>{});
+    case WeightFormat::kF16:
+      return fn(std::integral_constant<WeightFormat, WeightFormat::kF16>{});
+    case WeightFormat::kI8:
+      return fn(std::integral_constant<WeightFormat, WeightFormat::kI8>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 bool Aligned(const void* p, size_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
 }
@@ -212,26 +229,11 @@ cudaError_t GatherRows(cudaStream_t stream, const WeightMatrix& table, const int
       (table.format == WeightFormat::kI8 && table.row_scales == nullptr)) {
     return cudaErrorInvalidValue;
   }
-  const unsigned blocks = static_cast<unsigned>(count);
-  switch (table.format) {
-    case WeightFormat::kF32:
-      GatherRowsKernel<WeightFormat::kF32><<<blocks, 256, 0, stream>>>(
-          table.data, table.row_scales, table.cols, ids, out, ld_out);
-      break;
-    case WeightFormat::kBF16:
-      GatherRowsKernel<WeightFormat::kBF16><<<blocks, 256, 0, stream>>>(
-          table.data, table.row_scales, table.cols, ids, out, ld_out);
-      break;
-    case WeightFormat::kF16:
-      GatherRowsKernel<WeightFormat::kF16><<<blocks, 256, 0, stream>>>(
-          table.data, table.row_scales, table.cols, ids, out, ld_out);
-      break;
-    case WeightFormat::kI8:
-      GatherRowsKernel<WeightFormat::kI8><<<blocks, 256, 0, stream>>>(
-          table.data, table.row_scales, table.cols, ids, out, ld_out);
-      break;
-  }
-  return cudaGetLastError();
+  return WithFormat(table.format, [&](auto format) {
+    GatherRowsKernel<decltype(format)::value><<<static_cast<unsigned>(count), 256, 0, stream>>>(
+        table.data, table.row_scales, table.cols, ids, out, ld_out);
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
@@ -301,17 +303,9 @@ cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
       (w.format == WeightFormat::kI8 && w.row_scales == nullptr)) {
     return cudaErrorInvalidValue;
   }
-  switch (w.format) {
-    case WeightFormat::kF32:
-      return LaunchLinear<WeightFormat::kF32>(stream, x, ld_x, m, w, bias, y, ld_y);
-    case WeightFormat::kBF16:
-      return LaunchLinear<WeightFormat::kBF16>(stream, x, ld_x, m, w, bias, y, ld_y);
-    case WeightFormat::kF16:
-      return LaunchLinear<WeightFormat::kF16>(stream, x, ld_x, m, w, bias, y, ld_y);
-    case WeightFormat::kI8:
-      return LaunchLinear<WeightFormat::kI8>(stream, x, ld_x, m, w, bias, y, ld_y);
-  }
-  return cudaErrorInvalidValue;
+  return WithFormat(w.format, [&](auto format) {
+    return LaunchLinear<decltype(format)::value>(stream, x, ld_x, m, w, bias, y, ld_y);
+  });
 }
 
 }  // namespace tandem::kernels::cuda
