@@ -8,17 +8,28 @@ namespace tandem::kernels {
 namespace {
 constexpr size_t kAlign = 64;
 size_t RoundUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-void FreeAligned(std::byte* p) { std::free(p); }
+
+class HostMemorySource final : public MemorySource {
+ public:
+  void* Allocate(size_t bytes) override { return std::aligned_alloc(kAlign, bytes); }
+  void Release(void* p) override { std::free(p); }
+};
 }  // namespace
+
+MemorySource& HostMemory() {
+  static HostMemorySource host;
+  return host;
+}
 
 Workspace::Block Workspace::NewBlock(size_t bytes) {
   bytes = RoundUp(std::max<size_t>(bytes, kAlign));
-  auto* p = static_cast<std::byte*>(std::aligned_alloc(kAlign, bytes));
+  auto* p = static_cast<std::byte*>(source_->Allocate(bytes));
   if (p == nullptr) throw std::bad_alloc();
-  return Block{{p, &FreeAligned}, bytes};
+  return Block{{p, Release{source_}}, bytes};
 }
 
-Workspace::Workspace(size_t initial_bytes) {
+Workspace::Workspace(size_t initial_bytes, MemorySource* source)
+    : source_(source != nullptr ? source : &HostMemory()) {
   blocks_.push_back(NewBlock(initial_bytes));
   blocks_allocated_ = 1;
 }

@@ -1,6 +1,7 @@
 // Scratch memory for ops and layer graphs. A bump allocator that is reset once per forward pass:
 // it grows only while it warms up (the first passes of each shape), so the steady state performs
-// no heap allocation per token.
+// no heap allocation per token. Its blocks come from a MemorySource: host memory by default, a
+// device backend's memory for activations that live on a GPU.
 #ifndef TANDEM_KERNELS_WORKSPACE_H_
 #define TANDEM_KERNELS_WORKSPACE_H_
 
@@ -10,9 +11,22 @@
 
 namespace tandem::kernels {
 
+// Where a workspace's blocks come from. Allocate returns `bytes` aligned to 64 bytes, or null
+// when there is no memory left (the workspace then throws std::bad_alloc, as new does).
+class MemorySource {
+ public:
+  virtual ~MemorySource() = default;
+  virtual void* Allocate(size_t bytes) = 0;
+  virtual void Release(void* p) = 0;
+};
+
+// Host memory (aligned_alloc / free); shared, stateless.
+MemorySource& HostMemory();
+
 class Workspace {
  public:
-  explicit Workspace(size_t initial_bytes = size_t{1} << 20);
+  // `source` must outlive the workspace; null = HostMemory().
+  explicit Workspace(size_t initial_bytes = size_t{1} << 20, MemorySource* source = nullptr);
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
 
@@ -44,12 +58,17 @@ class Workspace {
   size_t blocks_allocated() const { return blocks_allocated_; }
 
  private:
+  struct Release {
+    MemorySource* source;
+    void operator()(std::byte* p) const { source->Release(p); }
+  };
   struct Block {
-    std::unique_ptr<std::byte[], void (*)(std::byte*)> data;
+    std::unique_ptr<std::byte[], Release> data;
     size_t size;
   };
-  static Block NewBlock(size_t bytes);
+  Block NewBlock(size_t bytes);
 
+  MemorySource* source_;
   std::vector<Block> blocks_;
   size_t used_in_last_ = 0;  // bytes used in blocks_.back()
   size_t used_total_ = 0;

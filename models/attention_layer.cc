@@ -66,12 +66,12 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
   // and keeps Model::Forward unaware of Hydragen.
   const SharedPrefixPlan plan = ctx.hydragen.enabled
                                     ? PlanSharedPrefixes(ctx.segments, ctx.layout.page_tokens(),
-                                                         ctx.hydragen.min_shared_work, ctx.ws)
+                                                         ctx.hydragen.min_shared_work, ctx.host)
                                     : SharedPrefixPlan{};
   // Segments the plan covers are marked so that the plain loop skips them.
   bool* shared = nullptr;
   if (!plan.order.empty()) {
-    shared = ctx.ws.Array<bool>(ctx.segments.size());
+    shared = ctx.host.Array<bool>(ctx.segments.size());
     std::fill(shared, shared + ctx.segments.size(), false);
     for (int32_t s : plan.order) shared[s] = true;
   }
@@ -113,8 +113,8 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   }
   // Each node once, over its shared pages, for all of its members.
   const int64_t num_nodes = static_cast<int64_t>(plan.nodes.size());
-  float** node_out = ctx.ws.Array<float*>(num_nodes);
-  float** node_lse = ctx.ws.Array<float*>(num_nodes);
+  float** node_out = ctx.host.Array<float*>(num_nodes);
+  float** node_lse = ctx.host.Array<float*>(num_nodes);
   for (int64_t n = 0; n < num_nodes; ++n) {
     const SharedPrefixNode& node = plan.nodes[n];
     node_out[n] = ctx.ws.Floats(int64_t{node.count} * q_width);
@@ -139,7 +139,7 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   // Each member: its own suffix, then the merge with every node on its path to the root.
   float* suffix = ctx.ws.Floats(q_width);
   float* suffix_lse = ctx.ws.Floats(heads);
-  kernels::AttentionPart* parts = ctx.ws.Array<kernels::AttentionPart>(num_nodes + 1);
+  kernels::AttentionPart* parts = ctx.host.Array<kernels::AttentionPart>(num_nodes + 1);
   for (int64_t i = 0; i < members; ++i) {
     const Segment& seg = segment(i);
     const int32_t leaf = plan.leaf[i];

@@ -36,7 +36,11 @@ struct ForwardStats {
 
 struct ForwardContext {
   kernels::Ops& ops;
+  // Activations and the ops' scratch: memory the backend computes in (a GPU's, on a device).
   kernels::Workspace& ws;
+  // What the layer graph itself reads and writes on the host: segment tables, snapshot lists,
+  // pointer arrays, plans. The same workspace as `ws` on the CPU.
+  kernels::Workspace& host;
   const StateLayout& layout;
   std::span<const Segment> segments;
   int64_t rows = 0;

@@ -49,10 +49,10 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   // Causal conv over the x half, per sequence, continuing from each sequence's conv state.
   float* u = ctx.ws.Floats(rows * din);
   const SsmLayerState& layout = ctx.layout.ssm_layer(ssm_index_);
-  auto* snaps = ctx.ws.Array<LayerSnapshots>(ctx.segments.size());
+  auto* snaps = ctx.host.Array<LayerSnapshots>(ctx.segments.size());
   for (size_t s = 0; s < ctx.segments.size(); ++s) {
     const Segment& seg = ctx.segments[s];
-    snaps[s] = LayerSnapshotsFor(seg, layout, ctx.ws);
+    snaps[s] = LayerSnapshotsFor(seg, layout, ctx.host);
     kernels::CausalConvArgs conv;
     conv.tokens = seg.tokens;
     conv.channels = static_cast<int32_t>(din);

@@ -46,7 +46,7 @@ void Mamba2Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   float* y = ctx.ws.Floats(rows * din);
   const SsmLayerState& layout = ctx.layout.ssm_layer(ssm_index_);
   for (const Segment& seg : ctx.segments) {
-    const LayerSnapshots snaps = LayerSnapshotsFor(seg, layout, ctx.ws);
+    const LayerSnapshots snaps = LayerSnapshotsFor(seg, layout, ctx.host);
     const bool step = seg.tokens == 1 && seg.snapshots.empty();
 
     kernels::CausalConvArgs conv;

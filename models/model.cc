@@ -238,9 +238,11 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
                             const ForwardOptions& options) const {
   TANDEM_RETURN_IF_ERROR(Validate(batch));
   ws.Reset();
+  kernels::Workspace& host = options.host_scratch != nullptr ? *options.host_scratch : ws;
+  if (&host != &ws) host.Reset();
   const int64_t h = config_.hidden_size, v = config_.vocab_size;
 
-  Segment* segments = ws.Array<Segment>(batch.size());
+  Segment* segments = host.Array<Segment>(batch.size());
   int64_t rows = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const int64_t tokens = static_cast<int64_t>(batch[s].tokens.size());
@@ -249,7 +251,7 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
     rows += tokens;
   }
   const ForwardContext ctx{
-      ops, ws, layout_, {segments, batch.size()}, rows, options.hydragen, options.stats};
+      ops, ws, host, layout_, {segments, batch.size()}, rows, options.hydragen, options.stats};
 
   float* hidden = ws.Floats(rows * h);
   for (const Segment& seg : ctx.segments) {
@@ -263,9 +265,10 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   }
 
   for (const DecoderLayer& layer : layers_) {
-    const kernels::Workspace::Mark mark = ws.GetMark();
+    const kernels::Workspace::Mark mark = ws.GetMark(), host_mark = host.GetMark();
     RunLayer(layer, ctx, hidden, embedding);
     ws.Rewind(mark);
+    host.Rewind(host_mark);
   }
 
   // Final norm and LM head, only for the rows whose logits are wanted.

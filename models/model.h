@@ -57,6 +57,9 @@ struct SequenceInput {
 struct ForwardOptions {
   HydragenConfig hydragen;
   ForwardStats* stats = nullptr;  // when set, the pass adds its counts to it
+  // Host scratch for the layer graph's own tables (ForwardContext::host), when `ws` is a
+  // device's memory; null = `ws` serves both, as on the CPU.
+  kernels::Workspace* host_scratch = nullptr;
 };
 
 class Model {

@@ -214,15 +214,17 @@ class SharedPrefixModelTest : public ::testing::TestWithParam<ModelCase> {
     options_.stats = &stats_;
   }
 
-  // Runs one batch; returns its logits (last row per sequence).
-  std::vector<float> Run(std::vector<Seq*> seqs, const std::vector<std::vector<int32_t>>& tokens) {
+  // Runs one batch; returns its logits (last row per sequence). `ws` replaces ws_ when given.
+  std::vector<float> Run(std::vector<Seq*> seqs, const std::vector<std::vector<int32_t>>& tokens,
+                         kernels::Workspace* ws = nullptr) {
     std::vector<models::SequenceInput> batch;
     for (size_t i = 0; i < seqs.size(); ++i) {
       seqs[i]->Reserve(seqs[i]->state().tokens + static_cast<int64_t>(tokens[i].size()));
       batch.push_back({&seqs[i]->state(), tokens[i], {}, false});
     }
     std::vector<float> logits(models::Model::LogitRows(batch) * model_->config().vocab_size);
-    const absl::Status status = model_->Forward(*ops_, ws_, batch, logits.data(), options_);
+    const absl::Status status =
+        model_->Forward(*ops_, ws != nullptr ? *ws : ws_, batch, logits.data(), options_);
     EXPECT_TRUE(status.ok()) << status;
     return logits;
   }
@@ -299,6 +301,53 @@ TEST_P(SharedPrefixModelTest, SharedPagesGiveTheLogitsOfPrivateCopies) {
   // so 2e-5 leaves margin for other shapes while a wrong merge weight shows up at ~1e-2.
   const float rel = GetParam().backend == "reference" ? 1e-5f : 2e-5f;
   EXPECT_LE(MaxAbsDiff(shared, priv), rel * scale) << "logit scale " << scale;
+}
+
+// Activations in a workspace of their own memory and the layer graph's tables in a separate
+// host scratch, as a device backend runs: the same logits bit for bit, Hydragen's plans and
+// pointer tables included, and both workspaces used.
+TEST_P(SharedPrefixModelTest, SeparateHostScratchGivesTheSameLogits) {
+  class CountingMemory final : public kernels::MemorySource {
+   public:
+    void* Allocate(size_t bytes) override {
+      ++live;
+      return kernels::HostMemory().Allocate(bytes);
+    }
+    void Release(void* p) override {
+      --live;
+      kernels::HostMemory().Release(p);
+    }
+    int live = 0;
+  };
+  const int32_t pt = model_->layout().page_tokens();
+  Seq root(*model_);
+  Run({&root}, {Tokens(3 * pt, 1)});
+  const std::vector<float> root_ssm = root.SsmCopy();
+  auto run = [&](kernels::Workspace* ws) {
+    Seq a(*model_), b(*model_);
+    a.StartFrom(root, root_ssm, 3, true);
+    b.StartFrom(root, root_ssm, 3, true);
+    std::vector<float> logits = Run({&a, &b}, {Tokens(5, 2), Tokens(7, 3)}, ws);
+    for (int step = 0; step < 2; ++step) {
+      const std::vector<float> more = Run({&a, &b}, {{9 + step}, {12 + step}}, ws);
+      logits.insert(logits.end(), more.begin(), more.end());
+    }
+    return logits;
+  };
+  const std::vector<float> together = run(nullptr);
+  CountingMemory memory;
+  {
+    kernels::Workspace activations(1 << 16, &memory), host(1 << 12);
+    options_.host_scratch = &host;
+    const int64_t nodes_before = stats_.hydragen_nodes;
+    EXPECT_EQ(run(&activations), together);
+    EXPECT_GT(stats_.hydragen_nodes, nodes_before) << "the decode steps must use Hydragen";
+    options_.host_scratch = nullptr;
+    EXPECT_GT(memory.live, 0);
+    EXPECT_GT(host.high_water_bytes(), 0u);
+    EXPECT_GT(activations.high_water_bytes(), host.high_water_bytes());
+  }
+  EXPECT_EQ(memory.live, 0) << "every block goes back to its source";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SharedPrefixModelTest,
