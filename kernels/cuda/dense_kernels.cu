@@ -140,6 +140,14 @@ __global__ void RowsKernel(bool add, const float* src, int64_t ld_src, int64_t r
   }
 }
 
+__global__ void ScatterAddKernel(const float* src, int64_t ld_src, const int32_t* rows,
+                                 const float* scales, int64_t cols, float* dst, int64_t ld_dst) {
+  const float* s = src + blockIdx.x * ld_src;
+  float* d = dst + int64_t{rows[blockIdx.x]} * ld_dst;
+  const float scale = scales[blockIdx.x];
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) d[c] += scale * s[c];
+}
+
 cudaError_t LaunchRows(cudaStream_t stream, bool add, const float* src, int64_t ld_src,
                        int64_t rows, int64_t cols, float* dst, int64_t ld_dst) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
@@ -244,6 +252,16 @@ cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int6
 cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
                     int64_t cols, float* dst, int64_t ld_dst) {
   return LaunchRows(stream, true, src, ld_src, rows, cols, dst, ld_dst);
+}
+
+cudaError_t ScatterAddRows(cudaStream_t stream, const float* src, int64_t ld_src,
+                           const int32_t* rows, const float* scales, int64_t count, int64_t cols,
+                           float* dst, int64_t ld_dst) {
+  if (count <= 0 || cols <= 0) return cudaSuccess;
+  if (count > INT32_MAX) return cudaErrorInvalidValue;
+  ScatterAddKernel<<<static_cast<unsigned>(count), 256, 0, stream>>>(src, ld_src, rows, scales,
+                                                                     cols, dst, ld_dst);
+  return cudaGetLastError();
 }
 
 cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows, int64_t dim,

@@ -172,7 +172,8 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
     const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
     std::vector<float> want(ids.size() * ld_dst, 0.0f);
     ReferenceOps().GatherRows(table.host, ids, want.data(), ld_dst);
-    auto dids = ToDevice(ids), dout = ToDevice(std::vector<float>(want.size(), 0.0f));
+    auto dids = ToDevice(ids);
+    auto dout = ToDevice(std::vector<float>(want.size(), 0.0f));
     ASSERT_CUDA_OK(GatherRows(nullptr, table.device, dids.get(), static_cast<int64_t>(ids.size()),
                               dout.get(), ld_dst));
     ASSERT_TRUE(AllClose(ToHost(dout), want, 0.0f, 0.0f)) << WeightFormatName(format);

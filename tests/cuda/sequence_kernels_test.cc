@@ -38,7 +38,7 @@ struct SnapshotSet {
   std::vector<StateSnapshot> host_list, device_list;
 
   SnapshotSet(const std::vector<int64_t>& at, int64_t floats) {
-    for (int64_t pos : at) {
+    for (size_t i = 0; i < at.size(); ++i) {
       host.emplace_back(floats, -7.0f);
       device.push_back(ToDevice(std::vector<float>(floats, -7.0f)));
     }

@@ -1,0 +1,279 @@
+#include "kernels/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/sequence_kernels.h"
+#include "kernels/reference/reference_ops.h"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+class DeviceMemorySource final : public MemorySource {
+ public:
+  void* Allocate(size_t bytes) override {
+    void* p = nullptr;
+    return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;  // 256-byte aligned
+  }
+  void Release(void* p) override { cudaFree(p); }
+};
+
+}  // namespace
+
+std::unique_ptr<CudaOps> CudaOps::Create(int device, std::string* error) {
+  cudaStream_t stream = nullptr;
+  cudaError_t status = cudaSetDevice(device);
+  if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (status != cudaSuccess) {
+    *error = "CUDA device " + std::to_string(device) + ": " + cudaGetErrorString(status);
+    return nullptr;
+  }
+  return std::unique_ptr<CudaOps>(new CudaOps(stream));
+}
+
+CudaOps::~CudaOps() {
+  cudaStreamSynchronize(stream_);
+  cudaStreamDestroy(stream_);
+}
+
+MemorySource& CudaOps::device_memory() {
+  static DeviceMemorySource device;
+  return device;
+}
+
+void CudaOps::Record(cudaError_t status, const char* op) {
+  if (status != cudaSuccess && error_.empty()) {
+    error_ = std::string(op) + ": " + cudaGetErrorString(status);
+  }
+}
+
+std::string CudaOps::Synchronize() {
+  Record(cudaStreamSynchronize(stream_), "synchronize");
+  return std::exchange(error_, std::string());
+}
+
+template <typename T>
+T* CudaOps::Upload(const T* host, size_t count, Workspace& ws) {
+  T* device = ws.Array<T>(std::max<size_t>(count, 1));
+  if (count > 0) {
+    Record(cudaMemcpyAsync(device, host, count * sizeof(T), cudaMemcpyHostToDevice, stream_),
+           "upload");
+  }
+  return device;
+}
+
+void CudaOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
+                     const float* bias, float* y, int64_t ld_y) {
+  if (Ok()) Record(cuda::Linear(stream_, x, ld_x, m, w, bias, y, ld_y), "Linear");
+}
+
+void CudaOps::GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                         int64_t ld_out) {
+  if (!Ok() || ids.empty()) return;
+  if (ids_.size() < ids.size()) Record(ids_.Allocate(ids.size()), "GatherRows ids");
+  if (!Ok()) return;
+  // From pageable memory this copy returns once `ids` has been read, so the span may go.
+  Record(cudaMemcpyAsync(ids_.get(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice,
+                         stream_),
+         "GatherRows ids");
+  if (Ok()) {
+    Record(cuda::GatherRows(stream_, table, ids_.get(), static_cast<int64_t>(ids.size()), out,
+                            ld_out),
+           "GatherRows");
+  }
+}
+
+void CudaOps::CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                       int64_t ld_dst) {
+  if (Ok()) Record(cuda::CopyRows(stream_, src, ld_src, rows, cols, dst, ld_dst), "CopyRows");
+}
+
+void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                      int64_t ld_dst) {
+  if (Ok()) Record(cuda::AddRows(stream_, src, ld_src, rows, cols, dst, ld_dst), "AddRows");
+}
+
+void CudaOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
+                      float eps, float* out, int64_t ld_out) {
+  if (Ok()) Record(cuda::RmsNorm(stream_, x, ld_x, rows, dim, weight, eps, out, ld_out), "RmsNorm");
+}
+
+void CudaOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z,
+                           int64_t rows, int64_t dim, int32_t groups, const float* weight,
+                           float eps, float* out, int64_t ld_out) {
+  if (Ok()) {
+    Record(cuda::GatedRmsNorm(stream_, y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out,
+                              ld_out),
+           "GatedRmsNorm");
+  }
+}
+
+void CudaOps::Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
+                   int64_t start_pos, float theta) {
+  if (Ok()) {
+    Record(cuda::Rope(stream_, x, ld_x, tokens, heads, head_dim, start_pos, theta), "Rope");
+  }
+}
+
+void CudaOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
+                              int64_t ld_up, int64_t rows, int64_t cols, float* out,
+                              int64_t ld_out) {
+  if (Ok()) {
+    Record(cuda::GatedActivation(stream_, act, gate, ld_gate, up, ld_up, rows, cols, out, ld_out),
+           "GatedActivation");
+  }
+}
+
+void CudaOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
+                       const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
+                       int64_t ld_out, Workspace& ws) {
+  const int64_t I = down.cols;
+  float* gu = ws.Floats(rows * 2 * I);
+  Linear(x, ld_x, rows, gate_up, nullptr, gu, 2 * I);
+  GatedActivation(act, gu, 2 * I, gu + I, 2 * I, rows, I, gu, 2 * I);
+  Linear(gu, 2 * I, rows, down, nullptr, out, ld_out);
+}
+
+// Routing on the host: the router's logits come back (one synchronisation per MoE layer),
+// tokens are bucketed by expert, and each expert runs on its rows as a dense MLP whose output is
+// added into its tokens' rows with their routing weights.
+void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
+  const int64_t T = a.tokens, H = a.hidden, I = a.intermediate;
+  const int32_t E = a.num_experts, K = a.top_k;
+  if (!Ok() || T <= 0) return;
+  float* logits = ws.Floats(T * E);
+  Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
+  router_logits_.resize(T * E);
+  if (Ok()) {
+    Record(cudaMemcpyAsync(router_logits_.data(), logits, T * E * sizeof(float),
+                           cudaMemcpyDeviceToHost, stream_),
+           "Moe router logits");
+  }
+  Record(cudaStreamSynchronize(stream_), "Moe router logits");
+  if (!Ok()) return;
+  experts_.resize(T * K);
+  weights_.resize(T * K);
+  for (int64_t t = 0; t < T; ++t) {
+    RouteTopK(router_logits_.data() + t * E, E, K, a.renormalize, experts_.data() + t * K,
+              weights_.data() + t * K);
+  }
+  std::vector<int64_t> offset(E + 1, 0);
+  for (int64_t i = 0; i < T * K; ++i) ++offset[experts_[i] + 1];
+  for (int32_t e = 0; e < E; ++e) offset[e + 1] += offset[e];
+  std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
+  rows_by_expert_.resize(T * K);
+  weights_by_expert_.resize(T * K);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int32_t j = 0; j < K; ++j) {
+      const int64_t pos = fill[experts_[t * K + j]]++;
+      rows_by_expert_[pos] = static_cast<int32_t>(t);
+      weights_by_expert_[pos] = weights_[t * K + j];
+    }
+  }
+  const int32_t* rows = Upload(rows_by_expert_.data(), rows_by_expert_.size(), ws);
+  const float* row_weights = Upload(weights_by_expert_.data(), weights_by_expert_.size(), ws);
+  int64_t max_rows = 0;
+  for (int32_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offset[e + 1] - offset[e]);
+  float* xin = ws.Floats(max_rows * a.ld_x);
+  float* gu = ws.Floats(max_rows * 2 * I);
+  float* yout = ws.Floats(max_rows * H);
+  if (Ok()) {
+    Record(cudaMemset2DAsync(a.out, a.ld_out * sizeof(float), 0, H * sizeof(float), T, stream_),
+           "Moe zero");
+  }
+  // The tokens' rows as a table to gather from (ld_x-wide rows).
+  const WeightMatrix tokens = WeightMatrix::F32(a.x, T, a.ld_x);
+  for (int32_t e = 0; e < E && Ok(); ++e) {
+    const int64_t r0 = offset[e], count = offset[e + 1] - r0;
+    if (count == 0) continue;
+    Record(cuda::GatherRows(stream_, tokens, rows + r0, count, xin, a.ld_x), "Moe gather");
+    Linear(xin, a.ld_x, count, a.gate_up[e], nullptr, gu, 2 * I);
+    GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, count, I, gu, 2 * I);
+    Linear(gu, 2 * I, count, a.down[e], nullptr, yout, H);
+    if (Ok()) {
+      Record(cuda::ScatterAddRows(stream_, yout, H, rows + r0, row_weights + r0, count, H, a.out,
+                                  a.ld_out),
+             "Moe combine");
+    }
+  }
+}
+
+void CudaOps::CausalConv1d(const CausalConvArgs& args) {
+  if (Ok()) Record(cuda::CausalConv1d(stream_, args), "CausalConv1d");
+}
+
+void CudaOps::CausalConv1dStep(const CausalConvArgs& args) { CausalConv1d(args); }
+
+void CudaOps::SelectiveScan(const SelectiveScanArgs& args) {
+  if (Ok()) Record(cuda::SelectiveScan(stream_, args), "SelectiveScan");
+}
+
+void CudaOps::SelectiveStateUpdate(const SelectiveScanArgs& args) { SelectiveScan(args); }
+
+void CudaOps::SsdScan(const SsdScanArgs& args, Workspace&) {
+  if (Ok()) Record(cuda::SsdScan(stream_, args), "SsdScan");
+}
+
+void CudaOps::SsdStateUpdate(const SsdScanArgs& args) {
+  if (Ok()) Record(cuda::SsdScan(stream_, args), "SsdStateUpdate");
+}
+
+void CudaOps::WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
+                      int64_t start_pos, const PagedKv& kv) {
+  if (Ok()) Record(cuda::WriteKv(stream_, k, ld_k, v, ld_v, tokens, start_pos, kv), "WriteKv");
+}
+
+void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
+  PartialAttentionArgs p;
+  p.rows = a.tokens;
+  p.start_pos = a.start_pos;
+  p.causal = true;
+  p.heads = a.heads;
+  p.q = a.q;
+  p.ld_q = a.ld_q;
+  p.kv = a.kv;
+  p.key_begin = 0;
+  p.key_end = a.start_pos + a.tokens;
+  p.scale = a.scale;
+  p.out = a.out;
+  p.ld_out = a.ld_out;
+  PartialAttention(p, ws);
+}
+
+void CudaOps::PartialAttention(const PartialAttentionArgs& args, Workspace&) {
+  if (Ok()) Record(cuda::PartialAttention(stream_, args), "PartialAttention");
+}
+
+// The contract is PartialAttention's without a mask; every row reads the same pages. (Batching
+// the rows into one matrix-matrix product per KV head, as on the CPU, is still to come.)
+void CudaOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspace& ws) {
+  PartialAttentionArgs p;
+  p.rows = a.rows;
+  p.start_pos = a.key_end;
+  p.causal = false;
+  p.heads = a.heads;
+  p.q = a.q;
+  p.ld_q = a.ld_q;
+  p.kv = a.kv;
+  p.key_begin = a.key_begin;
+  p.key_end = a.key_end;
+  p.scale = a.scale;
+  p.out = a.out;
+  p.ld_out = a.ld_out;
+  p.lse = a.lse;
+  p.ld_lse = a.ld_lse;
+  PartialAttention(p, ws);
+}
+
+void CudaOps::MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
+                             int32_t head_dim, float* out, int64_t ld_out, float* lse,
+                             int64_t ld_lse) {
+  if (Ok()) {
+    Record(cuda::MergeAttention(stream_, parts, rows, heads, head_dim, out, ld_out, lse, ld_lse),
+           "MergeAttention");
+  }
+}
+
+}  // namespace tandem::kernels::cuda

@@ -1,0 +1,98 @@
+// kernels::Ops on a CUDA device, built from the kernels of dense_kernels.h and
+// sequence_kernels.h. Every pointer an op receives is device memory (activations, weights,
+// states, page tables, snapshot destinations) except the lists the interface passes as host
+// spans: GatherRows' ids, MergeAttention's parts, snapshot lists, MoeArgs' expert arrays.
+// Workspaces handed to the ops must hold device memory (device_memory() is a source for them).
+//
+// Work is enqueued on the object's stream. Ops return nothing, so the first failure (a refused
+// argument or a failed launch) is kept, later ops are skipped, and Synchronize() reports it:
+// one bad call cannot be followed by work on garbage unnoticed. One caller thread at a time.
+#ifndef TANDEM_KERNELS_CUDA_CUDA_OPS_H_
+#define TANDEM_KERNELS_CUDA_CUDA_OPS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/ops.h"
+#include "kernels/workspace.h"
+
+namespace tandem::kernels::cuda {
+
+class CudaOps final : public Ops {
+ public:
+  // Uses `device` with a stream of its own; null with `error` set if the device is unusable.
+  static std::unique_ptr<CudaOps> Create(int device, std::string* error);
+  ~CudaOps() override;
+
+  std::string_view name() const override { return "cuda"; }
+  cudaStream_t stream() const { return stream_; }
+  // Device memory (cudaMalloc) for Workspaces of activations.
+  MemorySource& device_memory();
+  // Waits for the stream; returns the first error since the last call ("" if none) and clears it.
+  std::string Synchronize();
+
+  void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
+              float* y, int64_t ld_y) override;
+  void GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                  int64_t ld_out) override;
+  void CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                int64_t ld_dst) override;
+  void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+               int64_t ld_dst) override;
+  void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
+               float eps, float* out, int64_t ld_out) override;
+  void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
+                    int64_t dim, int32_t groups, const float* weight, float eps, float* out,
+                    int64_t ld_out) override;
+  void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
+            int64_t start_pos, float theta) override;
+  void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
+                       int64_t ld_up, int64_t rows, int64_t cols, float* out,
+                       int64_t ld_out) override;
+  void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
+                const WeightMatrix& gate_up, const WeightMatrix& down, float* out, int64_t ld_out,
+                Workspace& ws) override;
+  void Moe(const MoeArgs& args, Workspace& ws) override;
+  void CausalConv1d(const CausalConvArgs& args) override;
+  void CausalConv1dStep(const CausalConvArgs& args) override;
+  void SelectiveScan(const SelectiveScanArgs& args) override;
+  void SelectiveStateUpdate(const SelectiveScanArgs& args) override;
+  void SsdScan(const SsdScanArgs& args, Workspace& ws) override;
+  void SsdStateUpdate(const SsdScanArgs& args) override;
+  void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
+               int64_t start_pos, const PagedKv& kv) override;
+  void Attention(const AttentionArgs& args, Workspace& ws) override;
+  void PartialAttention(const PartialAttentionArgs& args, Workspace& ws) override;
+  void SharedPrefixAttention(const SharedPrefixAttentionArgs& args, Workspace& ws) override;
+  void MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
+                      int32_t head_dim, float* out, int64_t ld_out, float* lse,
+                      int64_t ld_lse) override;
+
+ private:
+  explicit CudaOps(cudaStream_t stream) : stream_(stream) {}
+  // Keeps the first failure; true while none has happened (so the op may run).
+  bool Ok() const { return error_.empty(); }
+  void Record(cudaError_t status, const char* op);
+  // `count` values copied into device scratch from `ws` (enqueued on the stream).
+  template <typename T>
+  T* Upload(const T* host, size_t count, Workspace& ws);
+
+  cudaStream_t stream_;
+  std::string error_;
+  // The MoE routing runs on the host (the router's logits come back, top-k is picked, tokens are
+  // bucketed by expert): buffers reused across calls.
+  std::vector<float> router_logits_;
+  std::vector<int32_t> experts_;
+  std::vector<float> weights_;
+  std::vector<int32_t> rows_by_expert_;
+  std::vector<float> weights_by_expert_;
+  DeviceBuffer<int32_t> ids_;  // GatherRows' ids, uploaded (grown during warm-up only)
+};
+
+}  // namespace tandem::kernels::cuda
+
+#endif  // TANDEM_KERNELS_CUDA_CUDA_OPS_H_
