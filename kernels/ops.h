@@ -219,6 +219,13 @@ class Ops {
   virtual void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                        int64_t ld_dst) = 0;
 
+  // The page table the attention kernels read (PagedKv::pages) for a sequence's pages: on the
+  // host the array itself; a device backend copies it into device memory from `ws` (a device
+  // block table), valid until ws is reset or rewound past it.
+  virtual float* const* PageTable(std::span<float* const> pages, Workspace& ws) {
+    return pages.data();
+  }
+
   // out = weight ⊙ x / sqrt(mean(x²) + eps), per row of `dim` values.
   virtual void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                        const float* weight, float eps, float* out, int64_t ld_out) = 0;

@@ -56,7 +56,7 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
       ops.Rope(k, width, seg.tokens, dims_.kv_heads, dims_.head_dim, seg.start_pos,
                dims_.rope_theta);
     }
-    const kernels::PagedKv kv = ctx.layout.KvView(attention_index, seg.state->kv_pages.data());
+    const kernels::PagedKv kv = ctx.layout.KvView(attention_index, seg.page_table);
     ops.WriteKv(k, width, v, width, seg.tokens, seg.start_pos, kv);
   }
 
@@ -84,7 +84,7 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     args.heads = dims_.heads;
     args.q = qkv + seg.row * width;
     args.ld_q = width;
-    args.kv = ctx.layout.KvView(attention_index, seg.state->kv_pages.data());
+    args.kv = ctx.layout.KvView(attention_index, seg.page_table);
     args.scale = dims_.scale;
     args.out = attn + seg.row * q_width;
     args.ld_out = q_width;
@@ -103,7 +103,7 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   const int64_t members = static_cast<int64_t>(plan.order.size());
   auto segment = [&](int64_t i) -> const Segment& { return ctx.segments[plan.order[i]]; };
   auto kv_of = [&](int64_t i) {
-    return ctx.layout.KvView(attention_index, segment(i).state->kv_pages.data());
+    return ctx.layout.KvView(attention_index, segment(i).page_table);
   };
 
   // The decode rows of the members, consecutive in plan order, so a node's rows are one block.

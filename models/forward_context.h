@@ -27,6 +27,8 @@ struct Segment {
   int64_t tokens = 0;     // rows it owns
   int64_t start_pos = 0;  // absolute position of its first row
   std::span<const SsmSnapshot> snapshots;
+  // Its KV pages as the backend's kernels read them (Ops::PageTable); null without attention.
+  float* const* page_table = nullptr;
 };
 
 // What a forward pass counts, for whoever asked (ForwardOptions::stats); layers add to it.

@@ -248,6 +248,10 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
     const int64_t tokens = static_cast<int64_t>(batch[s].tokens.size());
     new (&segments[s])
         Segment{batch[s].state, rows, tokens, batch[s].state->tokens, batch[s].snapshots};
+    if (layout_.num_attention_layers() > 0) {
+      // Before any layer's mark: the tables outlive every layer's scratch.
+      segments[s].page_table = ops.PageTable(batch[s].state->kv_pages, ws);
+    }
     rows += tokens;
   }
   const ForwardContext ctx{

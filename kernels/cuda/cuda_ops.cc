@@ -95,6 +95,11 @@ void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t co
   if (Ok()) Record(cuda::AddRows(stream_, src, ld_src, rows, cols, dst, ld_dst), "AddRows");
 }
 
+float* const* CudaOps::PageTable(std::span<float* const> pages, Workspace& ws) {
+  // From pageable memory the copy returns once the pointers have been read.
+  return Upload<float*>(pages.data(), pages.size(), ws);
+}
+
 void CudaOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                       float eps, float* out, int64_t ld_out) {
   if (Ok()) Record(cuda::RmsNorm(stream_, x, ld_x, rows, dim, weight, eps, out, ld_out), "RmsNorm");
