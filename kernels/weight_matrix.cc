@@ -47,6 +47,7 @@ WeightMatrix WeightMatrix::Rows(int64_t r0, int64_t r1) const {
 
 void DequantizeRows(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
   const int64_t k = w.cols;
+  if (k <= 0 || r1 <= r0) return;  // nothing to read (and memcpy must not see null pointers)
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* src = w.bytes_at(r);
     float* dst = out + (r - r0) * k;
@@ -81,6 +82,7 @@ void DequantizeRows(const WeightMatrix& w, int64_t r0, int64_t r1, float* out) {
 void ConvertWeights(const float* w, int64_t rows, int64_t cols, WeightFormat format, void* out,
                     float* row_scales) {
   const size_t n = static_cast<size_t>(rows * cols);
+  if (n == 0) return;
   switch (format) {
     case WeightFormat::kF32:
       std::memcpy(out, w, n * sizeof(float));

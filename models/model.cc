@@ -46,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   model->dir_ = dir;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   model->source_ = std::make_unique<CheckpointTensorSource>(std::move(checkpoint));
-  model->weights_ = std::make_unique<WeightStore>(*model->source_, options.weight_storage);
+  model->weights_ =
+      std::make_unique<WeightStore>(*model->source_, options.weight_storage, options.placer);
   TANDEM_RETURN_IF_ERROR(model->LoadWeights(options));
   return model;
 }
@@ -60,7 +61,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::CreateRandom(const ModelConfig& co
   std::unique_ptr<Model> model(new Model(config, options.page_tokens));
   model->dir_ = "(random weights)";
   model->source_ = std::make_unique<RandomTensorSource>(seed);
-  model->weights_ = std::make_unique<WeightStore>(*model->source_, options.weight_storage);
+  model->weights_ =
+      std::make_unique<WeightStore>(*model->source_, options.weight_storage, options.placer);
   TANDEM_RETURN_IF_ERROR(model->LoadWeights(options));
   return model;
 }
@@ -85,7 +87,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
     lm_head_ = embed_;
   } else if (c.tie_word_embeddings) {
     // The embedding rows are gathered in their float format; the head multiplies in int8.
-    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Converted(embed_, embed_name + " (as the tied LM head)"));
+    TANDEM_ASSIGN_OR_RETURN(lm_head_, w.SecondCopy(embed_name, v, h));
   } else {
     TANDEM_ASSIGN_OR_RETURN(lm_head_, w.Matrix("lm_head.weight", v, h));
   }

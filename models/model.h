@@ -39,6 +39,9 @@ struct LoadOptions {
   ConfigOptions config;
   // The format the matrices are kept in (`--weight-dtype`).
   WeightStorage weight_storage = WeightStorage::kAuto;
+  // Where the weights go once loaded (null: host memory); must outlive the model. With a device
+  // placer the model runs only on a backend that reads device memory (kernels/cuda/cuda_ops.h).
+  TensorPlacer* placer = nullptr;
   // Called with a short description of each loading step ("layer 3/32", ...), for progress.
   std::function<void(const std::string&)> progress;
 };

@@ -51,7 +51,30 @@ absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
   bytes_ += t->num_elements() * sizeof(float);
   parameters_ += t->num_elements();
   tensors_.push_back(*std::move(t));
-  return tensors_.back().data().data();
+  return Placed(tensors_.back().data().data(), tensors_.back().data().size());
+}
+
+absl::StatusOr<const float*> WeightStore::Placed(const float* host, size_t floats) {
+  if (placer_ == nullptr) return host;
+  absl::StatusOr<const void*> placed = placer_->Place(host, floats * sizeof(float));
+  if (!placed.ok()) return placed.status();
+  return static_cast<const float*>(*placed);
+}
+
+absl::StatusOr<WeightMatrix> WeightStore::Placed(const WeightMatrix& host) {
+  if (placer_ == nullptr) return host;
+  WeightMatrix placed = host;
+  const size_t data_bytes =
+      static_cast<size_t>(host.rows * host.cols) * kernels::WeightElementBytes(host.format);
+  absl::StatusOr<const void*> data = placer_->Place(host.data, data_bytes);
+  if (!data.ok()) return data.status();
+  placed.data = *data;
+  if (host.row_scales != nullptr) {
+    absl::StatusOr<const float*> scales = Placed(host.row_scales, host.rows);
+    if (!scales.ok()) return scales.status();
+    placed.row_scales = *scales;
+  }
+  return placed;
 }
 
 WeightFormat WeightStore::FormatFor(WeightStorage storage, DType stored) {
@@ -74,13 +97,17 @@ WeightFormat WeightStore::FormatFor(WeightStorage storage, DType stored) {
 
 absl::StatusOr<WeightMatrix> WeightStore::Matrix(const std::string& name, int64_t rows,
                                                  int64_t cols) {
-  return MatrixIn(storage_, name, rows, cols);
+  absl::StatusOr<WeightMatrix> m = MatrixIn(storage_, name, rows, cols);
+  if (!m.ok()) return m.status();
+  return Placed(*m);
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::Embedding(const std::string& name, int64_t rows,
                                                     int64_t cols) {
-  return MatrixIn(storage_ == WeightStorage::kInt8 ? WeightStorage::kAuto : storage_, name, rows,
-                  cols);
+  absl::StatusOr<WeightMatrix> m = MatrixIn(
+      storage_ == WeightStorage::kInt8 ? WeightStorage::kAuto : storage_, name, rows, cols);
+  if (!m.ok()) return m.status();
+  return Placed(*m);
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const std::string& name,
@@ -147,13 +174,10 @@ absl::StatusOr<WeightMatrix> WeightStore::Own(const std::string& what, std::vect
   return m;
 }
 
-absl::StatusOr<WeightMatrix> WeightStore::Converted(const WeightMatrix& m,
-                                                    const std::string& what) {
-  std::vector<float> values(static_cast<size_t>(m.rows * m.cols));
-  kernels::DequantizeRows(m, 0, m.rows, values.data());
+absl::StatusOr<WeightMatrix> WeightStore::SecondCopy(const std::string& name, int64_t rows,
+                                                     int64_t cols) {
   const size_t parameters = parameters_;
-  absl::StatusOr<WeightMatrix> copy =
-      Own(what, std::move(values), m.rows, m.cols, FormatFor(storage_, DType::kF32));
+  absl::StatusOr<WeightMatrix> copy = Matrix(name, rows, cols);
   parameters_ = parameters;
   return copy;
 }
@@ -179,9 +203,12 @@ absl::StatusOr<WeightMatrix> WeightStore::Stack(const std::vector<Part>& parts, 
   const WeightFormat format =
       FormatFor(storage_, uniform && !stored.empty() ? stored.front() : DType::kF32);
   // Widened 16-bit values convert back exactly, so a kAuto stack of bf16 parts is their bytes.
-  return Own(absl::StrCat("stack of \"", parts.empty() ? std::string() : parts.front().name,
-                          "\" and ", parts.size() - 1, " more"),
-             std::move(out), rows, cols, format);
+  absl::StatusOr<WeightMatrix> stack =
+      Own(absl::StrCat("stack of \"", parts.empty() ? std::string() : parts.front().name,
+                       "\" and ", parts.size() - 1, " more"),
+          std::move(out), rows, cols, format);
+  if (!stack.ok()) return stack.status();
+  return Placed(*stack);
 }
 
 absl::StatusOr<const float*> WeightStore::Map(const std::string& name,
@@ -194,7 +221,7 @@ absl::StatusOr<const float*> WeightStore::Map(const std::string& name,
   bytes_ += out.size() * sizeof(float);
   parameters_ += out.size();
   owned_.push_back(std::move(out));
-  return owned_.back().data();
+  return Placed(owned_.back().data(), owned_.back().size());
 }
 
 }  // namespace tandem::models

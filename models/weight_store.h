@@ -19,6 +19,16 @@
 
 namespace tandem::models {
 
+// Where a store's tensors go once loaded: by default they stay where they were loaded (host
+// memory, or the checkpoint's mapping); a device placer copies each into device memory, and the
+// layers then hold device pointers (for a backend such as CudaOps).
+class TensorPlacer {
+ public:
+  virtual ~TensorPlacer() = default;
+  // A copy of `bytes` bytes at `host` in the target memory, alive as long as the placer.
+  virtual absl::StatusOr<const void*> Place(const void* host, size_t bytes) = 0;
+};
+
 // The format Linear weights are kept in (`--weight-dtype`).
 enum class WeightStorage {
   kAuto,  // the checkpoint's: bf16 and f16 stay as stored, everything else becomes fp32
@@ -34,8 +44,10 @@ std::string_view WeightStorageName(WeightStorage storage);
 
 class WeightStore {
  public:
-  explicit WeightStore(const TensorSource& source, WeightStorage storage = WeightStorage::kAuto)
-      : source_(source), storage_(storage) {}
+  // `placer` (may be null: tensors stay on the host) must outlive the store.
+  explicit WeightStore(const TensorSource& source, WeightStorage storage = WeightStorage::kAuto,
+                       TensorPlacer* placer = nullptr)
+      : source_(source), storage_(storage), placer_(placer) {}
 
   bool Has(const std::string& name) const { return source_.Has(name); }
   WeightStorage storage() const { return storage_; }
@@ -51,11 +63,10 @@ class WeightStore {
   absl::StatusOr<kernels::WeightMatrix> Embedding(const std::string& name, int64_t rows,
                                                   int64_t cols);
 
-  // A copy of `m` (named `what` in errors) in the store's storage, e.g. the int8 LM head of a
-  // model whose head is tied to its float embedding. Its bytes count; its values are not new
-  // parameters.
-  absl::StatusOr<kernels::WeightMatrix> Converted(const kernels::WeightMatrix& m,
-                                                  const std::string& what);
+  // Matrix(name, ...) once more, e.g. the int8 LM head of a model whose head is tied to its
+  // float embedding. Its bytes count; its values are not new parameters.
+  absl::StatusOr<kernels::WeightMatrix> SecondCopy(const std::string& name, int64_t rows,
+                                                   int64_t cols);
 
   // Matrices stacked along their first dimension into one owned matrix, so that several linear
   // layers reading the same input run as one GEMM (e.g. q ‖ k ‖ v, gate ‖ up). Each part is
@@ -81,6 +92,9 @@ class WeightStore {
   static kernels::WeightFormat FormatFor(WeightStorage storage, DType stored);
   absl::StatusOr<kernels::WeightMatrix> MatrixIn(WeightStorage storage, const std::string& name,
                                                  int64_t rows, int64_t cols);
+  // Where the layers read `host` from: itself, or its placed copy.
+  absl::StatusOr<const float*> Placed(const float* host, size_t floats);
+  absl::StatusOr<kernels::WeightMatrix> Placed(const kernels::WeightMatrix& host);
   // fp32 values converted into owned memory in `format`.
   absl::StatusOr<kernels::WeightMatrix> Own(const std::string& what, std::vector<float> values,
                                             int64_t rows, int64_t cols,
@@ -88,6 +102,7 @@ class WeightStore {
 
   const TensorSource& source_;
   const WeightStorage storage_;
+  TensorPlacer* const placer_;
   std::deque<FloatTensor> tensors_;
   std::deque<RawTensor> raw_;
   std::deque<std::vector<float>> owned_;
