@@ -1,6 +1,9 @@
 #include "kernels/cpu/gemm.h"
 
 #include <cblas.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <vector>
@@ -31,6 +34,13 @@ void GemmNTScalar(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w
   }
 }
 
+#ifdef TANDEM_GEMM_X86
+bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool GemmIsaSupported(GemmIsa isa) {
 #ifdef TANDEM_GEMM_X86
   // libgcc's check also asks the OS (XCR0) whether it saves the wider registers.
@@ -41,9 +51,8 @@ bool GemmIsaSupported(GemmIsa isa) {
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("fma");
     case GemmIsa::kAvx2:
-      // F16C widens f16 weights.
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      // F16C widens f16 weights (asked of cpuid: clang's __builtin_cpu_supports has no "f16c").
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && CpuHasF16c();
     case GemmIsa::kScalar:
       return true;
   }

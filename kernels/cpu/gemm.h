@@ -22,6 +22,10 @@ void OwnGemmNT(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, c
 // fallbacks on a machine that has a better one.
 enum class GemmIsa { kScalar, kAvx2, kAvx512 };
 bool GemmIsaSupported(GemmIsa isa);
+#if defined(__x86_64__) || defined(__i386__)
+// The CPU converts between fp16 and fp32 in hardware (F16C; implied by kAvx2 support).
+bool CpuHasF16c();
+#endif
 GemmIsa BestGemmIsa();  // what OwnGemmNT uses
 // OwnGemmNT on the given instruction set, which must be supported.
 void OwnGemmNTWith(GemmIsa isa, const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,

@@ -18,7 +18,9 @@
 // reports at every shuffle (and -Wmaybe-uninitialized at the widening conversions); the value is
 // never read.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -67,7 +67,7 @@ __attribute__((target("f16c"))) uint16_t HardwareF16(float v) {
 }
 
 TEST(HalfFloatTest, F16MatchesTheCpuConverter) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "no F16C";
+  if (!CpuHasF16c()) GTEST_SKIP() << "no F16C";
   std::mt19937 gen(3);
   for (int i = 0; i < 2'000'000; ++i) {
     // Every exponent a float has, so subnormal, normal, overflow and NaN inputs all come up.
