@@ -247,10 +247,11 @@ class Ops {
                                float* out, int64_t ld_out) = 0;
 
   // Gated MLP: out = down(act(x·gateᵀ) ⊙ (x·upᵀ)) with gate_up [2I, H] (rows gate ‖ up),
-  // down [H, I]. Scratch from `ws`.
+  // down [H, I]. Scratch from `ws`. By default composed of Linear and GatedActivation (ops.cc),
+  // which is what the fast backends want; the reference spells it out on its own.
   virtual void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
                         const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
-                        int64_t ld_out, Workspace& ws) = 0;
+                        int64_t ld_out, Workspace& ws);
 
   virtual void Moe(const MoeArgs& args, Workspace& ws) = 0;
 

@@ -189,17 +189,6 @@ void CpuOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate,
   });
 }
 
-void CpuOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
-                      const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
-                      int64_t ld_out, Workspace& ws) {
-  const int64_t I = down.cols;
-  float* gu = ws.Floats(rows * 2 * I);
-  Linear(x, ld_x, rows, gate_up, nullptr, gu, 2 * I);
-  // The activated product overwrites the gate half in place (row stride 2I).
-  GatedActivation(act, gu, 2 * I, gu + I, 2 * I, rows, I, gu, 2 * I);
-  Linear(gu, 2 * I, rows, down, nullptr, out, ld_out);
-}
-
 void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int64_t T = a.tokens, H = a.hidden, I = a.intermediate;
   const int32_t E = a.num_experts, K = a.top_k;

@@ -58,9 +58,6 @@ class CpuOps : public Ops {
   void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                        int64_t ld_up, int64_t rows, int64_t cols, float* out,
                        int64_t ld_out) override;
-  void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
-                const WeightMatrix& gate_up, const WeightMatrix& down, float* out, int64_t ld_out,
-                Workspace& ws) override;
   void Moe(const MoeArgs& args, Workspace& ws) override;
   void CausalConv1d(const CausalConvArgs& args) override;
   void CausalConv1dStep(const CausalConvArgs& args) override;

@@ -131,16 +131,6 @@ void CudaOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate
   }
 }
 
-void CudaOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
-                       const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
-                       int64_t ld_out, Workspace& ws) {
-  const int64_t I = down.cols;
-  float* gu = ws.Floats(rows * 2 * I);
-  Linear(x, ld_x, rows, gate_up, nullptr, gu, 2 * I);
-  GatedActivation(act, gu, 2 * I, gu + I, 2 * I, rows, I, gu, 2 * I);
-  Linear(gu, 2 * I, rows, down, nullptr, out, ld_out);
-}
-
 // Routing on the host: the router's logits come back (one synchronisation per MoE layer),
 // tokens are bucketed by expert, and each expert runs on its rows as a dense MLP whose output is
 // added into its tokens' rows with their routing weights.
@@ -164,10 +154,12 @@ void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
     RouteTopK(router_logits_.data() + t * E, E, K, a.renormalize, experts_.data() + t * K,
               weights_.data() + t * K);
   }
-  std::vector<int64_t> offset(E + 1, 0);
+  std::vector<int64_t>& offset = expert_offsets_;
+  offset.assign(E + 1, 0);
   for (int64_t i = 0; i < T * K; ++i) ++offset[experts_[i] + 1];
   for (int32_t e = 0; e < E; ++e) offset[e + 1] += offset[e];
-  std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
+  std::vector<int64_t>& fill = expert_fill_;
+  fill.assign(offset.begin(), offset.end() - 1);
   rows_by_expert_.resize(T * K);
   weights_by_expert_.resize(T * K);
   for (int64_t t = 0; t < T; ++t) {

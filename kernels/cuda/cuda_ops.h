@@ -55,9 +55,6 @@ class CudaOps final : public Ops {
   void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                        int64_t ld_up, int64_t rows, int64_t cols, float* out,
                        int64_t ld_out) override;
-  void GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
-                const WeightMatrix& gate_up, const WeightMatrix& down, float* out, int64_t ld_out,
-                Workspace& ws) override;
   void Moe(const MoeArgs& args, Workspace& ws) override;
   void CausalConv1d(const CausalConvArgs& args) override;
   void CausalConv1dStep(const CausalConvArgs& args) override;
@@ -92,6 +89,8 @@ class CudaOps final : public Ops {
   std::vector<float> weights_;
   std::vector<int32_t> rows_by_expert_;
   std::vector<float> weights_by_expert_;
+  std::vector<int64_t> expert_offsets_;  // expert e's rows: [offsets[e], offsets[e + 1])
+  std::vector<int64_t> expert_fill_;
   DeviceBuffer<int32_t> ids_;  // GatherRows' ids, uploaded (grown during warm-up only)
 };
 

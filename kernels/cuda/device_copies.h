@@ -26,15 +26,12 @@ class DeviceCopies {
                cudaGetErrorString(status);
       return nullptr;
     }
-    bytes_ += bytes;
     buffers_.push_back(std::move(buffer));
     return buffers_.back().get();
   }
-  size_t bytes() const { return bytes_; }
 
  private:
   std::vector<DeviceBuffer<uint8_t>> buffers_;
-  size_t bytes_ = 0;
 };
 
 }  // namespace tandem::kernels::cuda
