@@ -1,5 +1,7 @@
 #include "cache/allocator_factory.h"
 
+#include <utility>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -30,6 +32,12 @@ absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const Mo
   out.name = name;
   out.kv_page_tokens = options.page_tokens;
   absl::string_view rest = name;
+  if (options.make_backing && (name == "padded-unified" || name.rfind("fixed-dual:", 0) == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "allocator '", name,
+        "' keeps its memory on the host; on a device use avmp-static:R (the same fixed split) or "
+        "avmp-dynamic[:R]"));
+  }
   if (name == "padded-unified") {
     auto a = PaddedUnifiedAllocator::Create({.kv_page_bytes = kv_page,
                                              .ssm_block_bytes = ssm_block,
@@ -79,6 +87,13 @@ absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const Mo
                      "' (expected padded-unified, fixed-dual:R, avmp-static:R, avmp-dynamic or "
                      "avmp-dynamic-paper)"));
   }
+  std::unique_ptr<MemoryBacking> backing;
+  if (options.make_backing) {
+    absl::StatusOr<std::unique_ptr<MemoryBacking>> made =
+        options.make_backing(options.budget_bytes);
+    if (!made.ok()) return made.status();
+    backing = *std::move(made);
+  }
   auto a = AvmpAllocator::Create({.kv_page_bytes = kv_page,
                                   .ssm_block_bytes = ssm_block,
                                   .budget_bytes = options.budget_bytes,
@@ -88,7 +103,8 @@ absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const Mo
                                   .migration_batch_size = options.migration_batch_size,
                                   .min_rebalance_interval_ops = options.min_rebalance_interval_ops,
                                   .backing = options.backing,
-                                  .demand_aware = demand_aware});
+                                  .demand_aware = demand_aware},
+                                 std::move(backing));
   if (!a.ok()) return a.status();
   out.allocator = *std::move(a);
   return out;

@@ -19,6 +19,10 @@ struct AllocatorOptions {
   size_t budget_bytes = 0;
   size_t page_tokens = 16;
   BackingKind backing = BackingKind::kAccounting;
+  // When set, replaces `backing`: reserves the memory (at least the bytes asked for) somewhere
+  // else, a GPU's for instance. Only the AVMP allocators take one (the baselines map their host
+  // range once and never commit), so the others refuse it.
+  BackingFactory make_backing;
   // AVMP knobs (ignored by the baselines).
   size_t migration_batch_size = 128;
   double threshold_high = 0.30;

@@ -1,6 +1,7 @@
 #include "cache/arena_allocator.h"
 
 #include <cstdlib>
+#include <utility>
 #include <limits>
 
 #include "absl/status/status.h"
@@ -12,10 +13,11 @@ namespace {
 constexpr size_t kAlign = 64;
 }
 
-std::string PoolName(Pool pool) { return pool == Pool::kKvPage ? "kv_page" : "ssm_block"; }
-
-absl::StatusOr<std::unique_ptr<ArenaAllocator>> ArenaAllocator::Create(const ArenaConfig& config) {
+absl::StatusOr<std::unique_ptr<ArenaAllocator>> ArenaAllocator::Create(
+    const ArenaConfig& config, const BackingFactory& make_backing) {
   std::unique_ptr<ArenaAllocator> alloc(new ArenaAllocator());
+  size_t backed_bytes = 0;  // with a backing: the pools one after the other
+  size_t offsets[kNumPools] = {};
   const std::pair<size_t, size_t> sizes[kNumPools] = {{config.kv_page_bytes, config.kv_pages},
                                                       {config.ssm_block_bytes, config.ssm_blocks}};
   for (int p = 0; p < kNumPools; ++p) {
@@ -35,7 +37,13 @@ absl::StatusOr<std::unique_ptr<ArenaAllocator>> ArenaAllocator::Create(const Are
     if (count > 0 && a.stride > std::numeric_limits<size_t>::max() / count) {
       return absl::InvalidArgumentError(absl::StrCat("pool ", name, ": size overflows"));
     }
-    if (count > 0) {
+    if (count > 0 && make_backing) {
+      if (backed_bytes > std::numeric_limits<size_t>::max() - a.stride * count) {
+        return absl::InvalidArgumentError(absl::StrCat("pool ", name, ": size overflows"));
+      }
+      offsets[p] = backed_bytes;
+      backed_bytes += a.stride * count;
+    } else if (count > 0) {
       void* mem = std::aligned_alloc(kAlign, a.stride * count);
       if (mem == nullptr) {
         return absl::ResourceExhaustedError(
@@ -49,7 +57,35 @@ absl::StatusOr<std::unique_ptr<ArenaAllocator>> ArenaAllocator::Create(const Are
     a.stats.unit_bytes = unit;
     a.stats.capacity_units = count;
   }
+  if (make_backing && backed_bytes > 0) {
+    absl::StatusOr<std::unique_ptr<MemoryBacking>> backing = make_backing(backed_bytes);
+    if (!backing.ok()) return backing.status();
+    alloc->backing_ = *std::move(backing);
+    if (alloc->backing_->reserved_bytes() < backed_bytes) {
+      return absl::InternalError(absl::StrCat("arena: the backing reserved ",
+                                              alloc->backing_->reserved_bytes(), " of ",
+                                              backed_bytes, " bytes"));
+    }
+    if (absl::Status s = alloc->backing_->Commit(0, alloc->backing_->reserved_bytes()); !s.ok()) {
+      return s;
+    }
+    for (int p = 0; p < kNumPools; ++p) {
+      if (alloc->arenas_[p].stats.capacity_units == 0) continue;
+      // The backing owns the memory.
+      alloc->arenas_[p].memory = {alloc->backing_->base() + offsets[p], [](void*) {}};
+    }
+  }
   return alloc;
+}
+
+absl::Status ArenaAllocator::CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (backing_ != nullptr) return backing_->CopyBytes(dst, src, bytes);
+  return BlockAllocator::CopyBytes(dst, src, bytes);
+}
+
+absl::Status ArenaAllocator::ZeroBytes(std::byte* dst, size_t bytes) {
+  if (backing_ != nullptr) return backing_->ZeroBytes(dst, bytes);
+  return BlockAllocator::ZeroBytes(dst, bytes);
 }
 
 absl::StatusOr<Handle> ArenaAllocator::Allocate(Pool pool) {

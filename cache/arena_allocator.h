@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cache/block_allocator.h"
+#include "cache/memory_backing.h"
 
 namespace tandem::cache {
 
@@ -21,13 +22,18 @@ struct ArenaConfig {
 class ArenaAllocator final : public BlockAllocator {
  public:
   // INVALID_ARGUMENT for a pool with units but a zero unit size, or sizes that overflow.
-  static absl::StatusOr<std::unique_ptr<ArenaAllocator>> Create(const ArenaConfig& config);
+  // `make_backing`, when given, provides the memory (both pools in one range, committed whole)
+  // instead of the host heap: a GPU's, for a single sequence on a device.
+  static absl::StatusOr<std::unique_ptr<ArenaAllocator>> Create(
+      const ArenaConfig& config, const BackingFactory& make_backing = {});
 
   absl::StatusOr<Handle> Allocate(Pool pool) override;
   void Free(Handle handle) override;
   std::byte* Resolve(Handle handle) const override;
   size_t unit_bytes(Pool pool) const override;
   PoolStats stats(Pool pool) const override;
+  absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override;
+  absl::Status ZeroBytes(std::byte* dst, size_t bytes) override;
 
  private:
   struct Arena {
@@ -43,6 +49,7 @@ class ArenaAllocator final : public BlockAllocator {
   const Arena& arena(Pool pool) const { return arenas_[static_cast<int>(pool)]; }
 
   std::array<Arena, kNumPools> arenas_;
+  std::unique_ptr<MemoryBacking> backing_;  // when the memory is not the host heap's
 };
 
 }  // namespace tandem::cache

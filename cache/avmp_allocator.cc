@@ -36,7 +36,13 @@ absl::StatusOr<std::unique_ptr<AvmpAllocator>> AvmpAllocator::Create(
     a->pools_[p].stride = RoundUp(units[p], kAlign);
     largest = std::max(largest, a->pools_[p].stride);
   }
-  size_t g = config.granule_bytes == 0 ? RoundUp(largest, kGranuleAlign) : config.granule_bytes;
+  // By default a granule is the larger unit rounded up to what the backing maps at once (host
+  // pages; 2 MiB on a GPU).
+  size_t default_align = kGranuleAlign;
+  if (given_backing != nullptr && given_backing->granularity() % kGranuleAlign == 0) {
+    default_align = std::max(default_align, given_backing->granularity());
+  }
+  size_t g = config.granule_bytes == 0 ? RoundUp(largest, default_align) : config.granule_bytes;
   if (g < largest || g % kGranuleAlign != 0) {
     return absl::InvalidArgumentError(absl::StrCat("avmp: granule_bytes ", g,
                                                    " must be a multiple of 4096 and hold one ",

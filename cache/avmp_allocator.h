@@ -63,7 +63,8 @@ struct AvmpConfig {
   // Allocate/Free calls that must pass between two migrations (the paper's
   // min_rebalance_interval_ops).
   uint64_t min_rebalance_interval_ops = 1000;
-  size_t granule_bytes = 0;  // 0 = the larger stride rounded up to 4 KiB
+  // 0 = the larger stride rounded up to 4 KiB and to the backing's granularity.
+  size_t granule_bytes = 0;
   BackingKind backing = BackingKind::kHost;
   // Beyond the paper: the demand-aware rules above. false = the paper's rules exactly (reserved
   // demand is then ignored).
@@ -81,6 +82,13 @@ class AvmpAllocator final : public BlockAllocator {
   absl::StatusOr<Handle> Allocate(Pool pool) override;
   void Free(Handle handle) override;
   std::byte* Resolve(Handle handle) const override;
+  // Through the backing, whose memory may be a GPU's.
+  absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override {
+    return backing_->CopyBytes(dst, src, bytes);
+  }
+  absl::Status ZeroBytes(std::byte* dst, size_t bytes) override {
+    return backing_->ZeroBytes(dst, bytes);
+  }
   size_t unit_bytes(Pool pool) const override;
   PoolStats stats(Pool pool) const override;
   AllocatorStats allocator_stats() const override;

@@ -83,6 +83,12 @@ class BlockAllocator {
   virtual size_t unit_bytes(Pool pool) const = 0;
   virtual PoolStats stats(Pool pool) const = 0;
 
+  // Copies or clears bytes of live units (pointers from Resolve), complete on return. Callers use
+  // these rather than touching unit memory, which may be a GPU's (MemoryBacking::CopyBytes). The
+  // defaults are for host memory.
+  [[nodiscard]] virtual absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes);
+  [[nodiscard]] virtual absl::Status ZeroBytes(std::byte* dst, size_t bytes);
+
   // Everything above and below in one snapshot. The default covers allocators that never move
   // capacity.
   virtual AllocatorStats allocator_stats() const {

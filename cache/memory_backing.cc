@@ -65,6 +65,16 @@ class AccountingBacking final : public MemoryBacking {
 
 }  // namespace
 
+absl::Status MemoryBacking::CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return absl::OkStatus();
+}
+
+absl::Status MemoryBacking::ZeroBytes(std::byte* dst, size_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+  return absl::OkStatus();
+}
+
 std::string BackingKindName(BackingKind kind) {
   return kind == BackingKind::kHost ? "host" : "accounting";
 }

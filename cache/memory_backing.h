@@ -1,13 +1,14 @@
 // Where the allocators' bytes live. A backing reserves one contiguous address range up front and
 // commits or decommits physical memory for granule-aligned pieces of it, so moving capacity
 // between pools never copies and never needs a second reservation. HostBacking does this with
-// mmap/madvise; a CUDA backing (cuMemAddressReserve / cuMemCreate / cuMemMap) can implement the
-// same three calls later. AccountingBacking holds no memory at all: simulations use it to
+// mmap/madvise; the CUDA backing (engine/cuda_memory_backing.h) with cuMemAddressReserve /
+// cuMemCreate / cuMemMap. AccountingBacking holds no memory at all: simulations use it to
 // replay millions of allocations of multi-megabyte units without touching RAM.
 #ifndef TANDEM_CACHE_MEMORY_BACKING_H_
 #define TANDEM_CACHE_MEMORY_BACKING_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -34,7 +35,17 @@ class MemoryBacking {
   [[nodiscard]] virtual absl::Status Decommit(size_t offset, size_t bytes) = 0;
   // The OS page size for host memory; 1 for accounting.
   virtual size_t granularity() const = 0;
+
+  // Writes inside the range, for the engine's few copies of state it does not compute (a
+  // restored checkpoint, a shared KV page's private copy, a fresh SSM block): host code may not
+  // touch device memory, so the owner of the memory performs them. They are complete when the
+  // call returns. The defaults are memcpy and memset, for host memory.
+  [[nodiscard]] virtual absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes);
+  [[nodiscard]] virtual absl::Status ZeroBytes(std::byte* dst, size_t bytes);
 };
+
+// Makes a backing that reserves at least `bytes` somewhere other than the host (a GPU's memory).
+using BackingFactory = std::function<absl::StatusOr<std::unique_ptr<MemoryBacking>>(size_t bytes)>;
 
 // Reserves `bytes` (rounded up to the granularity). RESOURCE_EXHAUSTED if the OS refuses.
 absl::StatusOr<std::unique_ptr<MemoryBacking>> CreateBacking(BackingKind kind, size_t bytes);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "absl/container/flat_hash_set.h"
@@ -224,12 +223,15 @@ PrefixCache::NodeId PrefixCache::Split(NodeId id, size_t pos) {
     Unpin(id, /*tidy=*/false);
     if (!h.ok()) return kNone;
     copy = *h;
-    ++stats_.kv_pages;
     const Node& x = nodes_[id];
     const Handle shared = x.pages[PageIndexBegin(pos) - PageIndexBegin(x.start)];
     std::byte* dst = allocator_->Resolve(copy);
     const std::byte* src = allocator_->Resolve(shared);
-    if (dst != nullptr && src != nullptr) std::memcpy(dst, src, kv_page_bytes_);
+    if (dst != nullptr && src != nullptr && !allocator_->CopyBytes(dst, src, kv_page_bytes_).ok()) {
+      allocator_->Free(copy);  // a failed device copy leaves the tree unsplit, like a full pool
+      return kNone;
+    }
+    ++stats_.kv_pages;
   }
   const NodeId u = NewNode();
   Node& x = nodes_[id];

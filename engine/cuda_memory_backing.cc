@@ -1,5 +1,7 @@
 #include "engine/cuda_memory_backing.h"
 
+#include <cuda_runtime_api.h>
+
 #include <string>
 #include <utility>
 
@@ -29,14 +31,32 @@ class CudaMemoryBacking final : public cache::MemoryBacking {
     return absl::InternalError(absl::StrCat("device memory: ", error));
   }
 
+  // On the legacy default stream, then waited for: the compute stream (non-blocking) may read
+  // the bytes in its next pass, which is enqueued only after this returns.
+  absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr), "copy");
+  }
+  absl::Status ZeroBytes(std::byte* dst, size_t bytes) override {
+    if (bytes == 0) return absl::OkStatus();
+    return Check(cudaMemsetAsync(dst, 0, bytes, nullptr), "clear");
+  }
+
  private:
+  static absl::Status Check(cudaError_t issued, const char* what) {
+    const cudaError_t status = issued == cudaSuccess ? cudaStreamSynchronize(nullptr) : issued;
+    if (status == cudaSuccess) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("device memory ", what, ": ", cudaGetErrorString(status)));
+  }
+
   std::unique_ptr<kernels::cuda::VmmRange> range_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<cache::MemoryBacking>> CreateCudaMemoryBacking(int device,
-                                                                             size_t bytes) {
+                                                                              size_t bytes) {
   std::string error;
   std::unique_ptr<kernels::cuda::VmmRange> range =
       kernels::cuda::VmmRange::Create(device, bytes, &error);

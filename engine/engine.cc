@@ -34,6 +34,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
   options.budget_bytes = config.memory_bytes;
   options.page_tokens = static_cast<size_t>(model.layout().page_tokens());
   options.backing = cache::BackingKind::kHost;
+  if (config.device != nullptr && !config.device->on_host()) {
+    options.make_backing = [device = config.device](size_t bytes) {
+      return device->CreateStateBacking(bytes);
+    };
+  }
   TANDEM_ASSIGN_OR_RETURN(cache::NamedAllocator named,
                           cache::CreateAllocator(config.allocator, engine->spec_, options));
   const bool kv = model.config().num_attention_layers > 0;
@@ -47,7 +52,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
         model.layout().kv_page_bytes(), ", ", model.layout().ssm_block_bytes(), ")"));
   }
   engine->allocator_ = std::move(named.allocator);
-  if (ops == nullptr) ops = kernels::MakeCpuOps(config.threads, config.batch_invariant);
+  if (ops == nullptr) {
+    const ComputeOptions compute{config.threads, config.batch_invariant};
+    if (config.device != nullptr) {
+      TANDEM_ASSIGN_OR_RETURN(ops, config.device->CreateOps(compute));
+    } else {
+      ops = kernels::MakeCpuOps(compute.threads, compute.batch_invariant);
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(CheckWeightsReachable(model, *ops));
   engine->runner_ = std::make_unique<ModelRunner>(model, std::move(ops), config.hydragen);
   engine->scheduler_ =
       std::make_unique<Scheduler>(model, tokenizer, engine->allocator_.get(), engine->spec_,
@@ -114,6 +127,7 @@ SchedulerStats Engine::stats() const {
 }
 
 void Engine::Loop() {
+  runner_->ops().BindCallingThread();
   std::vector<Submission> inbox;
   std::vector<RequestId> cancels;
   for (;;) {

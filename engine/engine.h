@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "cache/block_allocator.h"
 #include "cache/model_spec.h"
+#include "engine/compute_device.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
@@ -34,7 +35,10 @@ struct EngineConfig {
   size_t memory_bytes = size_t{1} << 30;
   // avmp-dynamic[:R] | avmp-static:R | fixed-dual:R (cache/allocator_factory.h)
   std::string allocator = "avmp-dynamic";
-  int threads = 0;            // compute threads; 0 = one per core
+  // Where the model runs and its KV pages and SSM blocks live; null = the CPU. Must outlive
+  // the engine, and the model must have been loaded with its weight_placer().
+  ComputeDevice* device = nullptr;
+  int threads = 0;  // CPU compute threads; 0 = one per core
   // Batch-invariant kernels (kernels::CpuOps::set_batch_invariant) for the CPU backend the engine
   // creates when given none: a cache hit, a shared batch or a preemption then leaves every logit
   // bit-identical (up to Hydragen's LSE merge). Off trades that for faster prefill GEMMs.
@@ -49,8 +53,8 @@ struct EngineConfig {
 
 class Engine {
  public:
-  // `model` and `tokenizer` (may be null) must outlive the engine. `ops` defaults to the fast
-  // CPU backend.
+  // `model` and `tokenizer` (may be null) must outlive the engine. `ops` defaults to the
+  // device's backend (the fast CPU one without a device).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(
       const models::Model& model, const models::Tokenizer* tokenizer, const EngineConfig& config,
       std::unique_ptr<kernels::Ops> ops = nullptr);

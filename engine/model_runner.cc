@@ -2,13 +2,69 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
+
 namespace tandem::engine {
+
+absl::Status CheckWeightsReachable(const models::Model& model, kernels::Ops& ops) {
+  const bool weights_on_host = model.weight_placer() == nullptr;
+  if (weights_on_host == ops.activations_on_host()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the ", std::string(ops.name()), " backend cannot read weights ",
+      weights_on_host ? "in host memory (load the model with the device's weight placer)"
+                      : "placed in device memory"));
+}
 
 ModelRunner::ModelRunner(const models::Model& model, std::unique_ptr<kernels::Ops> ops,
                          const models::HydragenConfig& hydragen)
-    : model_(model), ops_(std::move(ops)), vocab_(model.config().vocab_size) {
+    : ModelRunner(model, *ops, hydragen) {
+  owned_ops_ = std::move(ops);
+}
+
+ModelRunner::ModelRunner(const models::Model& model, kernels::Ops& ops,
+                         const models::HydragenConfig& hydragen)
+    : model_(model),
+      ops_(&ops),
+      ws_(size_t{1} << 20, &ops.activation_memory()),
+      host_ws_(ops.activations_on_host() ? 0 : size_t{1} << 16),
+      vocab_(model.config().vocab_size) {
   options_.hydragen = hydragen;
   options_.stats = &forward_stats_;
+  if (!ops.activations_on_host()) options_.host_scratch = &host_ws_;
+}
+
+ModelRunner::~ModelRunner() {
+  if (device_logits_ != nullptr) ops_->activation_memory().Release(device_logits_);
+}
+
+absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
+  if (logits_.size() < rows * vocab_) logits_.resize(rows * vocab_);  // grows, then stays
+  if (ops_->activations_on_host()) return logits_.data();
+  if (device_logits_rows_ < rows) {
+    if (device_logits_ != nullptr) ops_->activation_memory().Release(device_logits_);
+    device_logits_rows_ = 0;
+    device_logits_ = static_cast<float*>(
+        ops_->activation_memory().Allocate(rows * static_cast<size_t>(vocab_) * sizeof(float)));
+    if (device_logits_ == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(std::string(ops_->name()), ": no memory for ", rows, " rows of logits"));
+    }
+    device_logits_rows_ = rows;
+  }
+  return device_logits_;
+}
+
+absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInput> batch,
+                                             size_t first_row, bool* ops_failed) {
+  TANDEM_ASSIGN_OR_RETURN(float* out, BackendLogits(first_row + batch.size()));
+  out += first_row * vocab_;
+  TANDEM_RETURN_IF_ERROR(model_.Forward(*ops_, ws_, batch, out, options_));
+  const std::string failure =
+      ops_->ReadBack(out, batch.size() * vocab_, logits_.data() + first_row * vocab_);
+  if (failure.empty()) return absl::OkStatus();
+  *ops_failed = true;
+  return absl::InternalError(absl::StrCat(std::string(ops_->name()), " backend: ", failure));
 }
 
 absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
@@ -22,19 +78,27 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
       return refused;
     }
   }
-  const size_t rows = batch.size() * static_cast<size_t>(vocab_);
-  if (logits_.size() < rows) logits_.resize(rows);  // grows to the largest batch, then stays
-  absl::Status status = model_.Forward(*ops_, ws_, batch, logits_.data(), options_);
+  bool ops_failed = false;
+  absl::Status status = ForwardAndReadBack(batch, 0, &ops_failed);
+  if (ops_failed) {
+    // The pass had begun writing the sequences' states when an op failed: none of them can be
+    // trusted, or retried.
+    errors->assign(batch.size(), status);
+    return status;
+  }
   if (status.ok() || batch.size() == 1) {
     if (!status.ok()) (*errors)[0] = status;
     return status;
   }
-  // Isolate the failing sequences.
+  // Model::Forward refused the batch before changing anything: isolate the sequences it refuses.
   bool any_ok = false;
   for (size_t i = 0; i < batch.size(); ++i) {
-    (*errors)[i] =
-        model_.Forward(*ops_, ws_, batch.subspan(i, 1), logits_.data() + i * vocab_, options_);
+    (*errors)[i] = ForwardAndReadBack(batch.subspan(i, 1), i, &ops_failed);
     any_ok |= (*errors)[i].ok();
+    if (ops_failed) {
+      for (size_t j = i + 1; j < batch.size(); ++j) (*errors)[j] = (*errors)[i];
+      return any_ok ? absl::OkStatus() : (*errors)[i];
+    }
   }
   return any_ok ? absl::OkStatus() : status;
 }

@@ -1,7 +1,9 @@
 // Runs one scheduler step on the model: every scheduled sequence's tokens in a single forward
 // pass, so the linear layers of all decode rows and prefill chunks run as shared GEMMs (that is
 // where continuous batching gets its throughput: decode is bound by reading the weights).
-// Owns the compute backend and the scratch memory; one instance per engine loop thread.
+// Owns (or borrows) the compute backend and the scratch memory; one instance per engine loop
+// thread. On a device backend the activations and logits are computed in the device's memory and
+// the logits rows are read back to the host for the sampler.
 #ifndef TANDEM_ENGINE_MODEL_RUNNER_H_
 #define TANDEM_ENGINE_MODEL_RUNNER_H_
 
@@ -10,18 +12,27 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kernels/ops.h"
 #include "kernels/workspace.h"
 #include "models/model.h"
 
 namespace tandem::engine {
 
+// FAILED_PRECONDITION when `ops` cannot read the model's weights: a device backend with weights
+// in host memory, or a host backend with weights placed on a device.
+absl::Status CheckWeightsReachable(const models::Model& model, kernels::Ops& ops);
+
 class ModelRunner {
  public:
   ModelRunner(const models::Model& model, std::unique_ptr<kernels::Ops> ops,
               const models::HydragenConfig& hydragen = {});
+  // Borrows `ops`, which must outlive the runner.
+  ModelRunner(const models::Model& model, kernels::Ops& ops,
+              const models::HydragenConfig& hydragen = {});
   ModelRunner(const ModelRunner&) = delete;  // options_ points into the object
   ModelRunner& operator=(const ModelRunner&) = delete;
+  ~ModelRunner();
 
   // Runs `batch` and returns one row of logits per sequence (the row after its last new token),
   // in batch order; the rows stay valid until the next Run. When the whole batch fails (Model::
@@ -40,13 +51,24 @@ class ModelRunner {
   kernels::Ops& ops() { return *ops_; }
 
  private:
+  // Forward into the backend's logits buffer, then the rows to logits_ + first_row · vocab.
+  // `ops_failed` is set when the backend reported a failed op (not a refused batch).
+  absl::Status ForwardAndReadBack(std::span<const models::SequenceInput> batch, size_t first_row,
+                                  bool* ops_failed);
+  // Room for `rows` logits rows in the backend's memory (logits_ itself on the host).
+  absl::StatusOr<float*> BackendLogits(size_t rows);
+
   const models::Model& model_;
-  std::unique_ptr<kernels::Ops> ops_;
-  kernels::Workspace ws_;
+  std::unique_ptr<kernels::Ops> owned_ops_;
+  kernels::Ops* ops_;
+  kernels::Workspace ws_;           // activations, in the backend's memory
+  kernels::Workspace host_ws_;      // the layer graph's host tables, when ws_ is a device's
   models::ForwardOptions options_;  // Hydragen settings; stats point at forward_stats_
   models::ForwardStats forward_stats_;
   int64_t vocab_;
   std::vector<float> logits_;
+  float* device_logits_ = nullptr;  // device backends only; from ops_->activation_memory()
+  size_t device_logits_rows_ = 0;
 };
 
 }  // namespace tandem::engine

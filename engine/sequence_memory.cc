@@ -1,7 +1,6 @@
 #include "engine/sequence_memory.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,8 +42,10 @@ absl::StatusOr<SequenceMemory> SequenceMemory::Create(cache::BlockAllocator& all
   SequenceMemory memory(allocator, model);
   if (model.config().num_ssm_layers > 0) {
     TANDEM_ASSIGN_OR_RETURN(memory.ssm_handle_, allocator.Allocate(cache::Pool::kSsmBlock));
-    memory.state_.ssm = reinterpret_cast<float*>(allocator.Resolve(memory.ssm_handle_));
-    model.ClearSsmBlock(memory.state_.ssm);
+    std::byte* block = allocator.Resolve(memory.ssm_handle_);
+    memory.state_.ssm = reinterpret_cast<float*>(block);
+    // Zero is the state before the first token.
+    TANDEM_RETURN_IF_ERROR(allocator.ZeroBytes(block, model.layout().ssm_block_bytes()));
   }
   return memory;
 }
@@ -107,15 +108,19 @@ absl::Status SequenceMemory::RestoreFrom(const float* checkpoint,
         absl::StrCat(source_pages.size(), " source KV pages cannot hold ", position, " positions"));
   }
   if (state_.ssm != nullptr) {
-    std::memcpy(state_.ssm, checkpoint, layout.ssm_block_bytes());
+    TANDEM_RETURN_IF_ERROR(allocator_->CopyBytes(reinterpret_cast<std::byte*>(state_.ssm),
+                                                 reinterpret_cast<const std::byte*>(checkpoint),
+                                                 layout.ssm_block_bytes()));
   }
   if (model_->config().num_attention_layers > 0) {
     const int64_t full = position / layout.page_tokens();
     for (int64_t i = 0; i < full; ++i) state_.kv_pages.push_back(source_pages[i]);
     if (position % layout.page_tokens() != 0) {
       TANDEM_ASSIGN_OR_RETURN(float* page, NewPage());
-      std::memcpy(page, source_pages[full], layout.kv_page_bytes());
       state_.kv_pages.push_back(page);
+      TANDEM_RETURN_IF_ERROR(allocator_->CopyBytes(
+          reinterpret_cast<std::byte*>(page),
+          reinterpret_cast<const std::byte*>(source_pages[full]), layout.kv_page_bytes()));
     }
   }
   state_.tokens = position;

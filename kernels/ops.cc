@@ -1,6 +1,13 @@
 #include "kernels/ops.h"
 
+#include <cstring>
+
 namespace tandem::kernels {
+
+std::string Ops::ReadBack(const float* src, size_t count, float* dst) {
+  if (src != dst && count > 0) std::memcpy(dst, src, count * sizeof(float));
+  return "";
+}
 
 void Ops::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
                    const WeightMatrix& gate_up, const WeightMatrix& down, float* out,

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "kernels/weight_matrix.h"
@@ -202,6 +203,22 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string_view name() const = 0;
+
+  // Where the ops' operands live: activations, workspaces, logits. Host memory for the CPU
+  // backends; a device backend's own (pass it to Workspace for the activation scratch).
+  virtual MemorySource& activation_memory() { return HostMemory(); }
+  bool activations_on_host() { return &activation_memory() == &HostMemory(); }
+
+  // The end of a pass: waits for the ops issued so far, then copies `count` floats at `src` (the
+  // backend's memory) to host memory at `dst` (src == dst on the host copies nothing). Returns
+  // "" or the first failure since the previous ReadBack: ops return nothing, and a device
+  // backend runs them asynchronously, so this is where a failed op is reported; the copy is not
+  // made then.
+  virtual std::string ReadBack(const float* src, size_t count, float* dst);
+
+  // Readies the calling thread to issue this backend's work: a GPU backend makes its device the
+  // thread's current one. A thread other than the creator's calls it before its first op.
+  virtual void BindCallingThread() {}
 
   // y[M,N] = x[M,K] · w[N,K]ᵀ + bias (bias may be null), with K = w.cols and N = w.rows.
   virtual void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,

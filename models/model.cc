@@ -191,10 +191,6 @@ int64_t Model::LogitRows(std::span<const SequenceInput> batch) {
   return rows;
 }
 
-void Model::ClearSsmBlock(float* block) const {
-  std::fill(block, block + layout_.ssm_block_floats(), 0.0f);
-}
-
 absl::Status Model::Validate(std::span<const SequenceInput> batch) const {
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceInput& in = batch[s];

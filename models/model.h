@@ -81,6 +81,8 @@ class Model {
   const std::string& dir() const { return dir_; }
   size_t weight_bytes() const { return weights_->bytes(); }
   size_t parameters() const { return weights_->parameters(); }
+  // The placer the weights went through (LoadOptions::placer); null = host memory.
+  const TensorPlacer* weight_placer() const { return weights_->placer(); }
 
   // Rows of logits Forward writes for `batch`: per sequence, its token count if all_logits,
   // else 1.
@@ -94,9 +96,6 @@ class Model {
   [[nodiscard]] absl::Status Forward(kernels::Ops& ops, kernels::Workspace& ws,
                                      std::span<const SequenceInput> batch, float* logits,
                                      const ForwardOptions& options = {}) const;
-
-  // Zeroes an SSM block: the state of a sequence before its first token.
-  void ClearSsmBlock(float* block) const;
 
  private:
   struct DecoderLayer {

@@ -51,6 +51,8 @@ class WeightStore {
 
   bool Has(const std::string& name) const { return source_.Has(name); }
   WeightStorage storage() const { return storage_; }
+  // Where the weights were placed; null = host memory.
+  const TensorPlacer* placer() const { return placer_; }
 
   // The tensor `name` with exactly `shape`, as fp32; errors name the file and tensor.
   absl::StatusOr<const float*> Get(const std::string& name, std::initializer_list<int64_t> shape);

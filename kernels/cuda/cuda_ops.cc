@@ -30,7 +30,7 @@ std::unique_ptr<CudaOps> CudaOps::Create(int device, std::string* error) {
     *error = "CUDA device " + std::to_string(device) + ": " + cudaGetErrorString(status);
     return nullptr;
   }
-  return std::unique_ptr<CudaOps>(new CudaOps(stream));
+  return std::unique_ptr<CudaOps>(new CudaOps(device, stream));
 }
 
 CudaOps::~CudaOps() {
@@ -38,7 +38,7 @@ CudaOps::~CudaOps() {
   cudaStreamDestroy(stream_);
 }
 
-MemorySource& CudaOps::device_memory() {
+MemorySource& CudaOps::activation_memory() {
   static DeviceMemorySource device;
   return device;
 }
@@ -52,6 +52,16 @@ void CudaOps::Record(cudaError_t status, const char* op) {
 std::string CudaOps::Synchronize() {
   Record(cudaStreamSynchronize(stream_), "synchronize");
   return std::exchange(error_, std::string());
+}
+
+void CudaOps::BindCallingThread() { Record(cudaSetDevice(device_), "bind thread"); }
+
+std::string CudaOps::ReadBack(const float* src, size_t count, float* dst) {
+  if (Ok() && count > 0) {
+    Record(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+           "read back");
+  }
+  return Synchronize();
 }
 
 template <typename T>

@@ -31,9 +31,13 @@ class CudaOps final : public Ops {
   std::string_view name() const override { return "cuda"; }
   cudaStream_t stream() const { return stream_; }
   // Device memory (cudaMalloc) for Workspaces of activations.
-  MemorySource& device_memory();
+  MemorySource& activation_memory() override;
   // Waits for the stream; returns the first error since the last call ("" if none) and clears it.
   std::string Synchronize();
+  // Synchronize(), then a device-to-host copy when nothing failed.
+  std::string ReadBack(const float* src, size_t count, float* dst) override;
+  // cudaSetDevice: the stream and the activation memory belong to this object's device.
+  void BindCallingThread() override;
 
   void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
               float* y, int64_t ld_y) override;
@@ -72,7 +76,7 @@ class CudaOps final : public Ops {
                       int64_t ld_lse) override;
 
  private:
-  explicit CudaOps(cudaStream_t stream) : stream_(stream) {}
+  CudaOps(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
   // Keeps the first failure; true while none has happened (so the op may run).
   bool Ok() const { return error_.empty(); }
   void Record(cudaError_t status, const char* op);
@@ -80,6 +84,7 @@ class CudaOps final : public Ops {
   template <typename T>
   T* Upload(const T* host, size_t count, Workspace& ws);
 
+  int device_;
   cudaStream_t stream_;
   std::string error_;
   // The MoE routing runs on the host (the router's logits come back, top-k is picked, tokens are

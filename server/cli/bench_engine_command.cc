@@ -44,6 +44,7 @@ const std::vector<FlagSpec>& BenchFlags() {
       {"memory-gib", true, "memory for KV pages and SSM blocks (default 2)"},
       {"threads", true, "compute threads (default: all cores)"},
       WeightDTypeFlagSpec(),
+      DeviceFlagSpec(),
       {"fast-kernels", false,
        "not batch-invariant: faster prefill GEMMs, logits move by rounding with batch and cache"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
@@ -190,6 +191,12 @@ int RunBenchEngine(int argc, char** argv) {
     if (!read.ok()) return Fail(read.status());
     trace = std::move(*read);
   }
+  // Before the model, which may keep its weights in the device's memory.
+  absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> device =
+      OpenDevice(args->String("device").value_or("cpu"));
+  if (!device.ok()) return Fail(device.status());
+  load.placer = (*device)->weight_placer();
+  config.device = device->get();
   absl::StatusOr<std::unique_ptr<models::Model>> model;
   std::string model_name;
   if (auto dir = args->String("model")) {
@@ -203,8 +210,8 @@ int RunBenchEngine(int argc, char** argv) {
 
   const bool json = args->Has("json");
   if (!json) {
-    std::printf("model %s (%.1fM parameters), %s\n\n", model_name.c_str(),
-                (*model)->parameters() / 1e6,
+    std::printf("model %s (%.1fM parameters) on %s, %s\n\n", model_name.c_str(),
+                (*model)->parameters() / 1e6, (*device)->name().c_str(),
                 trace ? absl::StrCat("trace ", trace->name, ", ",
                                      std::min(t.max_requests, trace->size()), " requests")
                             .c_str()

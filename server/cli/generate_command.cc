@@ -47,7 +47,8 @@ const std::vector<FlagSpec>& GenerateFlags() {
       {"prefill-chunk", true, "prompt tokens per prefill step (default 512)"},
       {"threads", true, "compute threads (default: all cores)"},
       WeightDTypeFlagSpec(),
-      {"backend", true, "cpu (default) or reference (slow plain loops)"},
+      DeviceFlagSpec(),
+      {"backend", true, "on the CPU: cpu (default) or reference (slow plain loops)"},
       {"zamba2-dt-clamp", true,
        "none (default, the model as trained) or time_step_min (as transformers' CPU path)"},
       {"help", false, "show this help"},
@@ -65,6 +66,7 @@ struct Settings {
   models::LoadOptions load;
   int threads = 0;
   bool reference_backend = false;
+  std::string device = "cpu";
 };
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
@@ -147,6 +149,10 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
         absl::StrCat("--backend must be cpu or reference, got '", backend, "'"));
   }
   s.reference_backend = backend == "reference";
+  s.device = args.String("device").value_or("cpu");
+  if (s.reference_backend && s.device != "cpu") {
+    return absl::InvalidArgumentError("--backend reference runs on the CPU only (--device cpu)");
+  }
   const std::string clamp = args.String("zamba2-dt-clamp").value_or("none");
   if (clamp == "time_step_min") {
     s.load.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
@@ -158,7 +164,11 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
 }
 
 absl::Status Run(const Settings& settings) {
+  // Before the model: weights loaded onto a device are freed with it.
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<engine::ComputeDevice> device,
+                          OpenDevice(settings.device));
   models::LoadOptions load = settings.load;
+  load.placer = device->weight_placer();
   // A terminal gets a progress line rewritten in place; logs get one line when loading ends.
   if (isatty(fileno(stderr))) {
     load.progress = [](const std::string& step) {
@@ -170,10 +180,11 @@ absl::Status Run(const Settings& settings) {
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
                           models::Model::Load(settings.model_dir, load));
   std::fprintf(
-      stderr, "loaded %s: %s, %d layers, %.1f MB of weights (%s) in %.2f s\n",
+      stderr, "loaded %s: %s, %d layers, %.1f MB of weights (%s) on %s in %.2f s\n",
       settings.model_dir.c_str(), model->config().architecture.c_str(), model->config().num_layers,
       model->weight_bytes() / 1e6,
       std::string(models::WeightStorageName(settings.load.weight_storage)).c_str(),
+      device->name().c_str(),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
 
   std::unique_ptr<models::Tokenizer> tokenizer;
@@ -198,11 +209,18 @@ absl::Status Run(const Settings& settings) {
   arena.kv_pages = model->config().num_attention_layers > 0 ? layout.PagesFor(positions) : 0;
   arena.ssm_block_bytes = layout.ssm_block_bytes();
   arena.ssm_blocks = model->config().num_ssm_layers > 0 ? 1 : 0;
-  TANDEM_ASSIGN_OR_RETURN(auto allocator, cache::ArenaAllocator::Create(arena));
+  cache::BackingFactory state_memory;
+  if (!device->on_host()) {
+    state_memory = [&device](size_t bytes) { return device->CreateStateBacking(bytes); };
+  }
+  TANDEM_ASSIGN_OR_RETURN(auto allocator, cache::ArenaAllocator::Create(arena, state_memory));
 
-  std::unique_ptr<kernels::Ops> ops = settings.reference_backend
-                                          ? kernels::MakeReferenceOps()
-                                          : kernels::MakeCpuOps(settings.threads);
+  std::unique_ptr<kernels::Ops> ops;
+  if (settings.reference_backend) {
+    ops = kernels::MakeReferenceOps();
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(ops, device->CreateOps({.threads = settings.threads}));
+  }
   engine::GenerateOptions options = settings.options;
   options.stop_token_ids = model->config().eos_token_ids;
   TANDEM_ASSIGN_OR_RETURN(engine::GenerateResult result,

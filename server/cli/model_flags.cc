@@ -24,4 +24,20 @@ absl::StatusOr<models::WeightStorage> ReadWeightDType(const Args& args) {
   return *storage;
 }
 
+FlagSpec DeviceFlagSpec() {
+  return {"device", true,
+          "where the model runs: cpu (default), cuda (GPU 0) or cuda:N; on a GPU the weights, "
+          "activations, KV pages and SSM blocks live in its memory"};
+}
+
+absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> OpenDevice(const std::string& name) {
+  absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> device =
+      engine::ComputeDevice::Open(name);
+  if (!device.ok()) {
+    return absl::Status(device.status().code(),
+                        absl::StrCat("--device: ", device.status().message()));
+  }
+  return device;
+}
+
 }  // namespace tandem::cli

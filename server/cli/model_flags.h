@@ -1,8 +1,13 @@
-// Flags that choose how a model's weights are kept, shared by serve, generate and bench-engine.
+// Flags that choose where a model runs and how its weights are kept, shared by serve, generate
+// and bench-engine.
 #ifndef TANDEM_SERVER_CLI_MODEL_FLAGS_H_
 #define TANDEM_SERVER_CLI_MODEL_FLAGS_H_
 
+#include <memory>
+#include <string>
+
 #include "absl/status/statusor.h"
+#include "engine/compute_device.h"
 #include "models/weight_store.h"
 #include "server/cli/args.h"
 
@@ -12,6 +17,11 @@ namespace tandem::cli {
 FlagSpec WeightDTypeFlagSpec();
 // The flag's value (kAuto when absent); InvalidArgument naming the flag and the choices.
 absl::StatusOr<models::WeightStorage> ReadWeightDType(const Args& args);
+
+// --device: cpu (default), cuda or cuda:N.
+FlagSpec DeviceFlagSpec();
+// Opens the device the flag names (the CPU when absent); errors name the flag.
+absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> OpenDevice(const std::string& name);
 
 }  // namespace tandem::cli
 

@@ -49,6 +49,7 @@ const std::vector<FlagSpec>& ServeFlags() {
        "prefix cache policy: marconi (default), sglang-plus, vllm-plus, none"},
       {"threads", true, "compute threads (default: all cores)"},
       WeightDTypeFlagSpec(),
+      DeviceFlagSpec(),
       {"page-size", true, "tokens per KV page (default 16)"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per engine step (default 512)"},
@@ -98,6 +99,7 @@ const std::vector<FlagSpec>& ServeFlags() {
 
 struct Settings {
   std::string model_dir;
+  std::string device = "cpu";
   models::LoadOptions load;
   server::ServerConfig server;
   server::OpenAiEndpointOptions http;  // served when http.port != 0
@@ -239,6 +241,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(int64_t page, IntIn(args, "page-size", 1, 65536, 16));
   s.load.page_tokens = static_cast<int32_t>(page);
   TANDEM_ASSIGN_OR_RETURN(s.load.weight_storage, ReadWeightDType(args));
+  s.device = args.String("device").value_or("cpu");
   TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65536, 32));
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));
@@ -297,7 +300,12 @@ absl::StatusOr<std::unique_ptr<server::OpenAiEndpoint>> StartHttp(const Settings
 }
 
 absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
+  // Declared first, destroyed last: the model's weights and the engine's memory may be its.
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<engine::ComputeDevice> device,
+                          OpenDevice(settings.device));
+  server::LogLine(server::LogLevel::kInfo, "device").Field("name", device->name());
   models::LoadOptions load = settings.load;
+  load.placer = device->weight_placer();
   load.progress = [](const std::string& step) {
     server::LogLine(server::LogLevel::kInfo, "loading model").Field("step", step);
   };
@@ -314,9 +322,10 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
       .Field("seconds",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
 
+  server::ServerConfig config = settings.server;
+  config.engine.device = device.get();
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<server::GrpcServer> server,
-                          server::GrpcServer::Start(model, settings.server));
-  const server::ServerConfig& config = settings.server;
+                          server::GrpcServer::Start(model, config));
   server::LogLine(server::LogLevel::kInfo, "serving")
       .Field("address", absl::StrCat(config.host, ":", server->port()))
       .Field("tls", !config.security.tls_cert_file.empty())

@@ -58,14 +58,16 @@ std::vector<TokenId> Cat(std::vector<TokenId> a, const std::vector<TokenId>& b) 
 // slot (so block tables can be checked by content), saves states where asked, inserts.
 class FakeEngine {
  public:
+  // `memory`: where the pools live when not on the heap (the engine's device memory).
   explicit FakeEngine(ModelSpec spec, PrefixCacheConfig config = {}, size_t pages = 4096,
-                      size_t blocks = 1024)
+                      size_t blocks = 1024, const BackingFactory& memory = {})
       : spec_(std::move(spec)) {
     config.page_tokens = kPage;
     alloc_ = *ArenaAllocator::Create({.kv_page_bytes = spec_.kv_bytes_per_token() * kPage,
                                       .kv_pages = spec_.has_attention() ? pages : 0,
                                       .ssm_block_bytes = spec_.ssm_state_bytes(),
-                                      .ssm_blocks = spec_.has_ssm() ? blocks : 0});
+                                      .ssm_blocks = spec_.has_ssm() ? blocks : 0},
+                                     memory);
     cache_ = std::make_unique<PrefixCache>(config, spec_, alloc_.get());
   }
 
@@ -223,6 +225,61 @@ TEST(PrefixCacheTest, ABranchPointLeftWithoutAStateByConcurrentSequencesIsRepair
   e.ExpectBlockTable(d, shared);
   e.cache().Abort(d.lease);
   EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
+// Host memory whose copies are counted and can be made to fail, as a device's might.
+class CopyCountingBacking final : public MemoryBacking {
+ public:
+  explicit CopyCountingBacking(size_t bytes) : real_(*CreateBacking(BackingKind::kHost, bytes)) {}
+  std::byte* base() const override { return real_->base(); }
+  size_t reserved_bytes() const override { return real_->reserved_bytes(); }
+  size_t granularity() const override { return real_->granularity(); }
+  absl::Status Commit(size_t offset, size_t bytes) override { return real_->Commit(offset, bytes); }
+  absl::Status Decommit(size_t offset, size_t bytes) override {
+    return real_->Decommit(offset, bytes);
+  }
+  absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override {
+    ++copies;
+    if (fail) return absl::InternalError("copy failed");
+    return real_->CopyBytes(dst, src, bytes);
+  }
+  int copies = 0;
+  bool fail = false;
+
+ private:
+  std::unique_ptr<MemoryBacking> real_;
+};
+
+// Splitting an edge inside a page gives the upper half a copy of that page: the copy is the
+// memory owner's to make (a GPU's pages cannot be memcpy'd), and when it fails the insertion is
+// dropped like one without memory, leaking nothing.
+TEST(PrefixCacheTest, ASplitCopiesItsPageThroughTheAllocatorsMemory) {
+  for (const bool fail : {false, true}) {
+    CopyCountingBacking* backing = nullptr;
+    FakeEngine e(TinyHybrid(), {}, 64, 16, [&](size_t bytes) {
+      auto made = std::make_unique<CopyCountingBacking>(bytes);
+      backing = made.get();
+      return absl::StatusOr<std::unique_ptr<MemoryBacking>>(std::move(made));
+    });
+    ASSERT_NE(backing, nullptr);
+    const auto shared = Range(1, 51);  // 50 % 16 != 0: the split falls inside a page
+    auto a = e.Begin(Cat(shared, Range(1000, 1030)));
+    auto b = e.Begin(Cat(shared, Range(2000, 2030)));
+    ASSERT_TRUE(e.Finish(a, {7}).ok());
+    backing->fail = fail;
+    ASSERT_TRUE(e.Finish(b, {8}).ok());
+    EXPECT_EQ(backing->copies, 1) << fail;
+    EXPECT_EQ(e.cache().stats().insert_failures, fail ? 1u : 0u);
+    EXPECT_TRUE(e.cache().CheckInvariants().ok()) << fail;
+    backing->fail = false;
+    // What the tree holds is all that is allocated, and it still serves a's prefix.
+    EXPECT_EQ(e.used(Pool::kKvPage), e.cache().stats().kv_pages) << fail;
+    const auto a_again = Cat(Cat(shared, Range(1000, 1030)), {7, 99});
+    auto hit = e.cache().Lookup(a_again);
+    EXPECT_EQ(hit.usable_tokens, 81u) << fail;
+    e.ExpectBlockTable(hit, a_again);
+    e.cache().Abort(hit.lease);
+  }
 }
 
 // Hints (message boundaries a caller knows later prompts will branch at) join the planned

@@ -60,7 +60,7 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   auto ops = NewOps();
   ASSERT_NE(ops, nullptr);
-  Workspace ws(1 << 20, &ops->device_memory()), host_ws;
+  Workspace ws(1 << 20, &ops->activation_memory()), host_ws;
   Rng rng(1);
   const int64_t H = 48, I = 40, T = 13, ld_x = H + 2, ld_out = H + 3;
   const int32_t E = 4, K = 2;
@@ -131,7 +131,7 @@ TEST(CudaOpsTest, GathersWithHostIdsAndAttendsLikeTheReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   auto ops = NewOps();
   ASSERT_NE(ops, nullptr);
-  Workspace ws(1 << 20, &ops->device_memory()), host_ws;
+  Workspace ws(1 << 20, &ops->activation_memory()), host_ws;
   const auto table = Make(WeightFormat::kBF16, 30, 64, 5);
   const std::vector<int32_t> ids = {4, 29, 0, 4};
   std::vector<float> want(ids.size() * 64);

@@ -85,7 +85,7 @@ TEST_P(CudaModelTest, PrefillAndDecodeMatchTheCpu) {
   const int64_t total = static_cast<int64_t>(prompt.size()) + 4;
   DeviceSequence dseq(**gpu_model, total);
   HostSequence hseq(**cpu_model, total);
-  kernels::Workspace device_ws(1 << 20, &gpu->device_memory()), host_ws, cpu_ws;
+  kernels::Workspace device_ws(1 << 20, &gpu->activation_memory()), host_ws, cpu_ws;
   models::ForwardOptions device_options;
   device_options.host_scratch = &host_ws;
   DeviceBuffer<float> device_logits;

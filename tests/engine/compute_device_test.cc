@@ -1,0 +1,249 @@
+// ComputeDevice: the names --device takes, and every device path of generation and of the
+// engine, run on a "device" whose memory is host memory kept apart (tests/engine/host_device.h).
+// Its compute is the CPU backend's, so the results must be the CPU's bit for bit.
+#include "engine/compute_device.h"
+
+#include <string>
+#include <vector>
+
+#include "cache/arena_allocator.h"
+#include "engine/engine.h"
+#include "engine/generator.h"
+#include "gtest/gtest.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/engine/host_device.h"
+#ifdef TANDEM_HAVE_CUDA
+#include "kernels/cuda/device_info.h"
+#endif
+
+namespace tandem::engine {
+namespace {
+
+using testing::Drain;
+using testing::Fixture;
+using testing::GreedyWithLogprobs;
+using testing::HostDevice;
+using testing::Outcome;
+using testing::SameLogprobs;
+using testing::Tokens;
+
+TEST(ComputeDeviceTest, TheCpuComputesInHostMemory) {
+  auto cpu = ComputeDevice::Open("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ((*cpu)->name(), "cpu");
+  EXPECT_TRUE((*cpu)->on_host());
+  EXPECT_EQ((*cpu)->weight_placer(), nullptr);
+  auto ops = (*cpu)->CreateOps({.threads = 1});
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_TRUE((*ops)->activations_on_host());
+  auto backing = (*cpu)->CreateStateBacking(1 << 20);
+  ASSERT_TRUE(backing.ok()) << backing.status();
+  EXPECT_GE((*backing)->reserved_bytes(), size_t{1} << 20);
+}
+
+TEST(ComputeDeviceTest, UnknownNamesAreRefusedByName) {
+  for (const char* name : {"gpu", "CPU", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda0", ""}) {
+    auto device = ComputeDevice::Open(name);
+    ASSERT_FALSE(device.ok()) << name;
+    EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(std::string(device.status().message()).find(absl::StrCat("'", name, "'")),
+              std::string::npos)
+        << device.status();
+  }
+}
+
+TEST(ComputeDeviceTest, AGpuThatCannotBeUsedIsAFailedPrecondition) {
+#ifdef TANDEM_HAVE_CUDA
+  std::string error;
+  const size_t visible = kernels::cuda::ListDevices(&error).size();
+  auto beyond = ComputeDevice::Open(absl::StrCat("cuda:", visible));
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kFailedPrecondition) << beyond.status();
+  if (visible > 0) GTEST_SKIP() << "this machine has a GPU";
+#endif
+  auto device = ComputeDevice::Open("cuda");
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition) << device.status();
+  EXPECT_NE(std::string(device.status().message()).find("cuda"), std::string::npos)
+      << device.status();
+}
+
+std::unique_ptr<models::Model> LoadOn(const std::string& name, ComputeDevice* device) {
+  models::LoadOptions options;
+  options.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
+  options.placer = device == nullptr ? nullptr : device->weight_placer();
+  auto model = models::Model::Load(Fixture("models/" + name), options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+class HostDeviceGenerateTest : public ::testing::TestWithParam<std::string> {};
+
+// Prefill in two chunks, then decode: weights through the placer, activations and logits in
+// the backend's memory, the SSM block cleared and the pools in the device's backing.
+TEST_P(HostDeviceGenerateTest, GivesTheCpusTokensAndLogits) {
+  HostDevice device;
+  auto on_cpu = LoadOn(GetParam(), nullptr);
+  auto on_device = LoadOn(GetParam(), &device);
+  ASSERT_NE(on_cpu, nullptr);
+  ASSERT_NE(on_device, nullptr);
+  EXPECT_GT(device.counts.placed_tensors, 0);
+  const models::StateLayout& layout = on_cpu->layout();
+  cache::ArenaConfig arena{.kv_page_bytes = layout.kv_page_bytes(),
+                           .kv_pages = on_cpu->config().num_attention_layers > 0 ? 8u : 0u,
+                           .ssm_block_bytes = layout.ssm_block_bytes(),
+                           .ssm_blocks = on_cpu->config().num_ssm_layers > 0 ? 1u : 0u};
+  auto host_pools = cache::ArenaAllocator::Create(arena);
+  auto device_pools = cache::ArenaAllocator::Create(
+      arena, [&](size_t bytes) { return device.CreateStateBacking(bytes); });
+  ASSERT_TRUE(host_pools.ok() && device_pools.ok());
+
+  GenerateOptions options;
+  options.max_new_tokens = 6;
+  options.prefill_chunk = 20;
+  options.record_logits = true;
+  const std::vector<int32_t> prompt = Tokens(33, 3, on_cpu->config().vocab_size);
+  auto cpu_ops = kernels::MakeCpuOps(2, true);
+  auto device_ops = device.CreateOps({.threads = 2, .batch_invariant = true});
+  ASSERT_TRUE(device_ops.ok());
+  auto want = Generate(*on_cpu, *cpu_ops, **host_pools, prompt, options);
+  auto got = Generate(*on_device, **device_ops, **device_pools, prompt, options);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->output_ids, want->output_ids);
+  EXPECT_EQ(got->logits, want->logits);  // bit for bit
+  EXPECT_EQ(device.counts.read_backs, 2 + 5);  // two prefill chunks, five decode steps
+  EXPECT_GT(device.counts.activation_blocks, 0);
+  EXPECT_EQ(device.counts.state_clears, on_cpu->config().num_ssm_layers > 0 ? 1 : 0);
+
+  // Weights the backend cannot read are refused, not dereferenced.
+  auto refused = Generate(*on_cpu, **device_ops, **device_pools, prompt, options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  refused = Generate(*on_device, *cpu_ops, **host_pools, prompt, options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, HostDeviceGenerateTest,
+                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+EngineConfig SmallConfig(ComputeDevice* device) {
+  EngineConfig config;
+  config.device = device;
+  config.memory_bytes = 32 << 20;
+  config.threads = 2;
+  config.scheduler.prefill_chunk = 24;
+  config.scheduler.step_tokens = 96;
+  config.scheduler.cache.policy = CachePolicy::kMarconi;
+  return config;
+}
+
+// Two turns of a conversation: the second restores the first's prefix from the cache, which
+// copies an SSM checkpoint and a partly filled KV page inside the device's memory.
+std::vector<Outcome> TwoTurns(Engine& engine, int32_t vocab) {
+  std::vector<int32_t> prompt = Tokens(45, 7, vocab);
+  std::vector<Outcome> outcomes;
+  for (int turn = 0; turn < 2; ++turn) {
+    auto stream = engine.Submit(GreedyWithLogprobs(prompt, 5));
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    if (!stream.ok()) break;
+    outcomes.push_back(Drain(**stream));
+    // The next turn: this one's prompt and answer, then the user's new message.
+    const std::vector<int32_t> more = Tokens(13, 8, vocab);
+    prompt.insert(prompt.end(), outcomes.back().tokens.begin(), outcomes.back().tokens.end());
+    prompt.insert(prompt.end(), more.begin(), more.end());
+  }
+  return outcomes;
+}
+
+TEST(HostDeviceEngineTest, ServesTheCpusOutputsAndRestoresInsideTheDevice) {
+  HostDevice device;
+  auto on_cpu = LoadOn("jamba-tiny", nullptr);
+  auto on_device = LoadOn("jamba-tiny", &device);
+  ASSERT_NE(on_cpu, nullptr);
+  ASSERT_NE(on_device, nullptr);
+  auto cpu_engine = Engine::Create(*on_cpu, nullptr, SmallConfig(nullptr));
+  auto device_engine = Engine::Create(*on_device, nullptr, SmallConfig(&device));
+  ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
+  ASSERT_TRUE(device_engine.ok()) << device_engine.status();
+  const int32_t vocab = on_cpu->config().vocab_size;
+  const std::vector<Outcome> want = TwoTurns(**cpu_engine, vocab);
+  const std::vector<Outcome> got = TwoTurns(**device_engine, vocab);
+  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(got.size(), 2u);
+  for (int turn = 0; turn < 2; ++turn) {
+    EXPECT_EQ(got[turn].finished.finish_reason, FinishReason::kLength) << turn;
+    EXPECT_EQ(got[turn].tokens, want[turn].tokens) << turn;
+    EXPECT_TRUE(SameLogprobs(got[turn].logprobs, want[turn].logprobs)) << turn;
+  }
+  EXPECT_GT(got[1].finished.usage.cached_tokens, 0);
+  EXPECT_EQ(got[1].finished.usage.cached_tokens, want[1].finished.usage.cached_tokens);
+  EXPECT_GT(device.counts.state_copies, 0);  // the restore
+  EXPECT_GE(device.counts.state_clears, 2);  // each sequence's fresh SSM block
+  EXPECT_GT(device.counts.read_backs, 0);
+}
+
+// A failed op (reported when the logits are read back) fails the requests of that step alone:
+// their states are no longer trusted, so they are not retried; the next request is served.
+TEST(HostDeviceEngineTest, AFailedOpFailsItsStepAndTheEngineGoesOn) {
+  HostDevice device;
+  auto on_device = LoadOn("zamba2-tiny", &device);
+  ASSERT_NE(on_device, nullptr);
+  auto engine = Engine::Create(*on_device, nullptr, SmallConfig(&device));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const int32_t vocab = on_device->config().vocab_size;
+  auto healthy = (*engine)->Submit(GreedyWithLogprobs(Tokens(20, 1, vocab), 4));
+  ASSERT_TRUE(healthy.ok());
+  const Outcome before = Drain(**healthy);
+  ASSERT_EQ(before.finished.finish_reason, FinishReason::kLength);
+
+  const int64_t read_backs = device.counts.read_backs;
+  device.counts.fail_read_backs = 1;
+  auto failing = (*engine)->Submit(GreedyWithLogprobs(Tokens(20, 2, vocab), 4));
+  ASSERT_TRUE(failing.ok());
+  const Outcome failed = Drain(**failing);
+  EXPECT_EQ(failed.finished.finish_reason, FinishReason::kError);
+  EXPECT_NE(std::string(failed.finished.error.message()).find("injected failure"),
+            std::string::npos)
+      << failed.finished.error;
+  EXPECT_EQ(device.counts.read_backs, read_backs + 1);  // no retry
+
+  auto again = (*engine)->Submit(GreedyWithLogprobs(Tokens(20, 1, vocab), 4));
+  ASSERT_TRUE(again.ok());
+  const Outcome after = Drain(**again);
+  EXPECT_EQ(after.finished.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(after.tokens, before.tokens);
+}
+
+TEST(HostDeviceEngineTest, WeightsTheBackendCannotReadAreRefused) {
+  HostDevice device;
+  auto on_cpu = LoadOn("mamba2-tiny", nullptr);
+  ASSERT_NE(on_cpu, nullptr);
+  auto engine = Engine::Create(*on_cpu, nullptr, SmallConfig(&device));
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition) << engine.status();
+  EXPECT_NE(std::string(engine.status().message()).find("host memory"), std::string::npos)
+      << engine.status();
+}
+
+TEST(HostDeviceEngineTest, HostOnlyAllocatorsAreRefusedOnADevice) {
+  HostDevice device;
+  auto on_device = LoadOn("mamba2-tiny", &device);
+  ASSERT_NE(on_device, nullptr);
+  EngineConfig config = SmallConfig(&device);
+  config.allocator = "fixed-dual:1";
+  auto engine = Engine::Create(*on_device, nullptr, config);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument) << engine.status();
+  EXPECT_NE(std::string(engine.status().message()).find("avmp-static"), std::string::npos)
+      << engine.status();
+  config.allocator = "avmp-static:1";
+  EXPECT_TRUE(Engine::Create(*on_device, nullptr, config).ok());
+}
+
+}  // namespace
+}  // namespace tandem::engine

@@ -1,0 +1,161 @@
+// The engine on a GPU (`--device cuda`): weights placed on the device, KV pages and SSM blocks in
+// AVMP-managed device memory, CudaOps computing, logits read back for the sampler. Its outputs
+// must be the CPU engine's, a prefix-cache hit must restore inside device memory, and
+// single-sequence generation must match too. Built with CUDA only; skips without a device.
+#ifdef TANDEM_HAVE_CUDA
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cache/arena_allocator.h"
+#include "engine/compute_device.h"
+#include "engine/engine.h"
+#include "engine/generator.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/engine/engine_test_util.h"
+
+namespace tandem::engine {
+namespace {
+
+using testing::Drain;
+using testing::Fixture;
+using testing::GreedyWithLogprobs;
+using testing::Outcome;
+using testing::Tokens;
+
+std::unique_ptr<models::Model> LoadOn(const std::string& name, ComputeDevice& device) {
+  models::LoadOptions options;
+  options.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
+  options.placer = device.weight_placer();
+  auto model = models::Model::Load(Fixture("models/" + name), options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? *std::move(model) : nullptr;
+}
+
+EngineConfig Config(ComputeDevice& device) {
+  EngineConfig config;
+  config.device = &device;
+  config.memory_bytes = 64 << 20;
+  config.threads = 2;
+  config.scheduler.prefill_chunk = 24;
+  config.scheduler.step_tokens = 96;
+  config.scheduler.cache.policy = CachePolicy::kMarconi;
+  return config;
+}
+
+// Two turns of one conversation; the second restores the first's prefix.
+std::vector<Outcome> TwoTurns(Engine& engine, int32_t vocab) {
+  std::vector<int32_t> prompt = Tokens(45, 7, vocab);
+  std::vector<Outcome> out;
+  for (int turn = 0; turn < 2; ++turn) {
+    auto stream = engine.Submit(GreedyWithLogprobs(prompt, 6));
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    if (!stream.ok()) break;
+    out.push_back(Drain(**stream));
+    // The next turn: this one's prompt and answer, then the user's new message.
+    const std::vector<int32_t> more = Tokens(13, 8, vocab);
+    prompt.insert(prompt.end(), out.back().tokens.begin(), out.back().tokens.end());
+    prompt.insert(prompt.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
+class CudaEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaEngineTest, ServesTheCpusOutputsAndRestoresOnTheDevice) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  auto cpu = ComputeDevice::Open("cpu");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto on_gpu = LoadOn(GetParam(), **gpu);
+  auto on_cpu = LoadOn(GetParam(), **cpu);
+  ASSERT_NE(on_gpu, nullptr);
+  ASSERT_NE(on_cpu, nullptr);
+  const int32_t vocab = on_cpu->config().vocab_size;
+  std::vector<Outcome> want, got;
+  {
+    auto engine = Engine::Create(*on_cpu, nullptr, Config(**cpu));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    want = TwoTurns(**engine, vocab);
+  }
+  {
+    auto engine = Engine::Create(*on_gpu, nullptr, Config(**gpu));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    got = TwoTurns(**engine, vocab);
+  }
+  ASSERT_EQ(want.size(), 2u);
+  ASSERT_EQ(got.size(), 2u);
+  for (int turn = 0; turn < 2; ++turn) {
+    ASSERT_EQ(got[turn].finished.finish_reason, FinishReason::kLength)
+        << turn << ": " << got[turn].finished.error;
+    // fp32 on both sides in different summation orders: the same greedy tokens, logprobs
+    // within rounding.
+    EXPECT_EQ(got[turn].tokens, want[turn].tokens) << turn;
+    ASSERT_EQ(got[turn].logprobs.size(), want[turn].logprobs.size());
+    for (size_t i = 0; i < got[turn].logprobs.size(); ++i) {
+      EXPECT_NEAR(got[turn].logprobs[i][0].logprob, want[turn].logprobs[i][0].logprob, 1e-3)
+          << "turn " << turn << ", token " << i;
+    }
+  }
+  EXPECT_GT(got[1].finished.usage.cached_tokens, 0);
+  EXPECT_EQ(got[1].finished.usage.cached_tokens, want[1].finished.usage.cached_tokens);
+}
+
+TEST_P(CudaEngineTest, GenerateMatchesTheCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto on_gpu = LoadOn(GetParam(), **gpu);
+  auto on_cpu = testing::LoadFixtureModel(GetParam());
+  ASSERT_NE(on_gpu, nullptr);
+  ASSERT_NE(on_cpu, nullptr);
+  const models::StateLayout& layout = on_cpu->layout();
+  const cache::ArenaConfig arena{
+      .kv_page_bytes = layout.kv_page_bytes(),
+      .kv_pages = on_cpu->config().num_attention_layers > 0 ? 8u : 0u,
+      .ssm_block_bytes = layout.ssm_block_bytes(),
+      .ssm_blocks = on_cpu->config().num_ssm_layers > 0 ? 1u : 0u};
+  auto host_pools = cache::ArenaAllocator::Create(arena);
+  auto device_pools = cache::ArenaAllocator::Create(
+      arena, [&](size_t bytes) { return (*gpu)->CreateStateBacking(bytes); });
+  ASSERT_TRUE(host_pools.ok()) << host_pools.status();
+  ASSERT_TRUE(device_pools.ok()) << device_pools.status();
+  auto gpu_ops = (*gpu)->CreateOps({});
+  ASSERT_TRUE(gpu_ops.ok()) << gpu_ops.status();
+  auto cpu_ops = kernels::MakeCpuOps(2);
+  GenerateOptions options;
+  options.max_new_tokens = 6;
+  options.prefill_chunk = 20;
+  options.record_logits = true;
+  const std::vector<int32_t> prompt = Tokens(33, 3, on_cpu->config().vocab_size);
+  auto want = Generate(*on_cpu, *cpu_ops, **host_pools, prompt, options);
+  auto got = Generate(*on_gpu, **gpu_ops, **device_pools, prompt, options);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->output_ids, want->output_ids);
+  ASSERT_EQ(got->logits.size(), want->logits.size());
+  float scale = 0, worst = 0;
+  for (size_t i = 0; i < want->logits.size(); ++i) {
+    scale = std::max(scale, std::fabs(want->logits[i]));
+    worst = std::max(worst, std::fabs(got->logits[i] - want->logits[i]));
+  }
+  EXPECT_LE(worst, 1e-3f * scale);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaEngineTest,
+                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace tandem::engine
+
+#endif  // TANDEM_HAVE_CUDA

@@ -1,0 +1,221 @@
+// A ComputeDevice whose "device memory" is host memory kept apart, so that every path the engine
+// takes for a GPU (weights through a placer, activations and logits in the backend's memory,
+// logits read back, state copied and cleared by its memory's owner) runs, and is counted, on a
+// machine without one. The compute is the CPU backend's, so results must equal the CPU's bit
+// for bit.
+#ifndef TANDEM_TESTS_ENGINE_HOST_DEVICE_H_
+#define TANDEM_TESTS_ENGINE_HOST_DEVICE_H_
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/memory_backing.h"
+#include "engine/compute_device.h"
+#include "kernels/backends.h"
+#include "kernels/ops.h"
+
+namespace tandem::engine::testing {
+
+// What the engine asked of the "device".
+struct HostDeviceCounts {
+  std::atomic<int64_t> placed_tensors{0};
+  std::atomic<int64_t> activation_blocks{0};  // MemorySource::Allocate calls
+  std::atomic<int64_t> read_backs{0};
+  std::atomic<int64_t> state_copies{0};
+  std::atomic<int64_t> state_clears{0};
+  std::atomic<int> fail_read_backs{0};  // the next N ReadBack calls report a failed op
+};
+
+class CountingHostMemory final : public kernels::MemorySource {
+ public:
+  explicit CountingHostMemory(HostDeviceCounts* counts) : counts_(counts) {}
+  void* Allocate(size_t bytes) override {
+    ++counts_->activation_blocks;
+    return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
+  void Release(void* p) override { std::free(p); }
+
+ private:
+  HostDeviceCounts* counts_;
+};
+
+// The CPU backend with its operands in CountingHostMemory: every op forwards.
+class SeparateMemoryOps final : public kernels::Ops {
+ public:
+  SeparateMemoryOps(std::unique_ptr<kernels::Ops> inner, HostDeviceCounts* counts)
+      : inner_(std::move(inner)), memory_(counts), counts_(counts) {}
+  std::string_view name() const override { return "host-device"; }
+  kernels::MemorySource& activation_memory() override { return memory_; }
+  std::string ReadBack(const float* src, size_t count, float* dst) override {
+    ++counts_->read_backs;
+    if (counts_->fail_read_backs > 0) {
+      --counts_->fail_read_backs;
+      return "injected failure";
+    }
+    std::memcpy(dst, src, count * sizeof(float));
+    return "";
+  }
+
+  void Linear(const float* x, int64_t ld_x, int64_t m, const kernels::WeightMatrix& w,
+              const float* bias, float* y, int64_t ld_y) override {
+    inner_->Linear(x, ld_x, m, w, bias, y, ld_y);
+  }
+  void GatherRows(const kernels::WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                  int64_t ld_out) override {
+    inner_->GatherRows(table, ids, out, ld_out);
+  }
+  void CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                int64_t ld_dst) override {
+    inner_->CopyRows(src, ld_src, rows, cols, dst, ld_dst);
+  }
+  void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+               int64_t ld_dst) override {
+    inner_->AddRows(src, ld_src, rows, cols, dst, ld_dst);
+  }
+  float* const* PageTable(std::span<float* const> pages, kernels::Workspace& ws) override {
+    // A device copies the table into its memory; so does this one.
+    float** table = ws.Array<float*>(pages.size());
+    std::memcpy(table, pages.data(), pages.size_bytes());
+    return table;
+  }
+  void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
+               float eps, float* out, int64_t ld_out) override {
+    inner_->RmsNorm(x, ld_x, rows, dim, weight, eps, out, ld_out);
+  }
+  void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
+                    int64_t dim, int32_t groups, const float* weight, float eps, float* out,
+                    int64_t ld_out) override {
+    inner_->GatedRmsNorm(y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out, ld_out);
+  }
+  void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
+            int64_t start_pos, float theta) override {
+    inner_->Rope(x, ld_x, tokens, heads, head_dim, start_pos, theta);
+  }
+  void GatedActivation(kernels::Activation act, const float* gate, int64_t ld_gate,
+                       const float* up, int64_t ld_up, int64_t rows, int64_t cols, float* out,
+                       int64_t ld_out) override {
+    inner_->GatedActivation(act, gate, ld_gate, up, ld_up, rows, cols, out, ld_out);
+  }
+  void GatedMlp(kernels::Activation act, const float* x, int64_t ld_x, int64_t rows,
+                const kernels::WeightMatrix& gate_up, const kernels::WeightMatrix& down,
+                float* out, int64_t ld_out, kernels::Workspace& ws) override {
+    inner_->GatedMlp(act, x, ld_x, rows, gate_up, down, out, ld_out, ws);
+  }
+  void Moe(const kernels::MoeArgs& args, kernels::Workspace& ws) override {
+    inner_->Moe(args, ws);
+  }
+  void CausalConv1d(const kernels::CausalConvArgs& args) override { inner_->CausalConv1d(args); }
+  void CausalConv1dStep(const kernels::CausalConvArgs& args) override {
+    inner_->CausalConv1dStep(args);
+  }
+  void SelectiveScan(const kernels::SelectiveScanArgs& args) override {
+    inner_->SelectiveScan(args);
+  }
+  void SelectiveStateUpdate(const kernels::SelectiveScanArgs& args) override {
+    inner_->SelectiveStateUpdate(args);
+  }
+  void SsdScan(const kernels::SsdScanArgs& args, kernels::Workspace& ws) override {
+    inner_->SsdScan(args, ws);
+  }
+  void SsdStateUpdate(const kernels::SsdScanArgs& args) override { inner_->SsdStateUpdate(args); }
+  void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
+               int64_t start_pos, const kernels::PagedKv& kv) override {
+    inner_->WriteKv(k, ld_k, v, ld_v, tokens, start_pos, kv);
+  }
+  void Attention(const kernels::AttentionArgs& args, kernels::Workspace& ws) override {
+    inner_->Attention(args, ws);
+  }
+  void PartialAttention(const kernels::PartialAttentionArgs& args,
+                        kernels::Workspace& ws) override {
+    inner_->PartialAttention(args, ws);
+  }
+  void SharedPrefixAttention(const kernels::SharedPrefixAttentionArgs& args,
+                             kernels::Workspace& ws) override {
+    inner_->SharedPrefixAttention(args, ws);
+  }
+  void MergeAttention(std::span<const kernels::AttentionPart> parts, int64_t rows, int32_t heads,
+                      int32_t head_dim, float* out, int64_t ld_out, float* lse,
+                      int64_t ld_lse) override {
+    inner_->MergeAttention(parts, rows, heads, head_dim, out, ld_out, lse, ld_lse);
+  }
+
+ private:
+  std::unique_ptr<kernels::Ops> inner_;
+  CountingHostMemory memory_;
+  HostDeviceCounts* counts_;
+};
+
+// Host memory whose copies and clears are counted.
+class CountingStateBacking final : public cache::MemoryBacking {
+ public:
+  CountingStateBacking(std::unique_ptr<cache::MemoryBacking> real, HostDeviceCounts* counts)
+      : real_(std::move(real)), counts_(counts) {}
+  std::byte* base() const override { return real_->base(); }
+  size_t reserved_bytes() const override { return real_->reserved_bytes(); }
+  size_t granularity() const override { return real_->granularity(); }
+  absl::Status Commit(size_t offset, size_t bytes) override { return real_->Commit(offset, bytes); }
+  absl::Status Decommit(size_t offset, size_t bytes) override {
+    return real_->Decommit(offset, bytes);
+  }
+  absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override {
+    ++counts_->state_copies;
+    return real_->CopyBytes(dst, src, bytes);
+  }
+  absl::Status ZeroBytes(std::byte* dst, size_t bytes) override {
+    ++counts_->state_clears;
+    return real_->ZeroBytes(dst, bytes);
+  }
+
+ private:
+  std::unique_ptr<cache::MemoryBacking> real_;
+  HostDeviceCounts* counts_;
+};
+
+// Weights copied into memory the placer owns.
+class CopyingPlacer final : public models::TensorPlacer {
+ public:
+  explicit CopyingPlacer(HostDeviceCounts* counts) : counts_(counts) {}
+  absl::StatusOr<const void*> Place(const void* host, size_t bytes) override {
+    ++counts_->placed_tensors;
+    copies_.emplace_back(bytes);
+    if (bytes > 0) std::memcpy(copies_.back().data(), host, bytes);
+    return static_cast<const void*>(copies_.back().data());
+  }
+
+ private:
+  HostDeviceCounts* counts_;
+  std::deque<std::vector<std::byte>> copies_;
+};
+
+class HostDevice final : public ComputeDevice {
+ public:
+  std::string name() const override { return "host-device"; }
+  bool on_host() const override { return false; }
+  models::TensorPlacer* weight_placer() override { return &placer_; }
+  absl::StatusOr<std::unique_ptr<kernels::Ops>> CreateOps(const ComputeOptions& options) override {
+    return std::unique_ptr<kernels::Ops>(new SeparateMemoryOps(
+        kernels::MakeCpuOps(options.threads, options.batch_invariant), &counts));
+  }
+  absl::StatusOr<std::unique_ptr<cache::MemoryBacking>> CreateStateBacking(
+      size_t bytes) override {
+    absl::StatusOr<std::unique_ptr<cache::MemoryBacking>> real =
+        cache::CreateBacking(cache::BackingKind::kHost, bytes);
+    if (!real.ok()) return real.status();
+    return std::unique_ptr<cache::MemoryBacking>(
+        new CountingStateBacking(*std::move(real), &counts));
+  }
+
+  HostDeviceCounts counts;
+
+ private:
+  CopyingPlacer placer_{&counts};
+};
+
+}  // namespace tandem::engine::testing
+
+#endif  // TANDEM_TESTS_ENGINE_HOST_DEVICE_H_
