@@ -74,6 +74,11 @@ struct SelectiveScanArgs {
   float* state = nullptr;  // [din, N] fp32, in/out
   float* y = nullptr;  int64_t ld_y = 0;  // [T, din]
   std::span<const StateSnapshot> snapshots;
+  // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
+  // state is state_table[r] + state_offset floats; the table is in the backend's memory
+  // (Ops::PointerTable). `state` and `snapshots` are then unused. Null: one sequence.
+  float* const* state_table = nullptr;
+  int64_t state_offset = 0;
 };
 
 // Mamba-2 SSD scan for T ≥ 1 tokens continuing from `state` (heads h, head dim P, groups g):
@@ -103,6 +108,11 @@ struct SsdScanArgs {
   float* state = nullptr;  // [heads, P, N] fp32, in/out
   float* y = nullptr;  int64_t ld_y = 0;  // [T, heads·P]
   std::span<const StateSnapshot> snapshots;
+  // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
+  // state is state_table[r] + state_offset floats; the table is in the backend's memory
+  // (Ops::PointerTable). `state` and `snapshots` are then unused. Null: one sequence.
+  float* const* state_table = nullptr;
+  int64_t state_offset = 0;
 };
 
 // Causal depthwise conv1d over `channels` with kernel width K, continuing from `state`, which
@@ -121,6 +131,11 @@ struct CausalConvArgs {
   float* state = nullptr;  // [K-1, channels], in/out
   float* out = nullptr;  int64_t ld_out = 0;  // [T, channels]
   std::span<const StateSnapshot> snapshots;
+  // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
+  // state is state_table[r] + state_offset floats; the table is in the backend's memory
+  // (Ops::PointerTable). `state` and `snapshots` are then unused. Null: one sequence.
+  float* const* state_table = nullptr;
+  int64_t state_offset = 0;
 };
 
 // Causal attention of T queries at positions start_pos … start_pos+T-1 over the keys at positions
@@ -236,11 +251,12 @@ class Ops {
   virtual void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                        int64_t ld_dst) = 0;
 
-  // The page table the attention kernels read (PagedKv::pages) for a sequence's pages: on the
-  // host the array itself; a device backend copies it into device memory from `ws` (a device
-  // block table), valid until ws is reset or rewound past it.
-  virtual float* const* PageTable(std::span<float* const> pages, Workspace& ws) {
-    return pages.data();
+  // A table of pointers as the kernels read it: a sequence's KV pages (PagedKv::pages) or a
+  // decode batch's states (the recurrent ops' state_table). On the host the array itself; a
+  // device backend copies it into device memory from `ws` (a device block table), valid until
+  // ws is reset or rewound past it.
+  virtual float* const* PointerTable(std::span<float* const> pointers, Workspace& ws) {
+    return pointers.data();
   }
 
   // out = weight ⊙ x / sqrt(mean(x²) + eps), per row of `dim` values.
@@ -273,14 +289,17 @@ class Ops {
   virtual void Moe(const MoeArgs& args, Workspace& ws) = 0;
 
   virtual void CausalConv1d(const CausalConvArgs& args) = 0;
-  // The same op for exactly one token (decode), without the prefill path's bookkeeping.
+  // The decode form of each recurrent op: one token of one sequence (tokens == 1), or one token
+  // of each of `tokens` sequences at once with a state_table (a decode batch: one call per layer
+  // instead of one per sequence). Each row's output and state are bit for bit what the full op
+  // gives for that token alone.
   virtual void CausalConv1dStep(const CausalConvArgs& args) = 0;
 
   virtual void SelectiveScan(const SelectiveScanArgs& args) = 0;
-  virtual void SelectiveStateUpdate(const SelectiveScanArgs& args) = 0;  // tokens == 1
+  virtual void SelectiveStateUpdate(const SelectiveScanArgs& args) = 0;
 
   virtual void SsdScan(const SsdScanArgs& args, Workspace& ws) = 0;
-  virtual void SsdStateUpdate(const SsdScanArgs& args) = 0;  // tokens == 1
+  virtual void SsdStateUpdate(const SsdScanArgs& args) = 0;
 
   // Copies T rows of K and V (each [T, kv_heads·head_dim]) into the paged cache at positions
   // start_pos … start_pos+T-1. The pages must exist.

@@ -27,7 +27,7 @@ struct Segment {
   int64_t tokens = 0;     // rows it owns
   int64_t start_pos = 0;  // absolute position of its first row
   std::span<const SsmSnapshot> snapshots;
-  // Its KV pages as the backend's kernels read them (Ops::PageTable); null without attention.
+  // Its KV pages as the backend's kernels read them (Ops::PointerTable); null without attention.
   float* const* page_table = nullptr;
 };
 
@@ -45,6 +45,9 @@ struct ForwardContext {
   kernels::Workspace& host;
   const StateLayout& layout;
   std::span<const Segment> segments;
+  // Per segment, its SSM block as the backend's kernels read it (Ops::PointerTable): the
+  // state_table of batched decode steps. Null without SSM layers.
+  float* const* ssm_blocks = nullptr;
   int64_t rows = 0;
   const HydragenConfig& hydragen;
   ForwardStats* stats = nullptr;  // may be null

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "models/decode_runs.h"
 #include "models/ssm_snapshots.h"
 #include "models/status_macros.h"
 
@@ -45,59 +46,76 @@ void Mamba2Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   float* xbc = ctx.ws.Floats(rows * conv_ch);  // conv output after SiLU: [rows, x ‖ B ‖ C]
   float* y = ctx.ws.Floats(rows * din);
   const SsmLayerState& layout = ctx.layout.ssm_layer(ssm_index_);
-  for (const Segment& seg : ctx.segments) {
-    const LayerSnapshots snaps = LayerSnapshotsFor(seg, layout, ctx.host);
-    const bool step = seg.tokens == 1 && seg.snapshots.empty();
-
+  // The conv and scan arguments for `tokens` rows from `row`; the caller names the state.
+  auto conv_args = [&](int64_t row, int64_t tokens) {
     kernels::CausalConvArgs conv;
-    conv.tokens = seg.tokens;
+    conv.tokens = tokens;
     conv.channels = static_cast<int32_t>(conv_ch);
     conv.kernel = dims_.conv_kernel;
-    conv.u = zxbcdt + seg.row * width + din;
+    conv.u = zxbcdt + row * width + din;
     conv.ld_u = width;
     conv.weight = conv_weight_;
     conv.bias = conv_bias_;
     conv.silu = true;
-    conv.state = seg.state->ssm + layout.conv_offset;
-    conv.out = xbc + seg.row * conv_ch;
+    conv.out = xbc + row * conv_ch;
     conv.ld_out = conv_ch;
-    conv.snapshots = snaps.conv;
-    if (step) {
-      ops.CausalConv1dStep(conv);
-    } else {
-      ops.CausalConv1d(conv);
-    }
-
+    return conv;
+  };
+  auto scan_args = [&](int64_t row, int64_t tokens) {
     kernels::SsdScanArgs scan;
-    scan.tokens = seg.tokens;
+    scan.tokens = tokens;
     scan.heads = dims_.heads;
     scan.head_dim = dims_.head_dim;
     scan.groups = dims_.groups;
     scan.state_size = dims_.state_size;
     scan.chunk_size = dims_.chunk_size;
-    scan.x = xbc + seg.row * conv_ch;
+    scan.x = xbc + row * conv_ch;
     scan.ld_x = conv_ch;
-    scan.dt = zxbcdt + seg.row * width + din + conv_ch;
+    scan.dt = zxbcdt + row * width + din + conv_ch;
     scan.ld_dt = width;
     scan.dt_bias = dt_bias_;
     scan.dt_min = dims_.dt_min;
     scan.dt_max = dims_.dt_max;
     scan.a = a_;
-    scan.b = xbc + seg.row * conv_ch + din;
+    scan.b = xbc + row * conv_ch + din;
     scan.ld_b = conv_ch;
-    scan.c = xbc + seg.row * conv_ch + din + gn;
+    scan.c = xbc + row * conv_ch + din + gn;
     scan.ld_c = conv_ch;
     scan.d = d_;
-    scan.state = seg.state->ssm + layout.ssm_offset;
-    scan.y = y + seg.row * din;
+    scan.y = y + row * din;
     scan.ld_y = din;
-    scan.snapshots = snaps.ssm;
-    if (step) {
-      ops.SsdStateUpdate(scan);
-    } else {
-      ops.SsdScan(scan, ctx.ws);
-    }
-  }
+    return scan;
+  };
+  ForEachDecodeRun(
+      ctx.segments,
+      [&](size_t first, size_t count) {
+        const int64_t row = ctx.segments[first].row, n = static_cast<int64_t>(count);
+        kernels::CausalConvArgs conv = conv_args(row, n);
+        conv.state_table = ctx.ssm_blocks + first;
+        conv.state_offset = layout.conv_offset;
+        ops.CausalConv1dStep(conv);
+        kernels::SsdScanArgs scan = scan_args(row, n);
+        scan.state_table = ctx.ssm_blocks + first;
+        scan.state_offset = layout.ssm_offset;
+        ops.SsdStateUpdate(scan);
+      },
+      [&](size_t s) {
+        const Segment& seg = ctx.segments[s];
+        const LayerSnapshots snaps = LayerSnapshotsFor(seg, layout, ctx.host);
+        kernels::CausalConvArgs conv = conv_args(seg.row, seg.tokens);
+        conv.state = seg.state->ssm + layout.conv_offset;
+        conv.snapshots = snaps.conv;
+        kernels::SsdScanArgs scan = scan_args(seg.row, seg.tokens);
+        scan.state = seg.state->ssm + layout.ssm_offset;
+        scan.snapshots = snaps.ssm;
+        if (IsPlainDecode(seg)) {
+          ops.CausalConv1dStep(conv);
+          ops.SsdStateUpdate(scan);
+        } else {
+          ops.CausalConv1d(conv);
+          ops.SsdScan(scan, ctx.ws);
+        }
+      });
 
   float* normed = ctx.ws.Floats(rows * din);
   ops.GatedRmsNorm(y, din, zxbcdt, width, rows, din, dims_.norm_groups, norm_, dims_.norm_eps,

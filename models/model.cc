@@ -248,17 +248,27 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
         Segment{batch[s].state, rows, tokens, batch[s].state->tokens, batch[s].snapshots};
     if (layout_.num_attention_layers() > 0) {
       // Before any layer's mark: the tables outlive every layer's scratch.
-      segments[s].page_table = ops.PageTable(batch[s].state->kv_pages, ws);
+      segments[s].page_table = ops.PointerTable(batch[s].state->kv_pages, ws);
     }
     rows += tokens;
   }
-  const ForwardContext ctx{
-      ops, ws, host, layout_, {segments, batch.size()}, rows, options.hydragen, options.stats};
-
-  float* hidden = ws.Floats(rows * h);
-  for (const Segment& seg : ctx.segments) {
-    ops.GatherRows(embed_, batch[&seg - segments].tokens, hidden + seg.row * h, h);
+  float* const* ssm_blocks = nullptr;
+  if (config_.num_ssm_layers > 0) {
+    float** blocks = host.Array<float*>(batch.size());
+    for (size_t s = 0; s < batch.size(); ++s) blocks[s] = batch[s].state->ssm;
+    ssm_blocks = ops.PointerTable({blocks, batch.size()}, ws);
   }
+  const ForwardContext ctx{
+      ops,          ws, host, layout_, {segments, batch.size()}, ssm_blocks, rows, options.hydragen,
+      options.stats};
+
+  // One gather for the whole batch (on a GPU, one upload and one launch).
+  int32_t* ids = host.Array<int32_t>(rows);
+  for (size_t s = 0; s < batch.size(); ++s) {
+    std::copy(batch[s].tokens.begin(), batch[s].tokens.end(), ids + segments[s].row);
+  }
+  float* hidden = ws.Floats(rows * h);
+  ops.GatherRows(embed_, {ids, static_cast<size_t>(rows)}, hidden, h);
   // Zamba2's shared blocks read the original embedding at every hybrid layer.
   float* embedding = nullptr;
   if (config_.family == Family::kZamba2) {
@@ -276,13 +286,24 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   // Final norm and LM head, only for the rows whose logits are wanted.
   const int64_t out_rows = LogitRows(batch);
   float* selected = ws.Floats(out_rows * h);
-  int64_t r = 0;
+  // Runs of wanted rows that are consecutive in `hidden` (a decode batch is one) move as one copy.
+  int64_t r = 0, run_from = 0, run_rows = 0;
+  auto flush = [&] {
+    if (run_rows > 0)
+      ops.CopyRows(hidden + run_from * h, h, run_rows, h, selected + (r - run_rows) * h, h);
+  };
   for (size_t s = 0; s < batch.size(); ++s) {
     const Segment& seg = segments[s];
     const int64_t first = batch[s].all_logits ? 0 : seg.tokens - 1;
-    ops.CopyRows(hidden + (seg.row + first) * h, h, seg.tokens - first, h, selected + r * h, h);
+    if (run_rows > 0 && run_from + run_rows != seg.row + first) {
+      flush();
+      run_rows = 0;
+    }
+    if (run_rows == 0) run_from = seg.row + first;
+    run_rows += seg.tokens - first;
     r += seg.tokens - first;
   }
+  flush();
   float* normed = ws.Floats(out_rows * h);
   ops.RmsNorm(selected, h, out_rows, h, final_norm_, config_.rms_norm_eps, normed, h);
   ops.Linear(normed, h, out_rows, lm_head_, nullptr, logits, v);

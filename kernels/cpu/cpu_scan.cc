@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/fast_math.h"
+#include "kernels/decode_batch.h"
 #include "kernels/scalar_math.h"
 
 namespace tandem::kernels {
@@ -20,156 +21,205 @@ constexpr int64_t kChannelBlock = 64;
 // step's conv is a few thousand multiply-adds, cheaper than waking the pool.
 constexpr int64_t kSerialConvMacs = 32 * 1024;
 
-}  // namespace
-
 // ---- Causal depthwise conv1d ----------------------------------------------------------------
 
-void CpuOps::CausalConv1d(const CausalConvArgs& a) {
+// Channels [c0, c1) of a causal conv call: every channel's arithmetic is its own, so any split
+// of the channels gives the same bits.
+void ConvChannels(const CausalConvArgs& a, int64_t c0, int64_t c1) {
   const int64_t C = a.channels, K = a.kernel, T = a.tokens, S = K - 1;
   // Row r of the virtual window [state ‖ u] (r < K-1: state row, else token r-(K-1)).
   auto row = [&](int64_t r) { return r < S ? a.state + r * C : a.u + (r - S) * a.ld_u; };
   constexpr int64_t kMaxK = 8;
-  // Whole channel blocks per task (the per-channel arithmetic does not depend on the split).
-  const int64_t grain =
-      std::max<int64_t>(1, kSerialConvMacs / std::max<int64_t>(1, T * K * kChannelBlock)) *
-      kChannelBlock;
-  pool_.ParallelFor(C, grain, [&](int64_t c0, int64_t c1) {
-    // Snapshots and outputs read the incoming state, so it is overwritten last.
-    for (const StateSnapshot& snap : a.snapshots) {
-      for (int64_t r = 0; r < S; ++r) {
-        std::memcpy(snap.dst + r * C + c0, row(snap.after_tokens + r) + c0,
-                    (c1 - c0) * sizeof(float));
-      }
+  // Snapshots and outputs read the incoming state, so it is overwritten last.
+  for (const StateSnapshot& snap : a.snapshots) {
+    for (int64_t r = 0; r < S; ++r) {
+      std::memcpy(snap.dst + r * C + c0, row(snap.after_tokens + r) + c0,
+                  (c1 - c0) * sizeof(float));
     }
-    // Weights transposed to [K, block] so the channel loop is contiguous (vectorises).
-    float wt[kMaxK * kChannelBlock];
-    for (int64_t cb = c0; cb < c1; cb += kChannelBlock) {
-      const int64_t ce = std::min(c1, cb + kChannelBlock), w = ce - cb;
-      if (K > kMaxK) {
-        for (int64_t t = 0; t < T; ++t) {
-          for (int64_t c = cb; c < ce; ++c) {
-            float s = a.bias != nullptr ? a.bias[c] : 0.0f;
-            for (int64_t k = 0; k < K; ++k) s += a.weight[c * K + k] * row(t + k)[c];
-            a.out[t * a.ld_out + c] = a.silu ? Silu(s) : s;
-          }
+  }
+  // Weights transposed to [K, block] so the channel loop is contiguous (vectorises).
+  float wt[kMaxK * kChannelBlock];
+  for (int64_t cb = c0; cb < c1; cb += kChannelBlock) {
+    const int64_t ce = std::min(c1, cb + kChannelBlock), w = ce - cb;
+    if (K > kMaxK) {
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t c = cb; c < ce; ++c) {
+          float s = a.bias != nullptr ? a.bias[c] : 0.0f;
+          for (int64_t k = 0; k < K; ++k) s += a.weight[c * K + k] * row(t + k)[c];
+          a.out[t * a.ld_out + c] = a.silu ? Silu(s) : s;
         }
-        continue;
+      }
+      continue;
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      for (int64_t c = 0; c < w; ++c) wt[k * kChannelBlock + c] = a.weight[(cb + c) * K + k];
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      float* __restrict o = a.out + t * a.ld_out + cb;
+      if (a.bias != nullptr) {
+        std::memcpy(o, a.bias + cb, w * sizeof(float));
+      } else {
+        std::fill(o, o + w, 0.0f);
       }
       for (int64_t k = 0; k < K; ++k) {
-        for (int64_t c = 0; c < w; ++c) wt[k * kChannelBlock + c] = a.weight[(cb + c) * K + k];
+        const float* __restrict in = row(t + k) + cb;
+        const float* __restrict wk = wt + k * kChannelBlock;
+#pragma omp simd
+        for (int64_t c = 0; c < w; ++c) o[c] += wk[c] * in[c];
       }
-      for (int64_t t = 0; t < T; ++t) {
-        float* __restrict o = a.out + t * a.ld_out + cb;
-        if (a.bias != nullptr) {
-          std::memcpy(o, a.bias + cb, w * sizeof(float));
-        } else {
-          std::fill(o, o + w, 0.0f);
-        }
-        for (int64_t k = 0; k < K; ++k) {
-          const float* __restrict in = row(t + k) + cb;
-          const float* __restrict wk = wt + k * kChannelBlock;
+      if (a.silu) {
 #pragma omp simd
-          for (int64_t c = 0; c < w; ++c) o[c] += wk[c] * in[c];
-        }
-        if (a.silu) {
-#pragma omp simd
-          for (int64_t c = 0; c < w; ++c) o[c] = FastSilu(o[c]);
-        }
+        for (int64_t c = 0; c < w; ++c) o[c] = FastSilu(o[c]);
       }
     }
-    // New state = window rows [T, T+K-1). Rows still inside the old state shift down, which
-    // is safe in increasing order because the source row index is ≥ the destination's.
-    for (int64_t r = 0; r < S; ++r) {
-      const float* src = row(T + r);
-      if (src != a.state + r * C) {
-        std::memmove(a.state + r * C + c0, src + c0, (c1 - c0) * sizeof(float));
-      }
+  }
+  // New state = window rows [T, T+K-1). Rows still inside the old state shift down, which
+  // is safe in increasing order because the source row index is ≥ the destination's.
+  for (int64_t r = 0; r < S; ++r) {
+    const float* src = row(T + r);
+    if (src != a.state + r * C) {
+      std::memmove(a.state + r * C + c0, src + c0, (c1 - c0) * sizeof(float));
     }
-  });
+  }
+}
+
+// Calls fn(r, lo, hi) for the parts of the flat item range [i0, i1) that fall in each decode
+// row r, an item being one of `per_row` pieces of a row's work: a batched step splits its
+// sequences × pieces over the pool in one call.
+template <typename F>
+void ForRowPieces(int64_t i0, int64_t i1, int64_t per_row, F&& fn) {
+  for (int64_t i = i0; i < i1;) {
+    const int64_t r = i / per_row, end = std::min(i1, (r + 1) * per_row);
+    fn(r, i - r * per_row, end - r * per_row);
+    i = end;
+  }
+}
+
+}  // namespace
+
+void CpuOps::CausalConv1d(const CausalConvArgs& a) {
+  // Whole channel blocks per task.
+  const int64_t grain = std::max<int64_t>(1, kSerialConvMacs / std::max<int64_t>(
+                                                 1, a.tokens * a.kernel * kChannelBlock)) *
+                        kChannelBlock;
+  pool_.ParallelFor(a.channels, grain,
+                    [&](int64_t c0, int64_t c1) { ConvChannels(a, c0, c1); });
 }
 
 // The decode step is the scan over one token: the same arithmetic, so that a token's output and
 // the state it leaves are bit-identical whether it came through a prefill or a decode step (a
 // cache hit resumes by prefill what a cold run decoded). The separate per-channel loop this
 // replaced rounded differently; its speed advantage on one token was within noise.
-void CpuOps::CausalConv1dStep(const CausalConvArgs& a) { CausalConv1d(a); }
+void CpuOps::CausalConv1dStep(const CausalConvArgs& a) {
+  if (a.state_table == nullptr) return CausalConv1d(a);
+  const int64_t C = a.channels;
+  const int64_t grain = std::max<int64_t>(1, kSerialConvMacs / std::max<int64_t>(1, a.kernel));
+  pool_.ParallelFor(a.tokens * C, grain, [&](int64_t i0, int64_t i1) {
+    ForRowPieces(i0, i1, C, [&](int64_t r, int64_t c0, int64_t c1) {
+      ConvChannels(DecodeRow(a, r), c0, c1);
+    });
+  });
+}
 
 // ---- Mamba-1 selective scan -----------------------------------------------------------------
 
 // A block of channels is transposed to state-major ([N, block]) in per-slot scratch, so that
 // every inner loop runs across channels: vertical SIMD, no horizontal reductions (N is often
 // only 16, too short to vectorise over).
-void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
+namespace {
+
+constexpr int64_t kScanWidth = kChannelBlock;
+
+// Floats of scratch one block of SelectiveScanBlock needs.
+int64_t ScanBlockScratch(int64_t state_size) { return (2 * state_size + 4) * kScanWidth; }
+
+// Channel block `blk` (channels [blk·kScanWidth, …)) of a selective scan, in `scratch`.
+void SelectiveScanBlock(const SelectiveScanArgs& a, int64_t blk, float* scratch) {
   const int64_t D = a.inner, N = a.state_size, T = a.tokens;
-  constexpr int64_t kWidth = kChannelBlock;
-  const int64_t blocks = (D + kWidth - 1) / kWidth;
-  float* scratch = SlotScratch((2 * N + 4) * kWidth);
+  constexpr int64_t kWidth = kScanWidth;
+  const int64_t d0 = blk * kWidth, w = std::min(kWidth, D - d0);
+  float* __restrict ht = scratch;                       // [N, kWidth]
+  float* __restrict at = ht + N * kWidth;               // [N, kWidth]
+  float* __restrict dtv = at + N * kWidth;
+  float* __restrict dtu = dtv + kWidth;
+  float* __restrict acc = dtu + kWidth;
+  for (int64_t i = 0; i < w; ++i) {
+    for (int64_t n = 0; n < N; ++n) {
+      ht[n * kWidth + i] = a.state[(d0 + i) * N + n];
+      at[n * kWidth + i] = a.a[(d0 + i) * N + n];
+    }
+  }
+  auto store = [&](float* dst) {  // block back to [channel, N] layout
+    for (int64_t i = 0; i < w; ++i) {
+      for (int64_t n = 0; n < N; ++n) dst[(d0 + i) * N + n] = ht[n * kWidth + i];
+    }
+  };
+  size_t next = 0;
+  auto emit = [&](int64_t done) {
+    while (next < a.snapshots.size() && a.snapshots[next].after_tokens == done) {
+      store(a.snapshots[next++].dst);
+    }
+  };
+  emit(0);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* __restrict bt = a.b + t * a.ld_b;
+    const float* __restrict ct = a.c + t * a.ld_c;
+    const float* __restrict ut = a.u + t * a.ld_u + d0;
+    const float* __restrict delta = a.delta + t * a.ld_delta + d0;
+    const float* __restrict dbias = a.delta_bias + d0;
+    const float* __restrict dskip = a.d + d0;
+#pragma omp simd
+    for (int64_t i = 0; i < w; ++i) {
+      const float dt = FastSoftplus(delta[i] + dbias[i]);
+      dtv[i] = dt;
+      dtu[i] = dt * ut[i];
+      acc[i] = dskip[i] * ut[i];
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      const float bn = bt[n], cn = ct[n];
+      float* __restrict hn = ht + n * kWidth;
+      const float* __restrict an = at + n * kWidth;
+#pragma omp simd
+      for (int64_t i = 0; i < w; ++i) {
+        const float h = FastExp(dtv[i] * an[i]) * hn[i] + dtu[i] * bn;
+        hn[i] = h;
+        acc[i] += h * cn;
+      }
+    }
+    float* __restrict yt = a.y + t * a.ld_y + d0;
+    if (a.z != nullptr) {
+      const float* __restrict zt = a.z + t * a.ld_z + d0;
+#pragma omp simd
+      for (int64_t i = 0; i < w; ++i) yt[i] = acc[i] * FastSilu(zt[i]);
+    } else {
+      for (int64_t i = 0; i < w; ++i) yt[i] = acc[i];
+    }
+    emit(t + 1);
+  }
+  store(a.state);
+}
+
+}  // namespace
+
+void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
+  const int64_t blocks = (a.inner + kScanWidth - 1) / kScanWidth;
+  float* scratch = SlotScratch(ScanBlockScratch(a.state_size));
   const int64_t slot_floats = slot_scratch_floats_;
   pool_.ForEach(blocks, [&](int64_t slot, int64_t blk) {
-    const int64_t d0 = blk * kWidth, w = std::min(kWidth, D - d0);
-    float* __restrict ht = scratch + slot * slot_floats;  // [N, kWidth]
-    float* __restrict at = ht + N * kWidth;               // [N, kWidth]
-    float* __restrict dtv = at + N * kWidth;
-    float* __restrict dtu = dtv + kWidth;
-    float* __restrict acc = dtu + kWidth;
-    for (int64_t i = 0; i < w; ++i) {
-      for (int64_t n = 0; n < N; ++n) {
-        ht[n * kWidth + i] = a.state[(d0 + i) * N + n];
-        at[n * kWidth + i] = a.a[(d0 + i) * N + n];
-      }
-    }
-    auto store = [&](float* dst) {  // block back to [channel, N] layout
-      for (int64_t i = 0; i < w; ++i) {
-        for (int64_t n = 0; n < N; ++n) dst[(d0 + i) * N + n] = ht[n * kWidth + i];
-      }
-    };
-    size_t next = 0;
-    auto emit = [&](int64_t done) {
-      while (next < a.snapshots.size() && a.snapshots[next].after_tokens == done) {
-        store(a.snapshots[next++].dst);
-      }
-    };
-    emit(0);
-    for (int64_t t = 0; t < T; ++t) {
-      const float* __restrict bt = a.b + t * a.ld_b;
-      const float* __restrict ct = a.c + t * a.ld_c;
-      const float* __restrict ut = a.u + t * a.ld_u + d0;
-      const float* __restrict delta = a.delta + t * a.ld_delta + d0;
-      const float* __restrict dbias = a.delta_bias + d0;
-      const float* __restrict dskip = a.d + d0;
-#pragma omp simd
-      for (int64_t i = 0; i < w; ++i) {
-        const float dt = FastSoftplus(delta[i] + dbias[i]);
-        dtv[i] = dt;
-        dtu[i] = dt * ut[i];
-        acc[i] = dskip[i] * ut[i];
-      }
-      for (int64_t n = 0; n < N; ++n) {
-        const float bn = bt[n], cn = ct[n];
-        float* __restrict hn = ht + n * kWidth;
-        const float* __restrict an = at + n * kWidth;
-#pragma omp simd
-        for (int64_t i = 0; i < w; ++i) {
-          const float h = FastExp(dtv[i] * an[i]) * hn[i] + dtu[i] * bn;
-          hn[i] = h;
-          acc[i] += h * cn;
-        }
-      }
-      float* __restrict yt = a.y + t * a.ld_y + d0;
-      if (a.z != nullptr) {
-        const float* __restrict zt = a.z + t * a.ld_z + d0;
-#pragma omp simd
-        for (int64_t i = 0; i < w; ++i) yt[i] = acc[i] * FastSilu(zt[i]);
-      } else {
-        for (int64_t i = 0; i < w; ++i) yt[i] = acc[i];
-      }
-      emit(t + 1);
-    }
-    store(a.state);
+    SelectiveScanBlock(a, blk, scratch + slot * slot_floats);
   });
 }
 
-void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a); }
+// A decode batch: every (sequence, channel block) pair is one item of the pool.
+void CpuOps::SelectiveStateUpdate(const SelectiveScanArgs& a) {
+  if (a.state_table == nullptr) return SelectiveScan(a);
+  const int64_t blocks = (a.inner + kScanWidth - 1) / kScanWidth;
+  float* scratch = SlotScratch(ScanBlockScratch(a.state_size));
+  const int64_t slot_floats = slot_scratch_floats_;
+  pool_.ForEach(a.tokens * blocks, [&](int64_t slot, int64_t item) {
+    SelectiveScanBlock(DecodeRow(a, item / blocks), item % blocks, scratch + slot * slot_floats);
+  });
+}
 
 // ---- Mamba-2 SSD ----------------------------------------------------------------------------
 //
@@ -364,26 +414,43 @@ void CpuOps::SsdScanRecurrent(const SsdScanArgs& a) {
   });
 }
 
-// One token for every head: the recurrent scan's arithmetic (SsdRecurrentToken), grouped a few
-// heads per task because one head's step is too little work to wake a thread for.
-void CpuOps::SsdStateUpdate(const SsdScanArgs& a) {
-  const int64_t H = a.heads, P = a.head_dim, N = a.state_size;
-  const int64_t heads_per_group = H / a.groups;
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, P * N));
-  pool_.ParallelFor(H, grain, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      const int64_t g = h / heads_per_group;
-      float* S = a.state + h * P * N;
-      for (const StateSnapshot& snap : a.snapshots) {
-        if (snap.after_tokens == 0) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
-      }
-      const float dt = SsdDt(a.dt[h], a.dt_bias[h], a.dt_min, a.dt_max);
-      SsdRecurrentToken(S, P, N, std::exp(dt * a.a[h]), dt, a.x + h * P, a.b + g * N,
-                        a.c + g * N, a.d[h], a.y + h * P);
-      for (const StateSnapshot& snap : a.snapshots) {
-        if (snap.after_tokens == 1) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
-      }
+namespace {
+
+// Heads [h0, h1) of one token's step: the recurrent scan's arithmetic (SsdRecurrentToken).
+void SsdStepHeads(const SsdScanArgs& a, int64_t h0, int64_t h1) {
+  const int64_t P = a.head_dim, N = a.state_size;
+  const int64_t heads_per_group = a.heads / a.groups;
+  for (int64_t h = h0; h < h1; ++h) {
+    const int64_t g = h / heads_per_group;
+    float* S = a.state + h * P * N;
+    for (const StateSnapshot& snap : a.snapshots) {
+      if (snap.after_tokens == 0) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
     }
+    const float dt = SsdDt(a.dt[h], a.dt_bias[h], a.dt_min, a.dt_max);
+    SsdRecurrentToken(S, P, N, std::exp(dt * a.a[h]), dt, a.x + h * P, a.b + g * N,
+                      a.c + g * N, a.d[h], a.y + h * P);
+    for (const StateSnapshot& snap : a.snapshots) {
+      if (snap.after_tokens == 1) std::memcpy(snap.dst + h * P * N, S, P * N * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+// One token for every head (of every sequence, for a decode batch), grouped a few heads per
+// task because one head's step is too little work to wake a thread for.
+void CpuOps::SsdStateUpdate(const SsdScanArgs& a) {
+  const int64_t H = a.heads;
+  const int64_t grain =
+      std::max<int64_t>(1, 32768 / std::max<int64_t>(1, int64_t{a.head_dim} * a.state_size));
+  if (a.state_table == nullptr) {
+    pool_.ParallelFor(H, grain, [&](int64_t h0, int64_t h1) { SsdStepHeads(a, h0, h1); });
+    return;
+  }
+  pool_.ParallelFor(a.tokens * H, grain, [&](int64_t i0, int64_t i1) {
+    ForRowPieces(i0, i1, H, [&](int64_t r, int64_t h0, int64_t h1) {
+      SsdStepHeads(DecodeRow(a, r), h0, h1);
+    });
   });
 }
 

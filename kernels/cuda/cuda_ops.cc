@@ -105,7 +105,7 @@ void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t co
   if (Ok()) Record(cuda::AddRows(stream_, src, ld_src, rows, cols, dst, ld_dst), "AddRows");
 }
 
-float* const* CudaOps::PageTable(std::span<float* const> pages, Workspace& ws) {
+float* const* CudaOps::PointerTable(std::span<float* const> pages, Workspace& ws) {
   // From pageable memory the copy returns once the pointers have been read.
   return Upload<float*>(pages.data(), pages.size(), ws);
 }

@@ -38,6 +38,21 @@ __device__ float WarpSum(float v) {
   return v;
 }
 
+// The rows and state one block works on: the whole call, or (a decode batch, blockIdx.y = the
+// sequence) one row and the state its table entry names.
+struct Rows {
+  float* state;
+  int64_t first;
+  int64_t tokens;
+};
+
+template <typename Args>
+__device__ Rows RowsOf(const Args& a) {
+  if (a.state_table == nullptr) return {a.state, 0, a.tokens};
+  const int64_t seq = blockIdx.y;
+  return {a.state_table[seq] + a.state_offset, seq, 1};
+}
+
 __device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 __device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 
@@ -46,9 +61,10 @@ __device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= a.channels) return;
+  const Rows rows = RowsOf(a);
   const int K = a.kernel, C = a.channels;
   float window[kMaxConvKernel];  // window[0 .. K-2]: the previous inputs, oldest first
-  for (int i = 0; i + 1 < K; ++i) window[i] = a.state[int64_t{i} * C + c];
+  for (int i = 0; i + 1 < K; ++i) window[i] = rows.state[int64_t{i} * C + c];
   float w[kMaxConvKernel];
   for (int i = 0; i < K; ++i) w[i] = a.weight[c * K + i];
   const float bias = a.bias != nullptr ? a.bias[c] : 0.0f;
@@ -60,7 +76,7 @@ __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
     }
   };
   emit(0);
-  for (int64_t t = 0; t < a.tokens; ++t) {
+  for (int64_t t = rows.first; t < rows.first + rows.tokens; ++t) {
     const float u = a.u[t * a.ld_u + c];
     float s = bias;
     for (int i = 0; i + 1 < K; ++i) s += w[i] * window[i];
@@ -68,9 +84,9 @@ __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
     a.out[t * a.ld_out + c] = a.silu ? Silu(s) : s;
     for (int i = 0; i + 2 < K; ++i) window[i] = window[i + 1];
     if (K > 1) window[K - 2] = u;
-    emit(t + 1);
+    emit(t - rows.first + 1);
   }
-  for (int i = 0; i + 1 < K; ++i) a.state[int64_t{i} * C + c] = window[i];
+  for (int i = 0; i + 1 < K; ++i) rows.state[int64_t{i} * C + c] = window[i];
 }
 
 // ---- scans: one warp per recurrence row (a channel d, or a head's (h, p)), lanes over N ------
@@ -89,12 +105,13 @@ __device__ void StoreRow(const float (&h)[kMaxStatePerLane], int32_t n_state, fl
 __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
   const int64_t d = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
   if (d >= a.inner) return;
+  const Rows rows = RowsOf(a);
   const int lane = threadIdx.x % kWarp;
   const int32_t N = a.state_size;
   float h[kMaxStatePerLane], A[kMaxStatePerLane];
   for (int i = 0; i < kMaxStatePerLane; ++i) {
     const int n = lane + kWarp * i;
-    h[i] = n < N ? a.state[d * N + n] : 0.0f;
+    h[i] = n < N ? rows.state[d * N + n] : 0.0f;
     A[i] = n < N ? a.a[d * N + n] : 0.0f;
   }
   const int64_t row_offset = d * N;
@@ -106,7 +123,7 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
     }
   };
   emit(0);
-  for (int64_t t = 0; t < a.tokens; ++t) {
+  for (int64_t t = rows.first; t < rows.first + rows.tokens; ++t) {
     const float u = a.u[t * a.ld_u + d];
     const float dt = Softplus(a.delta[t * a.ld_delta + d] + a.delta_bias[d]);
     const float* bt = a.b + t * a.ld_b;
@@ -125,9 +142,9 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
       if (a.z != nullptr) y *= Silu(a.z[t * a.ld_z + d]);
       a.y[t * a.ld_y + d] = y;
     }
-    emit(t + 1);
+    emit(t - rows.first + 1);
   }
-  StoreRow(h, N, a.state + row_offset);
+  StoreRow(h, N, rows.state + row_offset);
 }
 
 __device__ float SsdDt(float raw, float bias, float dt_min, float dt_max) {
@@ -141,6 +158,7 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;  // h·P + p
   const int64_t H = a.heads, P = a.head_dim;
   if (row >= H * P) return;
+  const Rows rows = RowsOf(a);
   const int lane = threadIdx.x % kWarp;
   const int64_t hd = row / P;
   const int64_t g = hd / (H / a.groups);
@@ -148,7 +166,7 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   float s[kMaxStatePerLane];
   for (int i = 0; i < kMaxStatePerLane; ++i) {
     const int n = lane + kWarp * i;
-    s[i] = n < N ? a.state[row * N + n] : 0.0f;
+    s[i] = n < N ? rows.state[row * N + n] : 0.0f;
   }
   int next = 0;
   auto emit = [&](int64_t done) {
@@ -158,7 +176,7 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
     }
   };
   emit(0);
-  for (int64_t t = 0; t < a.tokens; ++t) {
+  for (int64_t t = rows.first; t < rows.first + rows.tokens; ++t) {
     const float dt = SsdDt(a.dt[t * a.ld_dt + hd], a.dt_bias[hd], a.dt_min, a.dt_max);
     const float decay = expf(dt * a.a[hd]);
     const float x = a.x[t * a.ld_x + row];
@@ -174,9 +192,9 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
     }
     acc = WarpSum(acc);
     if (lane == 0) a.y[t * a.ld_y + row] = acc + a.d[hd] * x;
-    emit(t + 1);
+    emit(t - rows.first + 1);
   }
-  StoreRow(s, N, a.state + row * N);
+  StoreRow(s, N, rows.state + row * N);
 }
 
 // ---- paged attention ------------------------------------------------------------------------
@@ -297,28 +315,49 @@ unsigned Blocks(int64_t items, int64_t per_block) {
   return static_cast<unsigned>((items + per_block - 1) / per_block);
 }
 
+// The grid of a recurrent op: `blocks` per sequence, one sequence per y index in a decode batch
+// (whose snapshots are none: validated as an empty list).
+template <typename Args>
+bool Grid(const Args& a, unsigned blocks, dim3* grid, std::span<const StateSnapshot>* snapshots) {
+  if (a.state_table == nullptr) {
+    *grid = dim3(blocks, 1);
+    *snapshots = a.snapshots;
+    return true;
+  }
+  if (a.tokens > 65535) return false;
+  *grid = dim3(blocks, static_cast<unsigned>(a.tokens));
+  *snapshots = {};
+  return true;
+}
+
 }  // namespace
 
 cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& a) {
   if (a.channels <= 0) return cudaSuccess;
+  constexpr int kThreads = 128;
   Snapshots snaps;
-  if (a.kernel < 1 || a.kernel > kMaxConvKernel || !ToSnapshots(a.snapshots, a.tokens, &snaps)) {
+  dim3 grid;
+  std::span<const StateSnapshot> snapshots;
+  if (a.kernel < 1 || a.kernel > kMaxConvKernel ||
+      !Grid(a, Blocks(a.channels, kThreads), &grid, &snapshots) ||
+      !ToSnapshots(snapshots, a.tokens, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  constexpr int kThreads = 128;
-  ConvKernel<<<Blocks(a.channels, kThreads), kThreads, 0, stream>>>(a, snaps);
+  ConvKernel<<<grid, kThreads, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }
 
 cudaError_t SelectiveScan(cudaStream_t stream, const SelectiveScanArgs& a) {
   if (a.inner <= 0) return cudaSuccess;
   Snapshots snaps;
+  dim3 grid;
+  std::span<const StateSnapshot> snapshots;
   if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane ||
-      !ToSnapshots(a.snapshots, a.tokens, &snaps)) {
+      !Grid(a, Blocks(a.inner, kWarpsPerBlock), &grid, &snapshots) ||
+      !ToSnapshots(snapshots, a.tokens, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  SelectiveScanKernel<<<Blocks(a.inner, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
-      a, snaps);
+  SelectiveScanKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }
 
@@ -326,11 +365,14 @@ cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& a) {
   const int64_t rows = int64_t{a.heads} * a.head_dim;
   if (rows <= 0) return cudaSuccess;
   Snapshots snaps;
+  dim3 grid;
+  std::span<const StateSnapshot> snapshots;
   if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane || a.groups < 1 ||
-      a.heads % a.groups != 0 || !ToSnapshots(a.snapshots, a.tokens, &snaps)) {
+      a.heads % a.groups != 0 || !Grid(a, Blocks(rows, kWarpsPerBlock), &grid, &snapshots) ||
+      !ToSnapshots(snapshots, a.tokens, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  SsdScanKernel<<<Blocks(rows, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
+  SsdScanKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }
 

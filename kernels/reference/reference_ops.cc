@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/decode_batch.h"
 #include "kernels/scalar_math.h"
 
 namespace tandem::kernels {
@@ -207,7 +208,10 @@ void ReferenceOps::CausalConv1d(const CausalConvArgs& a) {
   std::memcpy(a.state, win.data() + T * C, (K - 1) * C * sizeof(float));
 }
 
-void ReferenceOps::CausalConv1dStep(const CausalConvArgs& a) { CausalConv1d(a); }
+void ReferenceOps::CausalConv1dStep(const CausalConvArgs& a) {
+  if (a.state_table == nullptr) return CausalConv1d(a);
+  for (int64_t r = 0; r < a.tokens; ++r) CausalConv1d(DecodeRow(a, r));
+}
 
 void ReferenceOps::SelectiveScan(const SelectiveScanArgs& a) {
   const int64_t D = a.inner, N = a.state_size;
@@ -233,7 +237,10 @@ void ReferenceOps::SelectiveScan(const SelectiveScanArgs& a) {
   }
 }
 
-void ReferenceOps::SelectiveStateUpdate(const SelectiveScanArgs& a) { SelectiveScan(a); }
+void ReferenceOps::SelectiveStateUpdate(const SelectiveScanArgs& a) {
+  if (a.state_table == nullptr) return SelectiveScan(a);
+  for (int64_t r = 0; r < a.tokens; ++r) SelectiveScan(DecodeRow(a, r));
+}
 
 void ReferenceOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
   const int64_t H = a.heads, P = a.head_dim, N = a.state_size;
@@ -264,7 +271,8 @@ void ReferenceOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
 
 void ReferenceOps::SsdStateUpdate(const SsdScanArgs& a) {
   Workspace unused(64);
-  SsdScan(a, unused);
+  if (a.state_table == nullptr) return SsdScan(a, unused);
+  for (int64_t r = 0; r < a.tokens; ++r) SsdScan(DecodeRow(a, r), unused);
 }
 
 void ReferenceOps::WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v,

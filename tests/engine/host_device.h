@@ -77,7 +77,7 @@ class SeparateMemoryOps final : public kernels::Ops {
                int64_t ld_dst) override {
     inner_->AddRows(src, ld_src, rows, cols, dst, ld_dst);
   }
-  float* const* PageTable(std::span<float* const> pages, kernels::Workspace& ws) override {
+  float* const* PointerTable(std::span<float* const> pages, kernels::Workspace& ws) override {
     // A device copies the table into its memory; so does this one.
     float** table = ws.Array<float*>(pages.size());
     std::memcpy(table, pages.data(), pages.size_bytes());

@@ -1,0 +1,154 @@
+// Decode batches on CUDA (the recurrent ops' state_table): one launch over many sequences, each
+// a block row of the grid with its state found through a device table, against the reference
+// backend's batched steps (which equal one call per sequence: tests/kernels/decode_batch_test.cc).
+// Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/reference/reference_ops.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/kernels/test_util.h"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+using kernels::testing::AllClose;
+using kernels::testing::Rng;
+using testing::ToDevice;
+using testing::ToHost;
+
+constexpr int64_t kOffset = 3;
+
+// R states of `floats` at kOffset inside blocks laid out in reverse order, on host and device,
+// with each side's table.
+struct States {
+  States(int64_t rows, int64_t floats, uint32_t seed) : block(floats + kOffset + 1) {
+    host = Rng(seed).Uniform(rows * block);
+    device = ToDevice(host);
+    for (int64_t r = 0; r < rows; ++r) {
+      host_table.push_back(host.data() + (rows - 1 - r) * block);
+      device_pointers.push_back(device.get() + (rows - 1 - r) * block);
+    }
+    device_table = ToDevice(device_pointers);
+  }
+  int64_t block;
+  std::vector<float> host;
+  DeviceBuffer<float> device;
+  std::vector<float*> host_table, device_pointers;
+  DeviceBuffer<float*> device_table;
+};
+
+std::unique_ptr<CudaOps> NewOps() {
+  std::string error;
+  auto ops = CudaOps::Create(0, &error);
+  EXPECT_NE(ops, nullptr) << error;
+  return ops;
+}
+
+TEST(CudaDecodeBatchTest, ConvAndBothScansMatchTheReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  ReferenceOps ref;
+  const int64_t rows = 5;
+  Rng rng(7);
+
+  {  // conv
+    const int32_t channels = 70, kernel = 4;
+    const int64_t ld = channels + 1;
+    const auto u = rng.Uniform(rows * ld), w = rng.Uniform(int64_t{channels} * kernel),
+               bias = rng.Uniform(channels);
+    auto du = ToDevice(u), dw = ToDevice(w), db = ToDevice(bias);
+    auto dout = ToDevice(std::vector<float>(rows * ld, 0.0f));
+    States states(rows, int64_t{kernel - 1} * channels, 1);
+    std::vector<float> out(rows * ld, 0.0f);
+    CausalConvArgs a;
+    a.tokens = rows;
+    a.channels = channels;
+    a.kernel = kernel;
+    a.ld_u = a.ld_out = ld;
+    a.state_offset = kOffset;
+    a.u = u.data();
+    a.weight = w.data();
+    a.bias = bias.data();
+    a.out = out.data();
+    a.state_table = states.host_table.data();
+    ref.CausalConv1dStep(a);
+    a.u = du.get();
+    a.weight = dw.get();
+    a.bias = db.get();
+    a.out = dout.get();
+    a.state_table = states.device_table.get();
+    ops->CausalConv1dStep(a);
+    ASSERT_EQ(ops->Synchronize(), "");
+    EXPECT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-5f));
+    EXPECT_TRUE(AllClose(ToHost(states.device), states.host, 1e-6f, 1e-6f));
+  }
+  {  // Mamba-1 selective scan
+    const int32_t inner = 40, n = 16;
+    const int64_t ld = inner, ld_bc = n;
+    const auto u = rng.Uniform(rows * ld), delta = rng.Uniform(rows * ld, -4, 2),
+               delta_bias = rng.Uniform(inner, -1, 1), a_log = rng.Uniform(inner * n, -3, -0.05f),
+               b = rng.Uniform(rows * ld_bc), c = rng.Uniform(rows * ld_bc), d = rng.Uniform(inner),
+               z = rng.Uniform(rows * ld);
+    auto du = ToDevice(u), ddelta = ToDevice(delta), ddb = ToDevice(delta_bias),
+         da = ToDevice(a_log), dbb = ToDevice(b), dc = ToDevice(c), dd = ToDevice(d),
+         dz = ToDevice(z), dy = ToDevice(std::vector<float>(rows * ld, 0.0f));
+    States states(rows, int64_t{inner} * n, 2);
+    std::vector<float> y(rows * ld, 0.0f);
+    SelectiveScanArgs s;
+    s.tokens = rows;
+    s.inner = inner;
+    s.state_size = n;
+    s.ld_u = s.ld_delta = s.ld_z = s.ld_y = ld;
+    s.ld_b = s.ld_c = ld_bc;
+    s.state_offset = kOffset;
+    s.u = u.data(), s.delta = delta.data(), s.delta_bias = delta_bias.data(), s.a = a_log.data();
+    s.b = b.data(), s.c = c.data(), s.d = d.data(), s.z = z.data(), s.y = y.data();
+    s.state_table = states.host_table.data();
+    ref.SelectiveStateUpdate(s);
+    s.u = du.get(), s.delta = ddelta.get(), s.delta_bias = ddb.get(), s.a = da.get();
+    s.b = dbb.get(), s.c = dc.get(), s.d = dd.get(), s.z = dz.get(), s.y = dy.get();
+    s.state_table = states.device_table.get();
+    ops->SelectiveStateUpdate(s);
+    ASSERT_EQ(ops->Synchronize(), "");
+    EXPECT_TRUE(AllClose(ToHost(dy), y, 1e-5f, 1e-4f));
+    EXPECT_TRUE(AllClose(ToHost(states.device), states.host, 1e-5f, 1e-5f));
+  }
+  {  // Mamba-2 SSD
+    const int32_t heads = 4, p = 8, groups = 2, n = 32;
+    const int64_t ld_x = heads * p, ld_dt = heads, ld_bc = groups * n;
+    const auto x = rng.Uniform(rows * ld_x), dt = rng.Uniform(rows * ld_dt, -5, 1),
+               dt_bias = rng.Uniform(heads, -1, 1), a_log = rng.Uniform(heads, -4, -0.1f),
+               b = rng.Uniform(rows * ld_bc), c = rng.Uniform(rows * ld_bc), d = rng.Uniform(heads);
+    auto dx = ToDevice(x), ddt = ToDevice(dt), ddtb = ToDevice(dt_bias), da = ToDevice(a_log),
+         dbb = ToDevice(b), dc = ToDevice(c), dd = ToDevice(d),
+         dy = ToDevice(std::vector<float>(rows * ld_x, 0.0f));
+    States states(rows, int64_t{heads} * p * n, 3);
+    std::vector<float> y(rows * ld_x, 0.0f);
+    SsdScanArgs s;
+    s.tokens = rows;
+    s.heads = heads, s.head_dim = p, s.groups = groups, s.state_size = n;
+    s.ld_x = s.ld_y = ld_x;
+    s.ld_dt = ld_dt;
+    s.ld_b = s.ld_c = ld_bc;
+    s.state_offset = kOffset;
+    s.x = x.data(), s.dt = dt.data(), s.dt_bias = dt_bias.data(), s.a = a_log.data();
+    s.b = b.data(), s.c = c.data(), s.d = d.data(), s.y = y.data();
+    s.state_table = states.host_table.data();
+    ref.SsdStateUpdate(s);
+    s.x = dx.get(), s.dt = ddt.get(), s.dt_bias = ddtb.get(), s.a = da.get();
+    s.b = dbb.get(), s.c = dc.get(), s.d = dd.get(), s.y = dy.get();
+    s.state_table = states.device_table.get();
+    ops->SsdStateUpdate(s);
+    ASSERT_EQ(ops->Synchronize(), "");
+    EXPECT_TRUE(AllClose(ToHost(dy), y, 1e-5f, 1e-4f));
+    EXPECT_TRUE(AllClose(ToHost(states.device), states.host, 1e-5f, 1e-5f));
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels::cuda

@@ -1,0 +1,194 @@
+// Decode batches of the recurrent ops (their state_table): one call over many sequences, each
+// row a sequence's one new token and its state found through the table, must give bit for bit
+// what one step call per sequence gives, on every host backend, with the states scattered in
+// any order and at an offset inside their blocks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/reference/reference_ops.h"
+#include "tests/kernels/test_util.h"
+
+namespace tandem::kernels {
+namespace {
+
+using testing::Rng;
+
+// R sequences' states, each `floats` long at `offset` inside its own block, the blocks in a
+// shuffled order: what Ops::PointerTable hands the kernels on the host.
+struct ScatteredStates {
+  static constexpr int64_t kOffset = 5;
+  // The same seed gives the same contents and order.
+  ScatteredStates(int64_t rows, int64_t floats, uint32_t seed)
+      : floats(floats), block(floats + kOffset + 3), memory(rows * block) {
+    Rng rng(seed);
+    memory = rng.Uniform(rows * block);
+    std::vector<int64_t> order(rows);
+    std::iota(order.begin(), order.end(), 0);
+    std::reverse(order.begin(), order.end());
+    if (rows > 2) std::swap(order[0], order[rows / 2]);
+    for (int64_t r = 0; r < rows; ++r) table.push_back(memory.data() + order[r] * block);
+  }
+  float* state(int64_t r) { return table[r] + kOffset; }
+  int64_t floats, block;
+  std::vector<float> memory;
+  std::vector<float*> table;
+};
+
+std::vector<std::unique_ptr<Ops>> HostBackends() {
+  std::vector<std::unique_ptr<Ops>> backends;
+  backends.push_back(std::make_unique<ReferenceOps>());
+  backends.push_back(std::make_unique<CpuOps>(2));
+  return backends;
+}
+
+TEST(DecodeBatchTest, CausalConvStepOfManySequencesEqualsOneCallEach) {
+  for (int64_t rows : {2, 7}) {
+    for (int32_t channels : {5, 130}) {
+      const int32_t kernel = 4;
+      Rng rng(rows * 100 + channels);
+      const int64_t ld = channels + 2;
+      const std::vector<float> u = rng.Uniform(rows * ld),
+                               w = rng.Uniform(int64_t{channels} * kernel),
+                               bias = rng.Uniform(channels);
+      for (auto& ops : HostBackends()) {
+        ScatteredStates batched(rows, int64_t{kernel - 1} * channels, 3),
+            single(rows, int64_t{kernel - 1} * channels, 3);
+        std::vector<float> out_batched(rows * ld, 0.0f), out_single(rows * ld, 0.0f);
+        CausalConvArgs a;
+        a.channels = channels;
+        a.kernel = kernel;
+        a.u = u.data();
+        a.ld_u = ld;
+        a.weight = w.data();
+        a.bias = bias.data();
+        a.ld_out = ld;
+        CausalConvArgs batch = a;
+        batch.tokens = rows;
+        batch.out = out_batched.data();
+        batch.state_table = batched.table.data();
+        batch.state_offset = ScatteredStates::kOffset;
+        ops->CausalConv1dStep(batch);
+        for (int64_t r = 0; r < rows; ++r) {
+          CausalConvArgs one = a;
+          one.tokens = 1;
+          one.u = u.data() + r * ld;
+          one.out = out_single.data() + r * ld;
+          one.state = single.state(r);
+          ops->CausalConv1dStep(one);
+        }
+        EXPECT_EQ(out_batched, out_single) << ops->name() << " rows " << rows;
+        EXPECT_EQ(batched.memory, single.memory) << ops->name() << " rows " << rows;
+      }
+    }
+  }
+}
+
+TEST(DecodeBatchTest, SelectiveStateUpdateOfManySequencesEqualsOneCallEach) {
+  for (int64_t rows : {2, 9}) {
+    for (int32_t inner : {3, 150}) {
+      const int32_t n = 16;
+      Rng rng(rows * 1000 + inner);
+      const int64_t ld = inner + 3, ld_bc = n + 1;
+      const auto u = rng.Uniform(rows * ld), delta = rng.Uniform(rows * ld, -4, 2),
+                 delta_bias = rng.Uniform(inner, -1, 1),
+                 a_log = rng.Uniform(int64_t{inner} * n, -3, -0.05f), b = rng.Uniform(rows * ld_bc),
+                 c = rng.Uniform(rows * ld_bc), d = rng.Uniform(inner), z = rng.Uniform(rows * ld);
+      for (auto& ops : HostBackends()) {
+        ScatteredStates batched(rows, int64_t{inner} * n, 4), single(rows, int64_t{inner} * n, 4);
+        std::vector<float> y_batched(rows * ld, 0.0f), y_single(rows * ld, 0.0f);
+        SelectiveScanArgs s;
+        s.inner = inner;
+        s.state_size = n;
+        s.ld_u = s.ld_delta = s.ld_z = s.ld_y = ld;
+        s.ld_b = s.ld_c = ld_bc;
+        s.delta_bias = delta_bias.data();
+        s.a = a_log.data();
+        s.d = d.data();
+        auto rows_from = [&](SelectiveScanArgs x, int64_t r) {
+          x.u = u.data() + r * ld;
+          x.delta = delta.data() + r * ld;
+          x.b = b.data() + r * ld_bc;
+          x.c = c.data() + r * ld_bc;
+          x.z = z.data() + r * ld;
+          return x;
+        };
+        SelectiveScanArgs batch = rows_from(s, 0);
+        batch.tokens = rows;
+        batch.y = y_batched.data();
+        batch.state_table = batched.table.data();
+        batch.state_offset = ScatteredStates::kOffset;
+        ops->SelectiveStateUpdate(batch);
+        for (int64_t r = 0; r < rows; ++r) {
+          SelectiveScanArgs one = rows_from(s, r);
+          one.tokens = 1;
+          one.y = y_single.data() + r * ld;
+          one.state = single.state(r);
+          ops->SelectiveStateUpdate(one);
+        }
+        EXPECT_EQ(y_batched, y_single) << ops->name() << " rows " << rows;
+        EXPECT_EQ(batched.memory, single.memory) << ops->name() << " rows " << rows;
+      }
+    }
+  }
+}
+
+TEST(DecodeBatchTest, SsdStateUpdateOfManySequencesEqualsOneCallEach) {
+  for (int64_t rows : {2, 6}) {
+    for (int32_t groups : {1, 2}) {
+      const int32_t heads = 8, p = 16, n = 32;
+      Rng rng(rows * 10 + groups);
+      const int64_t ld_x = int64_t{heads} * p + 1, ld_dt = heads + 2,
+                    ld_bc = int64_t{groups} * n + 3;
+      const auto x = rng.Uniform(rows * ld_x), dt = rng.Uniform(rows * ld_dt, -5, 1),
+                 dt_bias = rng.Uniform(heads, -1, 1), a_log = rng.Uniform(heads, -4, -0.1f),
+                 b = rng.Uniform(rows * ld_bc), c = rng.Uniform(rows * ld_bc),
+                 d = rng.Uniform(heads);
+      for (auto& ops : HostBackends()) {
+        ScatteredStates batched(rows, int64_t{heads} * p * n, 5),
+            single(rows, int64_t{heads} * p * n, 5);
+        std::vector<float> y_batched(rows * ld_x, 0.0f), y_single(rows * ld_x, 0.0f);
+        SsdScanArgs s;
+        s.heads = heads;
+        s.head_dim = p;
+        s.groups = groups;
+        s.state_size = n;
+        s.ld_x = s.ld_y = ld_x;
+        s.ld_dt = ld_dt;
+        s.ld_b = s.ld_c = ld_bc;
+        s.dt_bias = dt_bias.data();
+        s.a = a_log.data();
+        s.d = d.data();
+        auto rows_from = [&](SsdScanArgs v, int64_t r) {
+          v.x = x.data() + r * ld_x;
+          v.dt = dt.data() + r * ld_dt;
+          v.b = b.data() + r * ld_bc;
+          v.c = c.data() + r * ld_bc;
+          return v;
+        };
+        SsdScanArgs batch = rows_from(s, 0);
+        batch.tokens = rows;
+        batch.y = y_batched.data();
+        batch.state_table = batched.table.data();
+        batch.state_offset = ScatteredStates::kOffset;
+        ops->SsdStateUpdate(batch);
+        for (int64_t r = 0; r < rows; ++r) {
+          SsdScanArgs one = rows_from(s, r);
+          one.tokens = 1;
+          one.y = y_single.data() + r * ld_x;
+          one.state = single.state(r);
+          ops->SsdStateUpdate(one);
+        }
+        EXPECT_EQ(y_batched, y_single) << ops->name() << " rows " << rows;
+        EXPECT_EQ(batched.memory, single.memory) << ops->name() << " rows " << rows;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::kernels
