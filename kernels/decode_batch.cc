@@ -45,4 +45,16 @@ SsdScanArgs DecodeRow(const SsdScanArgs& batch, int64_t r) {
   return one;
 }
 
+AttentionArgs DecodeRow(const AttentionArgs& batch, int64_t r) {
+  AttentionArgs one = batch;
+  one.tokens = 1;
+  one.start_pos = batch.positions[r];
+  one.kv.pages = batch.page_tables[r];
+  one.page_tables = nullptr;
+  one.positions = nullptr;
+  one.q += r * batch.ld_q;
+  one.out += r * batch.ld_out;
+  return one;
+}
+
 }  // namespace tandem::kernels

@@ -1,6 +1,6 @@
-// Host backends' view of a decode batch (the recurrent ops' state_table): row r as the
-// single-sequence step it stands for, so a batched call computes exactly what one call per
-// sequence would.
+// Host backends' view of a decode batch (the recurrent ops' state_table, attention's
+// page_tables): row r as the single-sequence call it stands for, so a batched call computes
+// exactly what one call per sequence would.
 #ifndef TANDEM_KERNELS_DECODE_BATCH_H_
 #define TANDEM_KERNELS_DECODE_BATCH_H_
 
@@ -15,6 +15,8 @@ namespace tandem::kernels {
 CausalConvArgs DecodeRow(const CausalConvArgs& batch, int64_t r);
 SelectiveScanArgs DecodeRow(const SelectiveScanArgs& batch, int64_t r);
 SsdScanArgs DecodeRow(const SsdScanArgs& batch, int64_t r);
+// Row r's query over its own sequence's pages, at its position.
+AttentionArgs DecodeRow(const AttentionArgs& batch, int64_t r);
 
 }  // namespace tandem::kernels
 

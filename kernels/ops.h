@@ -76,7 +76,7 @@ struct SelectiveScanArgs {
   std::span<const StateSnapshot> snapshots;
   // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
   // state is state_table[r] + state_offset floats; the table is in the backend's memory
-  // (Ops::PointerTable). `state` and `snapshots` are then unused. Null: one sequence.
+  // (Ops::Table). `state` and `snapshots` are then unused. Null: one sequence.
   float* const* state_table = nullptr;
   int64_t state_offset = 0;
 };
@@ -110,7 +110,7 @@ struct SsdScanArgs {
   std::span<const StateSnapshot> snapshots;
   // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
   // state is state_table[r] + state_offset floats; the table is in the backend's memory
-  // (Ops::PointerTable). `state` and `snapshots` are then unused. Null: one sequence.
+  // (Ops::Table). `state` and `snapshots` are then unused. Null: one sequence.
   float* const* state_table = nullptr;
   int64_t state_offset = 0;
 };
@@ -133,7 +133,7 @@ struct CausalConvArgs {
   std::span<const StateSnapshot> snapshots;
   // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
   // state is state_table[r] + state_offset floats; the table is in the backend's memory
-  // (Ops::PointerTable). `state` and `snapshots` are then unused. Null: one sequence.
+  // (Ops::Table). `state` and `snapshots` are then unused. Null: one sequence.
   float* const* state_table = nullptr;
   int64_t state_offset = 0;
 };
@@ -149,6 +149,12 @@ struct AttentionArgs {
   PagedKv kv;
   float scale = 1.0f;
   float* out = nullptr;  int64_t ld_out = 0;  // [T, heads·head_dim]
+  // A decode batch: row r is the one new query of its own sequence, at position positions[r],
+  // attending over that sequence's pages page_tables[r] (both tables in the backend's memory,
+  // Ops::Table); `kv` gives the layout, its `pages` and `start_pos` are unused. Null: one
+  // sequence.
+  float* const* const* page_tables = nullptr;
+  const int64_t* positions = nullptr;
 };
 
 // One part of a decomposed attention (docs/ARCHITECTURE.md, "Hydragen"): queries attend to a key
@@ -251,13 +257,14 @@ class Ops {
   virtual void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                        int64_t ld_dst) = 0;
 
-  // A table of pointers as the kernels read it: a sequence's KV pages (PagedKv::pages) or a
-  // decode batch's states (the recurrent ops' state_table). On the host the array itself; a
-  // device backend copies it into device memory from `ws` (a device block table), valid until
-  // ws is reset or rewound past it.
-  virtual float* const* PointerTable(std::span<float* const> pointers, Workspace& ws) {
-    return pointers.data();
+  // A host table (KV page pointers, a decode batch's state blocks or positions) as the kernels
+  // read it: on the host the table itself; a device backend copies it into device memory from
+  // `ws` (a device block table), valid until ws is reset or rewound past it.
+  template <typename T>
+  const T* Table(std::span<const T> host, Workspace& ws) {
+    return static_cast<const T*>(TableBytes(host.data(), host.size_bytes(), ws));
   }
+  virtual const void* TableBytes(const void* host, size_t bytes, Workspace& ws) { return host; }
 
   // out = weight ⊙ x / sqrt(mean(x²) + eps), per row of `dim` values.
   virtual void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,

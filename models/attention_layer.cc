@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "models/decode_runs.h"
 #include "models/shared_prefix_plan.h"
 #include "models/status_macros.h"
 
@@ -75,21 +76,34 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     std::fill(shared, shared + ctx.segments.size(), false);
     for (int32_t s : plan.order) shared[s] = true;
   }
-  for (size_t s = 0; s < ctx.segments.size(); ++s) {
-    if (shared != nullptr && shared[s]) continue;
-    const Segment& seg = ctx.segments[s];
+  auto args_for = [&](int64_t row, int64_t tokens, float* const* page_table) {
     kernels::AttentionArgs args;
-    args.tokens = seg.tokens;
-    args.start_pos = seg.start_pos;
+    args.tokens = tokens;
     args.heads = dims_.heads;
-    args.q = qkv + seg.row * width;
+    args.q = qkv + row * width;
     args.ld_q = width;
-    args.kv = ctx.layout.KvView(attention_index, seg.page_table);
+    args.kv = ctx.layout.KvView(attention_index, page_table);
     args.scale = dims_.scale;
-    args.out = attn + seg.row * q_width;
+    args.out = attn + row * q_width;
     args.ld_out = q_width;
-    ops.Attention(args, ctx.ws);
-  }
+    return args;
+  };
+  ForEachDecodeRun(
+      ctx.segments,
+      [&](size_t first, size_t count) {
+        kernels::AttentionArgs args =
+            args_for(ctx.segments[first].row, static_cast<int64_t>(count), nullptr);
+        args.page_tables = ctx.page_tables + first;
+        args.positions = ctx.positions + first;
+        ops.Attention(args, ctx.ws);
+      },
+      [&](size_t s) {
+        const Segment& seg = ctx.segments[s];
+        kernels::AttentionArgs args = args_for(seg.row, seg.tokens, seg.page_table);
+        args.start_pos = seg.start_pos;
+        ops.Attention(args, ctx.ws);
+      },
+      shared);
   if (!plan.order.empty()) SharedPrefixForward(ctx, plan, qkv, width, attention_index, attn);
   ops.Linear(attn, q_width, rows, o_, nullptr, out, hidden_);
 }
@@ -102,9 +116,7 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   const int64_t heads = dims_.heads, pt = ctx.layout.page_tokens();
   const int64_t members = static_cast<int64_t>(plan.order.size());
   auto segment = [&](int64_t i) -> const Segment& { return ctx.segments[plan.order[i]]; };
-  auto kv_of = [&](int64_t i) {
-    return ctx.layout.KvView(attention_index, segment(i).page_table);
-  };
+  auto kv_of = [&](int64_t i) { return ctx.layout.KvView(attention_index, segment(i).page_table); };
 
   // The decode rows of the members, consecutive in plan order, so a node's rows are one block.
   float* q = ctx.ws.Floats(members * q_width);

@@ -27,7 +27,7 @@ struct Segment {
   int64_t tokens = 0;     // rows it owns
   int64_t start_pos = 0;  // absolute position of its first row
   std::span<const SsmSnapshot> snapshots;
-  // Its KV pages as the backend's kernels read them (Ops::PointerTable); null without attention.
+  // Its KV pages as the backend's kernels read them (Ops::Table); null without attention.
   float* const* page_table = nullptr;
 };
 
@@ -45,9 +45,12 @@ struct ForwardContext {
   kernels::Workspace& host;
   const StateLayout& layout;
   std::span<const Segment> segments;
-  // Per segment, its SSM block as the backend's kernels read it (Ops::PointerTable): the
-  // state_table of batched decode steps. Null without SSM layers.
+  // Per segment, as the backend's kernels read them (Ops::Table), for decode batches: its SSM
+  // block (the recurrent ops' state_table; null without SSM layers), and its page table and
+  // first position (attention's page_tables and positions; null without attention layers).
   float* const* ssm_blocks = nullptr;
+  float* const* const* page_tables = nullptr;
+  const int64_t* positions = nullptr;
   int64_t rows = 0;
   const HydragenConfig& hydragen;
   ForwardStats* stats = nullptr;  // may be null

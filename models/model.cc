@@ -248,19 +248,40 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
         Segment{batch[s].state, rows, tokens, batch[s].state->tokens, batch[s].snapshots};
     if (layout_.num_attention_layers() > 0) {
       // Before any layer's mark: the tables outlive every layer's scratch.
-      segments[s].page_table = ops.PointerTable(batch[s].state->kv_pages, ws);
+      segments[s].page_table = ops.Table<float*>(batch[s].state->kv_pages, ws);
     }
     rows += tokens;
   }
+  // The decode batches' tables (ForwardContext), also before any layer's mark.
   float* const* ssm_blocks = nullptr;
   if (config_.num_ssm_layers > 0) {
     float** blocks = host.Array<float*>(batch.size());
     for (size_t s = 0; s < batch.size(); ++s) blocks[s] = batch[s].state->ssm;
-    ssm_blocks = ops.PointerTable({blocks, batch.size()}, ws);
+    ssm_blocks = ops.Table<float*>({blocks, batch.size()}, ws);
   }
-  const ForwardContext ctx{
-      ops,          ws, host, layout_, {segments, batch.size()}, ssm_blocks, rows, options.hydragen,
-      options.stats};
+  float* const* const* page_tables = nullptr;
+  const int64_t* positions = nullptr;
+  if (layout_.num_attention_layers() > 0) {
+    auto** tables = host.Array<float* const*>(batch.size());
+    int64_t* starts = host.Array<int64_t>(batch.size());
+    for (size_t s = 0; s < batch.size(); ++s) {
+      tables[s] = segments[s].page_table;
+      starts[s] = segments[s].start_pos;
+    }
+    page_tables = ops.Table<float* const*>({tables, batch.size()}, ws);
+    positions = ops.Table<int64_t>({starts, batch.size()}, ws);
+  }
+  const ForwardContext ctx{ops,
+                           ws,
+                           host,
+                           layout_,
+                           {segments, batch.size()},
+                           ssm_blocks,
+                           page_tables,
+                           positions,
+                           rows,
+                           options.hydragen,
+                           options.stats};
 
   // One gather for the whole batch (on a GPU, one upload and one launch).
   int32_t* ids = host.Array<int32_t>(rows);

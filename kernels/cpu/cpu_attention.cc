@@ -20,8 +20,15 @@ void CpuOps::Attention(const AttentionArgs& a, Workspace& ws) {
     const int64_t t = item / kvh;
     const int32_t j = static_cast<int32_t>(item % kvh);
     const float* q = a.q + t * a.ld_q + int64_t{j} * group * dh;
+    // A decode batch: row t is its own sequence, with its own pages and position.
+    PagedKv row_kv = kv;
+    int64_t end = a.start_pos + t + 1;
+    if (a.page_tables != nullptr) {
+      row_kv.pages = a.page_tables[t];
+      end = a.positions[t] + 1;
+    }
     const GroupResult r =
-        StreamGroup(q, group, kv, j, 0, a.start_pos + t + 1, a.scale, scratch + slot * per_slot);
+        StreamGroup(q, group, row_kv, j, 0, end, a.scale, scratch + slot * per_slot);
     for (int32_t gi = 0; gi < group; ++gi) {
       float* __restrict o = a.out + t * a.ld_out + (int64_t{j} * group + gi) * dh;
       const float inv = 1.0f / r.sum[gi];

@@ -105,9 +105,9 @@ void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t co
   if (Ok()) Record(cuda::AddRows(stream_, src, ld_src, rows, cols, dst, ld_dst), "AddRows");
 }
 
-float* const* CudaOps::PointerTable(std::span<float* const> pages, Workspace& ws) {
-  // From pageable memory the copy returns once the pointers have been read.
-  return Upload<float*>(pages.data(), pages.size(), ws);
+const void* CudaOps::TableBytes(const void* host, size_t bytes, Workspace& ws) {
+  // From pageable memory the copy returns once the table has been read.
+  return Upload<std::byte>(static_cast<const std::byte*>(host), bytes, ws);
 }
 
 void CudaOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
@@ -233,6 +233,10 @@ void CudaOps::WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v
 }
 
 void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
+  if (a.page_tables != nullptr) {
+    if (Ok()) Record(cuda::DecodeAttention(stream_, a), "Attention (decode batch)");
+    return;
+  }
   PartialAttentionArgs p;
   p.rows = a.tokens;
   p.start_pos = a.start_pos;

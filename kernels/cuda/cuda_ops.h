@@ -47,8 +47,8 @@ class CudaOps final : public Ops {
                 int64_t ld_dst) override;
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override;
-  // Copies the page pointers (device addresses) into device memory from `ws`.
-  float* const* PointerTable(std::span<float* const> pages, Workspace& ws) override;
+  // Copies the table into device memory from `ws`.
+  const void* TableBytes(const void* host, size_t bytes, Workspace& ws) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                float eps, float* out, int64_t ld_out) override;
   void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,

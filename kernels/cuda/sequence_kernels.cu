@@ -225,54 +225,75 @@ __global__ void WriteKvKernel(const float* k, int64_t ld_k, const float* v, int6
   }
 }
 
-// One warp per (row, query head): lanes hold head_dim/32 elements of q and of the running
-// output; keys are visited in order with an online softmax (running max and sum in fp32).
-__global__ void PartialAttentionKernel(PartialAttentionArgs a) {
-  const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (item >= a.rows * a.heads) return;
+// Attention of one query row for one head, by one warp: lanes hold head_dim/32 elements of q and
+// of the running output; keys [begin, end) of `kv` are visited in order with an online softmax
+// (running max and sum in fp32). `lse` (one value) may be null.
+__device__ void AttendRow(const float* qrow, const PagedKv& kv, int32_t kv_head, int64_t begin,
+                          int64_t end, float scale, float* orow, float* lse) {
   const int lane = threadIdx.x % kWarp;
-  const int64_t t = item / a.heads;
-  const int32_t head = static_cast<int32_t>(item % a.heads);
-  const int32_t kv_head = head / (a.heads / a.kv.num_kv_heads);
-  const int32_t dh = a.kv.head_dim;
+  const int32_t dh = kv.head_dim;
   constexpr int kPerLane = kMaxHeadDim / kWarp;
   float q[kPerLane], acc[kPerLane];
-  const float* qrow = a.q + t * a.ld_q + int64_t{head} * dh;
   for (int i = 0; i < kPerLane; ++i) {
     const int e = lane + kWarp * i;
     q[i] = e < dh ? qrow[e] : 0.0f;
     acc[i] = 0.0f;
   }
-  int64_t end = a.key_end;
-  if (a.causal) end = min(end, a.start_pos + t + 1);
   float running_max = -INFINITY, sum = 0.0f;
-  for (int64_t pos = a.key_begin; pos < end; ++pos) {
-    const float* key = KeyAt(a.kv, pos, kv_head);
+  for (int64_t pos = begin; pos < end; ++pos) {
+    const float* key = KeyAt(kv, pos, kv_head);
     float dot = 0.0f;
     for (int i = 0; i < kPerLane; ++i) {
       const int e = lane + kWarp * i;
       if (e < dh) dot += q[i] * key[e];
     }
-    const float score = WarpSum(dot) * a.scale;
+    const float score = WarpSum(dot) * scale;
     const float new_max = fmaxf(running_max, score);
     const float rescale = expf(running_max - new_max);  // 0 on the first key (exp(-inf))
     const float weight = expf(score - new_max);
     sum = sum * rescale + weight;
-    const float* value = ValueAt(a.kv, pos, kv_head);
+    const float* value = ValueAt(kv, pos, kv_head);
     for (int i = 0; i < kPerLane; ++i) {
       const int e = lane + kWarp * i;
       if (e < dh) acc[i] = acc[i] * rescale + weight * value[e];
     }
     running_max = new_max;
   }
-  float* orow = a.out + t * a.ld_out + int64_t{head} * dh;
   for (int i = 0; i < kPerLane; ++i) {
     const int e = lane + kWarp * i;
     if (e < dh) orow[e] = sum > 0.0f ? acc[i] / sum : 0.0f;
   }
-  if (lane == 0 && a.lse != nullptr) {
-    a.lse[t * a.ld_lse + head] = sum > 0.0f ? running_max + logf(sum) : -INFINITY;
-  }
+  if (lane == 0 && lse != nullptr) *lse = sum > 0.0f ? running_max + logf(sum) : -INFINITY;
+}
+
+// One warp per (row, query head).
+__global__ void PartialAttentionKernel(PartialAttentionArgs a) {
+  const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (item >= a.rows * a.heads) return;
+  const int64_t t = item / a.heads;
+  const int32_t head = static_cast<int32_t>(item % a.heads);
+  const int32_t kv_head = head / (a.heads / a.kv.num_kv_heads);
+  const int32_t dh = a.kv.head_dim;
+  int64_t end = a.key_end;
+  if (a.causal) end = min(end, a.start_pos + t + 1);
+  AttendRow(a.q + t * a.ld_q + int64_t{head} * dh, a.kv, kv_head, a.key_begin, end, a.scale,
+            a.out + t * a.ld_out + int64_t{head} * dh,
+            a.lse != nullptr ? a.lse + t * a.ld_lse + head : nullptr);
+}
+
+// A decode batch (AttentionArgs::page_tables): one warp per (row, query head), each row over
+// its own sequence's pages up to its position.
+__global__ void DecodeAttentionKernel(AttentionArgs a) {
+  const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (item >= a.tokens * a.heads) return;
+  const int64_t t = item / a.heads;
+  const int32_t head = static_cast<int32_t>(item % a.heads);
+  const int32_t kv_head = head / (a.heads / a.kv.num_kv_heads);
+  const int32_t dh = a.kv.head_dim;
+  PagedKv kv = a.kv;
+  kv.pages = a.page_tables[t];
+  AttendRow(a.q + t * a.ld_q + int64_t{head} * dh, kv, kv_head, 0, a.positions[t] + 1, a.scale,
+            a.out + t * a.ld_out + int64_t{head} * dh, nullptr);
 }
 
 struct Parts {
@@ -393,6 +414,18 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a)
     return cudaErrorInvalidValue;
   }
   PartialAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a) {
+  const int64_t items = a.tokens * a.heads;
+  if (items <= 0) return cudaSuccess;
+  if (a.page_tables == nullptr || a.positions == nullptr || a.kv.num_kv_heads <= 0 ||
+      a.heads % a.kv.num_kv_heads != 0 || a.kv.head_dim < 1 || a.kv.head_dim > kMaxHeadDim ||
+      a.kv.page_tokens <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  DecodeAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);
   return cudaGetLastError();
 }
 

@@ -39,6 +39,8 @@ cudaError_t WriteKv(cudaStream_t stream, const float* k, int64_t ld_k, const flo
                     int64_t ld_v, int64_t tokens, int64_t start_pos, const PagedKv& kv);
 // Attention (causal over [0, pos]) is PartialAttention over [0, start_pos + rows) with `causal`.
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& args);
+// A decode batch of attention (AttentionArgs::page_tables set): one launch for every row.
+cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& args);
 // `out` may be parts[0].out (same stride); unlike on the CPU, `lse` must not be a part's lse.
 cudaError_t MergeAttention(cudaStream_t stream, std::span<const AttentionPart> parts, int64_t rows,
                            int32_t heads, int32_t head_dim, float* out, int64_t ld_out, float* lse,

@@ -290,6 +290,10 @@ void ReferenceOps::WriteKv(const float* k, int64_t ld_k, const float* v, int64_t
 }
 
 void ReferenceOps::Attention(const AttentionArgs& a, Workspace& ws) {
+  if (a.page_tables != nullptr) {
+    for (int64_t r = 0; r < a.tokens; ++r) Attention(DecodeRow(a, r), ws);
+    return;
+  }
   const PagedKv& kv = a.kv;
   const int64_t dh = kv.head_dim;
   const int32_t group = a.heads / kv.num_kv_heads;

@@ -1,6 +1,7 @@
-// Decode batches on CUDA (the recurrent ops' state_table): one launch over many sequences, each
-// a block row of the grid with its state found through a device table, against the reference
-// backend's batched steps (which equal one call per sequence: tests/kernels/decode_batch_test.cc).
+// Decode batches on CUDA (the recurrent ops' state_table, attention's page_tables): one launch
+// over many sequences, each finding its state or pages through a device table, against the
+// reference backend's batches (which equal one call per sequence:
+// tests/kernels/decode_batch_test.cc).
 // Skips without a CUDA device.
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/reference/reference_ops.h"
+#include "kernels/workspace.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/kernels/test_util.h"
 
@@ -148,6 +150,69 @@ TEST(CudaDecodeBatchTest, ConvAndBothScansMatchTheReference) {
     EXPECT_TRUE(AllClose(ToHost(dy), y, 1e-5f, 1e-4f));
     EXPECT_TRUE(AllClose(ToHost(states.device), states.host, 1e-5f, 1e-5f));
   }
+}
+
+TEST(CudaDecodeBatchTest, AttentionMatchesTheReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  const int32_t heads = 4, kv_heads = 2, head_dim = 32, page_tokens = 4;
+  const std::vector<int64_t> positions = {6, 0, 13};
+  const int64_t rows = static_cast<int64_t>(positions.size());
+  const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
+  // Every sequence's pages in one buffer, sequence after sequence.
+  std::vector<int64_t> first_page;
+  int64_t total_pages = 0;
+  for (int64_t pos : positions) {
+    first_page.push_back(total_pages);
+    total_pages += pos / page_tokens + 1;
+  }
+  Rng rng(5);
+  std::vector<float> memory = rng.Uniform(total_pages * page_floats);
+  DeviceBuffer<float> device_memory = ToDevice(memory);
+  std::vector<std::vector<float*>> host_pages(rows), device_pages(rows);
+  std::vector<DeviceBuffer<float*>> device_page_tables;
+  std::vector<float*const*> host_tables, device_tables;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p <= positions[r] / page_tokens; ++p) {
+      host_pages[r].push_back(memory.data() + (first_page[r] + p) * page_floats);
+      device_pages[r].push_back(device_memory.get() + (first_page[r] + p) * page_floats);
+    }
+    device_page_tables.push_back(ToDevice(device_pages[r]));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    host_tables.push_back(host_pages[r].data());
+    device_tables.push_back(device_page_tables[r].get());
+  }
+  auto device_table_of_tables = ToDevice(device_tables);
+  auto device_positions = ToDevice(positions);
+  const int64_t ld = int64_t{heads} * head_dim;
+  const std::vector<float> q = rng.Uniform(rows * ld);
+  auto dq = ToDevice(q);
+  auto dout = ToDevice(std::vector<float>(rows * ld, 0.0f));
+  std::vector<float> out(rows * ld, 0.0f);
+  AttentionArgs a;
+  a.tokens = rows;
+  a.heads = heads;
+  a.ld_q = a.ld_out = ld;
+  a.kv.page_tokens = page_tokens;
+  a.kv.num_kv_heads = kv_heads;
+  a.kv.head_dim = head_dim;
+  a.scale = 0.2f;
+  a.q = q.data();
+  a.out = out.data();
+  a.page_tables = host_tables.data();
+  a.positions = positions.data();
+  Workspace host_ws;
+  ReferenceOps().Attention(a, host_ws);
+  a.q = dq.get();
+  a.out = dout.get();
+  a.page_tables = device_table_of_tables.get();
+  a.positions = device_positions.get();
+  Workspace ws(1 << 16, &ops->activation_memory());
+  ops->Attention(a, ws);
+  ASSERT_EQ(ops->Synchronize(), "");
+  EXPECT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
 }
 
 }  // namespace

@@ -77,10 +77,10 @@ class SeparateMemoryOps final : public kernels::Ops {
                int64_t ld_dst) override {
     inner_->AddRows(src, ld_src, rows, cols, dst, ld_dst);
   }
-  float* const* PointerTable(std::span<float* const> pages, kernels::Workspace& ws) override {
+  const void* TableBytes(const void* host, size_t bytes, kernels::Workspace& ws) override {
     // A device copies the table into its memory; so does this one.
-    float** table = ws.Array<float*>(pages.size());
-    std::memcpy(table, pages.data(), pages.size_bytes());
+    void* table = ws.Array<std::byte>(bytes);
+    if (bytes > 0) std::memcpy(table, host, bytes);
     return table;
   }
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,

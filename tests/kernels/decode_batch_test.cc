@@ -1,10 +1,11 @@
-// Decode batches of the recurrent ops (their state_table): one call over many sequences, each
-// row a sequence's one new token and its state found through the table, must give bit for bit
-// what one step call per sequence gives, on every host backend, with the states scattered in
-// any order and at an offset inside their blocks.
+// Decode batches: one call over many sequences, each row a sequence's one new token, its state
+// (the recurrent ops' state_table) or its pages and position (attention's page_tables) found
+// through tables, must give bit for bit what one call per sequence gives, on every host
+// backend, with the states scattered in any order and at an offset inside their blocks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -19,7 +20,7 @@ namespace {
 using testing::Rng;
 
 // R sequences' states, each `floats` long at `offset` inside its own block, the blocks in a
-// shuffled order: what Ops::PointerTable hands the kernels on the host.
+// shuffled order: what Ops::Table hands the kernels on the host.
 struct ScatteredStates {
   static constexpr int64_t kOffset = 5;
   // The same seed gives the same contents and order.
@@ -187,6 +188,58 @@ TEST(DecodeBatchTest, SsdStateUpdateOfManySequencesEqualsOneCallEach) {
         EXPECT_EQ(batched.memory, single.memory) << ops->name() << " rows " << rows;
       }
     }
+  }
+}
+
+// Attention: rows of different sequences, each with its own pages (filled with random K/V, the
+// layer at an offset) and its own position, in one call.
+TEST(DecodeBatchTest, AttentionOfManySequencesEqualsOneCallEach) {
+  const int32_t heads = 8, kv_heads = 2, head_dim = 16, page_tokens = 4;
+  const int64_t positions[] = {0, 9, 3, 17, 4};
+  const int64_t rows = std::size(positions);
+  const int64_t layer_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
+  Rng rng(11);
+  // Sequence r owns pages for positions [0, positions[r]]; page memory holds two layers.
+  std::vector<std::vector<float>> storage;
+  std::vector<std::vector<float*>> pages(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p <= positions[r] / page_tokens; ++p) {
+      storage.push_back(rng.Uniform(2 * layer_floats));
+      pages[r].push_back(storage.back().data());
+    }
+  }
+  std::vector<float* const*> tables;
+  for (auto& p : pages) tables.push_back(p.data());
+  const int64_t ld = int64_t{heads} * head_dim + 3;
+  const std::vector<float> q = rng.Uniform(rows * ld);
+  for (auto& ops : HostBackends()) {
+    AttentionArgs a;
+    a.heads = heads;
+    a.ld_q = a.ld_out = ld;
+    a.kv.page_tokens = page_tokens;
+    a.kv.num_kv_heads = kv_heads;
+    a.kv.head_dim = head_dim;
+    a.kv.layer_offset = layer_floats;
+    a.scale = 0.25f;
+    std::vector<float> batched(rows * ld, 0.0f), single(rows * ld, 0.0f);
+    AttentionArgs batch = a;
+    batch.tokens = rows;
+    batch.q = q.data();
+    batch.out = batched.data();
+    batch.page_tables = tables.data();
+    batch.positions = positions;
+    Workspace ws;
+    ops->Attention(batch, ws);
+    for (int64_t r = 0; r < rows; ++r) {
+      AttentionArgs one = a;
+      one.tokens = 1;
+      one.start_pos = positions[r];
+      one.kv.pages = pages[r].data();
+      one.q = q.data() + r * ld;
+      one.out = single.data() + r * ld;
+      ops->Attention(one, ws);
+    }
+    EXPECT_EQ(batched, single) << ops->name();
   }
 }
 
