@@ -174,6 +174,45 @@ int Main(int argc, char** argv) {
     s.y = y.get();
     const double t = Time(iterations, [&] { return SsdScan(nullptr, s); });
     rows.push_back({"SSD decode step, 80 heads × 64 × N 128", t, 2.0 * state_floats * 4});
+
+    // The same step for 64 sequences: one launch through a state table (a decode batch, as the
+    // engine issues it) against one launch per sequence (as it did before).
+    const int64_t sequences = 64;
+    DeviceBuffer<float> states = Random(sequences * state_floats, 10),
+                        xs = Random(sequences * heads * p, 11), dts = Random(sequences * heads, 12),
+                        bs = Random(sequences * n, 13), cs = Random(sequences * n, 14),
+                        ys = Filled<float>(sequences * heads * p, 0.0f);
+    std::vector<float*> table(sequences);
+    for (int64_t i = 0; i < sequences; ++i) table[i] = states.get() + i * state_floats;
+    DeviceBuffer<float*> dtable;
+    Check(dtable.Upload(table), "upload");
+    SsdScanArgs batch = s;
+    batch.tokens = sequences;
+    batch.x = xs.get();
+    batch.dt = dts.get();
+    batch.b = bs.get();
+    batch.c = cs.get();
+    batch.y = ys.get();
+    batch.state = nullptr;
+    batch.state_table = dtable.get();
+    const double batched = Time(iterations, [&] { return SsdScan(nullptr, batch); });
+    const double one_each = Time(iterations, [&] {
+      cudaError_t status = cudaSuccess;
+      for (int64_t i = 0; i < sequences && status == cudaSuccess; ++i) {
+        SsdScanArgs one = s;
+        one.x = xs.get() + i * heads * p;
+        one.dt = dts.get() + i * heads;
+        one.b = bs.get() + i * n;
+        one.c = cs.get() + i * n;
+        one.y = ys.get() + i * heads * p;
+        one.state = table[i];
+        status = SsdScan(nullptr, one);
+      }
+      return status;
+    });
+    const double moved = 2.0 * sequences * state_floats * 4;
+    rows.push_back({"SSD decode step × 64 sequences, one launch (decode batch)", batched, moved});
+    rows.push_back({"SSD decode step × 64 sequences, one launch each", one_each, moved});
   }
 
   std::printf("%s (sm_%d%d), copy bandwidth %.0f GB/s (1 GiB device-to-device, read + write)\n\n",

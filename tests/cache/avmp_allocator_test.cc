@@ -9,6 +9,7 @@
 
 #include "cache/allocator_factory.h"
 #include "cache/baseline_allocators.h"
+#include "tests/cache/host_backing_for_tests.h"
 
 namespace tandem::cache {
 namespace {
@@ -91,46 +92,31 @@ TEST(AvmpAllocatorTest, MigratedGranulesAreDecommitted) {
 }
 
 // Host memory whose commits and decommits can be made to fail, as a device backing's might.
-class FlakyBacking final : public MemoryBacking {
+class FlakyBacking final : public testing::HostBackingForTests {
  public:
-  explicit FlakyBacking(size_t bytes) : real_(*CreateBacking(BackingKind::kHost, bytes)) {}
-  std::byte* base() const override { return real_->base(); }
-  size_t reserved_bytes() const override { return real_->reserved_bytes(); }
-  size_t granularity() const override { return real_->granularity(); }
+  using HostBackingForTests::HostBackingForTests;
   absl::Status Commit(size_t offset, size_t bytes) override {
     if (fail_commits > 0) {
       --fail_commits;
       return absl::ResourceExhaustedError("no device memory");
     }
-    return real_->Commit(offset, bytes);
+    return HostBackingForTests::Commit(offset, bytes);
   }
   absl::Status Decommit(size_t offset, size_t bytes) override {
     if (fail_decommits) return absl::InternalError("unmap failed");
-    return real_->Decommit(offset, bytes);
+    return HostBackingForTests::Decommit(offset, bytes);
   }
   int fail_commits = 0;
   bool fail_decommits = false;
-
- private:
-  std::unique_ptr<MemoryBacking> real_;
 };
 
 // A backing that maps in pieces of 2 MiB, as GPU memory does: AVMP's granules must be whole
 // multiples of that, or a decommit would return memory its neighbours still use.
 TEST(AvmpAllocatorTest, GranulesMustBeWholePiecesOfTheBacking) {
-  class CoarseBacking final : public MemoryBacking {
+  class CoarseBacking final : public testing::HostBackingForTests {
    public:
-    explicit CoarseBacking(size_t bytes) : real_(*CreateBacking(BackingKind::kHost, bytes)) {}
-    std::byte* base() const override { return real_->base(); }
-    size_t reserved_bytes() const override { return real_->reserved_bytes(); }
+    using HostBackingForTests::HostBackingForTests;
     size_t granularity() const override { return size_t{2} << 20; }
-    absl::Status Commit(size_t offset, size_t bytes) override { return real_->Commit(offset, bytes); }
-    absl::Status Decommit(size_t offset, size_t bytes) override {
-      return real_->Decommit(offset, bytes);
-    }
-
-   private:
-    std::unique_ptr<MemoryBacking> real_;
   };
   AvmpConfig c;
   c.kv_page_bytes = 64 << 10;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/arena_allocator.h"
+#include "tests/cache/host_backing_for_tests.h"
 
 namespace tandem::cache {
 namespace {
@@ -228,26 +229,16 @@ TEST(PrefixCacheTest, ABranchPointLeftWithoutAStateByConcurrentSequencesIsRepair
 }
 
 // Host memory whose copies are counted and can be made to fail, as a device's might.
-class CopyCountingBacking final : public MemoryBacking {
+class CopyCountingBacking final : public testing::HostBackingForTests {
  public:
-  explicit CopyCountingBacking(size_t bytes) : real_(*CreateBacking(BackingKind::kHost, bytes)) {}
-  std::byte* base() const override { return real_->base(); }
-  size_t reserved_bytes() const override { return real_->reserved_bytes(); }
-  size_t granularity() const override { return real_->granularity(); }
-  absl::Status Commit(size_t offset, size_t bytes) override { return real_->Commit(offset, bytes); }
-  absl::Status Decommit(size_t offset, size_t bytes) override {
-    return real_->Decommit(offset, bytes);
-  }
+  using HostBackingForTests::HostBackingForTests;
   absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override {
     ++copies;
     if (fail) return absl::InternalError("copy failed");
-    return real_->CopyBytes(dst, src, bytes);
+    return HostBackingForTests::CopyBytes(dst, src, bytes);
   }
   int copies = 0;
   bool fail = false;
-
- private:
-  std::unique_ptr<MemoryBacking> real_;
 };
 
 // Splitting an edge inside a page gives the upper half a copy of that page: the copy is the

@@ -8,34 +8,29 @@
 #include "cache/allocator_factory.h"
 #include "cache/arena_allocator.h"
 #include "cache/memory_backing.h"
+#include "tests/cache/host_backing_for_tests.h"
 
 namespace tandem::cache {
 namespace {
 
 // Host memory that maps in pieces of `granularity` and counts what is asked of it.
-class RecordingBacking final : public MemoryBacking {
+class RecordingBacking final : public testing::HostBackingForTests {
  public:
   RecordingBacking(size_t bytes, size_t granularity)
-      : real_(*CreateBacking(BackingKind::kHost, (bytes + granularity - 1) / granularity *
-                                                     granularity)),
+      : HostBackingForTests((bytes + granularity - 1) / granularity * granularity),
         granularity_(granularity) {}
-  std::byte* base() const override { return real_->base(); }
-  size_t reserved_bytes() const override { return real_->reserved_bytes(); }
   size_t granularity() const override { return granularity_; }
   absl::Status Commit(size_t offset, size_t bytes) override {
     committed += bytes;
-    return real_->Commit(offset, bytes);
-  }
-  absl::Status Decommit(size_t offset, size_t bytes) override {
-    return real_->Decommit(offset, bytes);
+    return HostBackingForTests::Commit(offset, bytes);
   }
   absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override {
     ++copies;
-    return real_->CopyBytes(dst, src, bytes);
+    return HostBackingForTests::CopyBytes(dst, src, bytes);
   }
   absl::Status ZeroBytes(std::byte* dst, size_t bytes) override {
     ++clears;
-    return real_->ZeroBytes(dst, bytes);
+    return HostBackingForTests::ZeroBytes(dst, bytes);
   }
   bool Holds(const std::byte* p, size_t bytes) const {
     return p >= base() && p + bytes <= base() + reserved_bytes();
@@ -46,7 +41,6 @@ class RecordingBacking final : public MemoryBacking {
   int clears = 0;
 
  private:
-  std::unique_ptr<MemoryBacking> real_;
   size_t granularity_;
 };
 

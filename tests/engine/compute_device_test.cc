@@ -26,6 +26,7 @@ using testing::HostDevice;
 using testing::Outcome;
 using testing::SameLogprobs;
 using testing::Tokens;
+using testing::TwoTurns;
 
 TEST(ComputeDeviceTest, TheCpuComputesInHostMemory) {
   auto cpu = ComputeDevice::Open("cpu");
@@ -142,24 +143,6 @@ EngineConfig SmallConfig(ComputeDevice* device) {
   return config;
 }
 
-// Two turns of a conversation: the second restores the first's prefix from the cache, which
-// copies an SSM checkpoint and a partly filled KV page inside the device's memory.
-std::vector<Outcome> TwoTurns(Engine& engine, int32_t vocab) {
-  std::vector<int32_t> prompt = Tokens(45, 7, vocab);
-  std::vector<Outcome> outcomes;
-  for (int turn = 0; turn < 2; ++turn) {
-    auto stream = engine.Submit(GreedyWithLogprobs(prompt, 5));
-    EXPECT_TRUE(stream.ok()) << stream.status();
-    if (!stream.ok()) break;
-    outcomes.push_back(Drain(**stream));
-    // The next turn: this one's prompt and answer, then the user's new message.
-    const std::vector<int32_t> more = Tokens(13, 8, vocab);
-    prompt.insert(prompt.end(), outcomes.back().tokens.begin(), outcomes.back().tokens.end());
-    prompt.insert(prompt.end(), more.begin(), more.end());
-  }
-  return outcomes;
-}
-
 TEST(HostDeviceEngineTest, ServesTheCpusOutputsAndRestoresInsideTheDevice) {
   HostDevice device;
   auto on_cpu = LoadOn("jamba-tiny", nullptr);
@@ -171,8 +154,8 @@ TEST(HostDeviceEngineTest, ServesTheCpusOutputsAndRestoresInsideTheDevice) {
   ASSERT_TRUE(cpu_engine.ok()) << cpu_engine.status();
   ASSERT_TRUE(device_engine.ok()) << device_engine.status();
   const int32_t vocab = on_cpu->config().vocab_size;
-  const std::vector<Outcome> want = TwoTurns(**cpu_engine, vocab);
-  const std::vector<Outcome> got = TwoTurns(**device_engine, vocab);
+  const std::vector<Outcome> want = TwoTurns(**cpu_engine, vocab, 5);
+  const std::vector<Outcome> got = TwoTurns(**device_engine, vocab, 5);
   ASSERT_EQ(want.size(), 2u);
   ASSERT_EQ(got.size(), 2u);
   for (int turn = 0; turn < 2; ++turn) {

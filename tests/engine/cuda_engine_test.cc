@@ -26,6 +26,7 @@ using testing::Fixture;
 using testing::GreedyWithLogprobs;
 using testing::Outcome;
 using testing::Tokens;
+using testing::TwoTurns;
 
 std::unique_ptr<models::Model> LoadOn(const std::string& name, ComputeDevice& device) {
   models::LoadOptions options;
@@ -47,23 +48,6 @@ EngineConfig Config(ComputeDevice& device) {
   return config;
 }
 
-// Two turns of one conversation; the second restores the first's prefix.
-std::vector<Outcome> TwoTurns(Engine& engine, int32_t vocab) {
-  std::vector<int32_t> prompt = Tokens(45, 7, vocab);
-  std::vector<Outcome> out;
-  for (int turn = 0; turn < 2; ++turn) {
-    auto stream = engine.Submit(GreedyWithLogprobs(prompt, 6));
-    EXPECT_TRUE(stream.ok()) << stream.status();
-    if (!stream.ok()) break;
-    out.push_back(Drain(**stream));
-    // The next turn: this one's prompt and answer, then the user's new message.
-    const std::vector<int32_t> more = Tokens(13, 8, vocab);
-    prompt.insert(prompt.end(), out.back().tokens.begin(), out.back().tokens.end());
-    prompt.insert(prompt.end(), more.begin(), more.end());
-  }
-  return out;
-}
-
 class CudaEngineTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaEngineTest, ServesTheCpusOutputsAndRestoresOnTheDevice) {
@@ -81,12 +65,12 @@ TEST_P(CudaEngineTest, ServesTheCpusOutputsAndRestoresOnTheDevice) {
   {
     auto engine = Engine::Create(*on_cpu, nullptr, Config(**cpu));
     ASSERT_TRUE(engine.ok()) << engine.status();
-    want = TwoTurns(**engine, vocab);
+    want = TwoTurns(**engine, vocab, 6);
   }
   {
     auto engine = Engine::Create(*on_gpu, nullptr, Config(**gpu));
     ASSERT_TRUE(engine.ok()) << engine.status();
-    got = TwoTurns(**engine, vocab);
+    got = TwoTurns(**engine, vocab, 6);
   }
   ASSERT_EQ(want.size(), 2u);
   ASSERT_EQ(got.size(), 2u);

@@ -160,6 +160,25 @@ inline Request GreedyWithLogprobs(std::vector<int32_t> prompt, int32_t max_new_t
 
 using ::tandem::testing::Tokens;  // tests/test_tokens.h
 
+// Two turns of one conversation through `engine`, greedy with logprobs: the second prompt is the
+// first prompt, its answer and a new message, so the second turn can restore the first's state
+// from the prefix cache. Outcomes in turn order.
+template <typename EngineT>
+std::vector<Outcome> TwoTurns(EngineT& engine, int32_t vocab, int32_t new_tokens) {
+  std::vector<int32_t> prompt = Tokens(45, 7, vocab);
+  std::vector<Outcome> outcomes;
+  for (int turn = 0; turn < 2; ++turn) {
+    auto stream = engine.Submit(GreedyWithLogprobs(prompt, new_tokens));
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    if (!stream.ok()) break;
+    outcomes.push_back(Drain(**stream));
+    const std::vector<int32_t> message = Tokens(13, 8, vocab);
+    prompt.insert(prompt.end(), outcomes.back().tokens.begin(), outcomes.back().tokens.end());
+    prompt.insert(prompt.end(), message.begin(), message.end());
+  }
+  return outcomes;
+}
+
 }  // namespace tandem::engine::testing
 
 #endif  // TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_

@@ -18,6 +18,7 @@
 #include "engine/compute_device.h"
 #include "kernels/backends.h"
 #include "kernels/ops.h"
+#include "tests/cache/host_backing_for_tests.h"
 
 namespace tandem::engine::testing {
 
@@ -151,28 +152,20 @@ class SeparateMemoryOps final : public kernels::Ops {
 };
 
 // Host memory whose copies and clears are counted.
-class CountingStateBacking final : public cache::MemoryBacking {
+class CountingStateBacking final : public cache::testing::HostBackingForTests {
  public:
-  CountingStateBacking(std::unique_ptr<cache::MemoryBacking> real, HostDeviceCounts* counts)
-      : real_(std::move(real)), counts_(counts) {}
-  std::byte* base() const override { return real_->base(); }
-  size_t reserved_bytes() const override { return real_->reserved_bytes(); }
-  size_t granularity() const override { return real_->granularity(); }
-  absl::Status Commit(size_t offset, size_t bytes) override { return real_->Commit(offset, bytes); }
-  absl::Status Decommit(size_t offset, size_t bytes) override {
-    return real_->Decommit(offset, bytes);
-  }
+  CountingStateBacking(size_t bytes, HostDeviceCounts* counts)
+      : HostBackingForTests(bytes), counts_(counts) {}
   absl::Status CopyBytes(std::byte* dst, const std::byte* src, size_t bytes) override {
     ++counts_->state_copies;
-    return real_->CopyBytes(dst, src, bytes);
+    return HostBackingForTests::CopyBytes(dst, src, bytes);
   }
   absl::Status ZeroBytes(std::byte* dst, size_t bytes) override {
     ++counts_->state_clears;
-    return real_->ZeroBytes(dst, bytes);
+    return HostBackingForTests::ZeroBytes(dst, bytes);
   }
 
  private:
-  std::unique_ptr<cache::MemoryBacking> real_;
   HostDeviceCounts* counts_;
 };
 
@@ -203,11 +196,7 @@ class HostDevice final : public ComputeDevice {
   }
   absl::StatusOr<std::unique_ptr<cache::MemoryBacking>> CreateStateBacking(
       size_t bytes) override {
-    absl::StatusOr<std::unique_ptr<cache::MemoryBacking>> real =
-        cache::CreateBacking(cache::BackingKind::kHost, bytes);
-    if (!real.ok()) return real.status();
-    return std::unique_ptr<cache::MemoryBacking>(
-        new CountingStateBacking(*std::move(real), &counts));
+    return std::unique_ptr<cache::MemoryBacking>(new CountingStateBacking(bytes, &counts));
   }
 
   HostDeviceCounts counts;
