@@ -57,4 +57,19 @@ AttentionArgs DecodeRow(const AttentionArgs& batch, int64_t r) {
   return one;
 }
 
+PartialAttentionArgs DecodeRow(const PartialAttentionArgs& batch, int64_t r) {
+  PartialAttentionArgs one = batch;
+  one.rows = 1;
+  one.causal = false;
+  one.kv.pages = batch.page_tables[r];
+  one.key_begin = batch.key_begins[r];
+  one.key_end = batch.key_ends[r];
+  one.page_tables = nullptr;
+  one.key_begins = one.key_ends = nullptr;
+  one.q += r * batch.ld_q;
+  one.out += r * batch.ld_out;
+  one.lse += r * batch.ld_lse;
+  return one;
+}
+
 }  // namespace tandem::kernels

@@ -17,6 +17,8 @@ SelectiveScanArgs DecodeRow(const SelectiveScanArgs& batch, int64_t r);
 SsdScanArgs DecodeRow(const SsdScanArgs& batch, int64_t r);
 // Row r's query over its own sequence's pages, at its position.
 AttentionArgs DecodeRow(const AttentionArgs& batch, int64_t r);
+// Row r's query over its own key range of its own pages.
+PartialAttentionArgs DecodeRow(const PartialAttentionArgs& batch, int64_t r);
 
 }  // namespace tandem::kernels
 

@@ -4,6 +4,22 @@
 
 namespace tandem::kernels {
 
+void Ops::GatherRowsAt(const float* src, int64_t ld_src, std::span<const int32_t> rows,
+                       int64_t cols, float* dst, int64_t ld_dst) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CopyRows(src + rows[i] * ld_src, ld_src, 1, cols, dst + static_cast<int64_t>(i) * ld_dst,
+             ld_dst);
+  }
+}
+
+void Ops::ScatterRowsTo(const float* src, int64_t ld_src, std::span<const int32_t> rows,
+                        int64_t cols, float* dst, int64_t ld_dst) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CopyRows(src + static_cast<int64_t>(i) * ld_src, ld_src, 1, cols, dst + rows[i] * ld_dst,
+             ld_dst);
+  }
+}
+
 std::string Ops::ReadBack(const float* src, size_t count, float* dst) {
   if (src != dst && count > 0) std::memcpy(dst, src, count * sizeof(float));
   return "";

@@ -177,6 +177,13 @@ struct PartialAttentionArgs {
   float scale = 1.0f;
   float* out = nullptr;  int64_t ld_out = 0;  // [rows, heads·head_dim]
   float* lse = nullptr;  int64_t ld_lse = 0;  // [rows, heads], fp32
+  // A batch of rows of different sequences (Hydragen's suffixes): row r attends without a mask
+  // over keys [key_begins[r], key_ends[r]) of its own pages page_tables[r] (tables in the
+  // backend's memory, Ops::Table); kv.pages, key_begin, key_end, start_pos and causal are then
+  // unused. Null: every row over the same range of `kv`.
+  float* const* const* page_tables = nullptr;
+  const int64_t* key_begins = nullptr;
+  const int64_t* key_ends = nullptr;
 };
 
 // The prefix part of Hydragen: `rows` queries of different sequences (one decode row each) that
@@ -256,6 +263,13 @@ class Ops {
   // dst[r, 0:cols] += src[r, 0:cols] (a residual or adapter add).
   virtual void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                        int64_t ld_dst) = 0;
+  // Rows picked by index (`rows` is host memory, no index twice): dst[i] = src[rows[i]], and its
+  // inverse dst[rows[i]] = src[i]. By default one CopyRows per row (ops.cc); a device backend
+  // does it in one launch.
+  virtual void GatherRowsAt(const float* src, int64_t ld_src, std::span<const int32_t> rows,
+                            int64_t cols, float* dst, int64_t ld_dst);
+  virtual void ScatterRowsTo(const float* src, int64_t ld_src, std::span<const int32_t> rows,
+                             int64_t cols, float* dst, int64_t ld_dst);
 
   // A host table (KV page pointers, a decode batch's state blocks or positions) as the kernels
   // read it: on the host the table itself; a device backend copies it into device memory from

@@ -119,10 +119,12 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   auto kv_of = [&](int64_t i) { return ctx.layout.KvView(attention_index, segment(i).page_table); };
 
   // The decode rows of the members, consecutive in plan order, so a node's rows are one block.
+  int32_t* member_rows = ctx.host.Array<int32_t>(members);
+  for (int64_t i = 0; i < members; ++i) member_rows[i] = static_cast<int32_t>(segment(i).row);
+  const std::span<const int32_t> rows_of_members(member_rows, static_cast<size_t>(members));
   float* q = ctx.ws.Floats(members * q_width);
-  for (int64_t i = 0; i < members; ++i) {
-    ops.CopyRows(qkv + segment(i).row * width, width, 1, q_width, q + i * q_width, q_width);
-  }
+  ops.GatherRowsAt(qkv, width, rows_of_members, q_width, q, q_width);
+
   // Each node once, over its shared pages, for all of its members.
   const int64_t num_nodes = static_cast<int64_t>(plan.nodes.size());
   float** node_out = ctx.host.Array<float*>(num_nodes);
@@ -148,36 +150,54 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   }
   if (ctx.stats != nullptr) ctx.stats->hydragen_nodes += num_nodes;
 
-  // Each member: its own suffix, then the merge with every node on its path to the root.
-  float* suffix = ctx.ws.Floats(q_width);
-  float* suffix_lse = ctx.ws.Floats(heads);
-  kernels::AttentionPart* parts = ctx.host.Array<kernels::AttentionPart>(num_nodes + 1);
+  // Every member's own suffix in one call: from its leaf node's end to its own position.
+  auto** tables = ctx.host.Array<float* const*>(members);
+  int64_t* begins = ctx.host.Array<int64_t>(members);
+  int64_t* ends = ctx.host.Array<int64_t>(members);
   for (int64_t i = 0; i < members; ++i) {
-    const Segment& seg = segment(i);
-    const int32_t leaf = plan.leaf[i];
-    kernels::PartialAttentionArgs args;
-    args.rows = 1;
-    args.heads = dims_.heads;
-    args.q = q + i * q_width;
-    args.ld_q = q_width;
-    args.kv = kv_of(i);
-    args.key_begin = plan.nodes[leaf].page_end * pt;
-    args.key_end = seg.start_pos + 1;
-    args.scale = dims_.scale;
-    args.out = suffix;
-    args.ld_out = q_width;
-    args.lse = suffix_lse;
-    args.ld_lse = heads;
-    ops.PartialAttention(args, ctx.ws);
+    tables[i] = segment(i).page_table;
+    begins[i] = plan.nodes[plan.leaf[i]].page_end * pt;
+    ends[i] = segment(i).start_pos + 1;
+  }
+  const size_t n_members = static_cast<size_t>(members);
+  float* suffix = ctx.ws.Floats(members * q_width);
+  float* suffix_lse = ctx.ws.Floats(members * heads);
+  kernels::PartialAttentionArgs args;
+  args.rows = members;
+  args.heads = dims_.heads;
+  args.q = q;
+  args.ld_q = q_width;
+  args.kv = kv_of(0);  // the layout; each row reads its own pages
+  args.page_tables = ops.Table<float* const*>({tables, n_members}, ctx.ws);
+  args.key_begins = ops.Table<int64_t>({begins, n_members}, ctx.ws);
+  args.key_ends = ops.Table<int64_t>({ends, n_members}, ctx.ws);
+  args.scale = dims_.scale;
+  args.out = suffix;
+  args.ld_out = q_width;
+  args.lse = suffix_lse;
+  args.ld_lse = heads;
+  ops.PartialAttention(args, ctx.ws);
+
+  // The merge with every node on the path to the root, once per run of members that share a
+  // leaf (their rows are consecutive in every node on that path), in plan order; then every
+  // row goes back to its sequence's place.
+  float* merged = ctx.ws.Floats(members * q_width);
+  kernels::AttentionPart* parts = ctx.host.Array<kernels::AttentionPart>(num_nodes + 1);
+  for (int64_t i0 = 0; i0 < members;) {
+    const int32_t leaf = plan.leaf[i0];
+    int64_t i1 = i0 + 1;
+    while (i1 < members && plan.leaf[i1] == leaf) ++i1;
     int64_t count = 0;
-    parts[count++] = {suffix, q_width, suffix_lse, heads};
+    parts[count++] = {suffix + i0 * q_width, q_width, suffix_lse + i0 * heads, heads};
     for (int32_t n = leaf; n >= 0; n = plan.nodes[n].parent) {
-      const int64_t row = i - plan.nodes[n].first;
+      const int64_t row = i0 - plan.nodes[n].first;
       parts[count++] = {node_out[n] + row * q_width, q_width, node_lse[n] + row * heads, heads};
     }
-    ops.MergeAttention({parts, static_cast<size_t>(count)}, 1, dims_.heads, dims_.head_dim,
-                       attn + seg.row * q_width, q_width, nullptr, 0);
+    ops.MergeAttention({parts, static_cast<size_t>(count)}, i1 - i0, dims_.heads, dims_.head_dim,
+                       merged + i0 * q_width, q_width, nullptr, 0);
+    i0 = i1;
   }
+  ops.ScatterRowsTo(merged, q_width, rows_of_members, q_width, attn, q_width);
 }
 
 }  // namespace tandem::models

@@ -25,17 +25,33 @@ void CpuOps::PartialAttention(const PartialAttentionArgs& a, Workspace& ws) {
   const int64_t dh = kv.head_dim;
   const int32_t kvh = kv.num_kv_heads, group = a.heads / kvh;
   const int64_t items = a.rows * kvh;
-  const int64_t macs = a.rows * a.heads * std::max<int64_t>(0, a.key_end - a.key_begin) * dh;
+  // Row t's keys: [begin, end) of kv; a batch gives each row its own range and pages.
+  const bool batch = a.page_tables != nullptr;
+  int64_t keys = a.rows * std::max<int64_t>(0, a.key_end - a.key_begin);
+  if (batch) {
+    keys = 0;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      keys += std::max<int64_t>(0, a.key_ends[t] - a.key_begins[t]);
+    }
+  }
+  const int64_t macs = keys * a.heads * dh;
   const int64_t slots = macs < kSerialAttentionMacs ? 1 : std::min<int64_t>(items, pool_.size());
   const int64_t per_slot = StreamGroupScratch(group, dh, kv.page_tokens);
   float* scratch = ws.Floats(std::max<int64_t>(slots, 1) * per_slot);
   auto item_fn = [&](int64_t slot, int64_t item) {
     const int64_t t = item / kvh;
     const int32_t j = static_cast<int32_t>(item % kvh);
-    const int64_t end = a.causal ? std::min(a.key_end, a.start_pos + t + 1) : a.key_end;
+    PagedKv row_kv = kv;
+    int64_t begin = a.key_begin;
+    int64_t end = a.causal ? std::min(a.key_end, a.start_pos + t + 1) : a.key_end;
+    if (batch) {
+      row_kv.pages = a.page_tables[t];
+      begin = a.key_begins[t];
+      end = a.key_ends[t];
+    }
     const float* q = a.q + t * a.ld_q + int64_t{j} * group * dh;
-    const GroupResult r = StreamGroup(q, group, kv, j, a.key_begin, std::max(end, a.key_begin),
-                                      a.scale, scratch + slot * per_slot);
+    const GroupResult r = StreamGroup(q, group, row_kv, j, begin, std::max(end, begin), a.scale,
+                                      scratch + slot * per_slot);
     for (int32_t gi = 0; gi < group; ++gi) {
       const int64_t h = int64_t{j} * group + gi;
       float* __restrict o = a.out + t * a.ld_out + h * dh;

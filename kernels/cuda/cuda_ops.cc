@@ -79,20 +79,43 @@ void CudaOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix
   if (Ok()) Record(cuda::Linear(stream_, x, ld_x, m, w, bias, y, ld_y), "Linear");
 }
 
-void CudaOps::GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
-                         int64_t ld_out) {
-  if (!Ok() || ids.empty()) return;
-  if (ids_.size() < ids.size()) Record(ids_.Allocate(ids.size()), "GatherRows ids");
-  if (!Ok()) return;
+bool CudaOps::UploadIds(std::span<const int32_t> ids, const char* op) {
+  if (!Ok()) return false;
+  if (ids_.size() < ids.size()) Record(ids_.Allocate(ids.size()), op);
+  if (!Ok()) return false;
   // From pageable memory this copy returns once `ids` has been read, so the span may go.
   Record(cudaMemcpyAsync(ids_.get(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice,
                          stream_),
-         "GatherRows ids");
-  if (Ok()) {
-    Record(cuda::GatherRows(stream_, table, ids_.get(), static_cast<int64_t>(ids.size()), out,
-                            ld_out),
-           "GatherRows");
-  }
+         op);
+  return Ok();
+}
+
+void CudaOps::GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
+                         int64_t ld_out) {
+  if (ids.empty() || !UploadIds(ids, "GatherRows ids")) return;
+  Record(cuda::GatherRows(stream_, table, ids_.get(), static_cast<int64_t>(ids.size()), out,
+                          ld_out),
+         "GatherRows");
+}
+
+void CudaOps::IndexedCopy(bool scatter, const float* src, int64_t ld_src,
+                          std::span<const int32_t> rows, int64_t cols, float* dst,
+                          int64_t ld_dst) {
+  const char* op = scatter ? "ScatterRowsTo" : "GatherRowsAt";
+  if (rows.empty() || !UploadIds(rows, op)) return;
+  Record(cuda::IndexedCopyRows(stream_, scatter, src, ld_src, ids_.get(),
+                               static_cast<int64_t>(rows.size()), cols, dst, ld_dst),
+         op);
+}
+
+void CudaOps::GatherRowsAt(const float* src, int64_t ld_src, std::span<const int32_t> rows,
+                           int64_t cols, float* dst, int64_t ld_dst) {
+  IndexedCopy(false, src, ld_src, rows, cols, dst, ld_dst);
+}
+
+void CudaOps::ScatterRowsTo(const float* src, int64_t ld_src, std::span<const int32_t> rows,
+                            int64_t cols, float* dst, int64_t ld_dst) {
+  IndexedCopy(true, src, ld_src, rows, cols, dst, ld_dst);
 }
 
 void CudaOps::CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,

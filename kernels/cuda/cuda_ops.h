@@ -47,6 +47,10 @@ class CudaOps final : public Ops {
                 int64_t ld_dst) override;
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override;
+  void GatherRowsAt(const float* src, int64_t ld_src, std::span<const int32_t> rows, int64_t cols,
+                    float* dst, int64_t ld_dst) override;
+  void ScatterRowsTo(const float* src, int64_t ld_src, std::span<const int32_t> rows, int64_t cols,
+                     float* dst, int64_t ld_dst) override;
   // Copies the table into device memory from `ws`.
   const void* TableBytes(const void* host, size_t bytes, Workspace& ws) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
@@ -96,7 +100,13 @@ class CudaOps final : public Ops {
   std::vector<float> weights_by_expert_;
   std::vector<int64_t> expert_offsets_;  // expert e's rows: [offsets[e], offsets[e + 1])
   std::vector<int64_t> expert_fill_;
-  DeviceBuffer<int32_t> ids_;  // GatherRows' ids, uploaded (grown during warm-up only)
+  // GatherRows' ids and the indexed copies' rows, uploaded (grown during warm-up only). One
+  // buffer serves every call: the upload is ordered on the stream after the kernels before it.
+  DeviceBuffer<int32_t> ids_;
+  // Uploads `ids` into ids_; false (with the error kept) when that fails.
+  bool UploadIds(std::span<const int32_t> ids, const char* op);
+  void IndexedCopy(bool scatter, const float* src, int64_t ld_src, std::span<const int32_t> rows,
+                   int64_t cols, float* dst, int64_t ld_dst);
 };
 
 }  // namespace tandem::kernels::cuda

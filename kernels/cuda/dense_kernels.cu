@@ -148,6 +148,15 @@ __global__ void ScatterAddKernel(const float* src, int64_t ld_src, const int32_t
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) d[c] += scale * s[c];
 }
 
+// One block per listed row: dst[i] = src[rows[i]] (gather) or dst[rows[i]] = src[i].
+__global__ void IndexedCopyKernel(bool scatter, const float* src, int64_t ld_src,
+                                  const int32_t* rows, int64_t cols, float* dst, int64_t ld_dst) {
+  const int64_t i = blockIdx.x, r = rows[i];
+  const float* s = src + (scatter ? i : r) * ld_src;
+  float* d = dst + (scatter ? r : i) * ld_dst;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) d[c] = s[c];
+}
+
 cudaError_t LaunchRows(cudaStream_t stream, bool add, const float* src, int64_t ld_src,
                        int64_t rows, int64_t cols, float* dst, int64_t ld_dst) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
@@ -252,6 +261,16 @@ cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int6
 cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
                     int64_t cols, float* dst, int64_t ld_dst) {
   return LaunchRows(stream, true, src, ld_src, rows, cols, dst, ld_dst);
+}
+
+cudaError_t IndexedCopyRows(cudaStream_t stream, bool scatter, const float* src, int64_t ld_src,
+                            const int32_t* rows, int64_t count, int64_t cols, float* dst,
+                            int64_t ld_dst) {
+  if (count <= 0 || cols <= 0) return cudaSuccess;
+  if (count > INT32_MAX) return cudaErrorInvalidValue;
+  IndexedCopyKernel<<<static_cast<unsigned>(count), 256, 0, stream>>>(scatter, src, ld_src, rows,
+                                                                      cols, dst, ld_dst);
+  return cudaGetLastError();
 }
 
 cudaError_t ScatterAddRows(cudaStream_t stream, const float* src, int64_t ld_src,

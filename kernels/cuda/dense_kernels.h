@@ -27,6 +27,12 @@ cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int6
 cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
                     int64_t cols, float* dst, int64_t ld_dst);
 
+// `count` rows picked by index (device memory): dst[i] = src[rows[i]], or with `scatter`
+// dst[rows[i]] = src[i] (rows distinct).
+cudaError_t IndexedCopyRows(cudaStream_t stream, bool scatter, const float* src, int64_t ld_src,
+                            const int32_t* rows, int64_t count, int64_t cols, float* dst,
+                            int64_t ld_dst);
+
 // dst[rows[i]] += scales[i] · src[i] for `count` rows (rows distinct within a call): the MoE
 // combine. `rows` and `scales` are device memory.
 cudaError_t ScatterAddRows(cudaStream_t stream, const float* src, int64_t ld_src,

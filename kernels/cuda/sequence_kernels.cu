@@ -274,9 +274,15 @@ __global__ void PartialAttentionKernel(PartialAttentionArgs a) {
   const int32_t head = static_cast<int32_t>(item % a.heads);
   const int32_t kv_head = head / (a.heads / a.kv.num_kv_heads);
   const int32_t dh = a.kv.head_dim;
-  int64_t end = a.key_end;
+  PagedKv kv = a.kv;
+  int64_t begin = a.key_begin, end = a.key_end;
   if (a.causal) end = min(end, a.start_pos + t + 1);
-  AttendRow(a.q + t * a.ld_q + int64_t{head} * dh, a.kv, kv_head, a.key_begin, end, a.scale,
+  if (a.page_tables != nullptr) {  // a batch: the row's own pages and range
+    kv.pages = a.page_tables[t];
+    begin = a.key_begins[t];
+    end = a.key_ends[t];
+  }
+  AttendRow(a.q + t * a.ld_q + int64_t{head} * dh, kv, kv_head, begin, end, a.scale,
             a.out + t * a.ld_out + int64_t{head} * dh,
             a.lse != nullptr ? a.lse + t * a.ld_lse + head : nullptr);
 }
@@ -410,7 +416,8 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a)
   const int64_t items = a.rows * a.heads;
   if (items <= 0) return cudaSuccess;
   if (a.kv.head_dim <= 0 || a.kv.head_dim > kMaxHeadDim || a.kv.num_kv_heads <= 0 ||
-      a.heads % a.kv.num_kv_heads != 0 || a.kv.page_tokens <= 0) {
+      a.heads % a.kv.num_kv_heads != 0 || a.kv.page_tokens <= 0 ||
+      (a.page_tables != nullptr && (a.key_begins == nullptr || a.key_ends == nullptr))) {
     return cudaErrorInvalidValue;
   }
   PartialAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/decode_batch.h"
 #include "kernels/reference/reference_ops.h"
 
 namespace tandem::kernels {
@@ -61,7 +62,11 @@ void RangeAttention(int64_t rows, int64_t start_pos, bool causal, int32_t heads,
 
 }  // namespace
 
-void ReferenceOps::PartialAttention(const PartialAttentionArgs& a, Workspace&) {
+void ReferenceOps::PartialAttention(const PartialAttentionArgs& a, Workspace& ws) {
+  if (a.page_tables != nullptr) {
+    for (int64_t r = 0; r < a.rows; ++r) PartialAttention(DecodeRow(a, r), ws);
+    return;
+  }
   RangeAttention(a.rows, a.start_pos, a.causal, a.heads, a.q, a.ld_q, a.kv, a.key_begin, a.key_end,
                  a.scale, a.out, a.ld_out, a.lse, a.ld_lse);
 }

@@ -5,6 +5,7 @@
 // Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,92 @@ TEST(CudaDecodeBatchTest, AttentionMatchesTheReference) {
   ops->Attention(a, ws);
   ASSERT_EQ(ops->Synchronize(), "");
   EXPECT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
+}
+
+TEST(CudaDecodeBatchTest, SuffixAttentionAndIndexedRowsMatchTheReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  const int32_t heads = 4, kv_heads = 1, head_dim = 64, page_tokens = 8;
+  const std::vector<int64_t> begins = {0, 16, 9}, ends = {5, 30, 9};
+  const int64_t rows = static_cast<int64_t>(begins.size()), pages_each = 4;
+  const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
+  Rng rng(21);
+  std::vector<float> memory = rng.Uniform(rows * pages_each * page_floats);
+  DeviceBuffer<float> device_memory = ToDevice(memory);
+  std::vector<std::vector<float*>> host_pages(rows), device_pages(rows);
+  std::vector<DeviceBuffer<float*>> device_page_tables;
+  std::vector<float*const*> host_tables, device_tables;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p < pages_each; ++p) {
+      host_pages[r].push_back(memory.data() + (r * pages_each + p) * page_floats);
+      device_pages[r].push_back(device_memory.get() + (r * pages_each + p) * page_floats);
+    }
+    device_page_tables.push_back(ToDevice(device_pages[r]));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    host_tables.push_back(host_pages[r].data());
+    device_tables.push_back(device_page_tables[r].get());
+  }
+  auto dtables = ToDevice(device_tables);
+  auto dbegins = ToDevice(begins), dends = ToDevice(ends);
+  const int64_t ld = int64_t{heads} * head_dim;
+  const std::vector<float> q = rng.Uniform(rows * ld);
+  auto dq = ToDevice(q);
+  auto dout = ToDevice(std::vector<float>(rows * ld, 0.0f));
+  auto dlse = ToDevice(std::vector<float>(rows * heads, 0.0f));
+  std::vector<float> out(rows * ld), lse(rows * heads);
+  PartialAttentionArgs a;
+  a.rows = rows;
+  a.heads = heads;
+  a.ld_q = a.ld_out = ld;
+  a.ld_lse = heads;
+  a.kv.page_tokens = page_tokens;
+  a.kv.num_kv_heads = kv_heads;
+  a.kv.head_dim = head_dim;
+  a.scale = 0.125f;
+  a.q = q.data();
+  a.out = out.data();
+  a.lse = lse.data();
+  a.page_tables = host_tables.data();
+  a.key_begins = begins.data();
+  a.key_ends = ends.data();
+  Workspace host_ws;
+  ReferenceOps().PartialAttention(a, host_ws);
+  a.q = dq.get();
+  a.out = dout.get();
+  a.lse = dlse.get();
+  a.page_tables = dtables.get();
+  a.key_begins = dbegins.get();
+  a.key_ends = dends.get();
+  Workspace ws(1 << 16, &ops->activation_memory());
+  ops->PartialAttention(a, ws);
+  ASSERT_EQ(ops->Synchronize(), "");
+  EXPECT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
+  const std::vector<float> got_lse = ToHost(dlse);
+  for (int64_t i = 0; i < rows * heads; ++i) {
+    if (std::isinf(lse[i])) {
+      EXPECT_TRUE(std::isinf(got_lse[i]) && got_lse[i] < 0) << i;  // the empty range
+    } else {
+      EXPECT_NEAR(got_lse[i], lse[i], 1e-4f) << i;
+    }
+  }
+
+  // Rows by index: the gather takes rows 2 and 0; the scatter puts them back.
+  const std::vector<int32_t> picked = {2, 0};
+  auto gathered = ToDevice(std::vector<float>(2 * ld, 0.0f));
+  ops->GatherRowsAt(dq.get(), ld, picked, ld, gathered.get(), ld);
+  auto scattered = ToDevice(std::vector<float>(rows * ld, -1.0f));
+  ops->ScatterRowsTo(gathered.get(), ld, picked, ld, scattered.get(), ld);
+  ASSERT_EQ(ops->Synchronize(), "");
+  const std::vector<float> g = ToHost(gathered), back = ToHost(scattered);
+  for (int64_t c = 0; c < ld; ++c) {
+    EXPECT_EQ(g[c], q[2 * ld + c]);
+    EXPECT_EQ(g[ld + c], q[c]);
+    EXPECT_EQ(back[c], q[c]);
+    EXPECT_EQ(back[ld + c], -1.0f);
+    EXPECT_EQ(back[2 * ld + c], q[2 * ld + c]);
+  }
 }
 
 }  // namespace

@@ -243,5 +243,75 @@ TEST(DecodeBatchTest, AttentionOfManySequencesEqualsOneCallEach) {
   }
 }
 
+// Hydragen's suffixes: rows of different sequences, each over its own key range of its own
+// pages, with the log-sum-exp.
+TEST(DecodeBatchTest, PartialAttentionOfManySequencesEqualsOneCallEach) {
+  const int32_t heads = 4, kv_heads = 2, head_dim = 8, page_tokens = 4;
+  const int64_t begins[] = {0, 8, 5, 12}, ends[] = {3, 13, 5, 16};  // one empty range
+  const int64_t rows = std::size(begins);
+  const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
+  Rng rng(12);
+  std::vector<std::vector<float>> storage;
+  std::vector<std::vector<float*>> pages(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p * page_tokens < ends[r]; ++p) {
+      storage.push_back(rng.Uniform(page_floats));
+      pages[r].push_back(storage.back().data());
+    }
+  }
+  std::vector<float* const*> tables;
+  for (auto& p : pages) tables.push_back(p.data());
+  const int64_t ld = int64_t{heads} * head_dim;
+  const std::vector<float> q = rng.Uniform(rows * ld);
+  for (auto& ops : HostBackends()) {
+    PartialAttentionArgs a;
+    a.heads = heads;
+    a.ld_q = a.ld_out = ld;
+    a.ld_lse = heads;
+    a.kv.page_tokens = page_tokens;
+    a.kv.num_kv_heads = kv_heads;
+    a.kv.head_dim = head_dim;
+    a.scale = 0.3f;
+    std::vector<float> out_batched(rows * ld), out_single(rows * ld);
+    std::vector<float> lse_batched(rows * heads), lse_single(rows * heads);
+    PartialAttentionArgs batch = a;
+    batch.rows = rows;
+    batch.q = q.data();
+    batch.out = out_batched.data();
+    batch.lse = lse_batched.data();
+    batch.page_tables = tables.data();
+    batch.key_begins = begins;
+    batch.key_ends = ends;
+    Workspace ws;
+    ops->PartialAttention(batch, ws);
+    for (int64_t r = 0; r < rows; ++r) {
+      PartialAttentionArgs one = a;
+      one.rows = 1;
+      one.kv.pages = pages[r].data();
+      one.key_begin = begins[r];
+      one.key_end = ends[r];
+      one.q = q.data() + r * ld;
+      one.out = out_single.data() + r * ld;
+      one.lse = lse_single.data() + r * heads;
+      ops->PartialAttention(one, ws);
+    }
+    EXPECT_EQ(out_batched, out_single) << ops->name();
+    EXPECT_EQ(lse_batched, lse_single) << ops->name();
+  }
+}
+
+TEST(DecodeBatchTest, RowsGatherAndScatterByIndex) {
+  const std::vector<float> src = {0, 1, 2, 10, 11, 12, 20, 21, 22};  // 3 rows of 3
+  const int32_t rows[] = {2, 0};
+  for (auto& ops : HostBackends()) {
+    std::vector<float> gathered(4, -1.0f);  // 2 rows of 2 columns
+    ops->GatherRowsAt(src.data(), 3, rows, 2, gathered.data(), 2);
+    EXPECT_EQ(gathered, (std::vector<float>{20, 21, 0, 1})) << ops->name();
+    std::vector<float> scattered(9, -1.0f);
+    ops->ScatterRowsTo(gathered.data(), 2, rows, 2, scattered.data(), 3);
+    EXPECT_EQ(scattered, (std::vector<float>{0, 1, -1, -1, -1, -1, 20, 21, -1})) << ops->name();
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels
