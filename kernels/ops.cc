@@ -20,6 +20,22 @@ void Ops::ScatterRowsTo(const float* src, int64_t ld_src, std::span<const int32_
   }
 }
 
+void Ops::RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
+                 const int64_t* positions, float theta) {
+  for (int64_t r = 0; r < rows; ++r) {
+    Rope(x + r * ld_x, ld_x, 1, heads, head_dim, positions[r], theta);
+  }
+}
+
+void Ops::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t rows,
+                    float* const* const* page_tables, const int64_t* positions, const PagedKv& kv) {
+  for (int64_t r = 0; r < rows; ++r) {
+    PagedKv own = kv;
+    own.pages = page_tables[r];
+    WriteKv(k + r * ld_k, ld_k, v + r * ld_v, ld_v, 1, positions[r], own);
+  }
+}
+
 std::string Ops::ReadBack(const float* src, size_t count, float* dst) {
   if (src != dst && count > 0) std::memcpy(dst, src, count * sizeof(float));
   return "";

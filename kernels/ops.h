@@ -294,6 +294,11 @@ class Ops {
   // at positions start_pos … start_pos+T-1.
   virtual void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
                     int64_t start_pos, float theta) = 0;
+  // The same for a decode batch: row r, of its own sequence, is at position positions[r] (a
+  // table in the backend's memory, Ops::Table). The default makes one Rope call per row,
+  // reading the table on the host: a device backend overrides it.
+  virtual void RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
+                      const int64_t* positions, float theta);
 
   // out[r,c] = act(gate[r,c]) · up[r,c].
   virtual void GatedActivation(Activation act, const float* gate, int64_t ld_gate,
@@ -326,6 +331,13 @@ class Ops {
   // start_pos … start_pos+T-1. The pages must exist.
   virtual void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                        int64_t start_pos, const PagedKv& kv) = 0;
+  // The same for a decode batch: row r goes to position positions[r] of its own sequence's
+  // pages page_tables[r] (tables in the backend's memory); `kv` gives the layout. The default
+  // makes one WriteKv call per row, reading the tables on the host: a device backend overrides
+  // it.
+  virtual void WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v,
+                         int64_t rows, float* const* const* page_tables, const int64_t* positions,
+                         const PagedKv& kv);
 
   virtual void Attention(const AttentionArgs& args, Workspace& ws) = 0;
 

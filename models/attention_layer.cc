@@ -47,19 +47,36 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
   }
 
   // Every segment's new K/V is written before any attention runs: the shared-prefix pass below
-  // works across sequences.
-  for (const Segment& seg : ctx.segments) {
-    float* q = qkv + seg.row * width;
-    float* k = q + q_width;
-    float* v = k + kv_width;
-    if (dims_.rope) {
-      ops.Rope(q, width, seg.tokens, dims_.heads, dims_.head_dim, seg.start_pos, dims_.rope_theta);
-      ops.Rope(k, width, seg.tokens, dims_.kv_heads, dims_.head_dim, seg.start_pos,
-               dims_.rope_theta);
-    }
-    const kernels::PagedKv kv = ctx.layout.KvView(attention_index, seg.page_table);
-    ops.WriteKv(k, width, v, width, seg.tokens, seg.start_pos, kv);
-  }
+  // works across sequences. A run of decode rows is rotated and written in one call each.
+  ForEachDecodeRun(
+      ctx.segments,
+      [&](size_t first, size_t count) {
+        const int64_t n = static_cast<int64_t>(count);
+        float* q = qkv + ctx.segments[first].row * width;
+        float* k = q + q_width;
+        float* v = k + kv_width;
+        const int64_t* positions = ctx.positions + first;
+        if (dims_.rope) {
+          ops.RopeAt(q, width, n, dims_.heads, dims_.head_dim, positions, dims_.rope_theta);
+          ops.RopeAt(k, width, n, dims_.kv_heads, dims_.head_dim, positions, dims_.rope_theta);
+        }
+        ops.WriteKvAt(k, width, v, width, n, ctx.page_tables + first, positions,
+                      ctx.layout.KvView(attention_index, nullptr));
+      },
+      [&](size_t s) {
+        const Segment& seg = ctx.segments[s];
+        float* q = qkv + seg.row * width;
+        float* k = q + q_width;
+        float* v = k + kv_width;
+        if (dims_.rope) {
+          ops.Rope(q, width, seg.tokens, dims_.heads, dims_.head_dim, seg.start_pos,
+                   dims_.rope_theta);
+          ops.Rope(k, width, seg.tokens, dims_.kv_heads, dims_.head_dim, seg.start_pos,
+                   dims_.rope_theta);
+        }
+        ops.WriteKv(k, width, v, width, seg.tokens, seg.start_pos,
+                    ctx.layout.KvView(attention_index, seg.page_table));
+      });
 
   float* attn = ctx.ws.Floats(rows * q_width);
   // The plan depends on page pointers only, so every attention layer of the pass finds the same

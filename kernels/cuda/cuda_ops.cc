@@ -151,7 +151,15 @@ void CudaOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t
 void CudaOps::Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
                    int64_t start_pos, float theta) {
   if (Ok()) {
-    Record(cuda::Rope(stream_, x, ld_x, tokens, heads, head_dim, start_pos, theta), "Rope");
+    Record(cuda::Rope(stream_, x, ld_x, tokens, heads, head_dim, start_pos, nullptr, theta),
+           "Rope");
+  }
+}
+
+void CudaOps::RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
+                     const int64_t* positions, float theta) {
+  if (Ok()) {
+    Record(cuda::Rope(stream_, x, ld_x, rows, heads, head_dim, 0, positions, theta), "RopeAt");
   }
 }
 
@@ -253,6 +261,15 @@ void CudaOps::SsdStateUpdate(const SsdScanArgs& args) {
 void CudaOps::WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                       int64_t start_pos, const PagedKv& kv) {
   if (Ok()) Record(cuda::WriteKv(stream_, k, ld_k, v, ld_v, tokens, start_pos, kv), "WriteKv");
+}
+
+void CudaOps::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t rows,
+                        float* const* const* page_tables, const int64_t* positions,
+                        const PagedKv& kv) {
+  if (Ok()) {
+    Record(cuda::WriteKvAt(stream_, k, ld_k, v, ld_v, rows, page_tables, positions, kv),
+           "WriteKvAt");
+  }
 }
 
 void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {

@@ -60,6 +60,8 @@ class CudaOps final : public Ops {
                     int64_t ld_out) override;
   void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
             int64_t start_pos, float theta) override;
+  void RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
+              const int64_t* positions, float theta) override;
   void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                        int64_t ld_up, int64_t rows, int64_t cols, float* out,
                        int64_t ld_out) override;
@@ -72,6 +74,9 @@ class CudaOps final : public Ops {
   void SsdStateUpdate(const SsdScanArgs& args) override;
   void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                int64_t start_pos, const PagedKv& kv) override;
+  void WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t rows,
+                 float* const* const* page_tables, const int64_t* positions,
+                 const PagedKv& kv) override;
   void Attention(const AttentionArgs& args, Workspace& ws) override;
   void PartialAttention(const PartialAttentionArgs& args, Workspace& ws) override;
   void SharedPrefixAttention(const SharedPrefixAttentionArgs& args, Workspace& ws) override;

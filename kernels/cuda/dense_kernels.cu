@@ -74,14 +74,16 @@ __global__ void GatedRmsNormKernel(const float* y, int64_t ld_y, const float* z,
 
 // One block per (token, head), one thread per rotated pair. The frequency and angle are rounded
 // to fp32 as in transformers; cos/sin of that angle in double, as the CPU backends do.
+// Row t is at position start_pos + t, or positions[t] when given (a decode batch).
 __global__ void RopeKernel(float* x, int64_t ld_x, int32_t head_dim, int64_t start_pos,
-                           float theta) {
+                           const int64_t* positions, float theta) {
   const int32_t half = head_dim / 2, i = threadIdx.x;
   if (i >= half) return;
   float* v = x + blockIdx.x * ld_x + int64_t{blockIdx.y} * head_dim;
   const float inv_freq =
       1.0f / powf(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-  const float angle = static_cast<float>(start_pos + blockIdx.x) * inv_freq;
+  const int64_t position = positions != nullptr ? positions[blockIdx.x] : start_pos + blockIdx.x;
+  const float angle = static_cast<float>(position) * inv_freq;
   const float c = static_cast<float>(cos(static_cast<double>(angle)));
   const float s = static_cast<float>(sin(static_cast<double>(angle)));
   const float a = v[i], b = v[i + half];
@@ -306,7 +308,7 @@ cudaError_t GatedRmsNorm(cudaStream_t stream, const float* y, int64_t ld_y, cons
 }
 
 cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, int32_t heads,
-                 int32_t head_dim, int64_t start_pos, float theta) {
+                 int32_t head_dim, int64_t start_pos, const int64_t* positions, float theta) {
   if (tokens <= 0 || heads <= 0) return cudaSuccess;
   if (head_dim <= 0 || head_dim % 2 != 0 || head_dim > 2048 || heads > 65535 ||
       tokens > INT32_MAX) {
@@ -314,7 +316,7 @@ cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, in
   }
   const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>(heads));
   const int threads = (head_dim / 2 + kWarp - 1) / kWarp * kWarp;
-  RopeKernel<<<grid, threads, 0, stream>>>(x, ld_x, head_dim, start_pos, theta);
+  RopeKernel<<<grid, threads, 0, stream>>>(x, ld_x, head_dim, start_pos, positions, theta);
   return cudaGetLastError();
 }
 

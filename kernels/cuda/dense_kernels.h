@@ -46,9 +46,10 @@ cudaError_t GatedRmsNorm(cudaStream_t stream, const float* y, int64_t ld_y, cons
                          int64_t ld_z, int64_t rows, int64_t dim, int32_t groups,
                          const float* weight, float eps, float* out, int64_t ld_out);
 
-// In place; head_dim even, at most 1024.
+// In place; head_dim even, at most 1024. Row t is at position start_pos + t, or at positions[t]
+// (device memory) when that is given: a decode batch.
 cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, int32_t heads,
-                 int32_t head_dim, int64_t start_pos, float theta);
+                 int32_t head_dim, int64_t start_pos, const int64_t* positions, float theta);
 
 // out may be gate (same row stride).
 cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* gate,

@@ -210,12 +210,16 @@ __device__ const float* ValueAt(const PagedKv& kv, int64_t pos, int32_t head) {
   return KeyAt(kv, pos, kv.num_kv_heads + head);
 }
 
+// Row t goes to position start_pos + t of kv.pages, or (a decode batch, tables given) to
+// positions[t] of page_tables[t].
 __global__ void WriteKvKernel(const float* k, int64_t ld_k, const float* v, int64_t ld_v,
-                              int64_t start_pos, PagedKv kv) {
+                              int64_t start_pos, PagedKv kv, float* const* const* page_tables,
+                              const int64_t* positions) {
   const int64_t t = blockIdx.x;
   const int32_t width = kv.num_kv_heads * kv.head_dim;
-  const int64_t pos = start_pos + t;
-  float* page = kv.pages[pos / kv.page_tokens] + kv.layer_offset;
+  const int64_t pos = positions != nullptr ? positions[t] : start_pos + t;
+  float* const* pages = page_tables != nullptr ? page_tables[t] : kv.pages;
+  float* page = pages[pos / kv.page_tokens] + kv.layer_offset;
   const int64_t slot = pos % kv.page_tokens;
   for (int32_t e = threadIdx.x; e < width; e += blockDim.x) {
     const int32_t head = e / kv.head_dim, i = e % kv.head_dim;
@@ -408,7 +412,19 @@ cudaError_t WriteKv(cudaStream_t stream, const float* k, int64_t ld_k, const flo
   if (tokens <= 0) return cudaSuccess;
   if (tokens > INT32_MAX || kv.page_tokens <= 0) return cudaErrorInvalidValue;
   WriteKvKernel<<<static_cast<unsigned>(tokens), 128, 0, stream>>>(k, ld_k, v, ld_v, start_pos,
-                                                                  kv);
+                                                                  kv, nullptr, nullptr);
+  return cudaGetLastError();
+}
+
+cudaError_t WriteKvAt(cudaStream_t stream, const float* k, int64_t ld_k, const float* v,
+                      int64_t ld_v, int64_t rows, float* const* const* page_tables,
+                      const int64_t* positions, const PagedKv& kv) {
+  if (rows <= 0) return cudaSuccess;
+  if (rows > INT32_MAX || kv.page_tokens <= 0 || page_tables == nullptr || positions == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  WriteKvKernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(k, ld_k, v, ld_v, 0, kv,
+                                                                page_tables, positions);
   return cudaGetLastError();
 }
 

@@ -37,6 +37,10 @@ cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& args);
 
 cudaError_t WriteKv(cudaStream_t stream, const float* k, int64_t ld_k, const float* v,
                     int64_t ld_v, int64_t tokens, int64_t start_pos, const PagedKv& kv);
+// A decode batch: row r to positions[r] of page_tables[r] (device memory); kv gives the layout.
+cudaError_t WriteKvAt(cudaStream_t stream, const float* k, int64_t ld_k, const float* v,
+                      int64_t ld_v, int64_t rows, float* const* const* page_tables,
+                      const int64_t* positions, const PagedKv& kv);
 // Attention (causal over [0, pos]) is PartialAttention over [0, start_pos + rows) with `causal`.
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& args);
 // A decode batch of attention (AttentionArgs::page_tables set): one launch for every row.

@@ -302,5 +302,49 @@ TEST(CudaDecodeBatchTest, SuffixAttentionAndIndexedRowsMatchTheReference) {
   }
 }
 
+TEST(CudaDecodeBatchTest, RopeAndKvWritesMatchTheReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  const int32_t heads = 2, head_dim = 16, page_tokens = 4;
+  const std::vector<int64_t> positions = {9, 2, 0, 14};
+  const int64_t rows = static_cast<int64_t>(positions.size()), width = int64_t{heads} * head_dim;
+  const int64_t page_floats = 2 * width * page_tokens, pages_each = 4;
+  Rng rng(31);
+  std::vector<float> x = rng.Uniform(rows * width);
+  const std::vector<float> k = rng.Uniform(rows * width), v = rng.Uniform(rows * width);
+  auto dx = ToDevice(x), dk = ToDevice(k), dv = ToDevice(v);
+  auto dpositions = ToDevice(positions);
+  std::vector<float> memory = rng.Uniform(rows * pages_each * page_floats);
+  auto device_memory = ToDevice(memory);
+  std::vector<std::vector<float*>> host_pages(rows), device_pages(rows);
+  std::vector<DeviceBuffer<float*>> device_page_tables;
+  std::vector<float*const*> host_tables, device_tables;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t p = 0; p < pages_each; ++p) {
+      host_pages[r].push_back(memory.data() + (r * pages_each + p) * page_floats);
+      device_pages[r].push_back(device_memory.get() + (r * pages_each + p) * page_floats);
+    }
+    device_page_tables.push_back(ToDevice(device_pages[r]));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    host_tables.push_back(host_pages[r].data());
+    device_tables.push_back(device_page_tables[r].get());
+  }
+  auto dtables = ToDevice(device_tables);
+  ReferenceOps ref;
+  ref.RopeAt(x.data(), width, rows, heads, head_dim, positions.data(), 10000.0f);
+  ops->RopeAt(dx.get(), width, rows, heads, head_dim, dpositions.get(), 10000.0f);
+  PagedKv kv;
+  kv.page_tokens = page_tokens;
+  kv.num_kv_heads = heads;
+  kv.head_dim = head_dim;
+  ref.WriteKvAt(k.data(), width, v.data(), width, rows, host_tables.data(), positions.data(), kv);
+  ops->WriteKvAt(dk.get(), width, dv.get(), width, rows, dtables.get(), dpositions.get(), kv);
+  ASSERT_EQ(ops->Synchronize(), "");
+  EXPECT_TRUE(AllClose(ToHost(dx), x, 1e-5f, 1e-5f));
+  EXPECT_TRUE(AllClose(ToHost(device_memory), memory, 0, 0));
+}
+
 }  // namespace
 }  // namespace tandem::kernels::cuda

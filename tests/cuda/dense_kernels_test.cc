@@ -73,7 +73,7 @@ TEST(CudaDenseKernelsTest, RopeMatchesReference) {
           std::vector<float> want = rng.Uniform(tokens * ld);
           auto dx = ToDevice(want);
           ReferenceOps().Rope(want.data(), ld, tokens, heads, head_dim, start, 10000.0f);
-          ASSERT_CUDA_OK(Rope(nullptr, dx.get(), ld, tokens, heads, head_dim, start, 10000.0f));
+          ASSERT_CUDA_OK(Rope(nullptr, dx.get(), ld, tokens, heads, head_dim, start, nullptr, 10000.0f));
           const std::vector<float> got = ToHost(dx);
           ASSERT_TRUE(AllClose(got.data(), want.data(), got.size(), 1e-5f, 1e-5f))
               << "heads=" << heads << " head_dim=" << head_dim << " tokens=" << tokens
@@ -198,7 +198,7 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
 TEST(CudaDenseKernelsTest, RefusesWhatItCannotRun) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   auto buffer = ToDevice(std::vector<float>(64, 1.0f));
-  EXPECT_EQ(Rope(nullptr, buffer.get(), 8, 1, 1, 7, 0, 10000.0f), cudaErrorInvalidValue);
+  EXPECT_EQ(Rope(nullptr, buffer.get(), 8, 1, 1, 7, 0, nullptr, 10000.0f), cudaErrorInvalidValue);
   EXPECT_EQ(GatedRmsNorm(nullptr, buffer.get(), 8, buffer.get(), 8, 1, 8, 3, buffer.get(), 1e-5f,
                          buffer.get(), 8),
             cudaErrorInvalidValue);

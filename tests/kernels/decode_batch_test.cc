@@ -300,6 +300,50 @@ TEST(DecodeBatchTest, PartialAttentionOfManySequencesEqualsOneCallEach) {
   }
 }
 
+// RoPE at each row's own position and K/V written into each row's own pages.
+TEST(DecodeBatchTest, RopeAndKvWritesOfManySequencesEqualOneCallEach) {
+  const int32_t heads = 2, head_dim = 8, page_tokens = 4;
+  const int64_t positions[] = {5, 0, 11};
+  const int64_t rows = std::size(positions), width = int64_t{heads} * head_dim;
+  const int64_t page_floats = 2 * width * page_tokens;
+  Rng rng(13);
+  const std::vector<float> x = rng.Uniform(rows * width), k = rng.Uniform(rows * width),
+                           v = rng.Uniform(rows * width);
+  for (auto& ops : HostBackends()) {
+    std::vector<float> rotated_batch = x, rotated_single = x;
+    ops->RopeAt(rotated_batch.data(), width, rows, heads, head_dim, positions, 10000.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      ops->Rope(rotated_single.data() + r * width, width, 1, heads, head_dim, positions[r],
+                10000.0f);
+    }
+    EXPECT_EQ(rotated_batch, rotated_single) << ops->name();
+
+    // Each row's sequence has three pages; both runs start from the same contents.
+    std::vector<float> batch_pages = rng.Uniform(rows * 3 * page_floats),
+                       single_pages = batch_pages;
+    std::vector<std::vector<float*>> batch_tables(rows), single_tables(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t p = 0; p < 3; ++p) {
+        batch_tables[r].push_back(batch_pages.data() + (r * 3 + p) * page_floats);
+        single_tables[r].push_back(single_pages.data() + (r * 3 + p) * page_floats);
+      }
+    }
+    std::vector<float* const*> tables;
+    for (auto& t : batch_tables) tables.push_back(t.data());
+    PagedKv kv;
+    kv.page_tokens = page_tokens;
+    kv.num_kv_heads = heads;
+    kv.head_dim = head_dim;
+    ops->WriteKvAt(k.data(), width, v.data(), width, rows, tables.data(), positions, kv);
+    for (int64_t r = 0; r < rows; ++r) {
+      PagedKv own = kv;
+      own.pages = single_tables[r].data();
+      ops->WriteKv(k.data() + r * width, width, v.data() + r * width, width, 1, positions[r], own);
+    }
+    EXPECT_EQ(batch_pages, single_pages) << ops->name();
+  }
+}
+
 TEST(DecodeBatchTest, RowsGatherAndScatterByIndex) {
   const std::vector<float> src = {0, 1, 2, 10, 11, 12, 20, 21, 22};  // 3 rows of 3
   const int32_t rows[] = {2, 0};
