@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -59,7 +60,18 @@ absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInp
                                              size_t first_row, bool* ops_failed) {
   TANDEM_ASSIGN_OR_RETURN(float* out, BackendLogits(first_row + batch.size()));
   out += first_row * vocab_;
-  TANDEM_RETURN_IF_ERROR(model_.Forward(*ops_, ws_, batch, out, options_));
+  absl::Status forward;
+  try {
+    forward = model_.Forward(*ops_, ws_, batch, out, options_);
+  } catch (const std::bad_alloc&) {
+    // The backend's memory could not hold this pass's activations (a Workspace found no block),
+    // partway through: the states it had begun to write are as untrusted as after a failed op.
+    *ops_failed = true;
+    return absl::ResourceExhaustedError(
+        absl::StrCat(std::string(ops_->name()), " backend: no memory for the activations of ",
+                     batch.size(), " sequences"));
+  }
+  TANDEM_RETURN_IF_ERROR(forward);
   const std::string failure =
       ops_->ReadBack(out, batch.size() * vocab_, logits_.data() + first_row * vocab_);
   if (failure.empty()) return absl::OkStatus();

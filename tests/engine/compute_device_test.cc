@@ -202,6 +202,38 @@ TEST(HostDeviceEngineTest, AFailedOpFailsItsStepAndTheEngineGoesOn) {
   EXPECT_EQ(after.tokens, before.tokens);
 }
 
+// Device memory too full for a pass's activations fails that step's requests with
+// RESOURCE_EXHAUSTED instead of ending the process; once memory is back, requests are served.
+TEST(HostDeviceEngineTest, NoMemoryForActivationsFailsTheStepNotTheProcess) {
+  HostDevice device;
+  auto on_device = LoadOn("jamba-tiny", &device);
+  ASSERT_NE(on_device, nullptr);
+  EngineConfig config = SmallConfig(&device);
+  config.scheduler.prefill_chunk = config.scheduler.step_tokens = 512;
+  auto engine = Engine::Create(*on_device, nullptr, config);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const int32_t vocab = on_device->config().vocab_size;
+  auto warm = (*engine)->Submit(GreedyWithLogprobs(Tokens(4, 1, vocab), 2));
+  ASSERT_TRUE(warm.ok());
+  ASSERT_EQ(Drain(**warm).finished.finish_reason, FinishReason::kLength);
+  // A 400-token prefill needs more activation memory than any pass before it.
+  device.counts.activations_full = true;
+  auto big = (*engine)->Submit(GreedyWithLogprobs(Tokens(400, 3, vocab), 3));
+  ASSERT_TRUE(big.ok());
+  const Outcome failed = Drain(**big);
+  EXPECT_EQ(failed.finished.finish_reason, FinishReason::kError);
+  EXPECT_EQ(failed.finished.error.code(), absl::StatusCode::kResourceExhausted)
+      << failed.finished.error;
+  EXPECT_NE(std::string(failed.finished.error.message()).find("activations"), std::string::npos)
+      << failed.finished.error;
+  device.counts.activations_full = false;
+  auto again = (*engine)->Submit(GreedyWithLogprobs(Tokens(400, 3, vocab), 3));
+  ASSERT_TRUE(again.ok());
+  const Outcome served = Drain(**again);
+  EXPECT_EQ(served.finished.finish_reason, FinishReason::kLength) << served.finished.error;
+  EXPECT_EQ(served.tokens.size(), 3u);
+}
+
 TEST(HostDeviceEngineTest, WeightsTheBackendCannotReadAreRefused) {
   HostDevice device;
   auto on_cpu = LoadOn("mamba2-tiny", nullptr);

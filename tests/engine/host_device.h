@@ -30,12 +30,14 @@ struct HostDeviceCounts {
   std::atomic<int64_t> state_copies{0};
   std::atomic<int64_t> state_clears{0};
   std::atomic<int> fail_read_backs{0};  // the next N ReadBack calls report a failed op
+  std::atomic<bool> activations_full{false};  // activation blocks cannot be had
 };
 
 class CountingHostMemory final : public kernels::MemorySource {
  public:
   explicit CountingHostMemory(HostDeviceCounts* counts) : counts_(counts) {}
   void* Allocate(size_t bytes) override {
+    if (counts_->activations_full) return nullptr;
     ++counts_->activation_blocks;
     return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   }
