@@ -139,7 +139,8 @@ def main():
 
     try:
         info = client.model_info()
-        print(f"model: {info.model_path} ({info.architecture}), vocab {info.vocab_size}, "
+        print(f"model: {info.model_path} ({info.architecture}) on {info.device}, "
+              f"vocab {info.vocab_size}, "
               f"max prompt {info.max_prompt_tokens} tokens, "
               f"chat template {'yes' if info.has_chat_template else 'no'}")
 

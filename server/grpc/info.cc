@@ -74,6 +74,8 @@ void FillModelInfo(const ServiceState& state, v1::ModelInfo* info) {
   info->set_page_tokens(served.model->layout().page_tokens());
   info->set_max_prompt_tokens(state.config().limits.max_prompt_tokens);
   info->set_max_new_tokens_limit(state.config().engine.scheduler.max_new_tokens_limit);
+  const engine::ComputeDevice* device = state.config().engine.device;
+  info->set_device(device != nullptr ? device->name() : "cpu");
 }
 
 void FillServerInfo(ServiceState& state, v1::ServerInfo* info) {

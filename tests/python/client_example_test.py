@@ -110,6 +110,7 @@ class ExampleClientTest(unittest.TestCase):
              "--ignore-eos"], capture_output=True, text=True, timeout=300, check=False)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("model: ", result.stdout)
+        self.assertIn(") on cpu, vocab ", result.stdout)
         self.assertIn("Zamba2ForCausalLM", result.stdout)
         usage_lines = [l for l in result.stdout.splitlines() if l.startswith("usage: prompt ")]
         self.assertEqual(len(usage_lines), 2, result.stdout)  # Generate and Chat

@@ -228,6 +228,7 @@ TEST_F(ApiTest, ModelInfoDescribesTheCheckpoint) {
   EXPECT_EQ(info.max_new_tokens_limit(), 4096);
   EXPECT_GT(info.weight_bytes(), 0);
   EXPECT_NE(info.model_path().find("zamba2-tiny"), std::string::npos);
+  EXPECT_EQ(info.device(), "cpu");
 }
 
 TEST_F(ApiTest, ServerInfoCountsRequestsAndReportsPools) {
