@@ -4,11 +4,11 @@
 #
 #   docker build -t tandem:cuda .
 #   docker run --rm --gpus all -p 50051:50051 -p 8000:8000 -p 9464:9464 \
-#     -v /srv/models:/models:ro tandem:cuda serve --model /models/Zamba2-1.2B
+#     -v /srv/models:/models:ro tandem:cuda serve --model /models/Zamba2-1.2B --device cuda
 #
-# Today the CUDA code is `tandem devices [--self-test]` only: the model still runs on the CPU
-# backend, exactly as in Dockerfile.cpu. The image exists so that deployments, drivers and
-# device plugins can be set up before the CUDA backend lands.
+# Without `--device cuda` (or TANDEM_DEVICE=cuda) the model runs on the CPU backend, exactly as
+# in Dockerfile.cpu. The GPU path (README, "GPU") is tested against the CPU on CUDA machines but
+# has not yet run on a real GPU: check `tandem devices --self-test` first.
 #
 # Why Ubuntu 24.04: NVIDIA publishes its CUDA images for Ubuntu (and RHEL-like systems), not
 # for Debian. Ubuntu 24.04 carries the library versions tandem is developed against on
