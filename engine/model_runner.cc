@@ -67,6 +67,7 @@ absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInp
     // The backend's memory could not hold this pass's activations (a Workspace found no block),
     // partway through: the states it had begun to write are as untrusted as after a failed op.
     *ops_failed = true;
+    ops_->ReadBack(out, 0, nullptr);  // waits for what was issued and clears its errors
     return absl::ResourceExhaustedError(
         absl::StrCat(std::string(ops_->name()), " backend: no memory for the activations of ",
                      batch.size(), " sequences"));
