@@ -60,7 +60,7 @@ class SeparateMemoryOps final : public kernels::Ops {
       --counts_->fail_read_backs;
       return "injected failure";
     }
-    std::memcpy(dst, src, count * sizeof(float));
+    if (count > 0) std::memcpy(dst, src, count * sizeof(float));
     return "";
   }
 
