@@ -44,6 +44,40 @@ struct States {
   DeviceBuffer<float*> device_table;
 };
 
+// Sequences of random KV pages, all in one buffer on the host and its copy on the device, with
+// each side's per-sequence page tables and the table of those tables the batched ops read.
+struct PagedSequences {
+  PagedSequences(const std::vector<int64_t>& pages_per_sequence, int64_t page_floats,
+                 uint32_t seed) {
+    int64_t total = 0;
+    for (int64_t n : pages_per_sequence) total += n;
+    host = Rng(seed).Uniform(total * page_floats);
+    device = ToDevice(host);
+    host_pages.resize(pages_per_sequence.size());
+    std::vector<std::vector<float*>> device_pages(pages_per_sequence.size());
+    int64_t page = 0;
+    for (size_t r = 0; r < pages_per_sequence.size(); ++r) {
+      for (int64_t p = 0; p < pages_per_sequence[r]; ++p, ++page) {
+        host_pages[r].push_back(host.data() + page * page_floats);
+        device_pages[r].push_back(device.get() + page * page_floats);
+      }
+      device_page_tables.push_back(ToDevice(device_pages[r]));
+    }
+    std::vector<float* const*> device_tables;
+    for (size_t r = 0; r < pages_per_sequence.size(); ++r) {
+      host_tables.push_back(host_pages[r].data());
+      device_tables.push_back(device_page_tables[r].get());
+    }
+    device_table_of_tables = ToDevice(device_tables);
+  }
+  std::vector<float> host;
+  DeviceBuffer<float> device;
+  std::vector<std::vector<float*>> host_pages;
+  std::vector<DeviceBuffer<float*>> device_page_tables;
+  std::vector<float* const*> host_tables;
+  DeviceBuffer<float* const*> device_table_of_tables;
+};
+
 std::unique_ptr<CudaOps> NewOps() {
   std::string error;
   auto ops = CudaOps::Create(0, &error);
@@ -161,31 +195,10 @@ TEST(CudaDecodeBatchTest, AttentionMatchesTheReference) {
   const std::vector<int64_t> positions = {6, 0, 13};
   const int64_t rows = static_cast<int64_t>(positions.size());
   const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
-  // Every sequence's pages in one buffer, sequence after sequence.
-  std::vector<int64_t> first_page;
-  int64_t total_pages = 0;
-  for (int64_t pos : positions) {
-    first_page.push_back(total_pages);
-    total_pages += pos / page_tokens + 1;
-  }
-  Rng rng(5);
-  std::vector<float> memory = rng.Uniform(total_pages * page_floats);
-  DeviceBuffer<float> device_memory = ToDevice(memory);
-  std::vector<std::vector<float*>> host_pages(rows), device_pages(rows);
-  std::vector<DeviceBuffer<float*>> device_page_tables;
-  std::vector<float*const*> host_tables, device_tables;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t p = 0; p <= positions[r] / page_tokens; ++p) {
-      host_pages[r].push_back(memory.data() + (first_page[r] + p) * page_floats);
-      device_pages[r].push_back(device_memory.get() + (first_page[r] + p) * page_floats);
-    }
-    device_page_tables.push_back(ToDevice(device_pages[r]));
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    host_tables.push_back(host_pages[r].data());
-    device_tables.push_back(device_page_tables[r].get());
-  }
-  auto device_table_of_tables = ToDevice(device_tables);
+  std::vector<int64_t> pages_per_sequence;
+  for (int64_t pos : positions) pages_per_sequence.push_back(pos / page_tokens + 1);
+  PagedSequences kv(pages_per_sequence, page_floats, 5);
+  Rng rng(6);
   auto device_positions = ToDevice(positions);
   const int64_t ld = int64_t{heads} * head_dim;
   const std::vector<float> q = rng.Uniform(rows * ld);
@@ -202,13 +215,13 @@ TEST(CudaDecodeBatchTest, AttentionMatchesTheReference) {
   a.scale = 0.2f;
   a.q = q.data();
   a.out = out.data();
-  a.page_tables = host_tables.data();
+  a.page_tables = kv.host_tables.data();
   a.positions = positions.data();
   Workspace host_ws;
   ReferenceOps().Attention(a, host_ws);
   a.q = dq.get();
   a.out = dout.get();
-  a.page_tables = device_table_of_tables.get();
+  a.page_tables = kv.device_table_of_tables.get();
   a.positions = device_positions.get();
   Workspace ws(1 << 16, &ops->activation_memory());
   ops->Attention(a, ws);
@@ -224,24 +237,8 @@ TEST(CudaDecodeBatchTest, SuffixAttentionAndIndexedRowsMatchTheReference) {
   const std::vector<int64_t> begins = {0, 16, 9}, ends = {5, 30, 9};
   const int64_t rows = static_cast<int64_t>(begins.size()), pages_each = 4;
   const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
-  Rng rng(21);
-  std::vector<float> memory = rng.Uniform(rows * pages_each * page_floats);
-  DeviceBuffer<float> device_memory = ToDevice(memory);
-  std::vector<std::vector<float*>> host_pages(rows), device_pages(rows);
-  std::vector<DeviceBuffer<float*>> device_page_tables;
-  std::vector<float*const*> host_tables, device_tables;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t p = 0; p < pages_each; ++p) {
-      host_pages[r].push_back(memory.data() + (r * pages_each + p) * page_floats);
-      device_pages[r].push_back(device_memory.get() + (r * pages_each + p) * page_floats);
-    }
-    device_page_tables.push_back(ToDevice(device_pages[r]));
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    host_tables.push_back(host_pages[r].data());
-    device_tables.push_back(device_page_tables[r].get());
-  }
-  auto dtables = ToDevice(device_tables);
+  PagedSequences kv(std::vector<int64_t>(rows, pages_each), page_floats, 21);
+  Rng rng(22);
   auto dbegins = ToDevice(begins), dends = ToDevice(ends);
   const int64_t ld = int64_t{heads} * head_dim;
   const std::vector<float> q = rng.Uniform(rows * ld);
@@ -261,7 +258,7 @@ TEST(CudaDecodeBatchTest, SuffixAttentionAndIndexedRowsMatchTheReference) {
   a.q = q.data();
   a.out = out.data();
   a.lse = lse.data();
-  a.page_tables = host_tables.data();
+  a.page_tables = kv.host_tables.data();
   a.key_begins = begins.data();
   a.key_ends = ends.data();
   Workspace host_ws;
@@ -269,7 +266,7 @@ TEST(CudaDecodeBatchTest, SuffixAttentionAndIndexedRowsMatchTheReference) {
   a.q = dq.get();
   a.out = dout.get();
   a.lse = dlse.get();
-  a.page_tables = dtables.get();
+  a.page_tables = kv.device_table_of_tables.get();
   a.key_begins = dbegins.get();
   a.key_ends = dends.get();
   Workspace ws(1 << 16, &ops->activation_memory());
@@ -315,23 +312,7 @@ TEST(CudaDecodeBatchTest, RopeAndKvWritesMatchTheReference) {
   const std::vector<float> k = rng.Uniform(rows * width), v = rng.Uniform(rows * width);
   auto dx = ToDevice(x), dk = ToDevice(k), dv = ToDevice(v);
   auto dpositions = ToDevice(positions);
-  std::vector<float> memory = rng.Uniform(rows * pages_each * page_floats);
-  auto device_memory = ToDevice(memory);
-  std::vector<std::vector<float*>> host_pages(rows), device_pages(rows);
-  std::vector<DeviceBuffer<float*>> device_page_tables;
-  std::vector<float*const*> host_tables, device_tables;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t p = 0; p < pages_each; ++p) {
-      host_pages[r].push_back(memory.data() + (r * pages_each + p) * page_floats);
-      device_pages[r].push_back(device_memory.get() + (r * pages_each + p) * page_floats);
-    }
-    device_page_tables.push_back(ToDevice(device_pages[r]));
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    host_tables.push_back(host_pages[r].data());
-    device_tables.push_back(device_page_tables[r].get());
-  }
-  auto dtables = ToDevice(device_tables);
+  PagedSequences pages(std::vector<int64_t>(rows, pages_each), page_floats, 32);
   ReferenceOps ref;
   ref.RopeAt(x.data(), width, rows, heads, head_dim, positions.data(), 10000.0f);
   ops->RopeAt(dx.get(), width, rows, heads, head_dim, dpositions.get(), 10000.0f);
@@ -339,11 +320,13 @@ TEST(CudaDecodeBatchTest, RopeAndKvWritesMatchTheReference) {
   kv.page_tokens = page_tokens;
   kv.num_kv_heads = heads;
   kv.head_dim = head_dim;
-  ref.WriteKvAt(k.data(), width, v.data(), width, rows, host_tables.data(), positions.data(), kv);
-  ops->WriteKvAt(dk.get(), width, dv.get(), width, rows, dtables.get(), dpositions.get(), kv);
+  ref.WriteKvAt(k.data(), width, v.data(), width, rows, pages.host_tables.data(), positions.data(),
+                kv);
+  ops->WriteKvAt(dk.get(), width, dv.get(), width, rows, pages.device_table_of_tables.get(),
+                 dpositions.get(), kv);
   ASSERT_EQ(ops->Synchronize(), "");
   EXPECT_TRUE(AllClose(ToHost(dx), x, 1e-5f, 1e-5f));
-  EXPECT_TRUE(AllClose(ToHost(device_memory), memory, 0, 0));
+  EXPECT_TRUE(AllClose(ToHost(pages.device), pages.host, 0, 0));
 }
 
 }  // namespace
