@@ -2,7 +2,8 @@
 # Builds and runs every GPU test and GPU benchmark on a CUDA machine, writing a report: the first
 # thing to run when a session is lent a GPU (see README, "GPU"). Needs only nvcc, CMake, a C++
 # compiler and the bundle of scripts/prepare-gpu-check.sh in build/gpu-bundle (no package
-# registry is needed).
+# registry is needed); with a bundle made by `prepare-gpu-check.sh --engine-tests` it also runs
+# the engine's GPU tests from the engine_test built here.
 #
 #   scripts/gpu-check.sh [--allow-no-device]
 #
@@ -63,27 +64,42 @@ echo "- build: sm_$arch, ok" >>"$report"
 
 # With a device visible, a test that finds none fails instead of skipping.
 if ((!allow_no_device)); then export TANDEM_REQUIRE_CUDA=1; fi
-# Every GPU test binary of tools/gpu-check.
-tests=(cuda_kernels_test)
-for test in "${tests[@]}"; do
-  "$build/$test" --gtest_output="xml:$out/$test.xml" >"$out/$test.log" 2>&1
-  rc=$?
+# Runs a gtest binary (the command after the name), adding its summary to the report.
+run_tests() {
+  local name=$1
+  shift
+  "$@" --gtest_output="xml:$out/$name.xml" >"$out/$name.log" 2>&1
+  local rc=$?
   ((rc == 0)) || status=1
+  local summary
   summary=$(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test' \
-    "$out/$test.log" | sed 's/^/    /')
+    "$out/$name.log" | sed 's/^/    /')
   {
     echo
-    echo "## $test: $([[ $rc == 0 ]] && echo passed || echo FAILED)"
+    echo "## $name: $([[ $rc == 0 ]] && echo passed || echo FAILED)"
     echo
     echo "$summary"
     if ((rc != 0)); then
       echo
       echo '```'
-      grep -E 'Failure|FAILED|error' -A4 "$out/$test.log" | head -80
+      grep -E 'Failure|FAILED|error' -A4 "$out/$name.log" | head -80
       echo '```'
     fi
   } >>"$report"
-done
+}
+
+run_tests cuda_kernels_test "$build/cuda_kernels_test"
+
+# The engine's GPU tests, when prepare-gpu-check.sh --engine-tests carried a build of them: the
+# whole model, the AVMP pools and the engine on the device against the CPU. Started through the
+# carried loader with the carried libraries; fixtures from this tree.
+engine=build/gpu-bundle/engine
+if [[ -x $engine/engine_test ]]; then
+  TANDEM_TEST_DATA=$PWD/tests/data run_tests engine_test "$engine/lib/ld-linux-x86-64.so.2" \
+    --library-path "$engine/lib" "$engine/engine_test" --gtest_filter='*Cuda*'
+else
+  echo "- engine_test: not carried (scripts/prepare-gpu-check.sh --engine-tests)" >>"$report"
+fi
 
 # The benchmarks, when there is a device to measure (their figures go to docs/BENCHMARKS.md).
 if ((!allow_no_device)); then

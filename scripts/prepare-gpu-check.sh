@@ -3,8 +3,19 @@
 # CMake, a C++ compiler and python3 (GoogleTest's source, from Debian's googletest package). The
 # device tool carries the folder with the working tree: run(carry=["build/gpu-bundle"], ...).
 # Fails if the bundle outgrows the 64 MiB a carry may hold.
+#
+#   scripts/prepare-gpu-check.sh [--engine-tests]
+#
+# --engine-tests also builds tests/engine here (build/gpu-engine: CUDA for sm_80 and sm_90,
+# baseline x86-64 code) and carries engine_test with every shared library it loads, the dynamic
+# loader included, so that the engine's GPU tests (the whole model, the AVMP pools and the
+# engine on --device cuda), which need Abseil, OpenBLAS and sentencepiece, run on a machine
+# that has none of them. Its CUDA runtime is linked statically: it needs a driver for CUDA 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+engine_tests=0
+if [[ ${1:-} == --engine-tests ]]; then engine_tests=1; fi
 
 source=/usr/src/googletest
 if [[ ! -f $source/CMakeLists.txt ]]; then
@@ -15,7 +26,21 @@ bundle=build/gpu-bundle
 rm -rf "$bundle"
 mkdir -p "$bundle"
 cp -a "$source" "$bundle/googletest"
-# The CUDA machine builds with its own compiler: nothing built here is carried.
+
+if ((engine_tests)); then
+  build=build/gpu-engine
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_NATIVE=OFF \
+    -DTANDEM_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=80;90" -DTANDEM_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$build" --target engine_test
+  mkdir -p "$bundle/engine/lib"
+  cp "$build/tests/engine_test" "$bundle/engine/engine_test"
+  strip --strip-debug "$bundle/engine/engine_test"
+  # Every library ldd resolves, and the loader itself (gpu-check.sh starts the test through it,
+  # so the machine's own libc never meets the libraries built against ours).
+  ldd "$build/tests/engine_test" | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
+    while read -r lib; do cp -L "$lib" "$bundle/engine/lib/"; done
+fi
+
 size_kib=$(du -sk "$bundle" | cut -f1)
 limit_kib=$((64 * 1024))
 if ((size_kib > limit_kib)); then

@@ -17,15 +17,14 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "models/model.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace tandem::engine {
 namespace {
 
 using kernels::cuda::DeviceBuffer;
 
-std::string ModelDir(const std::string& name) {
-  return std::string(TANDEM_TEST_DATA) + "/models/" + name;
-}
+std::string ModelDir(const std::string& name) { return testing::Fixture("models/" + name); }
 
 // One sequence's state with its pages and SSM block in device memory.
 struct DeviceSequence {

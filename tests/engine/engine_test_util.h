@@ -2,6 +2,7 @@
 #ifndef TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
 #define TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +18,11 @@
 
 namespace tandem::engine::testing {
 
+// A fixture under tests/data: the source tree's, or the directory the environment's
+// TANDEM_TEST_DATA names (a test binary carried to a GPU machine by scripts/gpu-check.sh).
 inline std::string Fixture(const std::string& path) {
-  return std::string(TANDEM_TEST_DATA) + "/" + path;
+  const char* moved = std::getenv("TANDEM_TEST_DATA");
+  return std::string(moved != nullptr ? moved : TANDEM_TEST_DATA) + "/" + path;
 }
 
 inline std::unique_ptr<models::Model> LoadFixtureModel(const std::string& name,
