@@ -126,11 +126,7 @@ TEST_P(HostDeviceGenerateTest, GivesTheCpusTokensAndLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HostDeviceGenerateTest,
                          ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         testing::FixtureTestName);
 
 EngineConfig SmallConfig(ComputeDevice* device) {
   EngineConfig config;

@@ -122,22 +122,12 @@ TEST_P(CudaEngineTest, GenerateMatchesTheCpu) {
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->output_ids, want->output_ids);
-  ASSERT_EQ(got->logits.size(), want->logits.size());
-  float scale = 0, worst = 0;
-  for (size_t i = 0; i < want->logits.size(); ++i) {
-    scale = std::max(scale, std::fabs(want->logits[i]));
-    worst = std::max(worst, std::fabs(got->logits[i] - want->logits[i]));
-  }
-  EXPECT_LE(worst, 1e-3f * scale);
+  EXPECT_TRUE(testing::LogitsNear(got->logits, want->logits, 1e-3f));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaEngineTest,
                          ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         testing::FixtureTestName);
 
 }  // namespace
 }  // namespace tandem::engine

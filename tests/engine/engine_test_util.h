@@ -2,6 +2,8 @@
 #ifndef TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
 #define TANDEM_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -33,6 +35,30 @@ inline std::unique_ptr<models::Model> LoadFixtureModel(const std::string& name,
   auto model = models::Model::Load(Fixture("models/" + name), options);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
+}
+
+// A test name for a fixture-model parameter ("jamba-tiny" -> "jamba_tiny").
+inline std::string FixtureTestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+// Logits of two backends that sum in different orders: the largest difference within
+// `relative` of the largest logit (a wrong op moves logits by their own size).
+inline ::testing::AssertionResult LogitsNear(const std::vector<float>& got,
+                                             const std::vector<float>& want, float relative) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << got.size() << " logits, want " << want.size();
+  }
+  float scale = 0, worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(want[i]));
+    worst = std::max(worst, std::fabs(got[i] - want[i]));
+  }
+  if (worst <= relative * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "largest difference " << worst << " against a logit scale of " << scale;
 }
 
 // What a finished request produced.
