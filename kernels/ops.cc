@@ -22,17 +22,28 @@ void Ops::ScatterRowsTo(const float* src, int64_t ld_src, std::span<const int32_
 
 void Ops::RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
                  const int64_t* positions, float theta) {
-  for (int64_t r = 0; r < rows; ++r) {
-    Rope(x + r * ld_x, ld_x, 1, heads, head_dim, positions[r], theta);
+  // Rows at consecutive positions (a sequence's prefill rows) rotate as one call.
+  for (int64_t r = 0; r < rows;) {
+    int64_t end = r + 1;
+    while (end < rows && positions[end] == positions[end - 1] + 1) ++end;
+    Rope(x + r * ld_x, ld_x, end - r, heads, head_dim, positions[r], theta);
+    r = end;
   }
 }
 
 void Ops::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t rows,
                     float* const* const* page_tables, const int64_t* positions, const PagedKv& kv) {
-  for (int64_t r = 0; r < rows; ++r) {
+  // Rows of the same pages at consecutive positions (a sequence's prefill rows) as one call.
+  for (int64_t r = 0; r < rows;) {
+    int64_t end = r + 1;
+    while (end < rows && page_tables[end] == page_tables[r] &&
+           positions[end] == positions[end - 1] + 1) {
+      ++end;
+    }
     PagedKv own = kv;
     own.pages = page_tables[r];
-    WriteKv(k + r * ld_k, ld_k, v + r * ld_v, ld_v, 1, positions[r], own);
+    WriteKv(k + r * ld_k, ld_k, v + r * ld_v, ld_v, end - r, positions[r], own);
+    r = end;
   }
 }
 

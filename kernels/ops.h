@@ -35,6 +35,28 @@ struct StateSnapshot {
   float* dst;
 };
 
+// An entry of a varlen call's flat snapshot table: the state after `after_tokens` tokens of its
+// sequence goes to `block` + the op's state_offset (a block holds every SSM layer's state, so
+// the same table serves each layer and each op).
+struct BlockSnapshot {
+  int64_t after_tokens;
+  float* block;
+};
+
+// Several sequences in one call of a full recurrent op (varlen prefill, with decode rows as
+// one-token sequences): sequence s owns rows [cu_seqlens[s], cu_seqlens[s+1]) of the call
+// (tokens = cu_seqlens[count]), continues from state_table[s] + state_offset, and gets the
+// snapshots [cu_snapshots[s], cu_snapshots[s+1]) of the flat table, in increasing after_tokens,
+// counted from its own first row. The tables are in the backend's memory (Ops::Table). Each
+// sequence's outputs, final state and snapshots are bit for bit what a call for it alone gives:
+// the step op for one token without snapshots, the full op otherwise.
+struct VarlenSequences {
+  int64_t count = 0;  // 0: not a varlen call
+  const int64_t* cu_seqlens = nullptr;  // [count + 1], from 0
+  const int32_t* cu_snapshots = nullptr;  // [count + 1], from 0; null: no snapshots
+  const BlockSnapshot* snapshots = nullptr;
+};
+
 // One attention layer's view of a sequence's paged KV cache. A page holds `page_tokens` tokens of
 // every attention layer of the model; inside a page, floats are laid out as
 //   [attention_layer][k, v][kv_head][token_in_page][head_dim]
@@ -74,11 +96,14 @@ struct SelectiveScanArgs {
   float* state = nullptr;  // [din, N] fp32, in/out
   float* y = nullptr;  int64_t ld_y = 0;  // [T, din]
   std::span<const StateSnapshot> snapshots;
-  // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
-  // state is state_table[r] + state_offset floats; the table is in the backend's memory
-  // (Ops::Table). `state` and `snapshots` are then unused. Null: one sequence.
+  // Many sequences at once, their states found through a table in the backend's memory
+  // (Ops::Table): `state` and `snapshots` are then unused. A decode batch (the step ops): row r
+  // is the one new token of its own sequence, whose state is state_table[r] + state_offset
+  // floats. A varlen call (the full ops): `sequences` says which rows are whose. Null: one
+  // sequence.
   float* const* state_table = nullptr;
   int64_t state_offset = 0;
+  VarlenSequences sequences;
 };
 
 // Mamba-2 SSD scan for T ≥ 1 tokens continuing from `state` (heads h, head dim P, groups g):
@@ -108,11 +133,14 @@ struct SsdScanArgs {
   float* state = nullptr;  // [heads, P, N] fp32, in/out
   float* y = nullptr;  int64_t ld_y = 0;  // [T, heads·P]
   std::span<const StateSnapshot> snapshots;
-  // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
-  // state is state_table[r] + state_offset floats; the table is in the backend's memory
-  // (Ops::Table). `state` and `snapshots` are then unused. Null: one sequence.
+  // Many sequences at once, their states found through a table in the backend's memory
+  // (Ops::Table): `state` and `snapshots` are then unused. A decode batch (the step ops): row r
+  // is the one new token of its own sequence, whose state is state_table[r] + state_offset
+  // floats. A varlen call (the full ops): `sequences` says which rows are whose. Null: one
+  // sequence.
   float* const* state_table = nullptr;
   int64_t state_offset = 0;
+  VarlenSequences sequences;
 };
 
 // Causal depthwise conv1d over `channels` with kernel width K, continuing from `state`, which
@@ -131,11 +159,14 @@ struct CausalConvArgs {
   float* state = nullptr;  // [K-1, channels], in/out
   float* out = nullptr;  int64_t ld_out = 0;  // [T, channels]
   std::span<const StateSnapshot> snapshots;
-  // A decode batch (the step ops only): row r is the one new token of its own sequence, whose
-  // state is state_table[r] + state_offset floats; the table is in the backend's memory
-  // (Ops::Table). `state` and `snapshots` are then unused. Null: one sequence.
+  // Many sequences at once, their states found through a table in the backend's memory
+  // (Ops::Table): `state` and `snapshots` are then unused. A decode batch (the step ops): row r
+  // is the one new token of its own sequence, whose state is state_table[r] + state_offset
+  // floats. A varlen call (the full ops): `sequences` says which rows are whose. Null: one
+  // sequence.
   float* const* state_table = nullptr;
   int64_t state_offset = 0;
+  VarlenSequences sequences;
 };
 
 // Causal attention of T queries at positions start_pos … start_pos+T-1 over the keys at positions
@@ -149,10 +180,10 @@ struct AttentionArgs {
   PagedKv kv;
   float scale = 1.0f;
   float* out = nullptr;  int64_t ld_out = 0;  // [T, heads·head_dim]
-  // A decode batch: row r is the one new query of its own sequence, at position positions[r],
-  // attending over that sequence's pages page_tables[r] (both tables in the backend's memory,
-  // Ops::Table); `kv` gives the layout, its `pages` and `start_pos` are unused. Null: one
-  // sequence.
+  // Rows of many sequences (a decode batch, or a whole varlen pass): row r is the query at
+  // position positions[r] of the sequence whose pages are page_tables[r] (both tables in the
+  // backend's memory, Ops::Table); `kv` gives the layout, its `pages` and `start_pos` are
+  // unused. A sequence's rows need not be adjacent. Null: one sequence.
   float* const* const* page_tables = nullptr;
   const int64_t* positions = nullptr;
 };
@@ -294,9 +325,9 @@ class Ops {
   // at positions start_pos … start_pos+T-1.
   virtual void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
                     int64_t start_pos, float theta) = 0;
-  // The same for a decode batch: row r, of its own sequence, is at position positions[r] (a
-  // table in the backend's memory, Ops::Table). The default makes one Rope call per row,
-  // reading the table on the host: a device backend overrides it.
+  // The same for rows of many sequences: row r is at position positions[r] (a table in the
+  // backend's memory, Ops::Table). The default makes one Rope call per run of consecutive
+  // positions, reading the table on the host: a device backend overrides it.
   virtual void RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
                       const int64_t* positions, float theta);
 
@@ -314,6 +345,8 @@ class Ops {
 
   virtual void Moe(const MoeArgs& args, Workspace& ws) = 0;
 
+  // The full form of each recurrent op: T tokens of one sequence, or (args.sequences set) a
+  // varlen call over many sequences, one call per layer for a whole pass.
   virtual void CausalConv1d(const CausalConvArgs& args) = 0;
   // The decode form of each recurrent op: one token of one sequence (tokens == 1), or one token
   // of each of `tokens` sequences at once with a state_table (a decode batch: one call per layer
@@ -331,10 +364,10 @@ class Ops {
   // start_pos … start_pos+T-1. The pages must exist.
   virtual void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                        int64_t start_pos, const PagedKv& kv) = 0;
-  // The same for a decode batch: row r goes to position positions[r] of its own sequence's
-  // pages page_tables[r] (tables in the backend's memory); `kv` gives the layout. The default
-  // makes one WriteKv call per row, reading the tables on the host: a device backend overrides
-  // it.
+  // The same for rows of many sequences: row r goes to position positions[r] of the pages
+  // page_tables[r] (tables in the backend's memory); `kv` gives the layout. The default makes
+  // one WriteKv call per run of rows with the same pages and consecutive positions, reading the
+  // tables on the host: a device backend overrides it.
   virtual void WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v,
                          int64_t rows, float* const* const* page_tables, const int64_t* positions,
                          const PagedKv& kv);

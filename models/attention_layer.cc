@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "models/decode_runs.h"
+#include "models/segment_runs.h"
 #include "models/shared_prefix_plan.h"
 #include "models/status_macros.h"
 
@@ -46,37 +46,18 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     }
   }
 
-  // Every segment's new K/V is written before any attention runs: the shared-prefix pass below
-  // works across sequences. A run of decode rows is rotated and written in one call each.
-  ForEachDecodeRun(
-      ctx.segments,
-      [&](size_t first, size_t count) {
-        const int64_t n = static_cast<int64_t>(count);
-        float* q = qkv + ctx.segments[first].row * width;
-        float* k = q + q_width;
-        float* v = k + kv_width;
-        const int64_t* positions = ctx.positions + first;
-        if (dims_.rope) {
-          ops.RopeAt(q, width, n, dims_.heads, dims_.head_dim, positions, dims_.rope_theta);
-          ops.RopeAt(k, width, n, dims_.kv_heads, dims_.head_dim, positions, dims_.rope_theta);
-        }
-        ops.WriteKvAt(k, width, v, width, n, ctx.page_tables + first, positions,
-                      ctx.layout.KvView(attention_index, nullptr));
-      },
-      [&](size_t s) {
-        const Segment& seg = ctx.segments[s];
-        float* q = qkv + seg.row * width;
-        float* k = q + q_width;
-        float* v = k + kv_width;
-        if (dims_.rope) {
-          ops.Rope(q, width, seg.tokens, dims_.heads, dims_.head_dim, seg.start_pos,
-                   dims_.rope_theta);
-          ops.Rope(k, width, seg.tokens, dims_.kv_heads, dims_.head_dim, seg.start_pos,
-                   dims_.rope_theta);
-        }
-        ops.WriteKv(k, width, v, width, seg.tokens, seg.start_pos,
-                    ctx.layout.KvView(attention_index, seg.page_table));
-      });
+  // Every row is rotated and its K/V written, in one call each, before any attention runs:
+  // the shared-prefix pass below works across sequences.
+  float* q = qkv;
+  float* k = q + q_width;
+  float* v = k + kv_width;
+  if (dims_.rope) {
+    ops.RopeAt(q, width, rows, dims_.heads, dims_.head_dim, ctx.row_positions, dims_.rope_theta);
+    ops.RopeAt(k, width, rows, dims_.kv_heads, dims_.head_dim, ctx.row_positions,
+               dims_.rope_theta);
+  }
+  ops.WriteKvAt(k, width, v, width, rows, ctx.row_page_tables, ctx.row_positions,
+                ctx.layout.KvView(attention_index, nullptr));
 
   float* attn = ctx.ws.Floats(rows * q_width);
   // The plan depends on page pointers only, so every attention layer of the pass finds the same
@@ -93,34 +74,21 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     std::fill(shared, shared + ctx.segments.size(), false);
     for (int32_t s : plan.order) shared[s] = true;
   }
-  auto args_for = [&](int64_t row, int64_t tokens, float* const* page_table) {
+  // Every other row in one call, or one per run of them between Hydragen's members.
+  ForEachRowRun(ctx.segments, shared, [&](int64_t row, int64_t count) {
     kernels::AttentionArgs args;
-    args.tokens = tokens;
+    args.tokens = count;
     args.heads = dims_.heads;
     args.q = qkv + row * width;
     args.ld_q = width;
-    args.kv = ctx.layout.KvView(attention_index, page_table);
+    args.kv = ctx.layout.KvView(attention_index, nullptr);
     args.scale = dims_.scale;
     args.out = attn + row * q_width;
     args.ld_out = q_width;
-    return args;
-  };
-  ForEachDecodeRun(
-      ctx.segments,
-      [&](size_t first, size_t count) {
-        kernels::AttentionArgs args =
-            args_for(ctx.segments[first].row, static_cast<int64_t>(count), nullptr);
-        args.page_tables = ctx.page_tables + first;
-        args.positions = ctx.positions + first;
-        ops.Attention(args, ctx.ws);
-      },
-      [&](size_t s) {
-        const Segment& seg = ctx.segments[s];
-        kernels::AttentionArgs args = args_for(seg.row, seg.tokens, seg.page_table);
-        args.start_pos = seg.start_pos;
-        ops.Attention(args, ctx.ws);
-      },
-      shared);
+    args.page_tables = ctx.row_page_tables + row;
+    args.positions = ctx.row_positions + row;
+    ops.Attention(args, ctx.ws);
+  });
   if (!plan.order.empty()) SharedPrefixForward(ctx, plan, qkv, width, attention_index, attn);
   ops.Linear(attn, q_width, rows, o_, nullptr, out, hidden_);
 }

@@ -15,11 +15,8 @@
 namespace tandem::models {
 
 // Copy every SSM layer's state into `block` (an SSM block, StateLayout layout) after the first
-// `after_tokens` tokens of this pass's segment.
-struct SsmSnapshot {
-  int64_t after_tokens;
-  float* block;
-};
+// `after_tokens` tokens of this pass's segment: the kernels' flat snapshot table entry.
+using SsmSnapshot = kernels::BlockSnapshot;
 
 struct Segment {
   SequenceState* state = nullptr;
@@ -45,12 +42,16 @@ struct ForwardContext {
   kernels::Workspace& host;
   const StateLayout& layout;
   std::span<const Segment> segments;
-  // Per segment, as the backend's kernels read them (Ops::Table), for decode batches: its SSM
-  // block (the recurrent ops' state_table; null without SSM layers), and its page table and
-  // first position (attention's page_tables and positions; null without attention layers).
+  // The pass as one batch, in tables the backend's kernels read (Ops::Table), built once per
+  // pass. Without SSM layers the first two are empty; without attention layers, the last two.
+  //  - Per segment, its SSM block: the recurrent ops' state_table.
+  //  - The segments' rows and snapshots, as a varlen call of the full recurrent ops.
+  //  - Per row, its sequence's page table and its position: attention's page_tables and
+  //    positions, for RoPE, the KV write and attention of every row in one call.
   float* const* ssm_blocks = nullptr;
-  float* const* const* page_tables = nullptr;
-  const int64_t* positions = nullptr;
+  kernels::VarlenSequences sequences;
+  float* const* const* row_page_tables = nullptr;
+  const int64_t* row_positions = nullptr;
   int64_t rows = 0;
   const HydragenConfig& hydragen;
   ForwardStats* stats = nullptr;  // may be null

@@ -2,8 +2,7 @@
 
 #include <cmath>
 
-#include "models/decode_runs.h"
-#include "models/ssm_snapshots.h"
+#include "models/segment_runs.h"
 #include "models/status_macros.h"
 
 namespace tandem::models {
@@ -47,47 +46,30 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   float* xz = ctx.ws.Floats(rows * 2 * din);  // [rows, x ‖ z]
   ops.Linear(x, h, rows, in_proj_, in_proj_bias_, xz, 2 * din);
 
-  // Causal conv over the x half, per sequence, continuing from each sequence's conv state.
+  // Causal conv over the x half, every sequence continuing from its own conv state.
   float* u = ctx.ws.Floats(rows * din);
   const SsmLayerState& layout = ctx.layout.ssm_layer(ssm_index_);
-  auto* snaps = ctx.host.Array<LayerSnapshots>(ctx.segments.size());
-  for (size_t s = 0; s < ctx.segments.size(); ++s) {
-    snaps[s] = LayerSnapshotsFor(ctx.segments[s], layout, ctx.host);
+  // The whole pass in one call of each recurrent op: a decode batch, or one varlen call.
+  const bool decode_batch = AllPlainDecode(ctx.segments);
+  kernels::CausalConvArgs conv;
+  conv.tokens = rows;
+  conv.channels = static_cast<int32_t>(din);
+  conv.kernel = dims_.conv_kernel;
+  conv.u = xz;
+  conv.ld_u = 2 * din;
+  conv.weight = conv_weight_;
+  conv.bias = conv_bias_;
+  conv.silu = true;
+  conv.out = u;
+  conv.ld_out = din;
+  conv.state_table = ctx.ssm_blocks;
+  conv.state_offset = layout.conv_offset;
+  if (decode_batch) {
+    ops.CausalConv1dStep(conv);
+  } else {
+    conv.sequences = ctx.sequences;
+    ops.CausalConv1d(conv);
   }
-  auto conv_args = [&](int64_t row, int64_t tokens) {
-    kernels::CausalConvArgs conv;
-    conv.tokens = tokens;
-    conv.channels = static_cast<int32_t>(din);
-    conv.kernel = dims_.conv_kernel;
-    conv.u = xz + row * 2 * din;
-    conv.ld_u = 2 * din;
-    conv.weight = conv_weight_;
-    conv.bias = conv_bias_;
-    conv.silu = true;
-    conv.out = u + row * din;
-    conv.ld_out = din;
-    return conv;
-  };
-  ForEachDecodeRun(
-      ctx.segments,
-      [&](size_t first, size_t count) {
-        kernels::CausalConvArgs conv =
-            conv_args(ctx.segments[first].row, static_cast<int64_t>(count));
-        conv.state_table = ctx.ssm_blocks + first;
-        conv.state_offset = layout.conv_offset;
-        ops.CausalConv1dStep(conv);
-      },
-      [&](size_t s) {
-        const Segment& seg = ctx.segments[s];
-        kernels::CausalConvArgs conv = conv_args(seg.row, seg.tokens);
-        conv.state = seg.state->ssm + layout.conv_offset;
-        conv.snapshots = snaps[s].conv;
-        if (IsPlainDecode(seg)) {
-          ops.CausalConv1dStep(conv);
-        } else {
-          ops.CausalConv1d(conv);
-        }
-      });
 
   // x_proj → dt ‖ B ‖ C, each RMS-normalised (Jamba's inner norms), then dt_proj without bias.
   float* p = ctx.ws.Floats(rows * p_width);
@@ -100,48 +82,33 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   ops.Linear(pn, p_width, rows, dt_proj_, nullptr, delta, din);
 
   float* y = ctx.ws.Floats(rows * din);
-  auto scan_args = [&](int64_t row, int64_t tokens) {
-    kernels::SelectiveScanArgs scan;
-    scan.tokens = tokens;
-    scan.inner = static_cast<int32_t>(din);
-    scan.state_size = static_cast<int32_t>(n);
-    scan.u = u + row * din;
-    scan.ld_u = din;
-    scan.delta = delta + row * din;
-    scan.ld_delta = din;
-    scan.delta_bias = dt_bias_;
-    scan.a = a_;
-    scan.b = pn + row * p_width + r;
-    scan.ld_b = p_width;
-    scan.c = pn + row * p_width + r + n;
-    scan.ld_c = p_width;
-    scan.d = d_;
-    scan.z = xz + row * 2 * din + din;
-    scan.ld_z = 2 * din;
-    scan.y = y + row * din;
-    scan.ld_y = din;
-    return scan;
-  };
-  ForEachDecodeRun(
-      ctx.segments,
-      [&](size_t first, size_t count) {
-        kernels::SelectiveScanArgs scan =
-            scan_args(ctx.segments[first].row, static_cast<int64_t>(count));
-        scan.state_table = ctx.ssm_blocks + first;
-        scan.state_offset = layout.ssm_offset;
-        ops.SelectiveStateUpdate(scan);
-      },
-      [&](size_t s) {
-        const Segment& seg = ctx.segments[s];
-        kernels::SelectiveScanArgs scan = scan_args(seg.row, seg.tokens);
-        scan.state = seg.state->ssm + layout.ssm_offset;
-        scan.snapshots = snaps[s].ssm;
-        if (IsPlainDecode(seg)) {
-          ops.SelectiveStateUpdate(scan);
-        } else {
-          ops.SelectiveScan(scan);
-        }
-      });
+  kernels::SelectiveScanArgs scan;
+  scan.tokens = rows;
+  scan.inner = static_cast<int32_t>(din);
+  scan.state_size = static_cast<int32_t>(n);
+  scan.u = u;
+  scan.ld_u = din;
+  scan.delta = delta;
+  scan.ld_delta = din;
+  scan.delta_bias = dt_bias_;
+  scan.a = a_;
+  scan.b = pn + r;
+  scan.ld_b = p_width;
+  scan.c = pn + r + n;
+  scan.ld_c = p_width;
+  scan.d = d_;
+  scan.z = xz + din;
+  scan.ld_z = 2 * din;
+  scan.y = y;
+  scan.ld_y = din;
+  scan.state_table = ctx.ssm_blocks;
+  scan.state_offset = layout.ssm_offset;
+  if (decode_batch) {
+    ops.SelectiveStateUpdate(scan);
+  } else {
+    scan.sequences = ctx.sequences;
+    ops.SelectiveScan(scan);
+  }
   ops.Linear(y, din, rows, out_proj_, out_proj_bias_, out, h);
 }
 

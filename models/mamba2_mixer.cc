@@ -2,8 +2,7 @@
 
 #include <cmath>
 
-#include "models/decode_runs.h"
-#include "models/ssm_snapshots.h"
+#include "models/segment_runs.h"
 #include "models/status_macros.h"
 
 namespace tandem::models {
@@ -46,76 +45,55 @@ void Mamba2Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   float* xbc = ctx.ws.Floats(rows * conv_ch);  // conv output after SiLU: [rows, x ‖ B ‖ C]
   float* y = ctx.ws.Floats(rows * din);
   const SsmLayerState& layout = ctx.layout.ssm_layer(ssm_index_);
-  // The conv and scan arguments for `tokens` rows from `row`; the caller names the state.
-  auto conv_args = [&](int64_t row, int64_t tokens) {
-    kernels::CausalConvArgs conv;
-    conv.tokens = tokens;
-    conv.channels = static_cast<int32_t>(conv_ch);
-    conv.kernel = dims_.conv_kernel;
-    conv.u = zxbcdt + row * width + din;
-    conv.ld_u = width;
-    conv.weight = conv_weight_;
-    conv.bias = conv_bias_;
-    conv.silu = true;
-    conv.out = xbc + row * conv_ch;
-    conv.ld_out = conv_ch;
-    return conv;
-  };
-  auto scan_args = [&](int64_t row, int64_t tokens) {
-    kernels::SsdScanArgs scan;
-    scan.tokens = tokens;
-    scan.heads = dims_.heads;
-    scan.head_dim = dims_.head_dim;
-    scan.groups = dims_.groups;
-    scan.state_size = dims_.state_size;
-    scan.chunk_size = dims_.chunk_size;
-    scan.x = xbc + row * conv_ch;
-    scan.ld_x = conv_ch;
-    scan.dt = zxbcdt + row * width + din + conv_ch;
-    scan.ld_dt = width;
-    scan.dt_bias = dt_bias_;
-    scan.dt_min = dims_.dt_min;
-    scan.dt_max = dims_.dt_max;
-    scan.a = a_;
-    scan.b = xbc + row * conv_ch + din;
-    scan.ld_b = conv_ch;
-    scan.c = xbc + row * conv_ch + din + gn;
-    scan.ld_c = conv_ch;
-    scan.d = d_;
-    scan.y = y + row * din;
-    scan.ld_y = din;
-    return scan;
-  };
-  ForEachDecodeRun(
-      ctx.segments,
-      [&](size_t first, size_t count) {
-        const int64_t row = ctx.segments[first].row, n = static_cast<int64_t>(count);
-        kernels::CausalConvArgs conv = conv_args(row, n);
-        conv.state_table = ctx.ssm_blocks + first;
-        conv.state_offset = layout.conv_offset;
-        ops.CausalConv1dStep(conv);
-        kernels::SsdScanArgs scan = scan_args(row, n);
-        scan.state_table = ctx.ssm_blocks + first;
-        scan.state_offset = layout.ssm_offset;
-        ops.SsdStateUpdate(scan);
-      },
-      [&](size_t s) {
-        const Segment& seg = ctx.segments[s];
-        const LayerSnapshots snaps = LayerSnapshotsFor(seg, layout, ctx.host);
-        kernels::CausalConvArgs conv = conv_args(seg.row, seg.tokens);
-        conv.state = seg.state->ssm + layout.conv_offset;
-        conv.snapshots = snaps.conv;
-        kernels::SsdScanArgs scan = scan_args(seg.row, seg.tokens);
-        scan.state = seg.state->ssm + layout.ssm_offset;
-        scan.snapshots = snaps.ssm;
-        if (IsPlainDecode(seg)) {
-          ops.CausalConv1dStep(conv);
-          ops.SsdStateUpdate(scan);
-        } else {
-          ops.CausalConv1d(conv);
-          ops.SsdScan(scan, ctx.ws);
-        }
-      });
+  kernels::CausalConvArgs conv;
+  conv.tokens = rows;
+  conv.channels = static_cast<int32_t>(conv_ch);
+  conv.kernel = dims_.conv_kernel;
+  conv.u = zxbcdt + din;
+  conv.ld_u = width;
+  conv.weight = conv_weight_;
+  conv.bias = conv_bias_;
+  conv.silu = true;
+  conv.out = xbc;
+  conv.ld_out = conv_ch;
+  conv.state_table = ctx.ssm_blocks;
+  conv.state_offset = layout.conv_offset;
+
+  kernels::SsdScanArgs scan;
+  scan.tokens = rows;
+  scan.heads = dims_.heads;
+  scan.head_dim = dims_.head_dim;
+  scan.groups = dims_.groups;
+  scan.state_size = dims_.state_size;
+  scan.chunk_size = dims_.chunk_size;
+  scan.x = xbc;
+  scan.ld_x = conv_ch;
+  scan.dt = zxbcdt + din + conv_ch;
+  scan.ld_dt = width;
+  scan.dt_bias = dt_bias_;
+  scan.dt_min = dims_.dt_min;
+  scan.dt_max = dims_.dt_max;
+  scan.a = a_;
+  scan.b = xbc + din;
+  scan.ld_b = conv_ch;
+  scan.c = xbc + din + gn;
+  scan.ld_c = conv_ch;
+  scan.d = d_;
+  scan.y = y;
+  scan.ld_y = din;
+  scan.state_table = ctx.ssm_blocks;
+  scan.state_offset = layout.ssm_offset;
+
+  // The whole pass in one call of each op: a decode batch, or one varlen call.
+  if (AllPlainDecode(ctx.segments)) {
+    ops.CausalConv1dStep(conv);
+    ops.SsdStateUpdate(scan);
+  } else {
+    conv.sequences = ctx.sequences;
+    scan.sequences = ctx.sequences;
+    ops.CausalConv1d(conv);
+    ops.SsdScan(scan, ctx.ws);
+  }
 
   float* normed = ctx.ws.Floats(rows * din);
   ops.GatedRmsNorm(y, din, zxbcdt, width, rows, din, dims_.norm_groups, norm_, dims_.norm_eps,

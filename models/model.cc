@@ -252,24 +252,49 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
     }
     rows += tokens;
   }
-  // The decode batches' tables (ForwardContext), also before any layer's mark.
+  // The pass's batch tables (ForwardContext), also before any layer's mark.
   float* const* ssm_blocks = nullptr;
+  kernels::VarlenSequences sequences;
   if (config_.num_ssm_layers > 0) {
-    float** blocks = host.Array<float*>(batch.size());
-    for (size_t s = 0; s < batch.size(); ++s) blocks[s] = batch[s].state->ssm;
-    ssm_blocks = ops.Table<float*>({blocks, batch.size()}, ws);
-  }
-  float* const* const* page_tables = nullptr;
-  const int64_t* positions = nullptr;
-  if (layout_.num_attention_layers() > 0) {
-    auto** tables = host.Array<float* const*>(batch.size());
-    int64_t* starts = host.Array<int64_t>(batch.size());
-    for (size_t s = 0; s < batch.size(); ++s) {
-      tables[s] = segments[s].page_table;
-      starts[s] = segments[s].start_pos;
+    const size_t n = batch.size();
+    float** blocks = host.Array<float*>(n);
+    int64_t* cu_seqlens = host.Array<int64_t>(n + 1);
+    int32_t* cu_snapshots = host.Array<int32_t>(n + 1);
+    cu_seqlens[0] = 0;
+    cu_snapshots[0] = 0;
+    for (size_t s = 0; s < n; ++s) {
+      blocks[s] = batch[s].state->ssm;
+      cu_seqlens[s + 1] = cu_seqlens[s] + segments[s].tokens;
+      cu_snapshots[s + 1] = cu_snapshots[s] + static_cast<int32_t>(batch[s].snapshots.size());
     }
-    page_tables = ops.Table<float* const*>({tables, batch.size()}, ws);
-    positions = ops.Table<int64_t>({starts, batch.size()}, ws);
+    ssm_blocks = ops.Table<float*>({blocks, n}, ws);
+    sequences.count = static_cast<int64_t>(n);
+    sequences.cu_seqlens = ops.Table<int64_t>({cu_seqlens, n + 1}, ws);
+    if (cu_snapshots[n] > 0) {
+      auto* flat = host.Array<kernels::BlockSnapshot>(cu_snapshots[n]);
+      for (size_t s = 0; s < n; ++s) {
+        std::copy(batch[s].snapshots.begin(), batch[s].snapshots.end(), flat + cu_snapshots[s]);
+      }
+      sequences.cu_snapshots = ops.Table<int32_t>({cu_snapshots, n + 1}, ws);
+      sequences.snapshots = ops.Table<kernels::BlockSnapshot>(
+          {flat, static_cast<size_t>(cu_snapshots[n])}, ws);
+    }
+  }
+  float* const* const* row_page_tables = nullptr;
+  const int64_t* row_positions = nullptr;
+  if (layout_.num_attention_layers() > 0) {
+    auto** tables = host.Array<float* const*>(rows);
+    int64_t* positions = host.Array<int64_t>(rows);
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const Segment& seg = segments[s];
+      for (int64_t t = 0; t < seg.tokens; ++t) {
+        tables[seg.row + t] = seg.page_table;
+        positions[seg.row + t] = seg.start_pos + t;
+      }
+    }
+    const size_t n = static_cast<size_t>(rows);
+    row_page_tables = ops.Table<float* const*>({tables, n}, ws);
+    row_positions = ops.Table<int64_t>({positions, n}, ws);
   }
   const ForwardContext ctx{ops,
                            ws,
@@ -277,8 +302,9 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
                            layout_,
                            {segments, batch.size()},
                            ssm_blocks,
-                           page_tables,
-                           positions,
+                           sequences,
+                           row_page_tables,
+                           row_positions,
                            rows,
                            options.hydragen,
                            options.stats};

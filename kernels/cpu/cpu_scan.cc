@@ -98,6 +98,12 @@ void ForRowPieces(int64_t i0, int64_t i1, int64_t per_row, F&& fn) {
 }  // namespace
 
 void CpuOps::CausalConv1d(const CausalConvArgs& a) {
+  if (a.sequences.count > 0) {
+    ForEachVarlenPart(
+        a, [&](const CausalConvArgs& run) { CausalConv1dStep(run); },
+        [&](const CausalConvArgs& one) { CausalConv1d(one); });
+    return;
+  }
   // Whole channel blocks per task.
   const int64_t grain = std::max<int64_t>(1, kSerialConvMacs / std::max<int64_t>(
                                                  1, a.tokens * a.kernel * kChannelBlock)) *
@@ -202,6 +208,12 @@ void SelectiveScanBlock(const SelectiveScanArgs& a, int64_t blk, float* scratch)
 }  // namespace
 
 void CpuOps::SelectiveScan(const SelectiveScanArgs& a) {
+  if (a.sequences.count > 0) {
+    ForEachVarlenPart(
+        a, [&](const SelectiveScanArgs& run) { SelectiveStateUpdate(run); },
+        [&](const SelectiveScanArgs& one) { SelectiveScan(one); });
+    return;
+  }
   const int64_t blocks = (a.inner + kScanWidth - 1) / kScanWidth;
   float* scratch = SlotScratch(ScanBlockScratch(a.state_size));
   const int64_t slot_floats = slot_scratch_floats_;
@@ -285,6 +297,12 @@ constexpr int64_t kCbRows = 32;
 }  // namespace
 
 void CpuOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
+  if (a.sequences.count > 0) {
+    ForEachVarlenPart(
+        a, [&](const SsdScanArgs& run) { SsdStateUpdate(run); },
+        [&](const SsdScanArgs& one) { SsdScan(one, ws); });
+    return;
+  }
   if (batch_invariant_) {
     SsdScanRecurrent(a);
     return;

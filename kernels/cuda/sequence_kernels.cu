@@ -38,19 +38,44 @@ __device__ float WarpSum(float v) {
   return v;
 }
 
-// The rows and state one block works on: the whole call, or (a decode batch, blockIdx.y = the
-// sequence) one row and the state its table entry names.
+// The rows, state and snapshots one block works on: the whole call with the by-value list, a
+// decode batch's row (blockIdx.y = the sequence; no snapshots), or a varlen call's sequence
+// (blockIdx.y) with its entries of the flat snapshot table.
 struct Rows {
   float* state;
   int64_t first;
   int64_t tokens;
+  const Snapshots* by_value;  // null: `flat` (from flat_begin, flat_count entries)
+  const BlockSnapshot* flat;
+  int64_t flat_offset;  // floats into each flat entry's block
+  int flat_count;
+
+  __device__ int snapshot_count() const {
+    return by_value != nullptr ? by_value->count : flat_count;
+  }
+  __device__ int64_t snapshot_after(int i) const {
+    return by_value != nullptr ? by_value->after[i] : flat[i].after_tokens;
+  }
+  __device__ float* snapshot_dst(int i) const {
+    return by_value != nullptr ? by_value->dst[i] : flat[i].block + flat_offset;
+  }
 };
 
 template <typename Args>
-__device__ Rows RowsOf(const Args& a) {
-  if (a.state_table == nullptr) return {a.state, 0, a.tokens};
+__device__ Rows RowsOf(const Args& a, const Snapshots& snaps) {
+  if (a.state_table == nullptr) return {a.state, 0, a.tokens, &snaps, nullptr, 0, 0};
   const int64_t seq = blockIdx.y;
-  return {a.state_table[seq] + a.state_offset, seq, 1};
+  float* state = a.state_table[seq] + a.state_offset;
+  const VarlenSequences& v = a.sequences;
+  if (v.count == 0) return {state, seq, 1, &snaps, nullptr, 0, 0};  // snaps is empty
+  const int64_t first = v.cu_seqlens[seq];
+  if (v.cu_snapshots == nullptr) {
+    return {state, first, v.cu_seqlens[seq + 1] - first, nullptr, nullptr, 0, 0};
+  }
+  const int32_t begin = v.cu_snapshots[seq];
+  const int count = v.cu_snapshots[seq + 1] - begin;
+  return {state, first, v.cu_seqlens[seq + 1] - first, nullptr, v.snapshots + begin,
+          a.state_offset, count};
 }
 
 __device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -61,7 +86,7 @@ __device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= a.channels) return;
-  const Rows rows = RowsOf(a);
+  const Rows rows = RowsOf(a, snaps);
   const int K = a.kernel, C = a.channels;
   float window[kMaxConvKernel];  // window[0 .. K-2]: the previous inputs, oldest first
   for (int i = 0; i + 1 < K; ++i) window[i] = rows.state[int64_t{i} * C + c];
@@ -70,8 +95,9 @@ __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
   const float bias = a.bias != nullptr ? a.bias[c] : 0.0f;
   int next = 0;
   auto emit = [&](int64_t done) {
-    while (next < snaps.count && snaps.after[next] == done) {
-      for (int i = 0; i + 1 < K; ++i) snaps.dst[next][int64_t{i} * C + c] = window[i];
+    while (next < rows.snapshot_count() && rows.snapshot_after(next) == done) {
+      float* dst = rows.snapshot_dst(next);
+      for (int i = 0; i + 1 < K; ++i) dst[int64_t{i} * C + c] = window[i];
       ++next;
     }
   };
@@ -105,7 +131,7 @@ __device__ void StoreRow(const float (&h)[kMaxStatePerLane], int32_t n_state, fl
 __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
   const int64_t d = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
   if (d >= a.inner) return;
-  const Rows rows = RowsOf(a);
+  const Rows rows = RowsOf(a, snaps);
   const int lane = threadIdx.x % kWarp;
   const int32_t N = a.state_size;
   float h[kMaxStatePerLane], A[kMaxStatePerLane];
@@ -117,8 +143,8 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
   const int64_t row_offset = d * N;
   int next = 0;
   auto emit = [&](int64_t done) {
-    while (next < snaps.count && snaps.after[next] == done) {
-      StoreRow(h, N, snaps.dst[next] + row_offset);
+    while (next < rows.snapshot_count() && rows.snapshot_after(next) == done) {
+      StoreRow(h, N, rows.snapshot_dst(next) + row_offset);
       ++next;
     }
   };
@@ -158,7 +184,7 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;  // h·P + p
   const int64_t H = a.heads, P = a.head_dim;
   if (row >= H * P) return;
-  const Rows rows = RowsOf(a);
+  const Rows rows = RowsOf(a, snaps);
   const int lane = threadIdx.x % kWarp;
   const int64_t hd = row / P;
   const int64_t g = hd / (H / a.groups);
@@ -170,8 +196,8 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   }
   int next = 0;
   auto emit = [&](int64_t done) {
-    while (next < snaps.count && snaps.after[next] == done) {
-      StoreRow(s, N, snaps.dst[next] + row * N);
+    while (next < rows.snapshot_count() && rows.snapshot_after(next) == done) {
+      StoreRow(s, N, rows.snapshot_dst(next) + row * N);
       ++next;
     }
   };
@@ -346,17 +372,23 @@ unsigned Blocks(int64_t items, int64_t per_block) {
   return static_cast<unsigned>((items + per_block - 1) / per_block);
 }
 
-// The grid of a recurrent op: `blocks` per sequence, one sequence per y index in a decode batch
-// (whose snapshots are none: validated as an empty list).
+// The grid of a recurrent op: `blocks` per sequence, one sequence per y index in a decode
+// batch (whose snapshot list must be empty: validated as one) or a varlen call (whose snapshots
+// are in its flat table, read by the kernel).
 template <typename Args>
 bool Grid(const Args& a, unsigned blocks, dim3* grid, std::span<const StateSnapshot>* snapshots) {
   if (a.state_table == nullptr) {
+    if (a.sequences.count != 0) return false;
     *grid = dim3(blocks, 1);
     *snapshots = a.snapshots;
     return true;
   }
-  if (a.tokens > 65535) return false;
-  *grid = dim3(blocks, static_cast<unsigned>(a.tokens));
+  const int64_t sequences = a.sequences.count > 0 ? a.sequences.count : a.tokens;
+  if (sequences > 65535 || (a.sequences.count > 0 && a.sequences.cu_seqlens == nullptr) ||
+      (a.sequences.cu_snapshots != nullptr && a.sequences.snapshots == nullptr)) {
+    return false;
+  }
+  *grid = dim3(blocks, static_cast<unsigned>(sequences));
   *snapshots = {};
   return true;
 }

@@ -184,6 +184,12 @@ void ReferenceOps::Moe(const MoeArgs& a, Workspace& ws) {
 }
 
 void ReferenceOps::CausalConv1d(const CausalConvArgs& a) {
+  if (a.sequences.count > 0) {
+    ForEachVarlenPart(
+        a, [&](const CausalConvArgs& run) { CausalConv1dStep(run); },
+        [&](const CausalConvArgs& one) { CausalConv1d(one); });
+    return;
+  }
   const int64_t C = a.channels, K = a.kernel, T = a.tokens;
   // Window over [state ‖ u]: row r < K-1 is state row r, row K-1+t is token t.
   std::vector<float> win((K - 1 + T) * C);
@@ -214,6 +220,12 @@ void ReferenceOps::CausalConv1dStep(const CausalConvArgs& a) {
 }
 
 void ReferenceOps::SelectiveScan(const SelectiveScanArgs& a) {
+  if (a.sequences.count > 0) {
+    ForEachVarlenPart(
+        a, [&](const SelectiveScanArgs& run) { SelectiveStateUpdate(run); },
+        [&](const SelectiveScanArgs& one) { SelectiveScan(one); });
+    return;
+  }
   const int64_t D = a.inner, N = a.state_size;
   size_t next = 0;
   EmitSnapshots(a.snapshots, &next, 0, a.state, D * N);
@@ -243,6 +255,12 @@ void ReferenceOps::SelectiveStateUpdate(const SelectiveScanArgs& a) {
 }
 
 void ReferenceOps::SsdScan(const SsdScanArgs& a, Workspace& ws) {
+  if (a.sequences.count > 0) {
+    ForEachVarlenPart(
+        a, [&](const SsdScanArgs& run) { SsdStateUpdate(run); },
+        [&](const SsdScanArgs& one) { SsdScan(one, ws); });
+    return;
+  }
   const int64_t H = a.heads, P = a.head_dim, N = a.state_size;
   const int64_t heads_per_group = H / a.groups;
   size_t next = 0;

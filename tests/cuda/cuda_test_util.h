@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_buffer.h"
+#include "tests/kernels/test_util.h"
 
 namespace tandem::kernels::cuda::testing {
 
@@ -54,6 +55,26 @@ std::vector<T> ToHost(const DeviceBuffer<T>& buffer) {
   EXPECT_EQ(status, cudaSuccess) << cudaGetErrorString(status);
   return host;
 }
+
+// R states of `floats` at kOffset inside blocks laid out in reverse order, the same contents on
+// host and device, with each side's table (what Ops::Table hands each backend's kernels).
+struct ScatteredDeviceStates {
+  static constexpr int64_t kOffset = 3;
+  ScatteredDeviceStates(int64_t rows, int64_t floats, uint32_t seed) : block(floats + kOffset + 1) {
+    host = kernels::testing::Rng(seed).Uniform(rows * block);
+    device = ToDevice(host);
+    for (int64_t r = 0; r < rows; ++r) {
+      host_table.push_back(host.data() + (rows - 1 - r) * block);
+      device_pointers.push_back(device.get() + (rows - 1 - r) * block);
+    }
+    device_table = ToDevice(device_pointers);
+  }
+  int64_t block;
+  std::vector<float> host;
+  DeviceBuffer<float> device;
+  std::vector<float*> host_table, device_pointers;
+  DeviceBuffer<float*> device_table;
+};
 
 }  // namespace tandem::kernels::cuda::testing
 

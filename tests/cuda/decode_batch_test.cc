@@ -23,26 +23,8 @@ using kernels::testing::Rng;
 using testing::ToDevice;
 using testing::ToHost;
 
-constexpr int64_t kOffset = 3;
-
-// R states of `floats` at kOffset inside blocks laid out in reverse order, on host and device,
-// with each side's table.
-struct States {
-  States(int64_t rows, int64_t floats, uint32_t seed) : block(floats + kOffset + 1) {
-    host = Rng(seed).Uniform(rows * block);
-    device = ToDevice(host);
-    for (int64_t r = 0; r < rows; ++r) {
-      host_table.push_back(host.data() + (rows - 1 - r) * block);
-      device_pointers.push_back(device.get() + (rows - 1 - r) * block);
-    }
-    device_table = ToDevice(device_pointers);
-  }
-  int64_t block;
-  std::vector<float> host;
-  DeviceBuffer<float> device;
-  std::vector<float*> host_table, device_pointers;
-  DeviceBuffer<float*> device_table;
-};
+constexpr int64_t kOffset = testing::ScatteredDeviceStates::kOffset;
+using States = testing::ScatteredDeviceStates;
 
 // Sequences of random KV pages, all in one buffer on the host and its copy on the device, with
 // each side's per-sequence page tables and the table of those tables the batched ops read.

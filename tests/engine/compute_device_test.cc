@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/engine/host_device.h"
+#include "tests/models/model_test_util.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "kernels/cuda/device_info.h"
 #endif
@@ -76,6 +77,45 @@ std::unique_ptr<models::Model> LoadOn(const std::string& name, ComputeDevice* de
   auto model = models::Model::Load(Fixture("models/" + name), options);
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? *std::move(model) : nullptr;
+}
+
+// Each layer hands each per-sequence op the whole pass in one call (on a GPU, one launch): a
+// decode batch to the step ops, anything else as one varlen call. So the calls a pass makes do
+// not grow with its batch.
+TEST(ComputeDeviceTest, APassMakesAsManySequenceOpCallsForSixSequencesAsForTwo) {
+  HostDevice device;
+  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny"}) {
+    SCOPED_TRACE(name);
+    auto model = LoadOn(name, &device);
+    ASSERT_NE(model, nullptr);
+    auto ops = device.CreateOps({.threads = 1});
+    ASSERT_TRUE(ops.ok()) << ops.status();
+    kernels::Workspace ws(size_t{1} << 20, &(*ops)->activation_memory());
+    const int32_t vocab = model->config().vocab_size;
+    // Fresh sequences: all decoding one token, or the first decoding and the rest prefilling.
+    auto calls_for = [&](int sequences, bool prefill) -> int64_t {
+      std::vector<std::unique_ptr<tandem::testing::TestSequence>> owned;
+      std::vector<std::vector<int32_t>> tokens;
+      std::vector<models::SequenceInput> batch;
+      for (int s = 0; s < sequences; ++s) {
+        owned.push_back(std::make_unique<tandem::testing::TestSequence>(*model));
+        tokens.push_back(Tokens(prefill && s > 0 ? 4 + s : 1, s, vocab));
+        owned.back()->Reserve(static_cast<int64_t>(tokens.back().size()));
+      }
+      for (int s = 0; s < sequences; ++s) {
+        batch.push_back({&owned[s]->state(), tokens[s], {}, false});
+      }
+      std::vector<float> logits(models::Model::LogitRows(batch) * vocab);
+      const int64_t before = device.counts.sequence_op_calls;
+      const absl::Status status = model->Forward(**ops, ws, batch, logits.data());
+      EXPECT_TRUE(status.ok()) << status;
+      return device.counts.sequence_op_calls - before;
+    };
+    const int64_t decode = calls_for(2, false), prefill = calls_for(2, true);
+    EXPECT_GT(decode, 0);
+    EXPECT_EQ(calls_for(6, false), decode);
+    EXPECT_EQ(calls_for(6, true), prefill);
+  }
 }
 
 class HostDeviceGenerateTest : public ::testing::TestWithParam<std::string> {};

@@ -29,6 +29,9 @@ struct HostDeviceCounts {
   std::atomic<int64_t> read_backs{0};
   std::atomic<int64_t> state_copies{0};
   std::atomic<int64_t> state_clears{0};
+  // Calls of the per-sequence ops (conv, scans, RoPE, KV writes, attention) made by the model:
+  // on a GPU, a kernel launch each.
+  std::atomic<int64_t> sequence_op_calls{0};
   std::atomic<int> fail_read_backs{0};  // the next N ReadBack calls report a failed op
   std::atomic<bool> activations_full{false};  // activation blocks cannot be had
 };
@@ -97,7 +100,13 @@ class SeparateMemoryOps final : public kernels::Ops {
   }
   void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
             int64_t start_pos, float theta) override {
+    ++counts_->sequence_op_calls;
     inner_->Rope(x, ld_x, tokens, heads, head_dim, start_pos, theta);
+  }
+  void RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
+              const int64_t* positions, float theta) override {
+    ++counts_->sequence_op_calls;
+    inner_->RopeAt(x, ld_x, rows, heads, head_dim, positions, theta);
   }
   void GatedActivation(kernels::Activation act, const float* gate, int64_t ld_gate,
                        const float* up, int64_t ld_up, int64_t rows, int64_t cols, float* out,
@@ -112,25 +121,43 @@ class SeparateMemoryOps final : public kernels::Ops {
   void Moe(const kernels::MoeArgs& args, kernels::Workspace& ws) override {
     inner_->Moe(args, ws);
   }
-  void CausalConv1d(const kernels::CausalConvArgs& args) override { inner_->CausalConv1d(args); }
+  void CausalConv1d(const kernels::CausalConvArgs& args) override {
+    ++counts_->sequence_op_calls;
+    inner_->CausalConv1d(args);
+  }
   void CausalConv1dStep(const kernels::CausalConvArgs& args) override {
+    ++counts_->sequence_op_calls;
     inner_->CausalConv1dStep(args);
   }
   void SelectiveScan(const kernels::SelectiveScanArgs& args) override {
+    ++counts_->sequence_op_calls;
     inner_->SelectiveScan(args);
   }
   void SelectiveStateUpdate(const kernels::SelectiveScanArgs& args) override {
+    ++counts_->sequence_op_calls;
     inner_->SelectiveStateUpdate(args);
   }
   void SsdScan(const kernels::SsdScanArgs& args, kernels::Workspace& ws) override {
+    ++counts_->sequence_op_calls;
     inner_->SsdScan(args, ws);
   }
-  void SsdStateUpdate(const kernels::SsdScanArgs& args) override { inner_->SsdStateUpdate(args); }
+  void SsdStateUpdate(const kernels::SsdScanArgs& args) override {
+    ++counts_->sequence_op_calls;
+    inner_->SsdStateUpdate(args);
+  }
   void WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                int64_t start_pos, const kernels::PagedKv& kv) override {
+    ++counts_->sequence_op_calls;
     inner_->WriteKv(k, ld_k, v, ld_v, tokens, start_pos, kv);
   }
+  void WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t rows,
+                 float* const* const* page_tables, const int64_t* positions,
+                 const kernels::PagedKv& kv) override {
+    ++counts_->sequence_op_calls;
+    inner_->WriteKvAt(k, ld_k, v, ld_v, rows, page_tables, positions, kv);
+  }
   void Attention(const kernels::AttentionArgs& args, kernels::Workspace& ws) override {
+    ++counts_->sequence_op_calls;
     inner_->Attention(args, ws);
   }
   void PartialAttention(const kernels::PartialAttentionArgs& args,

@@ -10,42 +10,14 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cpu/cpu_ops.h"
-#include "kernels/reference/reference_ops.h"
-#include "tests/kernels/test_util.h"
+#include "tests/kernels/batch_test_util.h"
 
 namespace tandem::kernels {
 namespace {
 
+using testing::HostBackends;
 using testing::Rng;
-
-// R sequences' states, each `floats` long at `offset` inside its own block, the blocks in a
-// shuffled order: what Ops::Table hands the kernels on the host.
-struct ScatteredStates {
-  static constexpr int64_t kOffset = 5;
-  // The same seed gives the same contents and order.
-  ScatteredStates(int64_t rows, int64_t floats, uint32_t seed)
-      : floats(floats), block(floats + kOffset + 3), memory(rows * block) {
-    Rng rng(seed);
-    memory = rng.Uniform(rows * block);
-    std::vector<int64_t> order(rows);
-    std::iota(order.begin(), order.end(), 0);
-    std::reverse(order.begin(), order.end());
-    if (rows > 2) std::swap(order[0], order[rows / 2]);
-    for (int64_t r = 0; r < rows; ++r) table.push_back(memory.data() + order[r] * block);
-  }
-  float* state(int64_t r) { return table[r] + kOffset; }
-  int64_t floats, block;
-  std::vector<float> memory;
-  std::vector<float*> table;
-};
-
-std::vector<std::unique_ptr<Ops>> HostBackends() {
-  std::vector<std::unique_ptr<Ops>> backends;
-  backends.push_back(std::make_unique<ReferenceOps>());
-  backends.push_back(std::make_unique<CpuOps>(2));
-  return backends;
-}
+using testing::ScatteredStates;
 
 TEST(DecodeBatchTest, CausalConvStepOfManySequencesEqualsOneCallEach) {
   for (int64_t rows : {2, 7}) {

@@ -191,6 +191,82 @@ TEST_P(StateExactnessTest, BatchedSequencesEqualSeparateRuns) {
   EXPECT_LE(MaxAbsDiff(std::span<const float>(logits).subspan(45 * vocab_), ref_b), kTolerance);
 }
 
+TEST_P(StateExactnessTest, ManyPrefillsWithCheckpointsInOnePassEqualSeparateRuns) {
+  // One pass of four sequences: a fresh prefill and a continued one, each taking checkpoints
+  // (the varlen call's flat snapshot table), between two decode tokens. Every logits row, final
+  // state and checkpoint equals that sequence's run alone.
+  struct Case {
+    std::vector<int32_t> tokens;
+    int before;  // tokens run before the pass
+    std::vector<int64_t> checkpoints_after;
+  };
+  const std::vector<Case> cases = {{Prompt(2, 7), 1, {}},
+                                   {Prompt(37, 8), 0, {0, 5, 37}},
+                                   {Prompt(30, 9), 29, {}},
+                                   {Prompt(50, 10), 12, {1, 33}}};
+  const int64_t block = model_->layout().ssm_block_floats();
+  auto checkpoints_for = [&](const Case& c, std::vector<std::vector<float>>* blocks) {
+    std::vector<models::SsmSnapshot> snaps;
+    blocks->assign(c.checkpoints_after.size(), std::vector<float>(block, -1.0f));
+    for (size_t i = 0; i < c.checkpoints_after.size(); ++i) {
+      snaps.push_back({c.checkpoints_after[i], (*blocks)[i].data()});
+    }
+    return snaps;
+  };
+
+  std::vector<std::vector<float>> alone_logits;
+  std::vector<std::vector<std::vector<float>>> alone_blocks(cases.size());
+  std::vector<std::unique_ptr<TestSequence>> alone, batched;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const std::span<const int32_t> all(c.tokens);
+    alone.push_back(std::make_unique<TestSequence>(*model_));
+    batched.push_back(std::make_unique<TestSequence>(*model_));
+    if (c.before > 0) {
+      RunTokens(*model_, *ops_, ws_, *alone[i], all.first(c.before), false);
+      RunTokens(*model_, *ops_, ws_, *batched[i], all.first(c.before), false);
+    }
+    const std::vector<models::SsmSnapshot> snaps = checkpoints_for(c, &alone_blocks[i]);
+    alone_logits.push_back(
+        RunTokens(*model_, *ops_, ws_, *alone[i], all.subspan(c.before), true, snaps));
+  }
+
+  std::vector<std::vector<std::vector<float>>> batched_blocks(cases.size());
+  std::vector<std::vector<models::SsmSnapshot>> batched_snaps;
+  std::vector<models::SequenceInput> batch;
+  int64_t rows = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    batched_snaps.push_back(checkpoints_for(c, &batched_blocks[i]));
+    batched[i]->Reserve(static_cast<int64_t>(c.tokens.size()));
+    const std::span<const int32_t> rest = std::span<const int32_t>(c.tokens).subspan(c.before);
+    batch.push_back({&batched[i]->state(), rest, batched_snaps.back(), true});
+    rows += static_cast<int64_t>(rest.size());
+  }
+  std::vector<float> logits(rows * vocab_);
+  ASSERT_TRUE(model_->Forward(*ops_, ws_, batch, logits.data()).ok());
+
+  int64_t row = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("sequence " + std::to_string(i));
+    const int64_t n = static_cast<int64_t>(alone_logits[i].size());
+    EXPECT_LE(MaxAbsDiff(std::span<const float>(logits).subspan(row, n), alone_logits[i]),
+              kTolerance);
+    row += n;
+    if (block > 0) {
+      EXPECT_LE(MaxAbsDiff(std::vector<float>(batched[i]->state().ssm,
+                                              batched[i]->state().ssm + block),
+                           std::vector<float>(alone[i]->state().ssm,
+                                              alone[i]->state().ssm + block)),
+                kTolerance);
+    }
+    for (size_t k = 0; k < batched_blocks[i].size(); ++k) {
+      EXPECT_LE(MaxAbsDiff(batched_blocks[i][k], alone_blocks[i][k]), kTolerance);
+      EXPECT_NE(batched_blocks[i][k], std::vector<float>(block, -1.0f)) << "checkpoint " << k;
+    }
+  }
+}
+
 TEST_P(StateExactnessTest, BadTokensAndMissingPagesAreErrorsThatLeaveStateUntouched) {
   TestSequence seq(*model_);
   const std::vector<int32_t> bad = {5, static_cast<int32_t>(vocab_), 7};
