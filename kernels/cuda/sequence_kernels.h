@@ -5,7 +5,9 @@
 // pointer in them is device memory: activations, weights, `state`, each snapshot's `dst`, and
 // the page table `kv.pages` (a device array of device page pointers: the device block table).
 // The snapshot list and the parts list themselves are host arrays, passed to the kernels by
-// value (at most kMaxSnapshots / kMaxParts).
+// value (at most kMaxSnapshots / kMaxParts). A varlen call (args.sequences) is one launch with a
+// grid row per sequence; its tables, the flat snapshot table included, are device memory, so
+// its snapshots are not limited in number.
 //
 // Each call enqueues its work on `stream` and returns the launch error, or cudaErrorInvalidValue
 // for arguments the kernels cannot take. The scans here run the recurrence token by token (the
