@@ -67,6 +67,7 @@ struct Row {
   std::string what;
   double seconds;
   double bytes;  // bytes the kernel must move at least
+  double flops = 0;  // floating-point operations, for the compute-bound rows (prefill GEMMs)
 };
 
 int Main(int argc, char** argv) {
@@ -87,7 +88,8 @@ int Main(int argc, char** argv) {
   dst = DeviceBuffer<uint8_t>();
 
   std::vector<Row> rows;
-  // Linear: decode shapes of a 7-8B model (4096 -> 14336 MLP up, 14336 -> 4096 down) per format.
+  // Linear: decode shapes of a 7-8B model (4096 -> 14336 MLP up, 14336 -> 4096 down) per format,
+  // and a 512-row prefill chunk (the tiled kernel; compute-bound, so its TFLOP/s counts).
   for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 14336}, {14336, 4096}}) {
     const std::vector<float> host_w = [&] {
       std::mt19937 gen(1);
@@ -105,14 +107,14 @@ int Main(int argc, char** argv) {
       Check(dw.Upload(bytes), "upload");
       Check(ds.Upload(scales), "upload");
       const WeightMatrix w{format, dw.get(), format == WeightFormat::kI8 ? ds.get() : nullptr, n, k};
-      for (int64_t m : {1, 8}) {
+      for (int64_t m : {1, 8, 512}) {
         DeviceBuffer<float> x = Random(m * k, 2), y = Filled<float>(m * n, 0.0f);
         const double s = Time(iterations, [&] {
           return Linear(nullptr, x.get(), k, m, w, nullptr, y.get(), n);
         });
         rows.push_back({"Linear " + std::to_string(m) + " × " + std::to_string(k) + " → " +
                             std::to_string(n) + " " + std::string(WeightFormatName(format)),
-                        s, static_cast<double>(w.bytes())});
+                        s, static_cast<double>(w.bytes()), 2.0 * m * k * n});
       }
     }
   }
@@ -217,10 +219,12 @@ int Main(int argc, char** argv) {
 
   std::printf("%s (sm_%d%d), copy bandwidth %.0f GB/s (1 GiB device-to-device, read + write)\n\n",
               prop.name, prop.major, prop.minor, bandwidth / 1e9);
-  std::printf("| kernel | µs | GB/s | ÷ copy bandwidth |\n|---|---|---|---|\n");
+  std::printf(
+      "| kernel | µs | GB/s | ÷ copy bandwidth | TFLOP/s |\n|---|---|---|---|---|\n");
   for (const Row& r : rows) {
-    std::printf("| %s | %.1f | %.0f | %.2f |\n", r.what.c_str(), r.seconds * 1e6,
-                r.bytes / r.seconds / 1e9, r.bytes / r.seconds / bandwidth);
+    std::printf("| %s | %.1f | %.0f | %.2f | %.1f |\n", r.what.c_str(), r.seconds * 1e6,
+                r.bytes / r.seconds / 1e9, r.bytes / r.seconds / bandwidth,
+                r.flops / r.seconds / 1e12);
   }
   return 0;
 }

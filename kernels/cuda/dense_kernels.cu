@@ -208,9 +208,82 @@ __global__ void LinearKernel(const float* x, int64_t ld_x, int64_t m, const void
   }
 }
 
+// Prefill shapes: a block computes a 64 × 64 tile of y from 64 × 16 slices of x and of the
+// weights staged in shared memory (the weights widened to fp32 as they are staged), each thread
+// a 4 × 4 sub-tile. A weight element is then read from global memory once per 64 rows of x,
+// where the decode kernel above reads it once per 8. Still fp32 on the CUDA cores: the tensor
+// cores want 16-bit activations, which the fp32 engine does not have.
+constexpr int kTileRows = 64;
+constexpr int kTileCols = 64;
+constexpr int kTileDepth = 16;
+constexpr int kTileThreads = 256;  // 16 × 16, each 4 × 4 outputs
+// From this many rows of x the tiled kernel is used.
+constexpr int64_t kTiledLinearMinRows = 16;
+
+template <WeightFormat F>
+__global__ void TiledLinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
+                                  const float* row_scales, int64_t n, int64_t k, const float* bias,
+                                  float* y, int64_t ld_y) {
+  // Stored k-major so that the inner loop reads a row of each; +4 staggers the banks.
+  __shared__ float xs[kTileDepth][kTileRows + 4];
+  __shared__ float ws[kTileDepth][kTileCols + 4];
+  using Elem = std::conditional_t<F == WeightFormat::kF32, float,
+                                  std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int64_t row0 = int64_t{blockIdx.y} * kTileRows, col0 = int64_t{blockIdx.x} * kTileCols;
+  float acc[4][4] = {};
+  for (int64_t p0 = 0; p0 < k; p0 += kTileDepth) {
+    for (int i = threadIdx.x; i < kTileRows * kTileDepth; i += kTileThreads) {
+      const int r = i / kTileDepth, p = i % kTileDepth;
+      const int64_t gr = row0 + r, gp = p0 + p;
+      xs[p][r] = gr < m && gp < k ? x[gr * ld_x + gp] : 0.0f;
+    }
+    for (int i = threadIdx.x; i < kTileCols * kTileDepth; i += kTileThreads) {
+      const int c = i / kTileDepth, p = i % kTileDepth;
+      const int64_t gc = col0 + c, gp = p0 + p;
+      ws[p][c] = gc < n && gp < k ? LoadWeight<F>(static_cast<const Elem*>(w) + gc * k, gp) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int p = 0; p < kTileDepth; ++p) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = xs[p][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b[j] = ws[p][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+      }
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t r = row0 + ty + 16 * i;
+    if (r >= m) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t c = col0 + tx + 16 * j;
+      if (c >= n) continue;
+      float s = acc[i][j];
+      if constexpr (F == WeightFormat::kI8) s *= row_scales[c];
+      y[r * ld_y + c] = s + (bias != nullptr ? bias[c] : 0.0f);
+    }
+  }
+}
+
 template <WeightFormat F>
 cudaError_t LaunchLinear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
                          const WeightMatrix& w, const float* bias, float* y, int64_t ld_y) {
+  if (m >= kTiledLinearMinRows) {
+    const dim3 grid(static_cast<unsigned>((w.rows + kTileCols - 1) / kTileCols),
+                    static_cast<unsigned>((m + kTileRows - 1) / kTileRows));
+    TiledLinearKernel<F><<<grid, kTileThreads, 0, stream>>>(x, ld_x, m, w.data, w.row_scales,
+                                                            w.rows, w.cols, bias, y, ld_y);
+    return cudaGetLastError();
+  }
   const dim3 grid(static_cast<unsigned>((w.rows + kLinearWarps - 1) / kLinearWarps),
                   static_cast<unsigned>((m + kLinearRows - 1) / kLinearRows));
   LinearKernel<F><<<grid, kLinearWarps * kWarp, 0, stream>>>(x, ld_x, m, w.data, w.row_scales,

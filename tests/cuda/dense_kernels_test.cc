@@ -134,9 +134,10 @@ class CudaLinearTest : public ::testing::TestWithParam<WeightFormat> {};
 TEST_P(CudaLinearTest, MatchesReferenceOnRaggedShapes) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(5);
-  for (int64_t m : {1, 2, 7, 8, 9, 33}) {
-    for (int64_t k : {1, 31, 32, 33, 1000}) {
-      for (int64_t n : {1, 5, 67}) {
+  // Rows 1-9 take the decode kernel, 16 and more the tiled one (64 × 64 tiles, depth 16).
+  for (int64_t m : {1, 2, 7, 8, 9, 16, 33, 130}) {
+    for (int64_t k : {1, 15, 31, 32, 33, 1000}) {
+      for (int64_t n : {1, 5, 67, 130}) {
         const bool with_bias = (m + k + n) % 2 == 0;
         const int64_t ld_x = k + 1, ld_y = n + 3;
         const Weights w = MakeWeights(GetParam(), n, k, static_cast<uint32_t>(m * 1000 + k + n));
