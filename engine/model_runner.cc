@@ -41,6 +41,7 @@ ModelRunner::~ModelRunner() {
 
 absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
   if (logits_.size() < rows * vocab_) logits_.resize(rows * vocab_);  // grows, then stays
+  if (argmax_.size() < rows) argmax_.resize(rows);
   if (ops_->activations_on_host()) return logits_.data();
   if (device_logits_rows_ < rows) {
     if (device_logits_ != nullptr) ops_->activation_memory().Release(device_logits_);
@@ -56,8 +57,33 @@ absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
   return device_logits_;
 }
 
+std::string ModelRunner::ReadBackRows(const float* out, std::span<const LogitsUse> uses,
+                                      size_t first_row) {
+  // Runs of rows with the same use move in one read-back each.
+  bool waited = false;
+  for (size_t a = 0; a < uses.size();) {
+    size_t b = a + 1;
+    while (b < uses.size() && uses[b] == uses[a]) ++b;
+    const float* rows = out + a * vocab_;
+    std::string failure;
+    if (uses[a] == LogitsUse::kRow) {
+      failure = ops_->ReadBack(rows, (b - a) * vocab_, logits_.data() + (first_row + a) * vocab_);
+      waited = true;
+    } else if (uses[a] == LogitsUse::kArgmax) {
+      failure = ops_->ReadBackArgmax(rows, vocab_, static_cast<int64_t>(b - a), vocab_,
+                                     argmax_.data() + first_row + a);
+      waited = true;
+    }
+    if (!failure.empty()) return failure;
+    a = b;
+  }
+  // Nothing wanted: still the end of the pass, where a failed op is reported.
+  return waited ? "" : ops_->ReadBack(out, 0, nullptr);
+}
+
 absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInput> batch,
-                                             size_t first_row, bool* ops_failed) {
+                                             std::span<const LogitsUse> uses, size_t first_row,
+                                             bool* ops_failed) {
   TANDEM_ASSIGN_OR_RETURN(float* out, BackendLogits(first_row + batch.size()));
   out += first_row * vocab_;
   absl::Status forward;
@@ -73,16 +99,25 @@ absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInp
                      batch.size(), " sequences"));
   }
   TANDEM_RETURN_IF_ERROR(forward);
-  const std::string failure =
-      ops_->ReadBack(out, batch.size() * vocab_, logits_.data() + first_row * vocab_);
+  const std::string failure = ReadBackRows(out, uses, first_row);
   if (failure.empty()) return absl::OkStatus();
   *ops_failed = true;
   return absl::InternalError(absl::StrCat(std::string(ops_->name()), " backend: ", failure));
 }
 
 absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
-                              std::vector<absl::Status>* errors) {
+                              std::vector<absl::Status>* errors,
+                              std::span<const LogitsUse> uses) {
   errors->assign(batch.size(), absl::OkStatus());
+  if (uses.empty()) {
+    all_rows_.assign(batch.size(), LogitsUse::kRow);
+    uses = all_rows_;
+  } else if (uses.size() != batch.size()) {
+    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
+        "logits uses for ", uses.size(), " sequences, but the batch has ", batch.size()));
+    errors->assign(batch.size(), refused);
+    return refused;
+  }
   for (const models::SequenceInput& input : batch) {
     // One logits row per sequence: the scheduler samples only after a sequence's last token.
     if (input.all_logits) {
@@ -92,7 +127,7 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
     }
   }
   bool ops_failed = false;
-  absl::Status status = ForwardAndReadBack(batch, 0, &ops_failed);
+  absl::Status status = ForwardAndReadBack(batch, uses, 0, &ops_failed);
   if (ops_failed) {
     // The pass had begun writing the sequences' states when an op failed: none of them can be
     // trusted, or retried.
@@ -106,7 +141,7 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
   // Model::Forward refused the batch before changing anything: isolate the sequences it refuses.
   bool any_ok = false;
   for (size_t i = 0; i < batch.size(); ++i) {
-    (*errors)[i] = ForwardAndReadBack(batch.subspan(i, 1), i, &ops_failed);
+    (*errors)[i] = ForwardAndReadBack(batch.subspan(i, 1), uses.subspan(i, 1), i, &ops_failed);
     any_ok |= (*errors)[i].ok();
     if (ops_failed) {
       for (size_t j = i + 1; j < batch.size(); ++j) (*errors)[j] = (*errors)[i];

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/check.h"
+#include "kernels/argmax.h"
 
 namespace tandem::engine {
 
@@ -71,11 +72,7 @@ uint64_t Rng::Next() {
 double Rng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  }
-  return best;
+  return kernels::ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size()));
 }
 
 SamplingState::SamplingState(const SamplingParams& params, std::span<const int32_t> prompt,

@@ -43,6 +43,11 @@ struct SamplingParams {
   PenaltyParams penalties() const {
     return {repetition_penalty, presence_penalty, frequency_penalty};
   }
+  // The next token is the argmax of the raw logits and nothing else is read from them, so the
+  // backend may pick it where the logits are (ModelRunner's LogitsUse::kArgmax).
+  bool argmax_only() const {
+    return greedy && !penalties().active() && !logprobs && top_logprobs == 0;
+  }
 };
 
 // INVALID_ARGUMENT naming the field and the value, e.g. "top_p must be in (0, 1], got 1.5".

@@ -413,6 +413,7 @@ void Scheduler::Step() {
   if (scheduled_.empty()) return;
 
   inputs_.clear();
+  logits_uses_.clear();
   for (Sequence* seq : scheduled_) {
     PlanSnapshots(*seq);
     const int64_t begin = seq->computed();
@@ -421,11 +422,16 @@ void Scheduler::Step() {
          std::span<const int32_t>(seq->tokens)
              .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
          seq->step_snapshots, false});
+    // Only a step that reaches the end of the tokens samples; greedy needs only the argmax.
+    const bool samples = begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
+    logits_uses_.push_back(!samples ? LogitsUse::kNone
+                           : seq->sampling.params().argmax_only() ? LogitsUse::kArgmax
+                                                                  : LogitsUse::kRow);
   }
   // The runner isolates a failure to the sequences that cause it (errors_[i]) and fails as a
   // whole only when none of them ran. A sequence is sampled only when both say it ran, so no
   // logits row that was never written is ever read.
-  const absl::Status run = runner_->Run(inputs_, &errors_);
+  const absl::Status run = runner_->Run(inputs_, &errors_, logits_uses_);
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     Sequence& seq = *scheduled_[i];
     seq.step_snapshots.clear();
@@ -437,16 +443,22 @@ void Scheduler::Step() {
     }
     stats_.prefill_tokens += seq.status == SequenceStatus::kDecoding ? 0 : seq.step_tokens;
     if (seq.computed() == static_cast<int64_t>(seq.tokens.size())) {
-      SampleAndEmit(seq, runner_->logits_row(i));
+      SampleResult sample;
+      if (logits_uses_[i] == LogitsUse::kArgmax) {
+        sample.token = runner_->argmax(i);
+        seq.sampling.Accept(sample.token);
+      } else {
+        const std::span<const float> row(runner_->logits_row(i),
+                                         static_cast<size_t>(runner_->vocab()));
+        sample = sampler_.SampleRow(row, seq.sampling);
+      }
+      Emit(seq, sample);
     }
   }
   RemoveFinished();
 }
 
-void Scheduler::SampleAndEmit(Sequence& seq, const float* logits) {
-  const int64_t vocab = runner_->vocab();
-  std::span<const float> row(logits, static_cast<size_t>(vocab));
-  const SampleResult sample = sampler_.SampleRow(row, seq.sampling);
+void Scheduler::Emit(Sequence& seq, const SampleResult& sample) {
   const int32_t token = sample.token;
   const Clock::time_point now = Clock::now();
   if (seq.generated() == 0) seq.first_token = now;

@@ -138,7 +138,8 @@ class Scheduler {
   [[nodiscard]] absl::Status ReleaseState(Sequence& seq, bool insert);
   // ReleaseState without insertion, which cannot fail.
   void DropState(Sequence& seq);
-  void SampleAndEmit(Sequence& seq, const float* logits);
+  // Appends the sampled token, streams it, and finishes the sequence on a stop or its length.
+  void Emit(Sequence& seq, const SampleResult& sample);
   void RemoveFinished();
   // Tells an AVMP allocator the KV pages running sequences will still allocate, so that it does
   // not move capacity away that admitted requests are about to need.
@@ -164,6 +165,7 @@ class Scheduler {
   std::vector<Sequence*> scheduled_;
   std::vector<models::SequenceInput> inputs_;
   std::vector<absl::Status> errors_;
+  std::vector<LogitsUse> logits_uses_;  // per scheduled sequence, what its step reads
 };
 
 }  // namespace tandem::engine

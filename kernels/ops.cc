@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/argmax.h"
+
 namespace tandem::kernels {
 
 void Ops::GatherRowsAt(const float* src, int64_t ld_src, std::span<const int32_t> rows,
@@ -49,6 +51,14 @@ void Ops::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, 
 
 std::string Ops::ReadBack(const float* src, size_t count, float* dst) {
   if (src != dst && count > 0) std::memcpy(dst, src, count * sizeof(float));
+  return "";
+}
+
+std::string Ops::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                                int32_t* out) {
+  std::string failure = ReadBack(src, 0, nullptr);
+  if (!failure.empty()) return failure;
+  for (int64_t r = 0; r < rows; ++r) out[r] = ArgmaxRow(src + r * ld_src, cols);
   return "";
 }
 

@@ -274,6 +274,12 @@ class Ops {
   // backend runs them asynchronously, so this is where a failed op is reported; the copy is not
   // made then.
   virtual std::string ReadBack(const float* src, size_t count, float* dst);
+  // The same end of a pass for rows of which only the greedy choice is wanted: out[r] (host
+  // memory) = kernels::ArgmaxRow of row r of src ([rows, cols] with row stride ld_src, the
+  // backend's memory), so that a device sends `rows` ints across instead of rows × cols floats.
+  // The default reads src on the host: a device backend overrides it.
+  virtual std::string ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                                     int32_t* out);
 
   // Readies the calling thread to issue this backend's work: a GPU backend makes its device the
   // thread's current one. A thread other than the creator's calls it before its first op.

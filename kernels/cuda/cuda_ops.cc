@@ -64,6 +64,22 @@ std::string CudaOps::ReadBack(const float* src, size_t count, float* dst) {
   return Synchronize();
 }
 
+std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                                    int32_t* out) {
+  if (Ok() && rows > 0) {
+    if (argmax_.size() < static_cast<size_t>(rows)) {
+      Record(argmax_.Allocate(static_cast<size_t>(rows)), "read back argmax");
+    }
+    if (Ok()) Record(cuda::ArgmaxRows(stream_, src, ld_src, rows, cols, argmax_.get()), "argmax");
+    if (Ok()) {
+      Record(cudaMemcpyAsync(out, argmax_.get(), static_cast<size_t>(rows) * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost, stream_),
+             "read back argmax");
+    }
+  }
+  return Synchronize();
+}
+
 template <typename T>
 T* CudaOps::Upload(const T* host, size_t count, Workspace& ws) {
   T* device = ws.Array<T>(std::max<size_t>(count, 1));

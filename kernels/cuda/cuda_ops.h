@@ -36,6 +36,9 @@ class CudaOps final : public Ops {
   std::string Synchronize();
   // Synchronize(), then a device-to-host copy when nothing failed.
   std::string ReadBack(const float* src, size_t count, float* dst) override;
+  // The argmax of each row on the device; only the indices are copied back.
+  std::string ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                             int32_t* out) override;
   // cudaSetDevice: the stream and the activation memory belong to this object's device.
   void BindCallingThread() override;
 
@@ -108,6 +111,7 @@ class CudaOps final : public Ops {
   // GatherRows' ids and the indexed copies' rows, uploaded (grown during warm-up only). One
   // buffer serves every call: the upload is ordered on the stream after the kernels before it.
   DeviceBuffer<int32_t> ids_;
+  DeviceBuffer<int32_t> argmax_;  // ReadBackArgmax's indices before they are copied back
   // Uploads `ids` into ids_; false (with the error kept) when that fails.
   bool UploadIds(std::span<const int32_t> ids, const char* op);
   void IndexedCopy(bool scatter, const float* src, int64_t ld_src, std::span<const int32_t> rows,

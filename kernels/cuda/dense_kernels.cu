@@ -208,6 +208,47 @@ __global__ void LinearKernel(const float* x, int64_t ld_x, int64_t m, const void
   }
 }
 
+// One block per row: each thread scans a strided part of the row skipping NaN, then the block
+// keeps the largest value and, among equal ones, the lowest index; a row whose first value is
+// NaN gives 0. Together that is kernels::ArgmaxRow's left-to-right rule.
+constexpr int kArgmaxThreads = 256;
+
+__global__ void ArgmaxRowsKernel(const float* src, int64_t ld_src, int64_t cols, int32_t* out) {
+  const float* row = src + int64_t{blockIdx.x} * ld_src;
+  float best = 0.0f;
+  int64_t best_index = -1;  // none yet
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    const float v = row[i];
+    if (v != v) continue;  // NaN
+    if (best_index < 0 || v > best) {
+      best = v;
+      best_index = i;
+    }
+  }
+  __shared__ float values[kArgmaxThreads];
+  __shared__ int64_t indices[kArgmaxThreads];
+  values[threadIdx.x] = best;
+  indices[threadIdx.x] = best_index;
+  __syncthreads();
+  for (int half = kArgmaxThreads / 2; half > 0; half >>= 1) {
+    if (threadIdx.x < half) {
+      const float v = values[threadIdx.x + half];
+      const int64_t i = indices[threadIdx.x + half];
+      const int64_t mine = indices[threadIdx.x];
+      if (i >= 0 && (mine < 0 || v > values[threadIdx.x] ||
+                     (v == values[threadIdx.x] && i < mine))) {
+        values[threadIdx.x] = v;
+        indices[threadIdx.x] = i;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const float first = row[0];
+    out[blockIdx.x] = first != first || indices[0] < 0 ? 0 : static_cast<int32_t>(indices[0]);
+  }
+}
+
 // Prefill shapes: a block computes a 64 × 64 tile of y from 64 × 16 slices of x and of the
 // weights staged in shared memory (the weights widened to fp32 as they are staged), each thread
 // a 4 × 4 sub-tile. A weight element is then read from global memory once per 64 rows of x,
@@ -403,6 +444,15 @@ cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* ga
                                                                   65535));
   GatedActivationKernel<<<blocks, threads, 0, stream>>>(act == Activation::kSilu, gate, ld_gate,
                                                         up, ld_up, rows, cols, out, ld_out);
+  return cudaGetLastError();
+}
+
+cudaError_t ArgmaxRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
+                       int64_t cols, int32_t* out) {
+  if (rows <= 0) return cudaSuccess;
+  if (cols <= 0 || cols > INT32_MAX || rows > INT32_MAX) return cudaErrorInvalidValue;
+  ArgmaxRowsKernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(src, ld_src, cols,
+                                                                               out);
   return cudaGetLastError();
 }
 

@@ -56,9 +56,14 @@ cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* ga
                             int64_t ld_gate, const float* up, int64_t ld_up, int64_t rows,
                             int64_t cols, float* out, int64_t ld_out);
 
-// y = x · wᵀ + bias. One warp per output column and tile of up to 8 rows of x, reading the
-// weights once per tile: the memory-bound decode shape. Prefill row counts work but re-read the
-// weights per tile (a tensor-core path for them is still to come).
+// out[r] (device memory) = kernels::ArgmaxRow of row r of src: one block per row.
+cudaError_t ArgmaxRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
+                       int64_t cols, int32_t* out);
+
+// y = x · wᵀ + bias. Below 16 rows of x (decode), one warp per output column and tile of up to
+// 8 rows, reading the weights once per tile: the memory-bound shape. From 16 rows (prefill),
+// 64 × 64 output tiles through shared memory, fp32 on the CUDA cores (no tensor cores: the
+// activations are fp32).
 cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
                    const WeightMatrix& w, const float* bias, float* y, int64_t ld_y);
 

@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kernels/argmax.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/weight_matrix.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -196,6 +198,38 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
 }
 
 // Arguments the kernels cannot take are refused before launch, not run.
+// The device argmax must pick exactly kernels::ArgmaxRow's index: ties, NaN first or later,
+// infinities, and vocabulary-sized rows whose maximum sits in any thread's stripe.
+TEST(CudaDenseKernelsTest, ArgmaxRowsPickTheHostsIndex) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  const float nan = std::nanf(""), inf = INFINITY;
+  const std::vector<std::vector<float>> small = {
+      {0.5f, 2.0f, -1.0f, 2.0f}, {nan, 5.0f, 7.0f}, {1.0f, nan, 4.0f, nan, 4.0f},
+      {-inf, -inf, -inf}, {-1.0f, inf, inf, 9.0f}};
+  const int64_t cols = 70001, ld = cols + 3;
+  Rng rng(17);
+  std::vector<float> matrix = rng.Uniform((small.size() + 4) * ld);
+  for (size_t r = 0; r < small.size(); ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      matrix[r * ld + c] = c < static_cast<int64_t>(small[r].size()) ? small[r][c] : -inf;
+    }
+  }
+  const size_t big = small.size();
+  matrix[big * ld + 69999] = 2.0f;          // the last stripe
+  matrix[(big + 1) * ld + 300] = 2.0f;      // two equal maxima: the lower wins
+  matrix[(big + 1) * ld + 40000] = 2.0f;
+  matrix[(big + 2) * ld + 0] = nan;         // NaN first: 0
+  matrix[(big + 3) * ld + 5] = nan;         // NaN later: passed over
+  const int64_t rows = static_cast<int64_t>(small.size()) + 4;
+  auto dm = ToDevice(matrix);
+  auto dout = ToDevice(std::vector<int32_t>(rows, -1));
+  ASSERT_CUDA_OK(ArgmaxRows(nullptr, dm.get(), ld, rows, cols, dout.get()));
+  const std::vector<int32_t> got = ToHost(dout);
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(got[r], ArgmaxRow(matrix.data() + r * ld, cols)) << "row " << r;
+  }
+}
+
 TEST(CudaDenseKernelsTest, RefusesWhatItCannotRun) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   auto buffer = ToDevice(std::vector<float>(64, 1.0f));

@@ -206,6 +206,33 @@ TEST(HostDeviceEngineTest, ServesTheCpusOutputsAndRestoresInsideTheDevice) {
   EXPECT_GT(device.counts.read_backs, 0);
 }
 
+// Greedy requests without penalties or logprobs get their tokens picked where the logits are:
+// only token ids cross back, no logits rows, and they are the tokens the host sampler picks from
+// the whole rows (the same request with logprobs takes that path).
+TEST(HostDeviceEngineTest, GreedyTokensArePickedOnTheDeviceAsTheSamplerPicksThem) {
+  HostDevice device;
+  auto on_device = LoadOn("jamba-tiny", &device);
+  ASSERT_NE(on_device, nullptr);
+  auto engine = Engine::Create(*on_device, nullptr, SmallConfig(&device));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const int32_t vocab = on_device->config().vocab_size;
+  const std::vector<int32_t> prompt = Tokens(40, 4, vocab);  // two prefill chunks
+  auto sampled = (*engine)->Submit(GreedyWithLogprobs(prompt, 6));
+  ASSERT_TRUE(sampled.ok());
+  const Outcome want = Drain(**sampled);
+  const int64_t floats = device.counts.read_back_floats, argmax_rows = device.counts.argmax_rows;
+  EXPECT_EQ(floats, 6 * vocab);  // one row per token sampled; none for the first chunk
+  EXPECT_EQ(argmax_rows, 0);
+
+  auto picked = (*engine)->Submit(testing::Greedy(prompt, 6));
+  ASSERT_TRUE(picked.ok());
+  const Outcome got = Drain(**picked);
+  EXPECT_EQ(got.finished.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(device.counts.read_back_floats, floats);
+  EXPECT_EQ(device.counts.argmax_rows, argmax_rows + 6);
+}
+
 // A failed op (reported when the logits are read back) fails the requests of that step alone:
 // their states are no longer trusted, so they are not retried; the next request is served.
 TEST(HostDeviceEngineTest, AFailedOpFailsItsStepAndTheEngineGoesOn) {

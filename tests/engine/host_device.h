@@ -16,6 +16,7 @@
 
 #include "cache/memory_backing.h"
 #include "engine/compute_device.h"
+#include "kernels/argmax.h"
 #include "kernels/backends.h"
 #include "kernels/ops.h"
 #include "tests/cache/host_backing_for_tests.h"
@@ -26,7 +27,9 @@ namespace tandem::engine::testing {
 struct HostDeviceCounts {
   std::atomic<int64_t> placed_tensors{0};
   std::atomic<int64_t> activation_blocks{0};  // MemorySource::Allocate calls
-  std::atomic<int64_t> read_backs{0};
+  std::atomic<int64_t> read_backs{0};  // ReadBack and ReadBackArgmax calls
+  std::atomic<int64_t> read_back_floats{0};  // logits floats copied back
+  std::atomic<int64_t> argmax_rows{0};  // rows whose argmax alone was copied back
   std::atomic<int64_t> state_copies{0};
   std::atomic<int64_t> state_clears{0};
   // Calls of the per-sequence ops (conv, scans, RoPE, KV writes, attention) made by the model:
@@ -63,7 +66,16 @@ class SeparateMemoryOps final : public kernels::Ops {
       --counts_->fail_read_backs;
       return "injected failure";
     }
+    counts_->read_back_floats += static_cast<int64_t>(count);
     if (count > 0) std::memcpy(dst, src, count * sizeof(float));
+    return "";
+  }
+  std::string ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                             int32_t* out) override {
+    const std::string failure = ReadBack(src, 0, nullptr);
+    if (!failure.empty()) return failure;
+    counts_->argmax_rows += rows;
+    for (int64_t r = 0; r < rows; ++r) out[r] = kernels::ArgmaxRow(src + r * ld_src, cols);
     return "";
   }
 
