@@ -317,6 +317,121 @@ __global__ void PartialAttentionKernel(PartialAttentionArgs a) {
             a.lse != nullptr ? a.lse + t * a.ld_lse + head : nullptr);
 }
 
+// ---- tiled attention: many query rows over the same pages --------------------------------
+//
+// Where many rows attend over the same keys (a prefill chunk; Hydragen's shared prefix, whose
+// rows come from many sequences), a block takes a tile of kTileQueries "virtual rows" (a query
+// row and one head of its GQA group: the group's heads share the KV head, so they fold into
+// rows) and walks the key range in tiles of kTileKeys keys staged in shared memory, so each key
+// and value is read from global memory once per tile of rows instead of once per row. Scores
+// and the online softmax (running max and sum per row, fp32) are those of AttendRow; only the
+// order of the additions differs. 128 threads: 4 per virtual row, each scoring 4 keys of a tile
+// and accumulating every 4th element of the row's output.
+constexpr int kTileQueries = 32;
+constexpr int kTileKeys = 16;
+constexpr int kTileAttentionThreads = 128;
+constexpr int kMaxTiledHeadDim = 128;
+constexpr int kTileStride = kMaxTiledHeadDim + 1;  // staggers shared-memory banks across rows
+// From this many virtual rows (rows × query heads per KV head) the tiled kernel is used.
+constexpr int64_t kTiledAttentionMinRows = 16;
+
+__global__ void TiledAttentionKernel(PartialAttentionArgs a) {
+  __shared__ float qs[kTileQueries][kTileStride];
+  __shared__ float ks[kTileKeys][kTileStride];
+  __shared__ float vs[kTileKeys][kTileStride];
+  __shared__ float ps[kTileQueries][kTileKeys];
+  const int32_t kv_head = blockIdx.y;
+  const int32_t group = a.heads / a.kv.num_kv_heads;
+  const int32_t dh = a.kv.head_dim;
+  const int64_t virtual_rows = a.rows * group;
+  const int64_t v0 = int64_t{blockIdx.x} * kTileQueries;
+  const int row = threadIdx.x / 4, part = threadIdx.x % 4;
+  const int64_t v = v0 + row;
+  const bool live = v < virtual_rows;
+  const int64_t t = live ? v / group : 0;
+  const int32_t head = kv_head * group + static_cast<int32_t>(live ? v % group : 0);
+
+  // The tile's queries, and how far each row (and the whole tile) reads.
+  for (int i = threadIdx.x; i < kTileQueries * dh; i += kTileAttentionThreads) {
+    const int r = i / dh, e = i % dh;
+    const int64_t vr = v0 + r;
+    float value = 0.0f;
+    if (vr < virtual_rows) {
+      const int64_t tr = vr / group;
+      const int32_t hr = kv_head * group + static_cast<int32_t>(vr % group);
+      value = a.q[tr * a.ld_q + int64_t{hr} * dh + e];
+    }
+    qs[r][e] = value;
+  }
+  auto limit_of = [&](int64_t query_row) {
+    return a.causal ? min(a.key_end, a.start_pos + query_row + 1) : a.key_end;
+  };
+  const int64_t own_end = live ? limit_of(t) : a.key_begin;
+  const int64_t last_t = min(virtual_rows, v0 + kTileQueries) - 1;
+  const int64_t tile_end = limit_of(last_t / group);  // rows grow with t, so the last sees most
+  __syncthreads();
+
+  constexpr int kPerThread = kMaxTiledHeadDim / 4;
+  float acc[kPerThread];
+  for (int i = 0; i < kPerThread; ++i) acc[i] = 0.0f;
+  float running_max = -INFINITY, sum = 0.0f;
+  for (int64_t k0 = a.key_begin; k0 < tile_end; k0 += kTileKeys) {
+    for (int i = threadIdx.x; i < kTileKeys * dh; i += kTileAttentionThreads) {
+      const int j = i / dh, e = i % dh;
+      const int64_t pos = k0 + j;
+      const bool in = pos < tile_end;
+      ks[j][e] = in ? KeyAt(a.kv, pos, kv_head)[e] : 0.0f;
+      vs[j][e] = in ? ValueAt(a.kv, pos, kv_head)[e] : 0.0f;
+    }
+    __syncthreads();
+    float score[4];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const int j = part * 4 + jj;
+      float dot = 0.0f;
+      for (int e = 0; e < dh; ++e) dot += qs[row][e] * ks[j][e];
+      score[jj] = k0 + j < own_end ? dot * a.scale : -INFINITY;
+      tile_max = fmaxf(tile_max, score[jj]);
+    }
+    // The row's four threads are neighbouring lanes of one warp.
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float new_max = fmaxf(running_max, tile_max);
+    float tile_sum = 0.0f;
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const float p = new_max == -INFINITY ? 0.0f : expf(score[jj] - new_max);
+      ps[row][part * 4 + jj] = p;
+      tile_sum += p;
+    }
+    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
+    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 2);
+    const float rescale = new_max == -INFINITY ? 1.0f : expf(running_max - new_max);
+    sum = sum * rescale + tile_sum;
+    running_max = new_max;
+    __syncwarp();
+    for (int i = 0; i < kPerThread; ++i) {
+      const int e = part + 4 * i;
+      if (e >= dh) break;
+      float o = acc[i] * rescale;
+      for (int j = 0; j < kTileKeys; ++j) o += ps[row][j] * vs[j][e];
+      acc[i] = o;
+    }
+    __syncthreads();
+  }
+  if (!live) return;
+  float* orow = a.out + t * a.ld_out + int64_t{head} * dh;
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = part + 4 * i;
+    if (e >= dh) break;
+    orow[e] = sum > 0.0f ? acc[i] / sum : 0.0f;
+  }
+  if (part == 0 && a.lse != nullptr) {
+    a.lse[t * a.ld_lse + head] = sum > 0.0f ? running_max + logf(sum) : -INFINITY;
+  }
+}
+
 // A decode batch (AttentionArgs::page_tables): one warp per (row, query head), each row over
 // its own sequence's pages up to its position.
 __global__ void DecodeAttentionKernel(AttentionArgs a) {
@@ -467,6 +582,13 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a)
       a.heads % a.kv.num_kv_heads != 0 || a.kv.page_tokens <= 0 ||
       (a.page_tables != nullptr && (a.key_begins == nullptr || a.key_ends == nullptr))) {
     return cudaErrorInvalidValue;
+  }
+  const int64_t virtual_rows = items / a.kv.num_kv_heads;  // rows × query heads per KV head
+  if (a.page_tables == nullptr && a.kv.head_dim <= kMaxTiledHeadDim &&
+      virtual_rows >= kTiledAttentionMinRows) {
+    const dim3 grid(Blocks(virtual_rows, kTileQueries), static_cast<unsigned>(a.kv.num_kv_heads));
+    TiledAttentionKernel<<<grid, kTileAttentionThreads, 0, stream>>>(a);
+    return cudaGetLastError();
   }
   PartialAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);
   return cudaGetLastError();

@@ -265,7 +265,9 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(4);
   const int32_t page_tokens = 16, kv_heads = 2, heads = 6, positions = 50;
-  for (int32_t head_dim : {32, 64, 80}) {
+  // 16 or more rows × query heads per KV head take the tiled kernel up to head_dim 128; fewer
+  // rows, or 160, the warp-per-row one.
+  for (int32_t head_dim : {32, 64, 80, 128, 160}) {
     PagedCache cache(4, page_tokens, kv_heads, head_dim);  // 64 positions (5 is prime to 4)
     const int64_t kv_width = int64_t{kv_heads} * head_dim, q_width = int64_t{heads} * head_dim;
     const auto k = rng.Uniform(positions * kv_width), v = rng.Uniform(positions * kv_width);
@@ -286,7 +288,9 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
       int64_t begin, end;
     };
     for (const Range r : {Range{9, 41, true, 0, 50}, Range{1, 49, true, 0, 50},
-                          Range{5, 50, false, 16, 37}, Range{3, 50, false, 20, 20}}) {
+                          Range{5, 50, false, 16, 37}, Range{3, 50, false, 20, 20},
+                          Range{40, 10, true, 0, 50}, Range{40, 50, false, 3, 47},
+                          Range{13, 50, false, 20, 20}}) {
       const auto q = rng.Uniform(r.rows * q_width);
       std::vector<float> out(r.rows * q_width), lse(r.rows * heads);
       PartialAttentionArgs a;
