@@ -186,6 +186,14 @@ struct AttentionArgs {
   // unused. A sequence's rows need not be adjacent. Null: one sequence.
   float* const* const* page_tables = nullptr;
   const int64_t* positions = nullptr;
+  // With page_tables, optionally, how the rows group into sequences: sequence s owns rows
+  // [cu_seqlens[s] − cu_seqlens[0], cu_seqlens[s+1] − cu_seqlens[0]) (a table in the backend's
+  // memory, so a slice of a pass's table serves a run of its rows), at consecutive positions
+  // over the same pages; max_seqlen (host) is the most rows any of them has. A device backend
+  // uses it to attend a sequence's rows together; the result is the same.
+  int64_t sequences = 0;
+  const int64_t* cu_seqlens = nullptr;
+  int64_t max_seqlen = 0;
 };
 
 // One part of a decomposed attention (docs/ARCHITECTURE.md, "Hydragen"): queries attend to a key

@@ -75,9 +75,10 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     for (int32_t s : plan.order) shared[s] = true;
   }
   // Every other row in one call, or one per run of them between Hydragen's members.
-  ForEachRowRun(ctx.segments, shared, [&](int64_t row, int64_t count) {
+  ForEachRowRun(ctx.segments, shared, [&](const SegmentRun& run) {
+    const int64_t row = run.first_row;
     kernels::AttentionArgs args;
-    args.tokens = count;
+    args.tokens = run.rows;
     args.heads = dims_.heads;
     args.q = qkv + row * width;
     args.ld_q = width;
@@ -87,6 +88,9 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
     args.ld_out = q_width;
     args.page_tables = ctx.row_page_tables + row;
     args.positions = ctx.row_positions + row;
+    args.sequences = static_cast<int64_t>(run.segments);
+    args.cu_seqlens = ctx.sequences.cu_seqlens + run.first_segment;
+    args.max_seqlen = run.max_tokens;
     ops.Attention(args, ctx.ws);
   });
   if (!plan.order.empty()) SharedPrefixForward(ctx, plan, qkv, width, attention_index, attn);

@@ -43,9 +43,11 @@ struct ForwardContext {
   const StateLayout& layout;
   std::span<const Segment> segments;
   // The pass as one batch, in tables the backend's kernels read (Ops::Table), built once per
-  // pass. Without SSM layers the first two are empty; without attention layers, the last two.
+  // pass. Without SSM layers the SSM blocks and snapshot tables are empty; without attention
+  // layers, the per-row tables.
   //  - Per segment, its SSM block: the recurrent ops' state_table.
-  //  - The segments' rows and snapshots, as a varlen call of the full recurrent ops.
+  //  - The segments' rows (cu_seqlens, for every op that groups rows by sequence) and
+  //    snapshots, as a varlen call of the full recurrent ops.
   //  - Per row, its sequence's page table and its position: attention's page_tables and
   //    positions, for RoPE, the KV write and attention of every row in one call.
   float* const* ssm_blocks = nullptr;

@@ -253,23 +253,23 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
     rows += tokens;
   }
   // The pass's batch tables (ForwardContext), also before any layer's mark.
-  float* const* ssm_blocks = nullptr;
+  const size_t n = batch.size();
   kernels::VarlenSequences sequences;
+  int64_t* cu_seqlens = host.Array<int64_t>(n + 1);
+  cu_seqlens[0] = 0;
+  for (size_t s = 0; s < n; ++s) cu_seqlens[s + 1] = cu_seqlens[s] + segments[s].tokens;
+  sequences.count = static_cast<int64_t>(n);
+  sequences.cu_seqlens = ops.Table<int64_t>({cu_seqlens, n + 1}, ws);
+  float* const* ssm_blocks = nullptr;
   if (config_.num_ssm_layers > 0) {
-    const size_t n = batch.size();
     float** blocks = host.Array<float*>(n);
-    int64_t* cu_seqlens = host.Array<int64_t>(n + 1);
     int32_t* cu_snapshots = host.Array<int32_t>(n + 1);
-    cu_seqlens[0] = 0;
     cu_snapshots[0] = 0;
     for (size_t s = 0; s < n; ++s) {
       blocks[s] = batch[s].state->ssm;
-      cu_seqlens[s + 1] = cu_seqlens[s] + segments[s].tokens;
       cu_snapshots[s + 1] = cu_snapshots[s] + static_cast<int32_t>(batch[s].snapshots.size());
     }
     ssm_blocks = ops.Table<float*>({blocks, n}, ws);
-    sequences.count = static_cast<int64_t>(n);
-    sequences.cu_seqlens = ops.Table<int64_t>({cu_seqlens, n + 1}, ws);
     if (cu_snapshots[n] > 0) {
       auto* flat = host.Array<kernels::BlockSnapshot>(cu_snapshots[n]);
       for (size_t s = 0; s < n; ++s) {

@@ -6,6 +6,7 @@
 #ifndef TANDEM_MODELS_SEGMENT_RUNS_H_
 #define TANDEM_MODELS_SEGMENT_RUNS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -23,8 +24,17 @@ inline bool AllPlainDecode(std::span<const Segment> segments) {
   return true;
 }
 
-// run(first_row, rows) for each maximal run of consecutive segments whose skip[index] is not
-// set (every segment when skip is null): their rows are consecutive.
+// A run of consecutive segments, whose rows are consecutive.
+struct SegmentRun {
+  size_t first_segment = 0;
+  size_t segments = 0;
+  int64_t first_row = 0;
+  int64_t rows = 0;
+  int64_t max_tokens = 0;  // the most rows one of its segments has
+};
+
+// run(SegmentRun) for each maximal run of consecutive segments whose skip[index] is not set
+// (every segment when skip is null).
 template <typename Run>
 void ForEachRowRun(std::span<const Segment> segments, const bool* skip, Run&& run) {
   for (size_t s = 0; s < segments.size();) {
@@ -32,11 +42,14 @@ void ForEachRowRun(std::span<const Segment> segments, const bool* skip, Run&& ru
       ++s;
       continue;
     }
-    size_t end = s;
-    int64_t rows = 0;
-    while (end < segments.size() && (skip == nullptr || !skip[end])) rows += segments[end++].tokens;
-    run(segments[s].row, rows);
-    s = end;
+    SegmentRun r{s, 0, segments[s].row, 0, 0};
+    for (size_t end = s; end < segments.size() && (skip == nullptr || !skip[end]); ++end) {
+      ++r.segments;
+      r.rows += segments[end].tokens;
+      r.max_tokens = std::max(r.max_tokens, segments[end].tokens);
+    }
+    run(r);
+    s += r.segments;
   }
 }
 

@@ -146,6 +146,38 @@ int Main(int argc, char** argv) {
     const double s = Time(iterations, [&] { return PartialAttention(nullptr, a); });
     rows.push_back({"Attention decode, 32 heads / 8 KV × 128, 16K keys", s,
                     2.0 * keys * kv_heads * dh * sizeof(float)});
+
+    // Hydragen's prefix part: 256 sequences' decode rows over that 16K shared prefix, as one
+    // tiled call (shared K/V tiles) against each row over the prefix on its own (per-row
+    // tables: what attention without Hydragen reads). The ratio is the Hydragen speedup goal.
+    const int64_t members = 256;
+    DeviceBuffer<float> mq = Random(members * heads * dh, 5);
+    DeviceBuffer<float> mout = Filled<float>(members * heads * dh, 0.0f);
+    DeviceBuffer<float> mlse = Filled<float>(members * heads, 0.0f);
+    PartialAttentionArgs shared = a;
+    shared.rows = members;
+    shared.causal = false;
+    shared.q = mq.get();
+    shared.out = mout.get();
+    shared.lse = mlse.get();
+    const double tiled = Time(iterations, [&] { return PartialAttention(nullptr, shared); });
+    std::vector<float* const*> per_row(members, dtable.get());
+    std::vector<int64_t> begins(members, 0), ends(members, keys);
+    DeviceBuffer<float* const*> dper_row;
+    DeviceBuffer<int64_t> dbegins, dends;
+    Check(dper_row.Upload(per_row), "upload");
+    Check(dbegins.Upload(begins), "upload");
+    Check(dends.Upload(ends), "upload");
+    PartialAttentionArgs each = shared;
+    each.page_tables = dper_row.get();
+    each.key_begins = dbegins.get();
+    each.key_ends = dends.get();
+    const double one_each = Time(iterations, [&] { return PartialAttention(nullptr, each); });
+    const double flops = 4.0 * members * heads * keys * dh;
+    rows.push_back({"Hydragen prefix: 256 rows × 32 heads over 16K shared keys, tiled", tiled,
+                    2.0 * keys * kv_heads * dh * sizeof(float), flops});
+    rows.push_back({"Hydragen prefix: the same rows each over the keys alone", one_each,
+                    2.0 * keys * kv_heads * dh * sizeof(float) * members, flops});
   }
 
   // Mamba-2 decode step of a 2.7B-sized layer: 80 heads × 64 × N 128 of state, read and written.

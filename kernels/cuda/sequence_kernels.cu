@@ -335,7 +335,7 @@ constexpr int kTileStride = kMaxTiledHeadDim + 1;  // staggers shared-memory ban
 // From this many virtual rows (rows × query heads per KV head) the tiled kernel is used.
 constexpr int64_t kTiledAttentionMinRows = 16;
 
-__global__ void TiledAttentionKernel(PartialAttentionArgs a) {
+__device__ void AttendTile(const PartialAttentionArgs& a) {
   __shared__ float qs[kTileQueries][kTileStride];
   __shared__ float ks[kTileKeys][kTileStride];
   __shared__ float vs[kTileKeys][kTileStride];
@@ -430,6 +430,33 @@ __global__ void TiledAttentionKernel(PartialAttentionArgs a) {
   if (part == 0 && a.lse != nullptr) {
     a.lse[t * a.ld_lse + head] = sum > 0.0f ? running_max + logf(sum) : -INFINITY;
   }
+}
+
+__global__ void TiledAttentionKernel(PartialAttentionArgs a) { AttendTile(a); }
+
+// A varlen pass (AttentionArgs::cu_seqlens): blockIdx.z is the sequence, whose rows sit at
+// consecutive positions over the pages of its first row; blocks past its rows return.
+__global__ void VarlenTiledAttentionKernel(AttentionArgs a) {
+  const int64_t seq = blockIdx.z;
+  const int64_t first = a.cu_seqlens[seq] - a.cu_seqlens[0];
+  const int64_t rows = a.cu_seqlens[seq + 1] - a.cu_seqlens[seq];
+  const int32_t group = a.heads / a.kv.num_kv_heads;
+  if (int64_t{blockIdx.x} * kTileQueries >= rows * group) return;
+  PartialAttentionArgs p;
+  p.rows = rows;
+  p.start_pos = a.positions[first];
+  p.causal = true;
+  p.heads = a.heads;
+  p.q = a.q + first * a.ld_q;
+  p.ld_q = a.ld_q;
+  p.kv = a.kv;
+  p.kv.pages = a.page_tables[first];
+  p.key_begin = 0;
+  p.key_end = p.start_pos + rows;
+  p.scale = a.scale;
+  p.out = a.out + first * a.ld_out;
+  p.ld_out = a.ld_out;
+  AttendTile(p);
 }
 
 // A decode batch (AttentionArgs::page_tables): one warp per (row, query head), each row over
@@ -601,6 +628,16 @@ cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a) {
       a.heads % a.kv.num_kv_heads != 0 || a.kv.head_dim < 1 || a.kv.head_dim > kMaxHeadDim ||
       a.kv.page_tokens <= 0) {
     return cudaErrorInvalidValue;
+  }
+  // Sequences with many rows (prefill chunks) attend tile by tile; decode rows, a warp each.
+  const int64_t group = a.heads / a.kv.num_kv_heads;
+  if (a.sequences > 0 && a.cu_seqlens != nullptr && a.kv.head_dim <= kMaxTiledHeadDim &&
+      a.max_seqlen * group >= kTiledAttentionMinRows) {
+    if (a.sequences > 65535 || a.kv.num_kv_heads > 65535) return cudaErrorInvalidValue;
+    const dim3 grid(Blocks(a.max_seqlen * group, kTileQueries),
+                    static_cast<unsigned>(a.kv.num_kv_heads), static_cast<unsigned>(a.sequences));
+    VarlenTiledAttentionKernel<<<grid, kTileAttentionThreads, 0, stream>>>(a);
+    return cudaGetLastError();
   }
   DecodeAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);
   return cudaGetLastError();

@@ -45,7 +45,8 @@ cudaError_t WriteKvAt(cudaStream_t stream, const float* k, int64_t ld_k, const f
                       const int64_t* positions, const PagedKv& kv);
 // Attention (causal over [0, pos]) is PartialAttention over [0, start_pos + rows) with `causal`.
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& args);
-// A decode batch of attention (AttentionArgs::page_tables set): one launch for every row.
+// Rows with their own tables (AttentionArgs::page_tables set): one launch for every row. With
+// the pass's sequences given (cu_seqlens, max_seqlen), a sequence's rows attend tile by tile.
 cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& args);
 // `out` may be parts[0].out (same stride); unlike on the CPU, `lse` must not be a part's lse.
 cudaError_t MergeAttention(cudaStream_t stream, std::span<const AttentionPart> parts, int64_t rows,

@@ -26,39 +26,7 @@ using testing::ToHost;
 constexpr int64_t kOffset = testing::ScatteredDeviceStates::kOffset;
 using States = testing::ScatteredDeviceStates;
 
-// Sequences of random KV pages, all in one buffer on the host and its copy on the device, with
-// each side's per-sequence page tables and the table of those tables the batched ops read.
-struct PagedSequences {
-  PagedSequences(const std::vector<int64_t>& pages_per_sequence, int64_t page_floats,
-                 uint32_t seed) {
-    int64_t total = 0;
-    for (int64_t n : pages_per_sequence) total += n;
-    host = Rng(seed).Uniform(total * page_floats);
-    device = ToDevice(host);
-    host_pages.resize(pages_per_sequence.size());
-    std::vector<std::vector<float*>> device_pages(pages_per_sequence.size());
-    int64_t page = 0;
-    for (size_t r = 0; r < pages_per_sequence.size(); ++r) {
-      for (int64_t p = 0; p < pages_per_sequence[r]; ++p, ++page) {
-        host_pages[r].push_back(host.data() + page * page_floats);
-        device_pages[r].push_back(device.get() + page * page_floats);
-      }
-      device_page_tables.push_back(ToDevice(device_pages[r]));
-    }
-    std::vector<float* const*> device_tables;
-    for (size_t r = 0; r < pages_per_sequence.size(); ++r) {
-      host_tables.push_back(host_pages[r].data());
-      device_tables.push_back(device_page_tables[r].get());
-    }
-    device_table_of_tables = ToDevice(device_tables);
-  }
-  std::vector<float> host;
-  DeviceBuffer<float> device;
-  std::vector<std::vector<float*>> host_pages;
-  std::vector<DeviceBuffer<float*>> device_page_tables;
-  std::vector<float* const*> host_tables;
-  DeviceBuffer<float* const*> device_table_of_tables;
-};
+using testing::PagedSequences;
 
 std::unique_ptr<CudaOps> NewOps() {
   std::string error;

@@ -225,5 +225,66 @@ TEST(CudaVarlenBatchTest, SsdScanMatchesTheReference) {
   tables.ExpectStatesMatch();
 }
 
+// Attention of a pass's rows, each with its own pages and position, with the sequences named
+// (cu_seqlens, max_seqlen) so that prefill rows attend tile by tile and decode rows alone.
+TEST(CudaVarlenBatchTest, AttentionOfPrefillAndDecodeRowsMatchesTheReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  const int32_t heads = 8, kv_heads = 2, page_tokens = 16;
+  // (first position, rows) per sequence.
+  const std::vector<std::pair<int64_t, int64_t>> sequences = {{10, 40}, {30, 1}, {0, 20}, {5, 1}};
+  for (int32_t head_dim : {64, 128, 160}) {
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
+    std::vector<int64_t> pages;
+    for (const auto& [first, rows] : sequences) {
+      pages.push_back((first + rows + page_tokens - 1) / page_tokens);
+    }
+    testing::PagedSequences kv(pages, page_floats, 31);
+    std::vector<float* const*> host_rows, device_rows;
+    std::vector<int64_t> positions, cu_seqlens = {0};
+    for (size_t s = 0; s < sequences.size(); ++s) {
+      for (int64_t t = 0; t < sequences[s].second; ++t) {
+        host_rows.push_back(kv.host_tables[s]);
+        device_rows.push_back(kv.device_page_tables[s].get());
+        positions.push_back(sequences[s].first + t);
+      }
+      cu_seqlens.push_back(cu_seqlens.back() + sequences[s].second);
+    }
+    const int64_t rows = cu_seqlens.back(), width = int64_t{heads} * head_dim;
+    const std::vector<float> q = Rng(head_dim).Uniform(rows * width);
+    AttentionArgs a;
+    a.tokens = rows;
+    a.heads = heads;
+    a.ld_q = a.ld_out = width;
+    a.kv.page_tokens = page_tokens;
+    a.kv.num_kv_heads = kv_heads;
+    a.kv.head_dim = head_dim;
+    a.scale = 0.125f;
+    std::vector<float> want(rows * width, 0.0f);
+    a.q = q.data();
+    a.out = want.data();
+    a.page_tables = host_rows.data();
+    a.positions = positions.data();
+    Workspace ws;
+    ReferenceOps().Attention(a, ws);
+
+    auto dq = ToDevice(q), dout = ToDevice(std::vector<float>(rows * width, 9.0f));
+    auto drows = ToDevice(device_rows);
+    auto dpositions = ToDevice(positions), dcu = ToDevice(cu_seqlens);
+    a.q = dq.get();
+    a.out = dout.get();
+    a.page_tables = drows.get();
+    a.positions = dpositions.get();
+    a.sequences = static_cast<int64_t>(sequences.size());
+    a.cu_seqlens = dcu.get();
+    a.max_seqlen = 40;
+    ops->Attention(a, ws);
+    ASSERT_EQ(ops->Synchronize(), "");
+    EXPECT_TRUE(AllClose(ToHost(dout), want, 1e-5f, 1e-4f));
+  }
+}
+
 }  // namespace
 }  // namespace tandem::kernels::cuda
