@@ -44,6 +44,8 @@ cudaError_t WriteKvAt(cudaStream_t stream, const float* k, int64_t ld_k, const f
                       int64_t ld_v, int64_t rows, float* const* const* page_tables,
                       const int64_t* positions, const PagedKv& kv);
 // Attention (causal over [0, pos]) is PartialAttention over [0, start_pos + rows) with `causal`.
+// Many rows over the same pages (16 or more rows × query heads per KV head, head_dim ≤ 128)
+// attend tile by tile, sharing K/V tiles in shared memory; fewer rows take a warp per row.
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& args);
 // Rows with their own tables (AttentionArgs::page_tables set): one launch for every row. With
 // the pass's sequences given (cu_seqlens, max_seqlen), a sequence's rows attend tile by tile.
