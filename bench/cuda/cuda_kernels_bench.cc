@@ -147,6 +147,41 @@ int Main(int argc, char** argv) {
     rows.push_back({"Attention decode, 32 heads / 8 KV × 128, 16K keys", s,
                     2.0 * keys * kv_heads * dh * sizeof(float)});
 
+    // The same decode row as the engine issues it (a decode batch of one, per-row tables):
+    // the keys split across the GPU's multiprocessors and merged, against a warp per head.
+    {
+      std::vector<float* const*> one_table = {dtable.get()};
+      std::vector<int64_t> last = {keys - 1};
+      DeviceBuffer<float* const*> drow_table;
+      DeviceBuffer<int64_t> dlast;
+      Check(drow_table.Upload(one_table), "upload");
+      Check(dlast.Upload(last), "upload");
+      AttentionArgs d;
+      d.tokens = 1;
+      d.heads = heads;
+      d.q = q.get();
+      d.ld_q = d.ld_out = heads * dh;
+      d.kv = a.kv;
+      d.scale = a.scale;
+      d.out = out.get();
+      d.page_tables = drow_table.get();
+      d.positions = dlast.get();
+      int multiprocessors = 1;
+      Check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0), "sms");
+      const int splits = DecodeAttentionSplits(d, multiprocessors);
+      DeviceBuffer<float> partial = Filled<float>(splits * heads * dh, 0.0f);
+      DeviceBuffer<float> partial_lse = Filled<float>(splits * heads, 0.0f);
+      const double split = Time(iterations, [&] {
+        return SplitDecodeAttention(nullptr, d, splits, partial.get(), partial_lse.get());
+      });
+      const double whole = Time(iterations, [&] { return DecodeAttention(nullptr, d); });
+      const double bytes = 2.0 * keys * kv_heads * dh * sizeof(float);
+      rows.push_back({"Attention decode batch of 1, 16K keys, " + std::to_string(splits) +
+                          " key splits merged",
+                      split, bytes});
+      rows.push_back({"Attention decode batch of 1, 16K keys, a warp per head", whole, bytes});
+    }
+
     // Hydragen's prefix part: 256 sequences' decode rows over that 16K shared prefix, as one
     // tiled call (shared K/V tiles) against each row over the prefix on its own (per-row
     // tables: what attention without Hydragen reads). The ratio is the Hydragen speedup goal.

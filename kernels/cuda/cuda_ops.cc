@@ -30,7 +30,9 @@ std::unique_ptr<CudaOps> CudaOps::Create(int device, std::string* error) {
     *error = "CUDA device " + std::to_string(device) + ": " + cudaGetErrorString(status);
     return nullptr;
   }
-  return std::unique_ptr<CudaOps>(new CudaOps(device, stream));
+  int multiprocessors = 1;
+  cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+  return std::unique_ptr<CudaOps>(new CudaOps(device, stream, std::max(multiprocessors, 1)));
 }
 
 CudaOps::~CudaOps() {
@@ -290,6 +292,17 @@ void CudaOps::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld
 
 void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
   if (a.page_tables != nullptr) {
+    const int splits = cuda::DecodeAttentionSplits(a, multiprocessors_);
+    if (splits > 1) {
+      const int64_t rows = a.tokens;
+      float* partial = ws.Floats(splits * rows * a.heads * a.kv.head_dim);
+      float* partial_lse = ws.Floats(splits * rows * a.heads);
+      if (Ok()) {
+        Record(cuda::SplitDecodeAttention(stream_, a, splits, partial, partial_lse),
+               "Attention (decode batch, split keys)");
+      }
+      return;
+    }
     if (Ok()) Record(cuda::DecodeAttention(stream_, a), "Attention (decode batch)");
     return;
   }

@@ -88,7 +88,8 @@ class CudaOps final : public Ops {
                       int64_t ld_lse) override;
 
  private:
-  CudaOps(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  CudaOps(int device, cudaStream_t stream, int multiprocessors)
+      : device_(device), multiprocessors_(multiprocessors), stream_(stream) {}
   // Keeps the first failure; true while none has happened (so the op may run).
   bool Ok() const { return error_.empty(); }
   void Record(cudaError_t status, const char* op);
@@ -97,6 +98,7 @@ class CudaOps final : public Ops {
   T* Upload(const T* host, size_t count, Workspace& ws);
 
   int device_;
+  int multiprocessors_;  // sizes the key splits of decode attention
   cudaStream_t stream_;
   std::string error_;
   // The MoE routing runs on the host (the router's logits come back, top-k is picked, tokens are

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -474,6 +475,33 @@ __global__ void DecodeAttentionKernel(AttentionArgs a) {
             a.out + t * a.ld_out + int64_t{head} * dh, nullptr);
 }
 
+// A decode batch with the keys split (flash-decoding): blockIdx.y is the split. Row t's keys
+// [0, positions[t]] are cut into `splits` ranges of at least kMinSplitKeys keys; each warp
+// attends one (row, head) over one range into its split's partial output and lse, merged after.
+constexpr int64_t kMinSplitKeys = 256;
+
+__global__ void SplitDecodeAttentionKernel(AttentionArgs a, int splits, float* partial_out,
+                                           float* partial_lse) {
+  const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (item >= a.tokens * a.heads) return;
+  const int64_t t = item / a.heads;
+  const int32_t head = static_cast<int32_t>(item % a.heads);
+  const int32_t kv_head = head / (a.heads / a.kv.num_kv_heads);
+  const int32_t dh = a.kv.head_dim;
+  const int64_t keys = a.positions[t] + 1;
+  int64_t chunk = (keys + splits - 1) / splits;
+  if (chunk < kMinSplitKeys) chunk = kMinSplitKeys;
+  const int64_t begin = min(keys, int64_t{blockIdx.y} * chunk);
+  const int64_t end = min(keys, begin + chunk);
+  PagedKv kv = a.kv;
+  kv.pages = a.page_tables[t];
+  const int64_t width = int64_t{a.heads} * dh;
+  const int64_t split_floats = a.tokens * width;
+  AttendRow(a.q + t * a.ld_q + int64_t{head} * dh, kv, kv_head, begin, end, a.scale,
+            partial_out + blockIdx.y * split_floats + t * width + int64_t{head} * dh,
+            partial_lse + blockIdx.y * a.tokens * a.heads + t * a.heads + head);
+}
+
 struct Parts {
   int count = 0;
   AttentionPart part[kMaxParts];
@@ -641,6 +669,42 @@ cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a) {
   }
   DecodeAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);
   return cudaGetLastError();
+}
+
+int DecodeAttentionSplits(const AttentionArgs& a, int multiprocessors) {
+  const int64_t group = a.kv.num_kv_heads > 0 ? a.heads / a.kv.num_kv_heads : 1;
+  const bool tiled = a.sequences > 0 && a.cu_seqlens != nullptr &&
+                     a.kv.head_dim <= kMaxTiledHeadDim &&
+                     a.max_seqlen * group >= kTiledAttentionMinRows;
+  if (a.page_tables == nullptr || tiled || a.tokens <= 0) return 1;
+  // Enough warps to give every multiprocessor about 16, in at most kMaxParts splits.
+  const int64_t warps = a.tokens * a.heads;
+  const int64_t wanted = (int64_t{multiprocessors} * 16 + warps - 1) / warps;
+  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(wanted, 1), kMaxParts));
+}
+
+cudaError_t SplitDecodeAttention(cudaStream_t stream, const AttentionArgs& a, int splits,
+                                 float* partial_out, float* partial_lse) {
+  const int64_t items = a.tokens * a.heads;
+  if (items <= 0) return cudaSuccess;
+  if (splits < 1 || splits > kMaxParts || a.page_tables == nullptr || a.positions == nullptr ||
+      a.kv.num_kv_heads <= 0 || a.heads % a.kv.num_kv_heads != 0 || a.kv.head_dim < 1 ||
+      a.kv.head_dim > kMaxHeadDim || a.kv.page_tokens <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 grid(Blocks(items, kWarpsPerBlock), static_cast<unsigned>(splits));
+  SplitDecodeAttentionKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, splits, partial_out,
+                                                                          partial_lse);
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess) return launched;
+  const int64_t width = int64_t{a.heads} * a.kv.head_dim;
+  AttentionPart parts[kMaxParts];
+  for (int i = 0; i < splits; ++i) {
+    parts[i] = {partial_out + i * a.tokens * width, width, partial_lse + i * a.tokens * a.heads,
+                a.heads};
+  }
+  return MergeAttention(stream, {parts, static_cast<size_t>(splits)}, a.tokens, a.heads,
+                        a.kv.head_dim, a.out, a.ld_out, nullptr, 0);
 }
 
 cudaError_t MergeAttention(cudaStream_t stream, std::span<const AttentionPart> parts, int64_t rows,

@@ -50,6 +50,14 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& ar
 // Rows with their own tables (AttentionArgs::page_tables set): one launch for every row. With
 // the pass's sequences given (cu_seqlens, max_seqlen), a sequence's rows attend tile by tile.
 cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& args);
+// Long contexts at small decode batches leave most of the GPU idle with a warp per (row, head):
+// how many key splits a decode batch should use on a device with that many multiprocessors (1:
+// none, or rows that attend tile by tile), and the split attention itself, which writes each
+// split's part into partial_out [splits, rows, heads·head_dim] and partial_lse [splits, rows,
+// heads] (device scratch) and merges them into a.out.
+int DecodeAttentionSplits(const AttentionArgs& a, int multiprocessors);
+cudaError_t SplitDecodeAttention(cudaStream_t stream, const AttentionArgs& a, int splits,
+                                 float* partial_out, float* partial_lse);
 // `out` may be parts[0].out (same stride); unlike on the CPU, `lse` must not be a part's lse.
 cudaError_t MergeAttention(cudaStream_t stream, std::span<const AttentionPart> parts, int64_t rows,
                            int32_t heads, int32_t head_dim, float* out, int64_t ld_out, float* lse,
