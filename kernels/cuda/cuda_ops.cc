@@ -6,7 +6,7 @@
 
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/sequence_kernels.h"
-#include "kernels/reference/reference_ops.h"
+#include "kernels/cuda/moe_kernels.h"
 
 namespace tandem::kernels::cuda {
 namespace {
@@ -190,69 +190,74 @@ void CudaOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate
   }
 }
 
-// Routing on the host: the router's logits come back (one synchronisation per MoE layer),
-// tokens are bucketed by expert, and each expert runs on its rows as a dense MLP whose output is
-// added into its tokens' rows with their routing weights.
+bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count, Workspace& ws,
+                           const void* const** weights, const float* const** scales) {
+  expert_weights_.clear();
+  expert_scales_.clear();
+  for (int32_t e = 0; e < count; ++e) {
+    if (matrices[e].format != matrices[0].format) {
+      Record(cudaErrorInvalidValue, "Moe: experts in different weight formats");
+      return false;
+    }
+    expert_weights_.push_back(matrices[e].data);
+    expert_scales_.push_back(matrices[e].row_scales);
+  }
+  *weights = Upload(expert_weights_.data(), expert_weights_.size(), ws);
+  *scales = matrices[0].format == WeightFormat::kI8
+                ? Upload(expert_scales_.data(), expert_scales_.size(), ws)
+                : nullptr;
+  return Ok();
+}
+
+// Everything on the device, with no wait for the host: the router's top-k per token, the
+// tokens bucketed by expert (moe_kernels.h), every expert's MLP over its bucket in one grouped
+// launch per matrix, and the weighted sum back into token order.
 void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int64_t T = a.tokens, H = a.hidden, I = a.intermediate;
   const int32_t E = a.num_experts, K = a.top_k;
   if (!Ok() || T <= 0) return;
+  const void* const* gate_up = nullptr;
+  const void* const* down = nullptr;
+  const float* const* gate_up_scales = nullptr;
+  const float* const* down_scales = nullptr;
+  if (!ExpertTables(a.gate_up, E, ws, &gate_up, &gate_up_scales) ||
+      !ExpertTables(a.down, E, ws, &down, &down_scales)) {
+    return;
+  }
   float* logits = ws.Floats(T * E);
   Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
-  router_logits_.resize(T * E);
+  const int64_t entries = T * K;
+  int32_t* chosen = ws.Array<int32_t>(entries);
+  float* weights = ws.Floats(entries);
+  int64_t* offsets = ws.Array<int64_t>(E + 1);
+  int32_t* rows = ws.Array<int32_t>(entries);
+  int32_t* position = ws.Array<int32_t>(entries);
   if (Ok()) {
-    Record(cudaMemcpyAsync(router_logits_.data(), logits, T * E * sizeof(float),
-                           cudaMemcpyDeviceToHost, stream_),
-           "Moe router logits");
+    Record(cuda::MoeRoute(stream_, logits, T, E, K, a.renormalize, chosen, weights), "Moe route");
   }
-  Record(cudaStreamSynchronize(stream_), "Moe router logits");
-  if (!Ok()) return;
-  experts_.resize(T * K);
-  weights_.resize(T * K);
-  for (int64_t t = 0; t < T; ++t) {
-    RouteTopK(router_logits_.data() + t * E, E, K, a.renormalize, experts_.data() + t * K,
-              weights_.data() + t * K);
-  }
-  std::vector<int64_t>& offset = expert_offsets_;
-  offset.assign(E + 1, 0);
-  for (int64_t i = 0; i < T * K; ++i) ++offset[experts_[i] + 1];
-  for (int32_t e = 0; e < E; ++e) offset[e + 1] += offset[e];
-  std::vector<int64_t>& fill = expert_fill_;
-  fill.assign(offset.begin(), offset.end() - 1);
-  rows_by_expert_.resize(T * K);
-  weights_by_expert_.resize(T * K);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int32_t j = 0; j < K; ++j) {
-      const int64_t pos = fill[experts_[t * K + j]]++;
-      rows_by_expert_[pos] = static_cast<int32_t>(t);
-      weights_by_expert_[pos] = weights_[t * K + j];
-    }
-  }
-  const int32_t* rows = Upload(rows_by_expert_.data(), rows_by_expert_.size(), ws);
-  const float* row_weights = Upload(weights_by_expert_.data(), weights_by_expert_.size(), ws);
-  int64_t max_rows = 0;
-  for (int32_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offset[e + 1] - offset[e]);
-  float* xin = ws.Floats(max_rows * a.ld_x);
-  float* gu = ws.Floats(max_rows * 2 * I);
-  float* yout = ws.Floats(max_rows * H);
   if (Ok()) {
-    Record(cudaMemset2DAsync(a.out, a.ld_out * sizeof(float), 0, H * sizeof(float), T, stream_),
-           "Moe zero");
+    Record(cuda::MoeBucket(stream_, chosen, T, E, K, offsets, rows, position), "Moe bucket");
   }
-  // The tokens' rows as a table to gather from (ld_x-wide rows).
+  // The bucketed rows (expert e's at [offsets[e], offsets[e+1])); an expert has at most T.
+  float* xin = ws.Floats(entries * a.ld_x);
+  float* gu = ws.Floats(entries * 2 * I);
+  float* yout = ws.Floats(entries * H);
   const WeightMatrix tokens = WeightMatrix::F32(a.x, T, a.ld_x);
-  for (int32_t e = 0; e < E && Ok(); ++e) {
-    const int64_t r0 = offset[e], count = offset[e + 1] - r0;
-    if (count == 0) continue;
-    Record(cuda::GatherRows(stream_, tokens, rows + r0, count, xin, a.ld_x), "Moe gather");
-    Linear(xin, a.ld_x, count, a.gate_up[e], nullptr, gu, 2 * I);
-    GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, count, I, gu, 2 * I);
-    Linear(gu, 2 * I, count, a.down[e], nullptr, yout, H);
-    if (Ok()) {
-      Record(cuda::ScatterAddRows(stream_, yout, H, rows + r0, row_weights + r0, count, H, a.out,
-                                  a.ld_out),
-             "Moe combine");
-    }
+  if (Ok()) Record(cuda::GatherRows(stream_, tokens, rows, entries, xin, a.ld_x), "Moe gather");
+  if (Ok()) {
+    Record(cuda::GroupedLinear(stream_, xin, a.ld_x, T, offsets, E, a.gate_up[0].format, gate_up,
+                               gate_up_scales, 2 * I, H, gu, 2 * I),
+           "Moe gate_up");
+  }
+  GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, entries, I, gu, 2 * I);
+  if (Ok()) {
+    Record(cuda::GroupedLinear(stream_, gu, 2 * I, T, offsets, E, a.down[0].format, down,
+                               down_scales, H, I, yout, H),
+           "Moe down");
+  }
+  if (Ok()) {
+    Record(cuda::MoeCombine(stream_, yout, H, position, weights, T, K, H, a.out, a.ld_out),
+           "Moe combine");
   }
 }
 

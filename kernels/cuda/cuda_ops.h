@@ -101,15 +101,13 @@ class CudaOps final : public Ops {
   int multiprocessors_;  // sizes the key splits of decode attention
   cudaStream_t stream_;
   std::string error_;
-  // The MoE routing runs on the host (the router's logits come back, top-k is picked, tokens are
-  // bucketed by expert): buffers reused across calls.
-  std::vector<float> router_logits_;
-  std::vector<int32_t> experts_;
-  std::vector<float> weights_;
-  std::vector<int32_t> rows_by_expert_;
-  std::vector<float> weights_by_expert_;
-  std::vector<int64_t> expert_offsets_;  // expert e's rows: [offsets[e], offsets[e + 1])
-  std::vector<int64_t> expert_fill_;
+  // MoE: the experts' weight and scale pointers, gathered on the host for upload (reused).
+  std::vector<const void*> expert_weights_;
+  std::vector<const float*> expert_scales_;
+  // Uploads the pointers of matrices [0, count) as the grouped kernels' tables; false (with the
+  // error kept) when the experts are not all in one format.
+  bool ExpertTables(const WeightMatrix* matrices, int32_t count, Workspace& ws,
+                    const void* const** weights, const float* const** scales);
   // GatherRows' ids and the indexed copies' rows, uploaded (grown during warm-up only). One
   // buffer serves every call: the upload is ordered on the stream after the kernels before it.
   DeviceBuffer<int32_t> ids_;

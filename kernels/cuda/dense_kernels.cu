@@ -142,14 +142,6 @@ __global__ void RowsKernel(bool add, const float* src, int64_t ld_src, int64_t r
   }
 }
 
-__global__ void ScatterAddKernel(const float* src, int64_t ld_src, const int32_t* rows,
-                                 const float* scales, int64_t cols, float* dst, int64_t ld_dst) {
-  const float* s = src + blockIdx.x * ld_src;
-  float* d = dst + int64_t{rows[blockIdx.x]} * ld_dst;
-  const float scale = scales[blockIdx.x];
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) d[c] += scale * s[c];
-}
-
 // One block per listed row: dst[i] = src[rows[i]] (gather) or dst[rows[i]] = src[i].
 __global__ void IndexedCopyKernel(bool scatter, const float* src, int64_t ld_src,
                                   const int32_t* rows, int64_t cols, float* dst, int64_t ld_dst) {
@@ -175,12 +167,12 @@ constexpr int kLinearWarps = 8;  // output columns per block
 // Warp w of block (bx, by) computes y[by·8 .. by·8+7][bx·8 + w]: its lanes stride over k, so
 // the weight row is read coalesced, and each lane keeps one partial sum per x row.
 template <WeightFormat F>
-__global__ void LinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
-                             const float* row_scales, int64_t n, int64_t k, const float* bias,
-                             float* y, int64_t ld_y) {
+__device__ void LinearTile(const float* x, int64_t ld_x, int64_t m, const void* w,
+                           const float* row_scales, int64_t n, int64_t k, const float* bias,
+                           float* y, int64_t ld_y, int64_t tile) {
   const int lane = threadIdx.x % kWarp;
   const int64_t j = int64_t{blockIdx.x} * kLinearWarps + threadIdx.x / kWarp;
-  const int64_t r0 = int64_t{blockIdx.y} * kLinearRows;
+  const int64_t r0 = tile * kLinearRows;
   if (j >= n) return;
   const int rows = m - r0 < kLinearRows ? static_cast<int>(m - r0) : kLinearRows;
   using Elem = std::conditional_t<F == WeightFormat::kF32, float,
@@ -206,6 +198,13 @@ __global__ void LinearKernel(const float* x, int64_t ld_x, int64_t m, const void
       y[(r0 + r) * ld_y + j] = s + (bias != nullptr ? bias[j] : 0.0f);
     }
   }
+}
+
+template <WeightFormat F>
+__global__ void LinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
+                             const float* row_scales, int64_t n, int64_t k, const float* bias,
+                             float* y, int64_t ld_y) {
+  LinearTile<F>(x, ld_x, m, w, row_scales, n, k, bias, y, ld_y, blockIdx.y);
 }
 
 // One block per row: each thread scans a strided part of the row skipping NaN, then the block
@@ -262,16 +261,16 @@ constexpr int kTileThreads = 256;  // 16 × 16, each 4 × 4 outputs
 constexpr int64_t kTiledLinearMinRows = 16;
 
 template <WeightFormat F>
-__global__ void TiledLinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
-                                  const float* row_scales, int64_t n, int64_t k, const float* bias,
-                                  float* y, int64_t ld_y) {
+__device__ void TiledLinearTile(const float* x, int64_t ld_x, int64_t m, const void* w,
+                                const float* row_scales, int64_t n, int64_t k, const float* bias,
+                                float* y, int64_t ld_y, int64_t tile) {
   // Stored k-major so that the inner loop reads a row of each; +4 staggers the banks.
   __shared__ float xs[kTileDepth][kTileRows + 4];
   __shared__ float ws[kTileDepth][kTileCols + 4];
   using Elem = std::conditional_t<F == WeightFormat::kF32, float,
                                   std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  const int64_t row0 = int64_t{blockIdx.y} * kTileRows, col0 = int64_t{blockIdx.x} * kTileCols;
+  const int64_t row0 = tile * kTileRows, col0 = int64_t{blockIdx.x} * kTileCols;
   float acc[4][4] = {};
   for (int64_t p0 = 0; p0 < k; p0 += kTileDepth) {
     for (int i = threadIdx.x; i < kTileRows * kTileDepth; i += kTileThreads) {
@@ -312,6 +311,34 @@ __global__ void TiledLinearKernel(const float* x, int64_t ld_x, int64_t m, const
       if constexpr (F == WeightFormat::kI8) s *= row_scales[c];
       y[r * ld_y + c] = s + (bias != nullptr ? bias[c] : 0.0f);
     }
+  }
+}
+
+template <WeightFormat F>
+__global__ void TiledLinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
+                                  const float* row_scales, int64_t n, int64_t k, const float* bias,
+                                  float* y, int64_t ld_y) {
+  TiledLinearTile<F>(x, ld_x, m, w, row_scales, n, k, bias, y, ld_y, blockIdx.y);
+}
+
+// Grouped: expert e = blockIdx.z multiplies rows [offsets[e], offsets[e+1]) of x by its own
+// weights (data and scales from device tables), with no bias; tiles past its rows return. The
+// row counts stay on the device, so MoE never waits for the host.
+template <WeightFormat F, bool kTiled>
+__global__ void GroupedLinearKernel(const float* x, int64_t ld_x, const int64_t* offsets,
+                                    const void* const* weights, const float* const* scales,
+                                    int64_t n, int64_t k, float* y, int64_t ld_y) {
+  const int64_t e = blockIdx.z;
+  const int64_t first = offsets[e], rows = offsets[e + 1] - first;
+  const int64_t tile = blockIdx.y;
+  if (tile * (kTiled ? kTileRows : kLinearRows) >= rows) return;
+  const float* row_scales = scales != nullptr ? scales[e] : nullptr;
+  if constexpr (kTiled) {
+    TiledLinearTile<F>(x + first * ld_x, ld_x, rows, weights[e], row_scales, n, k, nullptr,
+                       y + first * ld_y, ld_y, tile);
+  } else {
+    LinearTile<F>(x + first * ld_x, ld_x, rows, weights[e], row_scales, n, k, nullptr,
+                  y + first * ld_y, ld_y, tile);
   }
 }
 
@@ -389,16 +416,6 @@ cudaError_t IndexedCopyRows(cudaStream_t stream, bool scatter, const float* src,
   return cudaGetLastError();
 }
 
-cudaError_t ScatterAddRows(cudaStream_t stream, const float* src, int64_t ld_src,
-                           const int32_t* rows, const float* scales, int64_t count, int64_t cols,
-                           float* dst, int64_t ld_dst) {
-  if (count <= 0 || cols <= 0) return cudaSuccess;
-  if (count > INT32_MAX) return cudaErrorInvalidValue;
-  ScatterAddKernel<<<static_cast<unsigned>(count), 256, 0, stream>>>(src, ld_src, rows, scales,
-                                                                     cols, dst, ld_dst);
-  return cudaGetLastError();
-}
-
 cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                     const float* weight, float eps, float* out, int64_t ld_out) {
   if (rows <= 0 || dim <= 0) return cudaSuccess;
@@ -454,6 +471,34 @@ cudaError_t ArgmaxRows(cudaStream_t stream, const float* src, int64_t ld_src, in
   ArgmaxRowsKernel<<<static_cast<unsigned>(rows), kArgmaxThreads, 0, stream>>>(src, ld_src, cols,
                                                                                out);
   return cudaGetLastError();
+}
+
+cudaError_t GroupedLinear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t max_rows,
+                          const int64_t* offsets, int32_t groups, WeightFormat format,
+                          const void* const* weights, const float* const* scales, int64_t n,
+                          int64_t k, float* y, int64_t ld_y) {
+  if (max_rows <= 0 || groups <= 0 || n <= 0) return cudaSuccess;
+  if (groups > 65535 || (format == WeightFormat::kI8 && scales == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  const bool tiled = max_rows >= kTiledLinearMinRows;
+  const int64_t tile_rows = tiled ? kTileRows : kLinearRows;
+  const int64_t cols_per_block = tiled ? kTileCols : kLinearWarps;
+  const int64_t row_tiles = (max_rows + tile_rows - 1) / tile_rows;
+  if (row_tiles > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>((n + cols_per_block - 1) / cols_per_block),
+                  static_cast<unsigned>(row_tiles), static_cast<unsigned>(groups));
+  return WithFormat(format, [&](auto f) {
+    constexpr WeightFormat F = decltype(f)::value;
+    if (tiled) {
+      GroupedLinearKernel<F, true><<<grid, kTileThreads, 0, stream>>>(x, ld_x, offsets, weights,
+                                                                      scales, n, k, y, ld_y);
+    } else {
+      GroupedLinearKernel<F, false><<<grid, kLinearWarps * kWarp, 0, stream>>>(
+          x, ld_x, offsets, weights, scales, n, k, y, ld_y);
+    }
+    return cudaGetLastError();
+  });
 }
 
 cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,

@@ -33,12 +33,6 @@ cudaError_t IndexedCopyRows(cudaStream_t stream, bool scatter, const float* src,
                             const int32_t* rows, int64_t count, int64_t cols, float* dst,
                             int64_t ld_dst);
 
-// dst[rows[i]] += scales[i] · src[i] for `count` rows (rows distinct within a call): the MoE
-// combine. `rows` and `scales` are device memory.
-cudaError_t ScatterAddRows(cudaStream_t stream, const float* src, int64_t ld_src,
-                           const int32_t* rows, const float* scales, int64_t count, int64_t cols,
-                           float* dst, int64_t ld_dst);
-
 cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                     const float* weight, float eps, float* out, int64_t ld_out);
 
@@ -66,6 +60,15 @@ cudaError_t ArgmaxRows(cudaStream_t stream, const float* src, int64_t ld_src, in
 // activations are fp32).
 cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
                    const WeightMatrix& w, const float* bias, float* y, int64_t ld_y);
+
+// Linear for `groups` weight matrices at once (MoE experts, all [n, k] in `format`): group e
+// multiplies rows [offsets[e], offsets[e+1]) of x into the same rows of y. offsets [groups + 1],
+// weights [groups] (data pointers) and scales ([groups] row-scale pointers, int8 only) are
+// device memory; max_rows (host) bounds any group's rows and sizes the grid. No bias.
+cudaError_t GroupedLinear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t max_rows,
+                          const int64_t* offsets, int32_t groups, WeightFormat format,
+                          const void* const* weights, const float* const* scales, int64_t n,
+                          int64_t k, float* y, int64_t ld_y);
 
 }  // namespace tandem::kernels::cuda
 

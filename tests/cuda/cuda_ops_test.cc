@@ -64,7 +64,9 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
   Rng rng(1);
   const int64_t H = 48, I = 40, T = 13, ld_x = H + 2, ld_out = H + 3;
   const int32_t E = 4, K = 2;
-  const std::vector<float> x = rng.Uniform(T * ld_x);
+  // MoE also runs 40 tokens: experts then get 16 rows or more, which take the tiled kernels.
+  const int64_t kMaxTokens = 40;
+  const std::vector<float> x = rng.Uniform(kMaxTokens * ld_x);
   auto dx = ToDevice(x);
 
   const auto gate_up = Make(GetParam(), 2 * I, H, 2), down = Make(GetParam(), H, I, 3);
@@ -88,9 +90,10 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
     device_down.push_back(experts_down.back()->device);
   }
   const auto router = Make(WeightFormat::kF32, E, H, 30);
-  for (bool renormalize : {false, true}) {
+  for (const auto [tokens, renormalize] :
+       {std::pair<int64_t, bool>{T, false}, {T, true}, {kMaxTokens, false}}) {
     MoeArgs a;
-    a.tokens = T;
+    a.tokens = tokens;
     a.hidden = H;
     a.intermediate = I;
     a.num_experts = E;
@@ -102,10 +105,10 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
     a.gate_up = host_gu.data();
     a.down = host_down.data();
     a.ld_out = ld_out;
-    std::vector<float> moe_want(T * ld_out, 0.0f);
+    std::vector<float> moe_want(tokens * ld_out, 0.0f);
     a.out = moe_want.data();
     ReferenceOps().Moe(a, host_ws);
-    auto moe_out = ToDevice(std::vector<float>(T * ld_out, 7.0f));
+    auto moe_out = ToDevice(std::vector<float>(tokens * ld_out, 7.0f));
     a.x = dx.get();
     a.router = router->device;
     a.gate_up = device_gu.data();
@@ -115,9 +118,9 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
     ops->Moe(a, ws);
     ASSERT_EQ(ops->Synchronize(), "");
     const std::vector<float> got = ToHost(moe_out);
-    for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < tokens; ++t) {
       ASSERT_TRUE(AllClose(got.data() + t * ld_out, moe_want.data() + t * ld_out, H, 1e-4f, 1e-4f))
-          << "Moe token " << t << (renormalize ? " renormalized" : "");
+          << "Moe token " << t << " of " << tokens << (renormalize ? " renormalized" : "");
     }
   }
 }
