@@ -3,7 +3,8 @@
 # thing to run when a session is lent a GPU (see README, "GPU"). Needs only nvcc, CMake, a C++
 # compiler and the bundle of scripts/prepare-gpu-check.sh in build/gpu-bundle (no package
 # registry is needed); with a bundle made by `prepare-gpu-check.sh --engine-tests` it also runs
-# the engine's GPU tests from the engine_test built here.
+# the engine's GPU tests from the engine_test built there, and the whole-model figures
+# (device_model_speed --device cuda).
 #
 #   scripts/gpu-check.sh [--allow-no-device]
 #
@@ -93,10 +94,21 @@ run_tests cuda_kernels_test "$build/cuda_kernels_test"
 # The engine's GPU tests, when prepare-gpu-check.sh --engine-tests carried a build of them: the
 # whole model, the AVMP pools and the engine on the device against the CPU. Started through the
 # carried loader with the carried libraries; fixtures from this tree.
-engine=build/gpu-bundle/engine
+engine=build/gpu-engine-run/engine
+rm -rf build/gpu-engine-run
+if [[ -f build/gpu-bundle/engine.tar.gz ]]; then
+  mkdir -p build/gpu-engine-run
+  tar -C build/gpu-engine-run -xzf build/gpu-bundle/engine.tar.gz
+fi
+# Runs a carried binary through the carried loader and libraries.
+carried() {
+  local binary=$1
+  shift
+  "$engine/lib/ld-linux-x86-64.so.2" --library-path "$engine/lib" "$engine/$binary" "$@"
+}
 if [[ -x $engine/engine_test ]]; then
-  TANDEM_TEST_DATA=$PWD/tests/data run_tests engine_test "$engine/lib/ld-linux-x86-64.so.2" \
-    --library-path "$engine/lib" "$engine/engine_test" --gtest_filter='*Cuda*'
+  TANDEM_TEST_DATA=$PWD/tests/data run_tests engine_test carried engine_test \
+    --gtest_filter='*Cuda*'
 else
   echo "- engine_test: not carried (scripts/prepare-gpu-check.sh --engine-tests)" >>"$report"
 fi
@@ -113,6 +125,25 @@ if ((!allow_no_device)); then
       echo
       echo '```'
       tail -20 "$out/cuda_kernels_bench.txt"
+      echo '```'
+    } >>"$report"
+  fi
+fi
+
+# The whole model on the device through Generate, against the device's copy bandwidth and
+# Linear rate (docs/BENCHMARKS.md takes the table).
+if ((!allow_no_device)) && [[ -x $engine/device_model_speed ]]; then
+  if carried device_model_speed --device cuda --prefill-tokens 512 --decode-tokens 64 \
+    --weight-dtypes f32,bf16 >"$out/device_model_speed.txt" 2>&1; then
+    { echo; echo "## device_model_speed"; echo; cat "$out/device_model_speed.txt"; } >>"$report"
+  else
+    status=1
+    {
+      echo
+      echo "## device_model_speed FAILED"
+      echo
+      echo '```'
+      tail -20 "$out/device_model_speed.txt"
       echo '```'
     } >>"$report"
   fi

@@ -6,11 +6,12 @@
 #
 #   scripts/prepare-gpu-check.sh [--engine-tests]
 #
-# --engine-tests also builds tests/engine here (build/gpu-engine: CUDA for sm_80 and sm_90,
-# baseline x86-64 code) and carries engine_test with every shared library it loads, the dynamic
-# loader included, so that the engine's GPU tests (the whole model, the AVMP pools and the
-# engine on --device cuda), which need Abseil, OpenBLAS and sentencepiece, run on a machine
-# that has none of them. Its CUDA runtime is linked statically: it needs a driver for CUDA 13.
+# --engine-tests also builds tests/engine and bench/e2e/device_model_speed here (build/gpu-engine:
+# CUDA for sm_80 and sm_90, baseline x86-64 code) and carries them with every shared library
+# they load, the dynamic loader included, gzipped (engine.tar.gz), so that the engine's GPU tests
+# (the whole model, the AVMP pools and the engine on --device cuda) and the whole-model figures,
+# which need Abseil, OpenBLAS and sentencepiece, run on a machine that has none of them. Their
+# CUDA runtime is linked statically: they need a driver for CUDA 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,15 +31,20 @@ cp -a "$source" "$bundle/googletest"
 if ((engine_tests)); then
   build=build/gpu-engine
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTANDEM_NATIVE=OFF \
-    -DTANDEM_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=80;90" -DTANDEM_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$build" --target engine_test
-  mkdir -p "$bundle/engine/lib"
-  cp "$build/tests/engine_test" "$bundle/engine/engine_test"
-  strip --strip-debug "$bundle/engine/engine_test"
-  # Every library ldd resolves, and the loader itself (gpu-check.sh starts the test through it,
-  # so the machine's own libc never meets the libraries built against ours).
-  ldd "$build/tests/engine_test" | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
-    while read -r lib; do cp -L "$lib" "$bundle/engine/lib/"; done
+    -DTANDEM_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=80;90" -DTANDEM_BUILD_BENCH=ON >/dev/null
+  cmake --build "$build" --target engine_test device_model_speed
+  staging=$(mktemp -d)
+  trap 'rm -rf "$staging"' EXIT
+  mkdir -p "$staging/engine/lib"
+  for binary in tests/engine_test bench/device_model_speed; do
+    cp "$build/$binary" "$staging/engine/"
+    strip --strip-debug "$staging/engine/$(basename "$binary")"
+    # Every library ldd resolves, and the loader itself (gpu-check.sh starts the binaries
+    # through it, so the machine's own libc never meets the libraries built against ours).
+    ldd "$build/$binary" | awk '$3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' |
+      while read -r lib; do cp -L "$lib" "$staging/engine/lib/"; done
+  done
+  tar -C "$staging" -czf "$bundle/engine.tar.gz" engine
 fi
 
 size_kib=$(du -sk "$bundle" | cut -f1)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "bench/e2e/model_figures.h"
 #include "kernels/backends.h"
 #include "kernels/cpu/thread_pool.h"
 #include "models/model.h"
@@ -69,36 +70,6 @@ double MeasureGemmPeak(kernels::Ops& ops) {
   return best;
 }
 
-struct Figures {
-  double params = 0;                   // weights held, in floats
-  double prefill_flops_per_token = 0;  // 2 × weights a prefill token multiplies by
-  double decode_bytes_per_token = 0;   // weight bytes a decode step reads (≈, see Estimate)
-};
-
-// Weights each token touches: everything except the embedding table (one row is read) and the
-// experts that routing does not pick; the LM head runs once per forward, not per prefill token.
-// Bytes per weight are the model's average (the small fp32 vectors make it slightly high for
-// 16-bit and int8 storage).
-Figures Estimate(const models::Model& model) {
-  const models::ModelConfig& c = model.config();
-  Figures f;
-  f.params = model.parameters();
-  const double vocab_matrix = double{c.vocab_size} * c.hidden_size;
-  double inactive = 0;
-  for (const models::LayerSpec& layer : c.layers) {
-    if (layer.ffn == models::FfnKind::kMoe) {
-      inactive +=
-          double{c.num_experts - c.experts_per_token} * 3 * c.hidden_size * c.intermediate_size;
-    }
-  }
-  const double lm_head = vocab_matrix;
-  const double embed = c.tie_word_embeddings ? 0 : vocab_matrix;  // tied: counted once
-  const double per_token = f.params - embed - lm_head - inactive;
-  f.prefill_flops_per_token = 2 * per_token;
-  f.decode_bytes_per_token = (per_token + lm_head) * model.weight_bytes() / f.params;
-  return f;
-}
-
 int Main(int argc, char** argv) {
   int threads = 0;
   int64_t prefill_tokens = 512, decode_tokens = 64;
@@ -143,7 +114,7 @@ int Main(int argc, char** argv) {
       return 1;
     }
     const models::Model& m = **model;
-    const Figures f = Estimate(m);
+    const bench::ModelFigures f = bench::Estimate(m);
     const int64_t vocab = m.config().vocab_size;
     kernels::Workspace ws;
     std::vector<int32_t> prompt(prefill_tokens);
