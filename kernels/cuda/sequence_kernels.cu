@@ -649,14 +649,21 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a)
   return cudaGetLastError();
 }
 
+namespace {
+
+// What every launch over rows with their own tables (AttentionArgs::page_tables) needs.
+bool RowTablesValid(const AttentionArgs& a) {
+  return a.page_tables != nullptr && a.positions != nullptr && a.kv.num_kv_heads > 0 &&
+         a.heads % a.kv.num_kv_heads == 0 && a.kv.head_dim >= 1 &&
+         a.kv.head_dim <= kMaxHeadDim && a.kv.page_tokens > 0;
+}
+
+}  // namespace
+
 cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a) {
   const int64_t items = a.tokens * a.heads;
   if (items <= 0) return cudaSuccess;
-  if (a.page_tables == nullptr || a.positions == nullptr || a.kv.num_kv_heads <= 0 ||
-      a.heads % a.kv.num_kv_heads != 0 || a.kv.head_dim < 1 || a.kv.head_dim > kMaxHeadDim ||
-      a.kv.page_tokens <= 0) {
-    return cudaErrorInvalidValue;
-  }
+  if (!RowTablesValid(a)) return cudaErrorInvalidValue;
   // Sequences with many rows (prefill chunks) attend tile by tile; decode rows, a warp each.
   const int64_t group = a.heads / a.kv.num_kv_heads;
   if (a.sequences > 0 && a.cu_seqlens != nullptr && a.kv.head_dim <= kMaxTiledHeadDim &&
@@ -687,11 +694,7 @@ cudaError_t SplitDecodeAttention(cudaStream_t stream, const AttentionArgs& a, in
                                  float* partial_out, float* partial_lse) {
   const int64_t items = a.tokens * a.heads;
   if (items <= 0) return cudaSuccess;
-  if (splits < 1 || splits > kMaxParts || a.page_tables == nullptr || a.positions == nullptr ||
-      a.kv.num_kv_heads <= 0 || a.heads % a.kv.num_kv_heads != 0 || a.kv.head_dim < 1 ||
-      a.kv.head_dim > kMaxHeadDim || a.kv.page_tokens <= 0) {
-    return cudaErrorInvalidValue;
-  }
+  if (splits < 1 || splits > kMaxParts || !RowTablesValid(a)) return cudaErrorInvalidValue;
   const dim3 grid(Blocks(items, kWarpsPerBlock), static_cast<unsigned>(splits));
   SplitDecodeAttentionKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, splits, partial_out,
                                                                           partial_lse);

@@ -19,6 +19,7 @@ namespace {
 
 using kernels::testing::AllClose;
 using kernels::testing::Rng;
+using testing::NewOps;
 using testing::ToDevice;
 using testing::ToHost;
 
@@ -45,13 +46,6 @@ std::unique_ptr<DeviceWeights> Make(WeightFormat format, int64_t rows, int64_t c
   w->device = {format, w->device_bytes.get(),
                format == WeightFormat::kI8 ? w->device_scales.get() : nullptr, rows, cols};
   return w;
-}
-
-std::unique_ptr<CudaOps> NewOps() {
-  std::string error;
-  auto ops = CudaOps::Create(0, &error);
-  EXPECT_NE(ops, nullptr) << error;
-  return ops;
 }
 
 class CudaOpsFormatTest : public ::testing::TestWithParam<WeightFormat> {};

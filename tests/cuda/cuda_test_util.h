@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
 #include "tests/kernels/test_util.h"
 
@@ -38,6 +41,14 @@ inline bool HaveDevice() {
     ASSERT_EQ(tandem_cuda_status, cudaSuccess) << #expr << ": "                    \
                                                << cudaGetErrorString(tandem_cuda_status); \
   } while (0)
+
+// CudaOps on GPU 0; null (with the failure recorded) when the device cannot be used.
+inline std::unique_ptr<CudaOps> NewOps() {
+  std::string error;
+  auto ops = CudaOps::Create(0, &error);
+  EXPECT_NE(ops, nullptr) << error;
+  return ops;
+}
 
 template <typename T>
 DeviceBuffer<T> ToDevice(const std::vector<T>& host) {

@@ -20,6 +20,7 @@ namespace {
 
 using kernels::testing::AllClose;
 using kernels::testing::Rng;
+using testing::NewOps;
 using testing::ToDevice;
 using testing::ToHost;
 
@@ -27,13 +28,6 @@ constexpr int64_t kOffset = testing::ScatteredDeviceStates::kOffset;
 using States = testing::ScatteredDeviceStates;
 
 using testing::PagedSequences;
-
-std::unique_ptr<CudaOps> NewOps() {
-  std::string error;
-  auto ops = CudaOps::Create(0, &error);
-  EXPECT_NE(ops, nullptr) << error;
-  return ops;
-}
 
 TEST(CudaDecodeBatchTest, ConvAndBothScansMatchTheReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();

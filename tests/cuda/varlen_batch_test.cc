@@ -20,6 +20,7 @@ namespace {
 using kernels::testing::AllClose;
 using kernels::testing::Rng;
 using testing::ScatteredDeviceStates;
+using testing::NewOps;
 using testing::ToDevice;
 using testing::ToHost;
 
@@ -82,13 +83,6 @@ struct VarlenTables {
   DeviceBuffer<int32_t> device_cu_snapshots;
   DeviceBuffer<BlockSnapshot> device_snapshots;
 };
-
-std::unique_ptr<CudaOps> NewOps() {
-  std::string error;
-  auto ops = CudaOps::Create(0, &error);
-  EXPECT_NE(ops, nullptr) << error;
-  return ops;
-}
 
 TEST(CudaVarlenBatchTest, CausalConvMatchesTheReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
