@@ -246,11 +246,26 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
     const int64_t tokens = static_cast<int64_t>(batch[s].tokens.size());
     new (&segments[s])
         Segment{batch[s].state, rows, tokens, batch[s].state->tokens, batch[s].snapshots};
-    if (layout_.num_attention_layers() > 0) {
-      // Before any layer's mark: the tables outlive every layer's scratch.
-      segments[s].page_table = ops.Table<float*>(batch[s].state->kv_pages, ws);
-    }
     rows += tokens;
+  }
+  if (layout_.num_attention_layers() > 0) {
+    // Every sequence's page table, back to back in one table (on a device, one upload however
+    // many sequences the pass has); each segment points at its own part. Before any layer's
+    // mark: the tables outlive every layer's scratch.
+    size_t total_pages = 0;
+    for (const SequenceInput& in : batch) total_pages += in.state->kv_pages.size();
+    float** all_pages = host.Array<float*>(std::max<size_t>(total_pages, 1));
+    size_t at = 0;
+    for (const SequenceInput& in : batch) {
+      std::copy(in.state->kv_pages.begin(), in.state->kv_pages.end(), all_pages + at);
+      at += in.state->kv_pages.size();
+    }
+    float* const* device_pages = ops.Table<float*>({all_pages, total_pages}, ws);
+    at = 0;
+    for (size_t s = 0; s < batch.size(); ++s) {
+      segments[s].page_table = device_pages + at;  // an address in the table, not a read
+      at += batch[s].state->kv_pages.size();
+    }
   }
   // The pass's batch tables (ForwardContext), also before any layer's mark.
   const size_t n = batch.size();

@@ -80,9 +80,10 @@ std::unique_ptr<models::Model> LoadOn(const std::string& name, ComputeDevice* de
 }
 
 // Each layer hands each per-sequence op the whole pass in one call (on a GPU, one launch): a
-// decode batch to the step ops, anything else as one varlen call. So the calls a pass makes do
-// not grow with its batch.
-TEST(ComputeDeviceTest, APassMakesAsManySequenceOpCallsForSixSequencesAsForTwo) {
+// decode batch to the step ops, anything else as one varlen call; and the pass's tables are
+// uploaded once, every sequence's pages in one table. So neither the calls nor the uploads a
+// pass makes grow with its batch.
+TEST(ComputeDeviceTest, APassMakesAsManyOpCallsAndUploadsForSixSequencesAsForTwo) {
   HostDevice device;
   for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny"}) {
     SCOPED_TRACE(name);
@@ -93,7 +94,11 @@ TEST(ComputeDeviceTest, APassMakesAsManySequenceOpCallsForSixSequencesAsForTwo) 
     kernels::Workspace ws(size_t{1} << 20, &(*ops)->activation_memory());
     const int32_t vocab = model->config().vocab_size;
     // Fresh sequences: all decoding one token, or the first decoding and the rest prefilling.
-    auto calls_for = [&](int sequences, bool prefill) -> int64_t {
+    struct Counts {
+      int64_t calls, uploads;
+      bool operator==(const Counts&) const = default;
+    };
+    auto calls_for = [&](int sequences, bool prefill) -> Counts {
       std::vector<std::unique_ptr<tandem::testing::TestSequence>> owned;
       std::vector<std::vector<int32_t>> tokens;
       std::vector<models::SequenceInput> batch;
@@ -106,13 +111,14 @@ TEST(ComputeDeviceTest, APassMakesAsManySequenceOpCallsForSixSequencesAsForTwo) 
         batch.push_back({&owned[s]->state(), tokens[s], {}, false});
       }
       std::vector<float> logits(models::Model::LogitRows(batch) * vocab);
-      const int64_t before = device.counts.sequence_op_calls;
+      const int64_t calls = device.counts.sequence_op_calls, uploads = device.counts.table_uploads;
       const absl::Status status = model->Forward(**ops, ws, batch, logits.data());
       EXPECT_TRUE(status.ok()) << status;
-      return device.counts.sequence_op_calls - before;
+      return Counts{device.counts.sequence_op_calls - calls, device.counts.table_uploads - uploads};
     };
-    const int64_t decode = calls_for(2, false), prefill = calls_for(2, true);
-    EXPECT_GT(decode, 0);
+    const Counts decode = calls_for(2, false), prefill = calls_for(2, true);
+    EXPECT_GT(decode.calls, 0);
+    EXPECT_GT(decode.uploads, 0);
     EXPECT_EQ(calls_for(6, false), decode);
     EXPECT_EQ(calls_for(6, true), prefill);
   }

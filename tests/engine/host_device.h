@@ -35,6 +35,7 @@ struct HostDeviceCounts {
   // Calls of the per-sequence ops (conv, scans, RoPE, KV writes, attention) made by the model:
   // on a GPU, a kernel launch each.
   std::atomic<int64_t> sequence_op_calls{0};
+  std::atomic<int64_t> table_uploads{0};  // Ops::Table calls: on a GPU, host-to-device copies
   std::atomic<int> fail_read_backs{0};  // the next N ReadBack calls report a failed op
   std::atomic<bool> activations_full{false};  // activation blocks cannot be had
 };
@@ -97,6 +98,7 @@ class SeparateMemoryOps final : public kernels::Ops {
   }
   const void* TableBytes(const void* host, size_t bytes, kernels::Workspace& ws) override {
     // A device copies the table into its memory; so does this one.
+    ++counts_->table_uploads;
     void* table = ws.Array<std::byte>(bytes);
     if (bytes > 0) std::memcpy(table, host, bytes);
     return table;
