@@ -1,12 +1,14 @@
 #include "kernels/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "kernels/cuda/dense_kernels.h"
-#include "kernels/cuda/sequence_kernels.h"
 #include "kernels/cuda/moe_kernels.h"
+#include "kernels/cuda/sequence_kernels.h"
 
 namespace tandem::kernels::cuda {
 namespace {
@@ -38,6 +40,7 @@ std::unique_ptr<CudaOps> CudaOps::Create(int device, std::string* error) {
 CudaOps::~CudaOps() {
   cudaStreamSynchronize(stream_);
   cudaStreamDestroy(stream_);
+  if (staging_ != nullptr) cudaFreeHost(staging_);
 }
 
 MemorySource& CudaOps::activation_memory() {
@@ -53,7 +56,30 @@ void CudaOps::Record(cudaError_t status, const char* op) {
 
 std::string CudaOps::Synchronize() {
   Record(cudaStreamSynchronize(stream_), "synchronize");
+  staged_ = 0;  // the stream has consumed every staged upload
   return std::exchange(error_, std::string());
+}
+
+std::byte* CudaOps::Stage(size_t bytes) {
+  constexpr size_t kAlign = 16;
+  if (staged_ + bytes > staging_capacity_) {
+    // Copies still queued may read the staged bytes: wait for them before reusing or freeing.
+    Record(cudaStreamSynchronize(stream_), "upload staging");
+    staged_ = 0;
+    if (bytes > staging_capacity_) {
+      if (staging_ != nullptr) cudaFreeHost(staging_);
+      staging_ = nullptr;
+      staging_capacity_ = 0;
+      const size_t capacity = std::max<size_t>(bytes, size_t{1} << 20);
+      void* pinned = nullptr;
+      if (cudaHostAlloc(&pinned, capacity, cudaHostAllocDefault) != cudaSuccess) return nullptr;
+      staging_ = static_cast<std::byte*>(pinned);
+      staging_capacity_ = capacity;
+    }
+  }
+  std::byte* at = staging_ + staged_;
+  staged_ = std::min(staging_capacity_, (staged_ + bytes + kAlign - 1) / kAlign * kAlign);
+  return at;
 }
 
 void CudaOps::BindCallingThread() { Record(cudaSetDevice(device_), "bind thread"); }
@@ -85,10 +111,17 @@ std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t ro
 template <typename T>
 T* CudaOps::Upload(const T* host, size_t count, Workspace& ws) {
   T* device = ws.Array<T>(std::max<size_t>(count, 1));
-  if (count > 0) {
-    Record(cudaMemcpyAsync(device, host, count * sizeof(T), cudaMemcpyHostToDevice, stream_),
-           "upload");
+  const size_t bytes = count * sizeof(T);
+  if (bytes == 0 || !Ok()) return device;
+  // Through pinned staging the copy is truly asynchronous: the host goes on issuing work. Without
+  // it (no pinned memory to be had) a copy from pageable memory still works, more slowly.
+  std::byte* staged = Stage(bytes);
+  const void* from = host;
+  if (staged != nullptr) {
+    std::memcpy(staged, host, bytes);
+    from = staged;
   }
+  Record(cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream_), "upload");
   return device;
 }
 
@@ -147,7 +180,6 @@ void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t co
 }
 
 const void* CudaOps::TableBytes(const void* host, size_t bytes, Workspace& ws) {
-  // From pageable memory the copy returns once the table has been read.
   return Upload<std::byte>(static_cast<const std::byte*>(host), bytes, ws);
 }
 

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,14 +94,22 @@ class CudaOps final : public Ops {
   // Keeps the first failure; true while none has happened (so the op may run).
   bool Ok() const { return error_.empty(); }
   void Record(cudaError_t status, const char* op);
-  // `count` values copied into device scratch from `ws` (enqueued on the stream).
+  // `count` values copied into device scratch from `ws` (enqueued on the stream, through the
+  // pinned staging buffer: `host` may be reused as soon as this returns).
   template <typename T>
   T* Upload(const T* host, size_t count, Workspace& ws);
+  // `bytes` of pinned host memory for an upload, valid until the stream has run the copies
+  // queued so far (staging is recycled at each Synchronize); null when none can be had.
+  std::byte* Stage(size_t bytes);
 
   int device_;
   int multiprocessors_;  // sizes the key splits of decode attention
   cudaStream_t stream_;
   std::string error_;
+  // Pinned host memory the uploads of a pass go through (tables, MoE's expert pointers).
+  std::byte* staging_ = nullptr;
+  size_t staging_capacity_ = 0;
+  size_t staged_ = 0;
   // MoE: the experts' weight and scale pointers, gathered on the host for upload (reused).
   std::vector<const void*> expert_weights_;
   std::vector<const float*> expert_scales_;
