@@ -108,20 +108,24 @@ std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t ro
   return Synchronize();
 }
 
-template <typename T>
-T* CudaOps::Upload(const T* host, size_t count, Workspace& ws) {
-  T* device = ws.Array<T>(std::max<size_t>(count, 1));
-  const size_t bytes = count * sizeof(T);
-  if (bytes == 0 || !Ok()) return device;
+void CudaOps::CopyToDevice(void* device, const void* host, size_t bytes, const char* op) {
+  if (bytes == 0 || !Ok()) return;
   // Through pinned staging the copy is truly asynchronous: the host goes on issuing work. Without
-  // it (no pinned memory to be had) a copy from pageable memory still works, more slowly.
+  // it (no pinned memory to be had) a copy from pageable memory still works, more slowly: it
+  // returns once `host` has been read.
   std::byte* staged = Stage(bytes);
   const void* from = host;
   if (staged != nullptr) {
     std::memcpy(staged, host, bytes);
     from = staged;
   }
-  Record(cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+  Record(cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream_), op);
+}
+
+template <typename T>
+T* CudaOps::Upload(const T* host, size_t count, Workspace& ws) {
+  T* device = ws.Array<T>(std::max<size_t>(count, 1));
+  CopyToDevice(device, host, count * sizeof(T), "upload");
   return device;
 }
 
@@ -134,10 +138,7 @@ bool CudaOps::UploadIds(std::span<const int32_t> ids, const char* op) {
   if (!Ok()) return false;
   if (ids_.size() < ids.size()) Record(ids_.Allocate(ids.size()), op);
   if (!Ok()) return false;
-  // From pageable memory this copy returns once `ids` has been read, so the span may go.
-  Record(cudaMemcpyAsync(ids_.get(), ids.data(), ids.size_bytes(), cudaMemcpyHostToDevice,
-                         stream_),
-         op);
+  CopyToDevice(ids_.get(), ids.data(), ids.size_bytes(), op);  // the span may go after this
   return Ok();
 }
 

@@ -98,6 +98,9 @@ class CudaOps final : public Ops {
   // pinned staging buffer: `host` may be reused as soon as this returns).
   template <typename T>
   T* Upload(const T* host, size_t count, Workspace& ws);
+  // Enqueues a copy of `bytes` at `host` to `device` through the staging buffer; `host` may be
+  // reused as soon as this returns.
+  void CopyToDevice(void* device, const void* host, size_t bytes, const char* op);
   // `bytes` of pinned host memory for an upload, valid until the stream has run the copies
   // queued so far (staging is recycled at each Synchronize); null when none can be had.
   std::byte* Stage(size_t bytes);
