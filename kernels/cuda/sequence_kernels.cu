@@ -41,42 +41,41 @@ __device__ float WarpSum(float v) {
 
 // The rows, state and snapshots one block works on: the whole call with the by-value list, a
 // decode batch's row (blockIdx.y = the sequence; no snapshots), or a varlen call's sequence
-// (blockIdx.y) with its entries of the flat snapshot table.
+// (blockIdx.y) with its entries of the flat snapshot table. The by-value list stays the kernel
+// parameter it is (read through the accessors below): holding its address would copy all of it
+// into every thread's local memory.
 struct Rows {
   float* state;
   int64_t first;
   int64_t tokens;
-  const Snapshots* by_value;  // null: `flat` (from flat_begin, flat_count entries)
-  const BlockSnapshot* flat;
-  int64_t flat_offset;  // floats into each flat entry's block
+  const BlockSnapshot* flat;  // null: the by-value list
+  int64_t flat_offset;        // floats into each flat entry's block
   int flat_count;
-
-  __device__ int snapshot_count() const {
-    return by_value != nullptr ? by_value->count : flat_count;
-  }
-  __device__ int64_t snapshot_after(int i) const {
-    return by_value != nullptr ? by_value->after[i] : flat[i].after_tokens;
-  }
-  __device__ float* snapshot_dst(int i) const {
-    return by_value != nullptr ? by_value->dst[i] : flat[i].block + flat_offset;
-  }
 };
 
 template <typename Args>
-__device__ Rows RowsOf(const Args& a, const Snapshots& snaps) {
-  if (a.state_table == nullptr) return {a.state, 0, a.tokens, &snaps, nullptr, 0, 0};
+__device__ Rows RowsOf(const Args& a) {
+  if (a.state_table == nullptr) return {a.state, 0, a.tokens, nullptr, 0, 0};
   const int64_t seq = blockIdx.y;
   float* state = a.state_table[seq] + a.state_offset;
   const VarlenSequences& v = a.sequences;
-  if (v.count == 0) return {state, seq, 1, &snaps, nullptr, 0, 0};  // snaps is empty
+  if (v.count == 0) return {state, seq, 1, nullptr, 0, 0};  // the by-value list is empty
   const int64_t first = v.cu_seqlens[seq];
-  if (v.cu_snapshots == nullptr) {
-    return {state, first, v.cu_seqlens[seq + 1] - first, nullptr, nullptr, 0, 0};
-  }
+  const int64_t tokens = v.cu_seqlens[seq + 1] - first;
+  if (v.cu_snapshots == nullptr) return {state, first, tokens, v.snapshots, 0, 0};
   const int32_t begin = v.cu_snapshots[seq];
   const int count = v.cu_snapshots[seq + 1] - begin;
-  return {state, first, v.cu_seqlens[seq + 1] - first, nullptr, v.snapshots + begin,
-          a.state_offset, count};
+  return {state, first, tokens, v.snapshots + begin, a.state_offset, count};
+}
+
+__device__ __forceinline__ int SnapshotCount(const Rows& rows, const Snapshots& snaps) {
+  return rows.flat != nullptr ? rows.flat_count : snaps.count;
+}
+__device__ __forceinline__ int64_t SnapshotAfter(const Rows& rows, const Snapshots& snaps, int i) {
+  return rows.flat != nullptr ? rows.flat[i].after_tokens : snaps.after[i];
+}
+__device__ __forceinline__ float* SnapshotDst(const Rows& rows, const Snapshots& snaps, int i) {
+  return rows.flat != nullptr ? rows.flat[i].block + rows.flat_offset : snaps.dst[i];
 }
 
 __device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -87,7 +86,7 @@ __device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= a.channels) return;
-  const Rows rows = RowsOf(a, snaps);
+  const Rows rows = RowsOf(a);
   const int K = a.kernel, C = a.channels;
   float window[kMaxConvKernel];  // window[0 .. K-2]: the previous inputs, oldest first
   for (int i = 0; i + 1 < K; ++i) window[i] = rows.state[int64_t{i} * C + c];
@@ -96,8 +95,8 @@ __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
   const float bias = a.bias != nullptr ? a.bias[c] : 0.0f;
   int next = 0;
   auto emit = [&](int64_t done) {
-    while (next < rows.snapshot_count() && rows.snapshot_after(next) == done) {
-      float* dst = rows.snapshot_dst(next);
+    while (next < SnapshotCount(rows, snaps) && SnapshotAfter(rows, snaps, next) == done) {
+      float* dst = SnapshotDst(rows, snaps, next);
       for (int i = 0; i + 1 < K; ++i) dst[int64_t{i} * C + c] = window[i];
       ++next;
     }
@@ -132,7 +131,7 @@ __device__ void StoreRow(const float (&h)[kMaxStatePerLane], int32_t n_state, fl
 __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
   const int64_t d = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
   if (d >= a.inner) return;
-  const Rows rows = RowsOf(a, snaps);
+  const Rows rows = RowsOf(a);
   const int lane = threadIdx.x % kWarp;
   const int32_t N = a.state_size;
   float h[kMaxStatePerLane], A[kMaxStatePerLane];
@@ -144,8 +143,8 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
   const int64_t row_offset = d * N;
   int next = 0;
   auto emit = [&](int64_t done) {
-    while (next < rows.snapshot_count() && rows.snapshot_after(next) == done) {
-      StoreRow(h, N, rows.snapshot_dst(next) + row_offset);
+    while (next < SnapshotCount(rows, snaps) && SnapshotAfter(rows, snaps, next) == done) {
+      StoreRow(h, N, SnapshotDst(rows, snaps, next) + row_offset);
       ++next;
     }
   };
@@ -185,7 +184,7 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;  // h·P + p
   const int64_t H = a.heads, P = a.head_dim;
   if (row >= H * P) return;
-  const Rows rows = RowsOf(a, snaps);
+  const Rows rows = RowsOf(a);
   const int lane = threadIdx.x % kWarp;
   const int64_t hd = row / P;
   const int64_t g = hd / (H / a.groups);
@@ -197,8 +196,8 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   }
   int next = 0;
   auto emit = [&](int64_t done) {
-    while (next < rows.snapshot_count() && rows.snapshot_after(next) == done) {
-      StoreRow(s, N, rows.snapshot_dst(next) + row * N);
+    while (next < SnapshotCount(rows, snaps) && SnapshotAfter(rows, snaps, next) == done) {
+      StoreRow(s, N, SnapshotDst(rows, snaps, next) + row * N);
       ++next;
     }
   };
@@ -372,8 +371,11 @@ __device__ void AttendTile(const PartialAttentionArgs& a) {
   const int64_t tile_end = limit_of(last_t / group);  // rows grow with t, so the last sees most
   __syncthreads();
 
+  // Fully unrolled loops over acc keep it in registers (a loop that breaks early would index
+  // it at run time and put it in local memory).
   constexpr int kPerThread = kMaxTiledHeadDim / 4;
   float acc[kPerThread];
+#pragma unroll
   for (int i = 0; i < kPerThread; ++i) acc[i] = 0.0f;
   float running_max = -INFINITY, sum = 0.0f;
   for (int64_t k0 = a.key_begin; k0 < tile_end; k0 += kTileKeys) {
@@ -412,21 +414,24 @@ __device__ void AttendTile(const PartialAttentionArgs& a) {
     sum = sum * rescale + tile_sum;
     running_max = new_max;
     __syncwarp();
+#pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int e = part + 4 * i;
-      if (e >= dh) break;
-      float o = acc[i] * rescale;
-      for (int j = 0; j < kTileKeys; ++j) o += ps[row][j] * vs[j][e];
-      acc[i] = o;
+      if (e < dh) {
+        float o = acc[i] * rescale;
+#pragma unroll
+        for (int j = 0; j < kTileKeys; ++j) o += ps[row][j] * vs[j][e];
+        acc[i] = o;
+      }
     }
     __syncthreads();
   }
   if (!live) return;
   float* orow = a.out + t * a.ld_out + int64_t{head} * dh;
+#pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int e = part + 4 * i;
-    if (e >= dh) break;
-    orow[e] = sum > 0.0f ? acc[i] / sum : 0.0f;
+    if (e < dh) orow[e] = sum > 0.0f ? acc[i] / sum : 0.0f;
   }
   if (part == 0 && a.lse != nullptr) {
     a.lse[t * a.ld_lse + head] = sum > 0.0f ? running_max + logf(sum) : -INFINITY;
