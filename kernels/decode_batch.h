@@ -47,7 +47,8 @@ void ForEachVarlenPart(const Args& call, Step&& step, Full&& full) {
     return seqs.cu_seqlens[s + 1] - seqs.cu_seqlens[s] == 1 &&
            (seqs.cu_snapshots == nullptr || seqs.cu_snapshots[s + 1] == seqs.cu_snapshots[s]);
   };
-  std::vector<StateSnapshot> snapshots;
+  // Reused across calls (every layer of every pass makes one), so steady state allocates nothing.
+  thread_local std::vector<StateSnapshot> snapshots;
   for (int64_t s = 0; s < seqs.count;) {
     int64_t end = s;
     while (end < seqs.count && plain_decode(end)) ++end;

@@ -33,6 +33,78 @@ Names NamesFor(Family family) {
   return {};
 }
 
+// The tables a pass hands the backend's kernels (ForwardContext), built once per pass in the
+// backend's memory (Ops::Table: on a device, one upload each, whatever the batch), before any
+// layer's mark so that they outlive every layer's scratch. Also points each segment at its page
+// table.
+struct PassTables {
+  float* const* ssm_blocks = nullptr;
+  kernels::VarlenSequences sequences;
+  float* const* const* row_page_tables = nullptr;
+  const int64_t* row_positions = nullptr;
+};
+
+PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::Workspace& host,
+                           std::span<const SequenceInput> batch, std::span<Segment> segments,
+                           int64_t rows, bool attention, bool ssm) {
+  const size_t n = batch.size();
+  PassTables tables;
+  if (attention) {
+    // Every sequence's page table back to back in one table; each segment points at its part.
+    size_t total_pages = 0;
+    for (const SequenceInput& in : batch) total_pages += in.state->kv_pages.size();
+    float** all_pages = host.Array<float*>(std::max<size_t>(total_pages, 1));
+    size_t at = 0;
+    for (const SequenceInput& in : batch) {
+      std::copy(in.state->kv_pages.begin(), in.state->kv_pages.end(), all_pages + at);
+      at += in.state->kv_pages.size();
+    }
+    float* const* device_pages = ops.Table<float*>({all_pages, total_pages}, ws);
+    at = 0;
+    for (size_t s = 0; s < n; ++s) {
+      segments[s].page_table = device_pages + at;  // an address in the table, not a read
+      at += batch[s].state->kv_pages.size();
+    }
+    // Per row: its sequence's page table and its position.
+    auto** row_tables = host.Array<float* const*>(rows);
+    int64_t* positions = host.Array<int64_t>(rows);
+    for (const Segment& seg : segments) {
+      for (int64_t t = 0; t < seg.tokens; ++t) {
+        row_tables[seg.row + t] = seg.page_table;
+        positions[seg.row + t] = seg.start_pos + t;
+      }
+    }
+    const size_t row_count = static_cast<size_t>(rows);
+    tables.row_page_tables = ops.Table<float* const*>({row_tables, row_count}, ws);
+    tables.row_positions = ops.Table<int64_t>({positions, row_count}, ws);
+  }
+  int64_t* cu_seqlens = host.Array<int64_t>(n + 1);
+  cu_seqlens[0] = 0;
+  for (size_t s = 0; s < n; ++s) cu_seqlens[s + 1] = cu_seqlens[s] + segments[s].tokens;
+  tables.sequences.count = static_cast<int64_t>(n);
+  tables.sequences.cu_seqlens = ops.Table<int64_t>({cu_seqlens, n + 1}, ws);
+  if (ssm) {
+    float** blocks = host.Array<float*>(n);
+    int32_t* cu_snapshots = host.Array<int32_t>(n + 1);
+    cu_snapshots[0] = 0;
+    for (size_t s = 0; s < n; ++s) {
+      blocks[s] = batch[s].state->ssm;
+      cu_snapshots[s + 1] = cu_snapshots[s] + static_cast<int32_t>(batch[s].snapshots.size());
+    }
+    tables.ssm_blocks = ops.Table<float*>({blocks, n}, ws);
+    if (cu_snapshots[n] > 0) {
+      auto* flat = host.Array<kernels::BlockSnapshot>(cu_snapshots[n]);
+      for (size_t s = 0; s < n; ++s) {
+        std::copy(batch[s].snapshots.begin(), batch[s].snapshots.end(), flat + cu_snapshots[s]);
+      }
+      tables.sequences.cu_snapshots = ops.Table<int32_t>({cu_snapshots, n + 1}, ws);
+      tables.sequences.snapshots = ops.Table<kernels::BlockSnapshot>(
+          {flat, static_cast<size_t>(cu_snapshots[n])}, ws);
+    }
+  }
+  return tables;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
@@ -248,78 +320,18 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
         Segment{batch[s].state, rows, tokens, batch[s].state->tokens, batch[s].snapshots};
     rows += tokens;
   }
-  if (layout_.num_attention_layers() > 0) {
-    // Every sequence's page table, back to back in one table (on a device, one upload however
-    // many sequences the pass has); each segment points at its own part. Before any layer's
-    // mark: the tables outlive every layer's scratch.
-    size_t total_pages = 0;
-    for (const SequenceInput& in : batch) total_pages += in.state->kv_pages.size();
-    float** all_pages = host.Array<float*>(std::max<size_t>(total_pages, 1));
-    size_t at = 0;
-    for (const SequenceInput& in : batch) {
-      std::copy(in.state->kv_pages.begin(), in.state->kv_pages.end(), all_pages + at);
-      at += in.state->kv_pages.size();
-    }
-    float* const* device_pages = ops.Table<float*>({all_pages, total_pages}, ws);
-    at = 0;
-    for (size_t s = 0; s < batch.size(); ++s) {
-      segments[s].page_table = device_pages + at;  // an address in the table, not a read
-      at += batch[s].state->kv_pages.size();
-    }
-  }
-  // The pass's batch tables (ForwardContext), also before any layer's mark.
-  const size_t n = batch.size();
-  kernels::VarlenSequences sequences;
-  int64_t* cu_seqlens = host.Array<int64_t>(n + 1);
-  cu_seqlens[0] = 0;
-  for (size_t s = 0; s < n; ++s) cu_seqlens[s + 1] = cu_seqlens[s] + segments[s].tokens;
-  sequences.count = static_cast<int64_t>(n);
-  sequences.cu_seqlens = ops.Table<int64_t>({cu_seqlens, n + 1}, ws);
-  float* const* ssm_blocks = nullptr;
-  if (config_.num_ssm_layers > 0) {
-    float** blocks = host.Array<float*>(n);
-    int32_t* cu_snapshots = host.Array<int32_t>(n + 1);
-    cu_snapshots[0] = 0;
-    for (size_t s = 0; s < n; ++s) {
-      blocks[s] = batch[s].state->ssm;
-      cu_snapshots[s + 1] = cu_snapshots[s] + static_cast<int32_t>(batch[s].snapshots.size());
-    }
-    ssm_blocks = ops.Table<float*>({blocks, n}, ws);
-    if (cu_snapshots[n] > 0) {
-      auto* flat = host.Array<kernels::BlockSnapshot>(cu_snapshots[n]);
-      for (size_t s = 0; s < n; ++s) {
-        std::copy(batch[s].snapshots.begin(), batch[s].snapshots.end(), flat + cu_snapshots[s]);
-      }
-      sequences.cu_snapshots = ops.Table<int32_t>({cu_snapshots, n + 1}, ws);
-      sequences.snapshots = ops.Table<kernels::BlockSnapshot>(
-          {flat, static_cast<size_t>(cu_snapshots[n])}, ws);
-    }
-  }
-  float* const* const* row_page_tables = nullptr;
-  const int64_t* row_positions = nullptr;
-  if (layout_.num_attention_layers() > 0) {
-    auto** tables = host.Array<float* const*>(rows);
-    int64_t* positions = host.Array<int64_t>(rows);
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const Segment& seg = segments[s];
-      for (int64_t t = 0; t < seg.tokens; ++t) {
-        tables[seg.row + t] = seg.page_table;
-        positions[seg.row + t] = seg.start_pos + t;
-      }
-    }
-    const size_t n = static_cast<size_t>(rows);
-    row_page_tables = ops.Table<float* const*>({tables, n}, ws);
-    row_positions = ops.Table<int64_t>({positions, n}, ws);
-  }
+  const PassTables tables =
+      BuildPassTables(ops, ws, host, batch, {segments, batch.size()}, rows,
+                      layout_.num_attention_layers() > 0, config_.num_ssm_layers > 0);
   const ForwardContext ctx{ops,
                            ws,
                            host,
                            layout_,
                            {segments, batch.size()},
-                           ssm_blocks,
-                           sequences,
-                           row_page_tables,
-                           row_positions,
+                           tables.ssm_blocks,
+                           tables.sequences,
+                           tables.row_page_tables,
+                           tables.row_positions,
                            rows,
                            options.hydragen,
                            options.stats};

@@ -466,27 +466,14 @@ __global__ void VarlenTiledAttentionKernel(AttentionArgs a) {
 }
 
 // A decode batch (AttentionArgs::page_tables): one warp per (row, query head), each row over
-// its own sequence's pages up to its position.
-__global__ void DecodeAttentionKernel(AttentionArgs a) {
-  const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (item >= a.tokens * a.heads) return;
-  const int64_t t = item / a.heads;
-  const int32_t head = static_cast<int32_t>(item % a.heads);
-  const int32_t kv_head = head / (a.heads / a.kv.num_kv_heads);
-  const int32_t dh = a.kv.head_dim;
-  PagedKv kv = a.kv;
-  kv.pages = a.page_tables[t];
-  AttendRow(a.q + t * a.ld_q + int64_t{head} * dh, kv, kv_head, 0, a.positions[t] + 1, a.scale,
-            a.out + t * a.ld_out + int64_t{head} * dh, nullptr);
-}
-
-// A decode batch with the keys split (flash-decoding): blockIdx.y is the split. Row t's keys
-// [0, positions[t]] are cut into `splits` ranges of at least kMinSplitKeys keys; each warp
-// attends one (row, head) over one range into its split's partial output and lse, merged after.
+// its own sequence's pages up to its position. With the keys split (flash-decoding), blockIdx.y
+// is the split: row t's keys [0, positions[t]] are cut into `splits` ranges of at least
+// kMinSplitKeys keys, and each split writes its part (at split_floats / split_lse apart, the
+// lse included) for the merge after. Unsplit (splits == 1), the row goes straight to a.out.
 constexpr int64_t kMinSplitKeys = 256;
 
-__global__ void SplitDecodeAttentionKernel(AttentionArgs a, int splits, float* partial_out,
-                                           float* partial_lse) {
+__global__ void DecodeAttentionKernel(AttentionArgs a, int splits, float* out, int64_t ld_out,
+                                      int64_t split_floats, float* lse, int64_t split_lse) {
   const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
   if (item >= a.tokens * a.heads) return;
   const int64_t t = item / a.heads;
@@ -500,11 +487,9 @@ __global__ void SplitDecodeAttentionKernel(AttentionArgs a, int splits, float* p
   const int64_t end = min(keys, begin + chunk);
   PagedKv kv = a.kv;
   kv.pages = a.page_tables[t];
-  const int64_t width = int64_t{a.heads} * dh;
-  const int64_t split_floats = a.tokens * width;
   AttendRow(a.q + t * a.ld_q + int64_t{head} * dh, kv, kv_head, begin, end, a.scale,
-            partial_out + blockIdx.y * split_floats + t * width + int64_t{head} * dh,
-            partial_lse + blockIdx.y * a.tokens * a.heads + t * a.heads + head);
+            out + blockIdx.y * split_floats + t * ld_out + int64_t{head} * dh,
+            lse != nullptr ? lse + blockIdx.y * split_lse + t * a.heads + head : nullptr);
 }
 
 struct Parts {
@@ -679,7 +664,8 @@ cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a) {
     VarlenTiledAttentionKernel<<<grid, kTileAttentionThreads, 0, stream>>>(a);
     return cudaGetLastError();
   }
-  DecodeAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(a);
+  DecodeAttentionKernel<<<Blocks(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
+      a, 1, a.out, a.ld_out, 0, nullptr, 0);
   return cudaGetLastError();
 }
 
@@ -700,12 +686,12 @@ cudaError_t SplitDecodeAttention(cudaStream_t stream, const AttentionArgs& a, in
   const int64_t items = a.tokens * a.heads;
   if (items <= 0) return cudaSuccess;
   if (splits < 1 || splits > kMaxParts || !RowTablesValid(a)) return cudaErrorInvalidValue;
+  const int64_t width = int64_t{a.heads} * a.kv.head_dim;
   const dim3 grid(Blocks(items, kWarpsPerBlock), static_cast<unsigned>(splits));
-  SplitDecodeAttentionKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, splits, partial_out,
-                                                                          partial_lse);
+  DecodeAttentionKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(
+      a, splits, partial_out, width, a.tokens * width, partial_lse, a.tokens * a.heads);
   const cudaError_t launched = cudaGetLastError();
   if (launched != cudaSuccess) return launched;
-  const int64_t width = int64_t{a.heads} * a.kv.head_dim;
   AttentionPart parts[kMaxParts];
   for (int i = 0; i < splits; ++i) {
     parts[i] = {partial_out + i * a.tokens * width, width, partial_lse + i * a.tokens * a.heads,
