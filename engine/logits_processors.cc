@@ -73,24 +73,15 @@ bool TokenCounts::in_prompt(int32_t token) const {
 
 void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts,
                     std::span<float> logits) {
-  const auto in_row = [&](int32_t token) {
-    return token >= 0 && static_cast<size_t>(token) < logits.size();
-  };
-  if (params.repetition_penalty != 1.0f) {
-    for (const TokenCounts::Entry& e : counts.entries()) {
-      if (!in_row(e.token)) continue;
-      float& l = logits[e.token];
-      l = l > 0 ? l / params.repetition_penalty : l * params.repetition_penalty;
-    }
+  if (!params.active()) return;
+  for (const TokenCounts::Entry& e : counts.entries()) {
+    if (e.token < 0 || static_cast<size_t>(e.token) >= logits.size()) continue;
+    logits[e.token] = kernels::PenalisedLogit(logits[e.token], params, e.generated);
   }
-  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
-    for (int32_t index : counts.generated_entries()) {
-      const TokenCounts::Entry& e = counts.entries()[index];
-      if (!in_row(e.token)) continue;
-      logits[e.token] -=
-          params.presence_penalty + params.frequency_penalty * static_cast<float>(e.generated);
-    }
-  }
+}
+
+void AppendPenaltyTokens(const TokenCounts& counts, std::vector<kernels::PenaltyToken>* out) {
+  for (const TokenCounts::Entry& e : counts.entries()) out->push_back({e.token, e.generated});
 }
 
 float ComputeLogprobs(std::span<const float> logits, int32_t chosen, std::span<TopLogprob> top) {

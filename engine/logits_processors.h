@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "kernels/sampling_row.h"
+
 namespace tandem::engine {
 
 // Token occurrence counts of one sequence. Memory and the per-step cost of the penalties grow
@@ -48,22 +50,16 @@ class TokenCounts {
   std::vector<int32_t> slots_;              // index into entries_, or -1
 };
 
-struct PenaltyParams {
-  float repetition_penalty = 1.0f;  // 1 = off
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  bool active() const {
-    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
-  }
-};
+using PenaltyParams = kernels::PenaltyParams;
 
-// In place, on the tokens `counts` knows (ids outside the row are ignored):
-//  - repetition (Hugging Face RepetitionPenaltyLogitsProcessor): every token of prompt or output
-//    has a positive logit divided by the penalty, a negative one multiplied by it;
-//  - then presence and frequency (OpenAI, vLLM): a generated token's logit loses
-//    presence + frequency * count. The prompt does not count for these two.
+// In place, on the tokens `counts` knows (ids outside the row are ignored): each becomes
+// kernels::PenalisedLogit of itself (repetition for prompt and output, then presence and
+// frequency for output).
 void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts,
                     std::span<float> logits);
+
+// The tokens `counts` knows, as a device's sampling read-back takes them (appended to `out`).
+void AppendPenaltyTokens(const TokenCounts& counts, std::vector<kernels::PenaltyToken>* out);
 
 struct TopLogprob {
   int32_t token = 0;

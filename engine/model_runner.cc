@@ -1,5 +1,6 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
 #include <new>
 #include <utility>
 
@@ -41,7 +42,7 @@ ModelRunner::~ModelRunner() {
 
 absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
   if (logits_.size() < rows * vocab_) logits_.resize(rows * vocab_);  // grows, then stays
-  if (argmax_.size() < rows) argmax_.resize(rows);
+  if (tokens_.size() < rows) tokens_.resize(rows);
   if (ops_->activations_on_host()) return logits_.data();
   if (device_logits_rows_ < rows) {
     if (device_logits_ != nullptr) ops_->activation_memory().Release(device_logits_);
@@ -57,21 +58,26 @@ absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
   return device_logits_;
 }
 
-std::string ModelRunner::ReadBackRows(const float* out, std::span<const LogitsUse> uses,
+std::string ModelRunner::ReadBackRows(float* out, std::span<const LogitsUse> uses,
                                       size_t first_row) {
   // Runs of rows with the same use move in one read-back each.
   bool waited = false;
   for (size_t a = 0; a < uses.size();) {
     size_t b = a + 1;
     while (b < uses.size() && uses[b] == uses[a]) ++b;
-    const float* rows = out + a * vocab_;
+    float* rows = out + a * vocab_;
     std::string failure;
     if (uses[a] == LogitsUse::kRow) {
       failure = ops_->ReadBack(rows, (b - a) * vocab_, logits_.data() + (first_row + a) * vocab_);
       waited = true;
     } else if (uses[a] == LogitsUse::kArgmax) {
       failure = ops_->ReadBackArgmax(rows, vocab_, static_cast<int64_t>(b - a), vocab_,
-                                     argmax_.data() + first_row + a);
+                                     tokens_.data() + first_row + a);
+      waited = true;
+    } else if (uses[a] == LogitsUse::kSample) {
+      failure = ops_->ReadBackSampled(rows, vocab_, vocab_,
+                                      sampling_.rules.subspan(first_row + a, b - a),
+                                      sampling_.seen, tokens_.data() + first_row + a);
       waited = true;
     }
     if (!failure.empty()) return failure;
@@ -107,7 +113,7 @@ absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInp
 
 absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
                               std::vector<absl::Status>* errors,
-                              std::span<const LogitsUse> uses) {
+                              std::span<const LogitsUse> uses, const StepSampling& sampling) {
   errors->assign(batch.size(), absl::OkStatus());
   if (uses.empty()) {
     all_rows_.assign(batch.size(), LogitsUse::kRow);
@@ -118,6 +124,15 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
     errors->assign(batch.size(), refused);
     return refused;
   }
+  const bool samples = std::find(uses.begin(), uses.end(), LogitsUse::kSample) != uses.end();
+  if (samples && sampling.rules.size() != batch.size()) {
+    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
+        "sampling rules for ", sampling.rules.size(), " sequences, but the batch has ",
+        batch.size()));
+    errors->assign(batch.size(), refused);
+    return refused;
+  }
+  sampling_ = sampling;
   for (const models::SequenceInput& input : batch) {
     // One logits row per sequence: the scheduler samples only after a sequence's last token.
     if (input.all_logits) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "cache/check.h"
@@ -93,8 +92,18 @@ void SamplingState::Accept(int32_t token) {
   if (count_generated_) counts_.AddGenerated(token);
 }
 
-BatchSampler::BatchSampler(int32_t vocab_size)
-    : vocab_(vocab_size), order_(vocab_size), weights_(vocab_size) {
+kernels::SamplingRow SamplingParams::rule() const {
+  kernels::SamplingRow row;
+  row.greedy = greedy;
+  row.temperature = temperature;
+  row.top_k = top_k;
+  row.top_p = top_p;
+  row.min_p = min_p;
+  row.penalties = penalties();
+  return row;
+}
+
+BatchSampler::BatchSampler(int32_t vocab_size) : vocab_(vocab_size), rows_(vocab_size) {
   TANDEM_CHECK(vocab_size > 0, "BatchSampler needs a positive vocabulary size");
 }
 
@@ -108,94 +117,14 @@ std::span<const float> BatchSampler::Penalised(std::span<const float> logits,
   return penalised_;
 }
 
-size_t BatchSampler::Candidates(std::span<const float> logits, const SamplingParams& p) {
-  const size_t vocab = logits.size();
-  const auto by_logit = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  std::iota(order_.begin(), order_.begin() + vocab, 0);
-  size_t n = vocab;
-  bool sorted = false;
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < vocab) {
-    n = p.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + n, order_.begin() + vocab, by_logit);
-    sorted = true;
-  }
-  const double max_logit =
-      sorted ? logits[order_[0]] : *std::max_element(logits.begin(), logits.end());
-  const double inv_t = 1.0 / p.temperature;
-  // The maximum gets weight exactly 1 even when 1/temperature overflows (0 · inf is NaN).
-  const auto weight = [&](int32_t id) {
-    const double d = logits[id] - max_logit;
-    return d == 0 ? 1.0 : std::exp(d * inv_t);
-  };
-
-  if (p.top_p < 1.0f) {
-    double total = 0;
-    for (size_t i = 0; i < n; ++i) total += weight(order_[i]);
-    // The nucleus is usually a small head of the distribution: sort a growing prefix instead of
-    // the whole vocabulary.
-    if (!sorted) {
-      for (size_t m = std::min<size_t>(n, 64);; m = std::min(n, m * 8)) {
-        std::partial_sort(order_.begin(), order_.begin() + m, order_.begin() + n, by_logit);
-        double head = 0;
-        for (size_t i = 0; i < m; ++i) head += weight(order_[i]);
-        if (head / total >= p.top_p || m == n) break;
-      }
-    }
-    double cumulative = 0;
-    size_t cut = n;
-    for (size_t i = 0; i < n; ++i) {
-      weights_[i] = weight(order_[i]);
-      cumulative += weights_[i] / total;
-      if (cumulative >= p.top_p) {
-        cut = i + 1;
-        break;
-      }
-    }
-    n = cut;
-  } else {
-    for (size_t i = 0; i < n; ++i) weights_[i] = weight(order_[i]);
-  }
-
-  if (p.min_p > 0.0f) {
-    // Weights are relative to the most likely token (weight 1), so the cutoff is min_p itself.
-    size_t kept = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (weights_[i] >= p.min_p) {
-        order_[kept] = order_[i];
-        weights_[kept++] = weights_[i];
-      }
-    }
-    n = kept;
-  }
-  return n;
-}
-
 SampleResult BatchSampler::SampleRow(std::span<const float> logits, SamplingState& state) {
   TANDEM_CHECK(logits.size() == static_cast<size_t>(vocab_), "logits row is not vocab-sized");
   const SamplingParams& p = state.params();
+  kernels::SamplingRow rule = p.rule();
+  // Drawn for every sampled step, used or not, so the stream advances once per step.
+  if (!p.greedy) rule.uniform = state.rng().Uniform();
   SampleResult result;
-  const std::span<const float> row = Penalised(logits, state);
-  if (p.greedy) {
-    result.token = Argmax(row);
-  } else {
-    const size_t n = Candidates(row, p);
-    double total = 0;
-    for (size_t i = 0; i < n; ++i) total += weights_[i];
-    // Drawn even when it goes unused, so the stream advances once per step whatever the row.
-    double r = state.rng().Uniform() * total;
-    // NaN logits can leave no candidate, or a NaN total; the draw then degrades to the argmax
-    // rather than indexing out of range.
-    result.token = n > 0 && total > 0 ? order_[n - 1] : Argmax(row);
-    for (size_t i = 0; i < n && total > 0; ++i) {
-      r -= weights_[i];
-      if (r < 0) {
-        result.token = order_[i];
-        break;
-      }
-    }
-  }
+  result.token = rows_.Draw(Penalised(logits, state), rule);
   state.Accept(result.token);
   if (p.logprobs || p.top_logprobs > 0) {
     result.num_top = std::min(p.top_logprobs, SampleResult::kMaxTop);
@@ -217,14 +146,7 @@ void BatchSampler::Sample(std::span<const float> logits, std::span<SamplingState
 
 std::vector<std::pair<int32_t, double>> BatchSampler::Distribution(std::span<const float> logits,
                                                                    const SamplingState& state) {
-  const std::span<const float> row = Penalised(logits, state);
-  if (state.params().greedy) return {{Argmax(row), 1.0}};
-  const size_t n = Candidates(row, state.params());
-  double total = 0;
-  for (size_t i = 0; i < n; ++i) total += weights_[i];
-  std::vector<std::pair<int32_t, double>> out;
-  for (size_t i = 0; i < n; ++i) out.emplace_back(order_[i], weights_[i] / total);
-  return out;
+  return rows_.Distribution(Penalised(logits, state), state.params().rule());
 }
 
 SampleResult Sampler::SampleWithLogprobs(std::span<const float> logits) {

@@ -6,7 +6,8 @@
 //   2. greedy: argmax of the penalised logits, lowest id on ties; otherwise
 //   3. softmax at `temperature`, cut to the top_k most likely, then to the smallest prefix whose
 //      probability reaches top_p, then to the tokens with probability >= min_p × the largest,
-//      and one draw from what is left.
+//      and one draw from what is left (kernels::RowSampler, the rule every backend's sampling
+//      read-back follows, so a step may sample where the logits are).
 // Each sequence owns its SamplingState (generator and token counts), so a seeded request gets
 // the same tokens from the same logits whatever else shares its batch.
 // Logprobs, when asked for, are log_softmax of the model's raw logits (before penalties and
@@ -22,6 +23,8 @@
 
 #include "absl/status/status.h"
 #include "engine/logits_processors.h"
+#include "kernels/row_sampler.h"
+#include "kernels/sampling_row.h"
 
 namespace tandem::engine {
 
@@ -43,6 +46,8 @@ struct SamplingParams {
   PenaltyParams penalties() const {
     return {repetition_penalty, presence_penalty, frequency_penalty};
   }
+  // The rule as backends take it, with no draw yet (SamplingRow::uniform 0).
+  kernels::SamplingRow rule() const;
   // The next token is the argmax of the raw logits and nothing else is read from them, so the
   // backend may pick it where the logits are (ModelRunner's LogitsUse::kArgmax).
   bool argmax_only() const {
@@ -123,15 +128,11 @@ class BatchSampler {
                                                        const SamplingState& state);
 
  private:
-  // Fills order_[0, n) and weights_[0, n) with the candidates of the row and their unnormalised
-  // probabilities; returns n. The order is fixed by the parameters and the logits alone.
-  size_t Candidates(std::span<const float> logits, const SamplingParams& p);
   std::span<const float> Penalised(std::span<const float> logits, const SamplingState& state);
 
   int32_t vocab_;
   std::vector<float> penalised_;  // only for rows with penalties
-  std::vector<int32_t> order_;
-  std::vector<double> weights_;
+  kernels::RowSampler rows_;
 };
 
 // One sequence's sampler: a SamplingState with its own BatchSampler scratch (sized on the first

@@ -414,6 +414,8 @@ void Scheduler::Step() {
 
   inputs_.clear();
   logits_uses_.clear();
+  sampling_rules_.clear();
+  penalty_tokens_.clear();
   for (Sequence* seq : scheduled_) {
     PlanSnapshots(*seq);
     const int64_t begin = seq->computed();
@@ -422,16 +424,32 @@ void Scheduler::Step() {
          std::span<const int32_t>(seq->tokens)
              .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
          seq->step_snapshots, false});
-    // Only a step that reaches the end of the tokens samples; greedy needs only the argmax.
+    // Only a step that reaches the end of the tokens samples. Greedy needs only the argmax;
+    // other rules are drawn where the logits are, unless logprobs need the whole row.
     const bool samples = begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
-    logits_uses_.push_back(!samples ? LogitsUse::kNone
-                           : seq->sampling.params().argmax_only() ? LogitsUse::kArgmax
-                                                                  : LogitsUse::kRow);
+    const SamplingParams& params = seq->sampling.params();
+    const bool whole_row = params.logprobs || params.top_logprobs > 0;
+    logits_uses_.push_back(!samples                 ? LogitsUse::kNone
+                           : params.argmax_only()   ? LogitsUse::kArgmax
+                           : whole_row              ? LogitsUse::kRow
+                                                    : LogitsUse::kSample);
+    kernels::SamplingRow& rule = sampling_rules_.emplace_back();
+    if (logits_uses_.back() == LogitsUse::kSample) {
+      rule = params.rule();
+      // The sequence's generator draws now what BatchSampler would draw after the pass.
+      if (!params.greedy) rule.uniform = seq->sampling.rng().Uniform();
+      rule.penalties_begin = static_cast<int32_t>(penalty_tokens_.size());
+      if (params.penalties().active()) {
+        AppendPenaltyTokens(seq->sampling.counts(), &penalty_tokens_);
+      }
+      rule.penalties_end = static_cast<int32_t>(penalty_tokens_.size());
+    }
   }
   // The runner isolates a failure to the sequences that cause it (errors_[i]) and fails as a
   // whole only when none of them ran. A sequence is sampled only when both say it ran, so no
   // logits row that was never written is ever read.
-  const absl::Status run = runner_->Run(inputs_, &errors_, logits_uses_);
+  const absl::Status run =
+      runner_->Run(inputs_, &errors_, logits_uses_, {sampling_rules_, penalty_tokens_});
   for (size_t i = 0; i < scheduled_.size(); ++i) {
     Sequence& seq = *scheduled_[i];
     seq.step_snapshots.clear();
@@ -444,8 +462,8 @@ void Scheduler::Step() {
     stats_.prefill_tokens += seq.status == SequenceStatus::kDecoding ? 0 : seq.step_tokens;
     if (seq.computed() == static_cast<int64_t>(seq.tokens.size())) {
       SampleResult sample;
-      if (logits_uses_[i] == LogitsUse::kArgmax) {
-        sample.token = runner_->argmax(i);
+      if (logits_uses_[i] == LogitsUse::kArgmax || logits_uses_[i] == LogitsUse::kSample) {
+        sample.token = runner_->token(i);
         seq.sampling.Accept(sample.token);
       } else {
         const std::span<const float> row(runner_->logits_row(i),

@@ -166,6 +166,8 @@ class Scheduler {
   std::vector<models::SequenceInput> inputs_;
   std::vector<absl::Status> errors_;
   std::vector<LogitsUse> logits_uses_;  // per scheduled sequence, what its step reads
+  std::vector<kernels::SamplingRow> sampling_rules_;  // per scheduled sequence (kSample rows)
+  std::vector<kernels::PenaltyToken> penalty_tokens_;  // what sampling_rules_ index
 };
 
 }  // namespace tandem::engine

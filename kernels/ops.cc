@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/argmax.h"
+#include "kernels/row_sampler.h"
 
 namespace tandem::kernels {
 
@@ -59,6 +60,21 @@ std::string Ops::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, 
   std::string failure = ReadBack(src, 0, nullptr);
   if (!failure.empty()) return failure;
   for (int64_t r = 0; r < rows; ++r) out[r] = ArgmaxRow(src + r * ld_src, cols);
+  return "";
+}
+
+std::string Ops::ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+                                 std::span<const SamplingRow> rules,
+                                 std::span<const PenaltyToken> seen, int32_t* out) {
+  std::string failure = ReadBack(src, 0, nullptr);
+  if (!failure.empty()) return failure;
+  thread_local RowSampler sampler;  // its scratch grows to the vocabulary once per thread
+  for (size_t r = 0; r < rules.size(); ++r) {
+    const SamplingRow& rule = rules[r];
+    out[r] = sampler.Sample(std::span<const float>(src + static_cast<int64_t>(r) * ld_src,
+                                                   static_cast<size_t>(cols)),
+                            rule, PenaltyTokensOf(rule, seen));
+  }
   return "";
 }
 

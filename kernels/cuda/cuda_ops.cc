@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/moe_kernels.h"
+#include "kernels/cuda/sampling_kernels.h"
 #include "kernels/cuda/sequence_kernels.h"
 
 namespace tandem::kernels::cuda {
@@ -92,20 +93,48 @@ std::string CudaOps::ReadBack(const float* src, size_t count, float* dst) {
   return Synchronize();
 }
 
-std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
-                                    int32_t* out) {
-  if (Ok() && rows > 0) {
-    if (argmax_.size() < static_cast<size_t>(rows)) {
-      Record(argmax_.Allocate(static_cast<size_t>(rows)), "read back argmax");
-    }
-    if (Ok()) Record(cuda::ArgmaxRows(stream_, src, ld_src, rows, cols, argmax_.get()), "argmax");
-    if (Ok()) {
-      Record(cudaMemcpyAsync(out, argmax_.get(), static_cast<size_t>(rows) * sizeof(int32_t),
-                             cudaMemcpyDeviceToHost, stream_),
-             "read back argmax");
-    }
+template <typename T>
+bool CudaOps::Reserve(DeviceBuffer<T>& buffer, size_t count, const char* op) {
+  if (Ok() && buffer.size() < count) Record(buffer.Allocate(count), op);
+  return Ok();
+}
+
+std::string CudaOps::ReadBackTokens(int64_t rows, int32_t* out, const char* op) {
+  if (Ok()) {
+    Record(cudaMemcpyAsync(out, tokens_.get(), static_cast<size_t>(rows) * sizeof(int32_t),
+                           cudaMemcpyDeviceToHost, stream_),
+           op);
   }
   return Synchronize();
+}
+
+std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
+                                    int32_t* out) {
+  if (rows <= 0 || !Reserve(tokens_, static_cast<size_t>(rows), "read back argmax")) {
+    return Synchronize();
+  }
+  Record(cuda::ArgmaxRows(stream_, src, ld_src, rows, cols, tokens_.get()), "argmax");
+  return ReadBackTokens(rows, out, "read back argmax");
+}
+
+std::string CudaOps::ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+                                     std::span<const SamplingRow> rules,
+                                     std::span<const PenaltyToken> seen, int32_t* out) {
+  const int64_t rows = static_cast<int64_t>(rules.size());
+  const char* op = "read back sampled";
+  if (rows <= 0 || !Reserve(tokens_, rules.size(), op) ||
+      !Reserve(sample_rules_, rules.size(), op) ||
+      !Reserve(sample_seen_, std::max<size_t>(seen.size(), 1), op)) {
+    return Synchronize();
+  }
+  CopyToDevice(sample_rules_.get(), rules.data(), rules.size_bytes(), op);
+  CopyToDevice(sample_seen_.get(), seen.data(), seen.size_bytes(), op);
+  if (Ok()) {
+    Record(cuda::SampleRows(stream_, src, ld_src, rows, cols, sample_rules_.get(),
+                            sample_seen_.get(), static_cast<int64_t>(seen.size()), tokens_.get()),
+           "sample");
+  }
+  return ReadBackTokens(rows, out, op);
 }
 
 void CudaOps::CopyToDevice(void* device, const void* host, size_t bytes, const char* op) {

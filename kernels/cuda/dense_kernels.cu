@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/dense_kernels.h"
 
 namespace tandem::kernels::cuda {
@@ -207,45 +208,13 @@ __global__ void LinearKernel(const float* x, int64_t ld_x, int64_t m, const void
   LinearTile<F>(x, ld_x, m, w, row_scales, n, k, bias, y, ld_y, blockIdx.y);
 }
 
-// One block per row: each thread scans a strided part of the row skipping NaN, then the block
-// keeps the largest value and, among equal ones, the lowest index; a row whose first value is
-// NaN gives 0. Together that is kernels::ArgmaxRow's left-to-right rule.
+// One block per row (kernels::ArgmaxRow's rule: see BlockArgmax).
 constexpr int kArgmaxThreads = 256;
 
 __global__ void ArgmaxRowsKernel(const float* src, int64_t ld_src, int64_t cols, int32_t* out) {
-  const float* row = src + int64_t{blockIdx.x} * ld_src;
-  float best = 0.0f;
-  int64_t best_index = -1;  // none yet
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-    const float v = row[i];
-    if (v != v) continue;  // NaN
-    if (best_index < 0 || v > best) {
-      best = v;
-      best_index = i;
-    }
-  }
-  __shared__ float values[kArgmaxThreads];
-  __shared__ int64_t indices[kArgmaxThreads];
-  values[threadIdx.x] = best;
-  indices[threadIdx.x] = best_index;
-  __syncthreads();
-  for (int half = kArgmaxThreads / 2; half > 0; half >>= 1) {
-    if (threadIdx.x < half) {
-      const float v = values[threadIdx.x + half];
-      const int64_t i = indices[threadIdx.x + half];
-      const int64_t mine = indices[threadIdx.x];
-      if (i >= 0 && (mine < 0 || v > values[threadIdx.x] ||
-                     (v == values[threadIdx.x] && i < mine))) {
-        values[threadIdx.x] = v;
-        indices[threadIdx.x] = i;
-      }
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    const float first = row[0];
-    out[blockIdx.x] = first != first || indices[0] < 0 ? 0 : static_cast<int32_t>(indices[0]);
-  }
+  __shared__ BlockScratch<kArgmaxThreads> scratch;
+  const int32_t argmax = BlockArgmax(src + int64_t{blockIdx.x} * ld_src, cols, scratch);
+  if (threadIdx.x == 0) out[blockIdx.x] = argmax;
 }
 
 // Prefill shapes: a block computes a 64 × 64 tile of y from 64 × 16 slices of x and of the

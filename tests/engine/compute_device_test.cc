@@ -293,6 +293,53 @@ TEST(HostDeviceEngineTest, GreedyTokensArePickedOnTheDeviceAsTheSamplerPicksThem
   EXPECT_EQ(device.counts.argmax_rows, argmax_rows + 6);
 }
 
+// Requests that sample (temperature, top-k/top-p/min-p, penalties, greedy with penalties) and
+// ask for no logprobs get their tokens drawn where the logits are, with the draw their seeded
+// generator makes: the same tokens as the host sampler draws from whole rows (the same request
+// with logprobs takes that path), and no logits rows cross back.
+TEST(HostDeviceEngineTest, SampledTokensAreDrawnOnTheDeviceAsTheSamplerDrawsThem) {
+  HostDevice device;
+  auto on_device = LoadOn("jamba-tiny", &device);
+  ASSERT_NE(on_device, nullptr);
+  auto engine = Engine::Create(*on_device, nullptr, SmallConfig(&device));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const int32_t vocab = on_device->config().vocab_size;
+  std::vector<SamplingParams> rules(3);
+  rules[0].greedy = false;
+  rules[0].temperature = 0.8f;
+  rules[0].top_p = 0.9f;
+  rules[0].seed = 7;
+  rules[1].greedy = false;
+  rules[1].temperature = 1.2f;
+  rules[1].top_k = 5;
+  rules[1].min_p = 0.05f;
+  rules[1].repetition_penalty = 1.3f;
+  rules[1].presence_penalty = 0.4f;
+  rules[1].seed = 9;
+  rules[2].frequency_penalty = 0.7f;  // greedy over penalised logits
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const std::vector<int32_t> prompt = Tokens(30, 11 + static_cast<int32_t>(i), vocab);
+    Request whole_rows = GreedyWithLogprobs(prompt, 8);
+    whole_rows.sampling = rules[i];
+    whole_rows.sampling.logprobs = true;
+    auto reference = (*engine)->Submit(whole_rows);
+    ASSERT_TRUE(reference.ok());
+    const Outcome want = Drain(**reference);
+    const int64_t floats = device.counts.read_back_floats, sampled = device.counts.sampled_rows;
+    EXPECT_EQ(sampled, static_cast<int64_t>(i) * 8);
+
+    Request drawn = testing::Greedy(prompt, 8);
+    drawn.sampling = rules[i];
+    auto stream = (*engine)->Submit(drawn);
+    ASSERT_TRUE(stream.ok());
+    const Outcome got = Drain(**stream);
+    EXPECT_EQ(got.finished.finish_reason, FinishReason::kLength) << i;
+    EXPECT_EQ(got.tokens, want.tokens) << "rule " << i;
+    EXPECT_EQ(device.counts.read_back_floats, floats) << i;
+    EXPECT_EQ(device.counts.sampled_rows, sampled + 8) << i;
+  }
+}
+
 // A failed op (reported when the logits are read back) fails the requests of that step alone:
 // their states are no longer trusted, so they are not retried; the next request is served.
 TEST(HostDeviceEngineTest, AFailedOpFailsItsStepAndTheEngineGoesOn) {

@@ -27,9 +27,10 @@ namespace tandem::engine::testing {
 struct HostDeviceCounts {
   std::atomic<int64_t> placed_tensors{0};
   std::atomic<int64_t> activation_blocks{0};  // MemorySource::Allocate calls
-  std::atomic<int64_t> read_backs{0};  // ReadBack and ReadBackArgmax calls
+  std::atomic<int64_t> read_backs{0};  // ReadBack, ReadBackArgmax and ReadBackSampled calls
   std::atomic<int64_t> read_back_floats{0};  // logits floats copied back
   std::atomic<int64_t> argmax_rows{0};  // rows whose argmax alone was copied back
+  std::atomic<int64_t> sampled_rows{0};  // rows sampled on the "device", their token copied back
   std::atomic<int64_t> state_copies{0};
   std::atomic<int64_t> state_clears{0};
   // Calls of the per-sequence ops (conv, scans, RoPE, KV writes, attention) made by the model:
@@ -78,6 +79,12 @@ class SeparateMemoryOps final : public kernels::Ops {
     counts_->argmax_rows += rows;
     for (int64_t r = 0; r < rows; ++r) out[r] = kernels::ArgmaxRow(src + r * ld_src, cols);
     return "";
+  }
+  std::string ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+                              std::span<const kernels::SamplingRow> rules,
+                              std::span<const kernels::PenaltyToken> seen, int32_t* out) override {
+    counts_->sampled_rows += static_cast<int64_t>(rules.size());
+    return Ops::ReadBackSampled(src, ld_src, cols, rules, seen, out);  // counts its ReadBack
   }
 
   void Linear(const float* x, int64_t ld_x, int64_t m, const kernels::WeightMatrix& w,

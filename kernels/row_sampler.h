@@ -1,0 +1,74 @@
+// The host's sampling rule, the one every backend's Ops::ReadBackSampled must follow:
+//   1. greedy: the argmax of the row (kernels::ArgmaxRow); otherwise
+//   2. a row with a NaN, or whose largest logit is not finite, also gives its argmax; otherwise
+//   3. weights exp((logit - max) / temperature), cut to the top_k most likely, then to the
+//      shortest head whose probability reaches top_p, then to the weights >= min_p (relative to
+//      the largest, which weighs 1): each cut ranks the tokens from the most likely down, lower
+//      ids first among equals. Then one draw: a walk over the candidates in id order stops where
+//      the running weight exceeds uniform × their total. (Walking in id order lets a device draw
+//      without sorting: kernels/threshold_draw.h.)
+// Penalties are applied first, to a copy of the row (kernels::PenalisedLogit).
+// Scratch grows to the longest row seen and is reused, so a step allocates nothing once the
+// first row of each kind (penalised or not) has been drawn. Not thread-safe: one per thread that
+// samples.
+#ifndef TANDEM_KERNELS_ROW_SAMPLER_H_
+#define TANDEM_KERNELS_ROW_SAMPLER_H_
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "kernels/sampling_row.h"
+
+namespace tandem::kernels {
+
+// A row's penalty tokens in a read-back's table: seen[rule.penalties_begin, penalties_end), or
+// none when that range does not lie within the table.
+inline std::span<const PenaltyToken> PenaltyTokensOf(const SamplingRow& rule,
+                                                     std::span<const PenaltyToken> seen) {
+  if (rule.penalties_begin < 0 || rule.penalties_end < rule.penalties_begin ||
+      static_cast<size_t>(rule.penalties_end) > seen.size()) {
+    return {};
+  }
+  return seen.subspan(static_cast<size_t>(rule.penalties_begin),
+                      static_cast<size_t>(rule.penalties_end - rule.penalties_begin));
+}
+
+class RowSampler {
+ public:
+  // Sizes the scratch for rows of `vocab` logits up front.
+  explicit RowSampler(int64_t vocab = 0);
+
+  // The token `rule` draws from `logits` (penalties already applied; an empty row gives 0).
+  int32_t Draw(std::span<const float> logits, const SamplingRow& rule);
+  // Applies the row's penalty tokens to a copy of `logits`, then draws from it.
+  int32_t Sample(std::span<const float> logits, const SamplingRow& rule,
+                 std::span<const PenaltyToken> seen);
+  // The copy Sample draws from: `logits` itself when the rule has no active penalty. Valid until
+  // the next call.
+  std::span<const float> Penalised(std::span<const float> logits, const PenaltyParams& penalties,
+                                   std::span<const PenaltyToken> seen);
+
+  // What Draw would draw from, as (token, probability) pairs in the order the draw walks them (by id); greedy and degenerate
+  // rows give their argmax with probability 1. For tests and debugging; allocates.
+  std::vector<std::pair<int32_t, double>> Distribution(std::span<const float> logits,
+                                                       const SamplingRow& rule);
+
+ private:
+  // True when the row is drawn from (step 3 above), false when it gives its argmax.
+  static bool Drawable(std::span<const float> logits, const SamplingRow& rule);
+  // Fills order_[0, n) and weights_[0, n) with the candidates of the row in id order and their
+  // weights; returns n.
+  size_t Candidates(std::span<const float> logits, const SamplingRow& rule);
+
+  void Reserve(size_t cols);
+
+  std::vector<float> penalised_;
+  std::vector<int32_t> order_;
+  std::vector<double> weights_;
+};
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_ROW_SAMPLER_H_

@@ -1,0 +1,131 @@
+// The sampling rule of kernels::RowSampler (top-k, then top-p, then min-p over the walk from the
+// most likely token down, lower ids first among equals; then one draw over the candidates in id
+// order) computed without sorting: each cut, and the draw, is found by binary search (over the
+// weights' bit patterns, or over ids), each step one reduction over the row. That is what a GPU can do with a block per row, in a
+// fixed order (so a seed gives the same token run after run, whatever else is in the batch).
+//
+// The row holds weights (SamplingWeight of each logit, as floats, all in [0, 1], the largest
+// exactly 1). Non-negative floats order as their bit patterns do, so a weight's bits are its
+// sort key. `Row` supplies the reductions; on a device they are block-wide and every thread of
+// the block calls them together:
+//   int64_t cols() const;
+//   template <class Keep> double Sum(Keep keep, bool count);  // over i with keep(key_i, i):
+//                                                             // weight_i, or 1 when count
+//   template <class Keep> int32_t MaxId(Keep keep);           // of the i kept (at least one)
+//
+// Sums are taken in whatever order the reduction has, so at a boundary (a cumulative probability
+// within rounding of top_p or of the draw) the result may differ from the sorting rule's; away
+// from boundaries it is the same token. Counts are exact.
+#ifndef TANDEM_KERNELS_THRESHOLD_DRAW_H_
+#define TANDEM_KERNELS_THRESHOLD_DRAW_H_
+
+#include <cstdint>
+
+#include "kernels/sampling_row.h"
+
+namespace tandem::kernels {
+
+// A place in the rank order (larger weight first, lower id first among equals): the tokens before it are those with a larger key, and those with
+// an equal key and a lower id.
+struct RankCut {
+  uint32_t key = 0;
+  int32_t id = INT32_MAX;  // {0, INT32_MAX}: after every token
+  TANDEM_HOST_DEVICE bool Before(uint32_t token_key, int32_t token_id) const {
+    return token_key > key || (token_key == key && token_id < id);
+  }
+};
+
+TANDEM_HOST_DEVICE inline uint32_t WeightKey(float weight) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(weight);
+#else
+  return __builtin_bit_cast(uint32_t, weight);
+#endif
+}
+
+// The cut just after the first token, in rank order among those `keep` accepts, at which the
+// running total (of weights, or of tokens when `count`) reaches `target`. The caller makes sure
+// the whole kept total does.
+template <class Row, class Keep>
+TANDEM_HOST_DEVICE RankCut CutWhereTotalReaches(Row& row, Keep keep, bool count, double target) {
+  // The largest key K whose tokens and those above reach the target: the token sought has key K.
+  uint32_t lo = 0;
+  uint32_t hi = WeightKey(1.0f);
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo + 1) / 2;
+    const double from_mid = row.Sum([&](uint32_t key, int32_t id) { return key >= mid && keep(key, id); },
+                                    count);
+    if (from_mid >= target) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const uint32_t k = lo;
+  const double above = row.Sum([&](uint32_t key, int32_t id) { return key > k && keep(key, id); },
+                               count);
+  // Among the tokens of key K, the lowest id at which the total reaches it.
+  int32_t first = 0;
+  int32_t last = static_cast<int32_t>(row.cols() - 1);
+  while (first < last) {
+    const int32_t mid = first + (last - first) / 2;
+    const double upto_mid =
+        above + row.Sum([&](uint32_t key, int32_t id) { return key == k && id <= mid && keep(key, id); },
+                        count);
+    if (upto_mid >= target) {
+      last = mid;
+    } else {
+      first = mid + 1;
+    }
+  }
+  return RankCut{k, first + 1};
+}
+
+// The token `rule` draws from the row of weights (greedy and degenerate rows are the caller's
+// business: see RowSampler).
+template <class Row>
+TANDEM_HOST_DEVICE int32_t DrawByThresholds(Row& row, const SamplingRow& rule) {
+  const int64_t cols = row.cols();
+  const auto all = [](uint32_t, int32_t) { return true; };
+  RankCut top_k;
+  if (rule.top_k > 0 && rule.top_k < cols) {
+    top_k = CutWhereTotalReaches(row, all, /*count=*/true, static_cast<double>(rule.top_k));
+  }
+  const auto in_top_k = [&](uint32_t key, int32_t id) { return top_k.Before(key, id); };
+  RankCut top_p;
+  if (rule.top_p < 1.0f) {
+    const double total = row.Sum(in_top_k, /*count=*/false);
+    const double target = static_cast<double>(rule.top_p) * total;
+    top_p = CutWhereTotalReaches(row, in_top_k, /*count=*/false, target);
+  }
+  // Weights are relative to the most likely token (weight 1), so min_p is the cutoff itself.
+  const uint32_t min_key = WeightKey(rule.min_p);
+  const auto kept = [&](uint32_t key, int32_t id) {
+    return key >= min_key && top_p.Before(key, id) && top_k.Before(key, id);
+  };
+  const double total = row.Sum(kept, /*count=*/false);
+  const double r = rule.uniform * total;
+  if (!(total > r)) {
+    // Only rounding gets here (uniform < 1): the walk then ends on the last candidate (the highest id).
+    return row.MaxId(kept);
+  }
+  // The draw walks the candidates in id order: the lowest id at which their running total
+  // exceeds r.
+  int32_t first = 0;
+  int32_t last = static_cast<int32_t>(cols - 1);
+  while (first < last) {
+    const int32_t mid = first + (last - first) / 2;
+    const double upto_mid =
+        row.Sum([&](uint32_t key, int32_t id) { return id <= mid && kept(key, id); }, false);
+    if (upto_mid > r) {
+      last = mid;
+    } else {
+      first = mid + 1;
+    }
+  }
+  return first;
+}
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_THRESHOLD_DRAW_H_

@@ -1,0 +1,140 @@
+// The device's sampling read-back (CudaOps::ReadBackSampled, cuda::SampleRows) against the
+// host's (Ops::ReadBackSampled, kernels::RowSampler): the same token for every rule on rows
+// whose cuts do not fall within rounding, degenerate rows included; and the same token on every
+// run and in every batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "kernels/backends.h"
+#include "kernels/sampling_row.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+using testing::NewOps;
+using testing::ToDevice;
+
+struct Batch {
+  int64_t cols = 0;
+  int64_t ld = 0;
+  std::vector<float> logits;  // [rules.size(), ld]
+  std::vector<SamplingRow> rules;
+  std::vector<PenaltyToken> seen;
+};
+
+// Rows of random logits, each with its own rule: every combination of temperature, top-k,
+// top-p, min-p and penalties, greedy ones among them.
+Batch RandomBatch(int64_t cols, uint32_t seed) {
+  Batch b;
+  b.cols = cols;
+  b.ld = cols + 5;
+  ::tandem::kernels::testing::Rng rng(seed);
+  for (float temperature : {0.3f, 1.0f, 2.0f}) {
+    for (int32_t top_k : {0, 1, 8, 100}) {
+      for (float top_p : {1.0f, 0.92f, 0.4f}) {
+        for (float min_p : {0.0f, 0.03f}) {
+          for (int penalised = 0; penalised < 2; ++penalised) {
+            SamplingRow& rule = b.rules.emplace_back();
+            rule.greedy = temperature == 2.0f && top_k == 100 && top_p == 0.4f;
+            rule.temperature = temperature;
+            rule.top_k = top_k;
+            rule.top_p = top_p;
+            rule.min_p = min_p;
+            rule.uniform = rng.Scalar(0.0f, 1.0f);
+            rule.penalties_begin = static_cast<int32_t>(b.seen.size());
+            if (penalised) {
+              rule.penalties = {1.4f, 0.3f, 0.2f};
+              for (int32_t t = 0; t < 40 && t < cols; t += 3) b.seen.push_back({t, t % 4});
+            }
+            rule.penalties_end = static_cast<int32_t>(b.seen.size());
+          }
+        }
+      }
+    }
+  }
+  b.logits = rng.Uniform(b.rules.size() * static_cast<size_t>(b.ld), -8.0f, 8.0f);
+  return b;
+}
+
+std::vector<int32_t> OnHost(const Batch& b) {
+  std::vector<float> logits = b.logits;
+  std::vector<int32_t> tokens(b.rules.size(), -1);
+  EXPECT_EQ(MakeCpuOps()->ReadBackSampled(logits.data(), b.ld, b.cols, b.rules, b.seen,
+                                          tokens.data()),
+            "");
+  return tokens;
+}
+
+std::vector<int32_t> OnDevice(CudaOps& ops, const Batch& b) {
+  auto logits = ToDevice(b.logits);
+  std::vector<int32_t> tokens(b.rules.size(), -1);
+  EXPECT_EQ(ops.ReadBackSampled(logits.get(), b.ld, b.cols, b.rules, b.seen, tokens.data()), "");
+  return tokens;
+}
+
+TEST(CudaSamplingTest, RowsDrawTheHostRulesTokens) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  for (int64_t cols : {1, 7, 300, 5000, 70001}) {
+    const Batch batch = RandomBatch(cols, static_cast<uint32_t>(cols));
+    EXPECT_EQ(OnDevice(*ops, batch), OnHost(batch)) << "vocabulary " << cols;
+  }
+}
+
+TEST(CudaSamplingTest, ARowsTokenIsTheSameOnEveryRunAndInEveryBatch) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  const Batch batch = RandomBatch(32000, 3);
+  const std::vector<int32_t> first = OnDevice(*ops, batch);
+  EXPECT_EQ(OnDevice(*ops, batch), first);
+  for (size_t r : {size_t{0}, size_t{17}, batch.rules.size() - 1}) {
+    Batch alone;
+    alone.cols = batch.cols;
+    alone.ld = batch.ld;
+    alone.logits.assign(batch.logits.begin() + r * batch.ld,
+                        batch.logits.begin() + (r + 1) * batch.ld);
+    alone.rules = {batch.rules[r]};
+    alone.seen = batch.seen;  // the rule's range still indexes it
+    EXPECT_EQ(OnDevice(*ops, alone), std::vector<int32_t>{first[r]}) << "row " << r;
+  }
+}
+
+TEST(CudaSamplingTest, DegenerateAndTiedRowsFollowTheHostRule) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> rows = {
+      {0.5f, nan, 3.0f, 1.0f},     // NaN: the argmax
+      {-inf, -inf, -inf, -inf},    // no finite maximum
+      {1.0f, inf, 2.0f, inf},      // an infinite maximum
+      {-inf, 2.0f, -inf, -inf},    // one finite token
+      {1.0f, 1.0f, 1.0f, 1.0f},    // ties: top_k 2 keeps ids 0 and 1
+      {1.0f, 1.0f, 1.0f, 1.0f},    // ties: top_p 0.5 stops after two of four
+  };
+  Batch b;
+  b.cols = 4;
+  b.ld = 4;
+  for (const std::vector<float>& row : rows) b.logits.insert(b.logits.end(), row.begin(), row.end());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    SamplingRow& rule = b.rules.emplace_back();
+    rule.greedy = false;
+    rule.uniform = 0.75;
+    rule.top_k = r == 4 ? 2 : 0;
+    rule.top_p = r == 5 ? 0.5f : 1.0f;
+  }
+  const std::vector<int32_t> want = OnHost(b);
+  EXPECT_EQ(want, (std::vector<int32_t>{2, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(OnDevice(*ops, b), want);
+}
+
+}  // namespace
+}  // namespace tandem::kernels::cuda
