@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "kernels/argmax.h"
 
@@ -14,6 +15,7 @@ void RowSampler::Reserve(size_t cols) {
   if (order_.size() >= cols) return;
   order_.resize(cols);
   weights_.resize(cols);
+  heap_.reserve(cols);
 }
 
 std::span<const float> RowSampler::Penalised(std::span<const float> logits,
@@ -29,32 +31,61 @@ std::span<const float> RowSampler::Penalised(std::span<const float> logits,
   return penalised_;
 }
 
-bool RowSampler::Drawable(std::span<const float> logits, const SamplingRow& rule) {
-  if (rule.greedy) return false;
-  float max_logit = -INFINITY;
-  for (float l : logits) {
-    if (std::isnan(l)) return false;
-    max_logit = std::max(max_logit, l);
+std::optional<size_t> RowSampler::TopK(std::span<const float> logits, size_t k) {
+  // A heap of the k strongest so far with the weakest on top: most tokens are turned away by
+  // one comparison with it. Ids come in increasing order, so a token equal to the weakest ranks
+  // below it (lower ids first) and is turned away too.
+  const auto stronger = [](const std::pair<float, int32_t>& a,
+                           const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  heap_.clear();
+  for (size_t i = 0; i < k; ++i) {
+    if (std::isnan(logits[i])) return std::nullopt;
+    heap_.emplace_back(logits[i], static_cast<int32_t>(i));
   }
-  return std::isfinite(max_logit);
+  std::make_heap(heap_.begin(), heap_.end(), stronger);
+  float weakest = heap_.front().first;  // kept in a register for the common case
+  for (size_t i = k; i < logits.size(); ++i) {
+    if (!(logits[i] <= weakest)) {  // larger, or NaN
+      if (std::isnan(logits[i])) return std::nullopt;
+      std::pop_heap(heap_.begin(), heap_.end(), stronger);
+      heap_.back() = {logits[i], static_cast<int32_t>(i)};
+      std::push_heap(heap_.begin(), heap_.end(), stronger);
+      weakest = heap_.front().first;
+    }
+  }
+  std::sort(heap_.begin(), heap_.end(), stronger);
+  for (size_t i = 0; i < heap_.size(); ++i) order_[i] = heap_[i].second;
+  return heap_.size();
 }
 
-size_t RowSampler::Candidates(std::span<const float> logits, const SamplingRow& rule) {
+std::optional<size_t> RowSampler::Candidates(std::span<const float> logits,
+                                             const SamplingRow& rule) {
   const size_t vocab = logits.size();
   Reserve(vocab);
   const auto by_logit = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  std::iota(order_.begin(), order_.begin() + vocab, 0);
   size_t n = vocab;
   bool sorted = false;
+  float max_logit = -INFINITY;
   if (rule.top_k > 0 && static_cast<size_t>(rule.top_k) < vocab) {
-    n = rule.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + n, order_.begin() + vocab, by_logit);
+    const std::optional<size_t> top = TopK(logits, static_cast<size_t>(rule.top_k));
+    if (!top) return std::nullopt;
+    n = *top;
     sorted = true;
+    max_logit = logits[order_[0]];
+  } else {
+    std::iota(order_.begin(), order_.begin() + vocab, 0);
+    bool any_nan = false;
+    for (float l : logits) {
+      any_nan |= l != l;
+      if (l > max_logit) max_logit = l;
+    }
+    if (any_nan) return std::nullopt;
   }
-  const double max_logit =
-      sorted ? logits[order_[0]] : *std::max_element(logits.begin(), logits.end());
+  if (!std::isfinite(max_logit)) return std::nullopt;  // no weights relative to it
   const double inv_t = 1.0 / rule.temperature;
   const auto weight = [&](int32_t id) { return SamplingWeight(logits[id], max_logit, inv_t); };
 
@@ -108,10 +139,12 @@ size_t RowSampler::Candidates(std::span<const float> logits, const SamplingRow& 
 }
 
 int32_t RowSampler::Draw(std::span<const float> logits, const SamplingRow& rule) {
+  const auto argmax = [&] { return ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size())); };
   if (logits.empty()) return 0;
-  const int32_t argmax = ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size()));
-  if (!Drawable(logits, rule)) return argmax;
-  const size_t n = Candidates(logits, rule);
+  if (rule.greedy) return argmax();
+  const std::optional<size_t> candidates = Candidates(logits, rule);
+  if (!candidates) return argmax();
+  const size_t n = *candidates;
   double total = 0;
   for (size_t i = 0; i < n; ++i) total += weights_[i];
   double r = rule.uniform * total;
@@ -119,7 +152,7 @@ int32_t RowSampler::Draw(std::span<const float> logits, const SamplingRow& rule)
     r -= weights_[i];
     if (r < 0) return order_[i];
   }
-  return n > 0 ? order_[n - 1] : argmax;  // rounding left r >= 0 after the last candidate
+  return n > 0 ? order_[n - 1] : argmax();  // rounding left r >= 0 after the last candidate
 }
 
 int32_t RowSampler::Sample(std::span<const float> logits, const SamplingRow& rule,
@@ -130,10 +163,10 @@ int32_t RowSampler::Sample(std::span<const float> logits, const SamplingRow& rul
 std::vector<std::pair<int32_t, double>> RowSampler::Distribution(std::span<const float> logits,
                                                                  const SamplingRow& rule) {
   if (logits.empty()) return {};
-  if (!Drawable(logits, rule)) {
-    return {{ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size())), 1.0}};
-  }
-  const size_t n = Candidates(logits, rule);
+  const std::optional<size_t> candidates =
+      rule.greedy ? std::nullopt : Candidates(logits, rule);
+  if (!candidates) return {{ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size())), 1.0}};
+  const size_t n = *candidates;
   double total = 0;
   for (size_t i = 0; i < n; ++i) total += weights_[i];
   std::vector<std::pair<int32_t, double>> out;

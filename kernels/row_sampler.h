@@ -15,6 +15,7 @@
 #define TANDEM_KERNELS_ROW_SAMPLER_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -56,17 +57,20 @@ class RowSampler {
                                                        const SamplingRow& rule);
 
  private:
-  // True when the row is drawn from (step 3 above), false when it gives its argmax.
-  static bool Drawable(std::span<const float> logits, const SamplingRow& rule);
+  // The k most likely ids, most likely first and lower ids first among equals, into
+  // order_[0, k); returns k, or nothing when the row holds a NaN.
+  std::optional<size_t> TopK(std::span<const float> logits, size_t k);
   // Fills order_[0, n) and weights_[0, n) with the candidates of the row in id order and their
-  // weights; returns n.
-  size_t Candidates(std::span<const float> logits, const SamplingRow& rule);
+  // weights, and returns n; nothing when the row holds a NaN or its largest logit is not finite
+  // (no weight can be relative to it): the row then gives its argmax.
+  std::optional<size_t> Candidates(std::span<const float> logits, const SamplingRow& rule);
 
   void Reserve(size_t cols);
 
   std::vector<float> penalised_;
   std::vector<int32_t> order_;
   std::vector<double> weights_;
+  std::vector<std::pair<float, int32_t>> heap_;  // TopK's
 };
 
 }  // namespace tandem::kernels

@@ -16,7 +16,9 @@
 
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/sampling_kernels.h"
 #include "kernels/cuda/sequence_kernels.h"
+#include "kernels/sampling_row.h"
 #include "kernels/weight_matrix.h"
 
 namespace tandem::kernels::cuda {
@@ -282,6 +284,43 @@ int Main(int argc, char** argv) {
     const double moved = 2.0 * sequences * state_floats * 4;
     rows.push_back({"SSD decode step × 64 sequences, one launch (decode batch)", batched, moved});
     rows.push_back({"SSD decode step × 64 sequences, one launch each", one_each, moved});
+  }
+
+  {
+    // Picking 64 sequences' tokens from a 128K vocabulary: sampled on the device (temperature,
+    // top-p 0.9; the rows become weights in place, which later calls sample from as logits: the
+    // search costs the same whatever the row holds), the argmax, and what sampling on the host
+    // would need first: every row copied back to pinned memory.
+    const int64_t sequences = 64, vocab = 131072;
+    DeviceBuffer<float> logits = Random(sequences * vocab, 15);
+    std::vector<SamplingRow> host_rules(sequences);
+    for (int64_t i = 0; i < sequences; ++i) {
+      host_rules[i].greedy = false;
+      host_rules[i].temperature = 0.7f;
+      host_rules[i].top_p = 0.9f;
+      host_rules[i].uniform = (i + 0.5) / sequences;
+    }
+    DeviceBuffer<SamplingRow> rules;
+    Check(rules.Upload(host_rules), "upload");
+    DeviceBuffer<PenaltyToken> seen = Filled<PenaltyToken>(1, PenaltyToken{});
+    DeviceBuffer<int32_t> tokens = Filled<int32_t>(sequences, 0);
+    const double moved = static_cast<double>(sequences) * vocab * 4;
+    const double sampled = Time(iterations, [&] {
+      return SampleRows(nullptr, logits.get(), vocab, sequences, vocab, rules.get(), seen.get(), 0,
+                        tokens.get());
+    });
+    rows.push_back({"Sample 64 rows × 128K vocabulary (T 0.7, top-p 0.9)", sampled, moved});
+    const double argmax = Time(iterations, [&] {
+      return ArgmaxRows(nullptr, logits.get(), vocab, sequences, vocab, tokens.get());
+    });
+    rows.push_back({"Argmax 64 rows × 128K vocabulary", argmax, moved});
+    void* pinned = nullptr;
+    Check(cudaMallocHost(&pinned, static_cast<size_t>(moved)), "pinned memory");
+    const double copied = Time(iterations, [&] {
+      return cudaMemcpy(pinned, logits.get(), static_cast<size_t>(moved), cudaMemcpyDeviceToHost);
+    });
+    cudaFreeHost(pinned);
+    rows.push_back({"Copy 64 rows × 128K vocabulary to the host (pinned)", copied, moved});
   }
 
   std::printf("%s (sm_%d%d), copy bandwidth %.0f GB/s (1 GiB device-to-device, read + write)\n\n",

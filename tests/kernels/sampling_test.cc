@@ -142,12 +142,18 @@ TEST(SamplingTest, DegenerateRowsGiveTheirArgmaxOnBothPaths) {
   RowSampler sampler;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  const SamplingRow rule = Rule(0.7f, 0, 0.9f, 0.0f, 0.5);
-  for (const std::vector<float>& row : std::vector<std::vector<float>>{
-           {0.5f, nan, 3.0f}, {-inf, -inf}, {1.0f, inf, 2.0f, inf}}) {
-    const int32_t argmax = ArgmaxRow(row.data(), static_cast<int64_t>(row.size()));
-    EXPECT_EQ(sampler.Draw(row, rule), argmax);
-    EXPECT_EQ(ThresholdSample(row, rule), argmax);
+  // top_k 2 meets the NaN among its first two tokens, or past them; 0 in the scan for the max.
+  for (int32_t top_k : {0, 2}) {
+    const SamplingRow rule = Rule(0.7f, top_k, 0.9f, 0.0f, 0.5);
+    for (const std::vector<float>& row : std::vector<std::vector<float>>{
+             {0.5f, nan, 3.0f}, {0.5f, 1.0f, 3.0f, nan}, {-inf, -inf, -inf},
+             {1.0f, inf, 2.0f, inf}}) {
+      const int32_t argmax = ArgmaxRow(row.data(), static_cast<int64_t>(row.size()));
+      EXPECT_EQ(sampler.Draw(row, rule), argmax) << "top_k " << top_k;
+      EXPECT_EQ(ThresholdSample(row, rule), argmax) << "top_k " << top_k;
+      EXPECT_EQ(sampler.Distribution(row, rule),
+                (std::vector<std::pair<int32_t, double>>{{argmax, 1.0}}));
+    }
   }
   // -inf entries beside a finite maximum weigh nothing and are never drawn.
   const std::vector<float> masked = {-inf, 2.0f, -inf};
