@@ -14,7 +14,8 @@ RowSampler::RowSampler(int64_t vocab) { Reserve(static_cast<size_t>(std::max<int
 void RowSampler::Reserve(size_t cols) {
   if (order_.size() >= cols) return;
   order_.resize(cols);
-  weights_.resize(cols);
+  weight_of_.resize(cols);
+  marks_.resize(cols);
   heap_.reserve(cols);
 }
 
@@ -64,9 +65,6 @@ std::optional<size_t> RowSampler::Candidates(std::span<const float> logits,
                                              const SamplingRow& rule) {
   const size_t vocab = logits.size();
   Reserve(vocab);
-  const auto by_logit = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
   size_t n = vocab;
   bool sorted = false;
   float max_logit = -INFINITY;
@@ -77,7 +75,6 @@ std::optional<size_t> RowSampler::Candidates(std::span<const float> logits,
     sorted = true;
     max_logit = logits[order_[0]];
   } else {
-    std::iota(order_.begin(), order_.begin() + vocab, 0);
     bool any_nan = false;
     for (float l : logits) {
       any_nan |= l != l;
@@ -87,55 +84,113 @@ std::optional<size_t> RowSampler::Candidates(std::span<const float> logits,
   }
   if (!std::isfinite(max_logit)) return std::nullopt;  // no weights relative to it
   const double inv_t = 1.0 / rule.temperature;
-  const auto weight = [&](int32_t id) { return SamplingWeight(logits[id], max_logit, inv_t); };
+  float* weight = weight_of_.data();
+  if (sorted) {
+    for (size_t i = 0; i < n; ++i) {
+      weight[order_[i]] = CandidateWeight(logits[order_[i]], max_logit, inv_t);
+    }
+  } else {
+    for (size_t i = 0; i < vocab; ++i) weight[i] = CandidateWeight(logits[i], max_logit, inv_t);
+    std::iota(order_.begin(), order_.begin() + vocab, 0);
+  }
 
   if (rule.top_p < 1.0f) {
     double total = 0;
-    for (size_t i = 0; i < n; ++i) total += weight(order_[i]);
-    // The nucleus is usually a small head of the distribution: sort a growing prefix instead of
-    // the whole vocabulary.
-    if (!sorted) {
-      for (size_t m = std::min<size_t>(n, 64);; m = std::min(n, m * 8)) {
-        std::partial_sort(order_.begin(), order_.begin() + m, order_.begin() + n, by_logit);
-        double head = 0;
-        for (size_t i = 0; i < m; ++i) head += weight(order_[i]);
-        if (head / total >= rule.top_p || m == n) break;
-      }
+    for (size_t i = 0; i < n; ++i) total += weight[order_[i]];
+    const double target = static_cast<double>(rule.top_p) * total;
+    if (sorted) {
+      n = CutWalking(n, target);
+    } else {
+      n = KeepHeadReaching(logits, n, target);
       sorted = true;
     }
-    double cumulative = 0;
-    size_t cut = n;
-    for (size_t i = 0; i < n; ++i) {
-      weights_[i] = weight(order_[i]);
-      cumulative += weights_[i] / total;
-      if (cumulative >= rule.top_p) {
-        cut = i + 1;
-        break;
-      }
-    }
-    n = cut;
-  } else {
-    for (size_t i = 0; i < n; ++i) weights_[i] = weight(order_[i]);
   }
 
   if (rule.min_p > 0.0f) {
     // Weights are relative to the most likely token (weight 1), so the cutoff is min_p itself.
     size_t kept = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (weights_[i] >= rule.min_p) {
-        order_[kept] = order_[i];
-        weights_[kept++] = weights_[i];
-      }
+      if (weight[order_[i]] >= rule.min_p) order_[kept++] = order_[i];
     }
     n = kept;
   }
-  if (sorted) {
-    // The draw walks the candidates in id order, which a device can do without sorting them.
-    // The weights follow their ids through the sort: they are the ids' own, recomputed.
-    std::sort(order_.begin(), order_.begin() + n);
-    for (size_t i = 0; i < n; ++i) weights_[i] = weight(order_[i]);
-  }
+  // The draw walks the candidates in id order, which a device can do without sorting them.
+  if (sorted) IdOrder(n);
   return n;
+}
+
+size_t RowSampler::CutWalking(size_t n, double target) const {
+  double above = 0;
+  for (size_t i = 0; i < n; ++i) {
+    above += weight_of_[order_[i]];
+    if (above >= target) return i + 1;
+  }
+  return n;  // rounding kept the total short of the target: keep everything
+}
+
+size_t RowSampler::KeepHeadReaching(std::span<const float> logits, size_t n, double target) {
+  const auto stronger = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  const float* weight = weight_of_.data();
+  int32_t* order = order_.data();
+  // A confident model's nucleus is a few tokens: try the 64 most likely first.
+  const size_t head = std::min<size_t>(n, 64);
+  std::partial_sort(order, order + head, order + n, stronger);
+  double head_mass = 0;
+  for (size_t i = 0; i < head; ++i) head_mass += weight[order[i]];
+  if (head_mass >= target || head == n) return CutWalking(head, target);
+
+  // Otherwise a quickselect that carries the weight of what lies above the range: tokens in
+  // [0, lo) rank above [lo, hi), which ranks above [hi, n), and [0, lo) weighs less than the
+  // target. Expected O(n), where sorting a flat distribution's nucleus was O(n log n).
+  size_t lo = 0;
+  size_t hi = n;
+  double above = 0;
+  while (hi - lo > 32) {
+    int32_t a = order[lo], b = order[lo + (hi - lo) / 2], c = order[hi - 1];
+    if (stronger(b, a)) std::swap(a, b);
+    if (stronger(c, b)) std::swap(b, c);
+    if (stronger(b, a)) std::swap(a, b);
+    const int32_t pivot = b;  // the median of three
+    int32_t* mid =
+        std::partition(order + lo, order + hi, [&](int32_t t) { return stronger(t, pivot); });
+    const size_t m = static_cast<size_t>(mid - order);
+    double upper = 0;
+    for (size_t i = lo; i < m; ++i) upper += weight[order[i]];
+    if (above + upper >= target) {
+      hi = m;  // the cut is among the tokens above the pivot
+      continue;
+    }
+    // The pivot ranks first in [m, hi): place it, so that every round consumes a token.
+    above += upper;
+    std::swap(*std::find(order + m, order + hi, pivot), order[m]);
+    above += weight[pivot];
+    if (above >= target) return m + 1;
+    lo = m + 1;
+  }
+  std::sort(order + lo, order + hi, stronger);
+  for (size_t i = lo; i < hi; ++i) {
+    above += weight[order[i]];
+    if (above >= target) return i + 1;
+  }
+  return hi;  // rounding kept the total short of the target: keep everything ranked so far
+}
+
+void RowSampler::IdOrder(size_t n) {
+  if (n <= 4096) {
+    std::sort(order_.begin(), order_.begin() + n);
+    return;
+  }
+  // Many candidates: mark them and read the marks back in id order, O(vocabulary).
+  for (size_t i = 0; i < n; ++i) marks_[order_[i]] = 1;
+  size_t next = 0;
+  for (size_t id = 0; id < marks_.size() && next < n; ++id) {
+    if (marks_[id] != 0) {
+      marks_[id] = 0;
+      order_[next++] = static_cast<int32_t>(id);
+    }
+  }
 }
 
 int32_t RowSampler::Draw(std::span<const float> logits, const SamplingRow& rule) {
@@ -146,10 +201,10 @@ int32_t RowSampler::Draw(std::span<const float> logits, const SamplingRow& rule)
   if (!candidates) return argmax();
   const size_t n = *candidates;
   double total = 0;
-  for (size_t i = 0; i < n; ++i) total += weights_[i];
+  for (size_t i = 0; i < n; ++i) total += weight_of_[order_[i]];
   double r = rule.uniform * total;
   for (size_t i = 0; i < n; ++i) {
-    r -= weights_[i];
+    r -= weight_of_[order_[i]];
     if (r < 0) return order_[i];
   }
   return n > 0 ? order_[n - 1] : argmax();  // rounding left r >= 0 after the last candidate
@@ -168,9 +223,9 @@ std::vector<std::pair<int32_t, double>> RowSampler::Distribution(std::span<const
   if (!candidates) return {{ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size())), 1.0}};
   const size_t n = *candidates;
   double total = 0;
-  for (size_t i = 0; i < n; ++i) total += weights_[i];
+  for (size_t i = 0; i < n; ++i) total += weight_of_[order_[i]];
   std::vector<std::pair<int32_t, double>> out;
-  for (size_t i = 0; i < n; ++i) out.emplace_back(order_[i], weights_[i] / total);
+  for (size_t i = 0; i < n; ++i) out.emplace_back(order_[i], weight_of_[order_[i]] / total);
   return out;
 }
 

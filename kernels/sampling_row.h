@@ -1,6 +1,6 @@
 // What a backend needs to draw one sequence's next token from its row of logits where the row
-// is (Ops::ReadBackSampled), and the per-token arithmetic that the host sampler and a device's
-// kernel must share so that both rewrite a logit, and weigh it, with the same operations.
+// is (Ops::ReadBackSampled), and the penalty arithmetic that the host sampler and a device's
+// kernel share so that both rewrite a logit with the same operations.
 // Plain structs and inline functions only: CUDA code includes this header too.
 #ifndef TANDEM_KERNELS_SAMPLING_ROW_H_
 #define TANDEM_KERNELS_SAMPLING_ROW_H_
@@ -57,11 +57,6 @@ TANDEM_HOST_DEVICE inline float PenalisedLogit(float logit, const PenaltyParams&
   return logit;
 }
 
-// A candidate's unnormalised probability: exp((logit - max) / temperature), in double, given
-// 1 / temperature. The largest logit weighs exactly 1 even when 1/temperature overflows
-// (0 · inf is NaN).
-TANDEM_HOST_DEVICE inline double SamplingWeight(float logit, double max_logit, double inv_t);
-
 // One row of a sampling read-back: the request's rule, and the uniform draw its generator made
 // for this step (so that a seeded request draws the same stream wherever its row is sampled).
 struct SamplingRow {
@@ -76,25 +71,6 @@ struct SamplingRow {
   int32_t penalties_begin = 0;
   int32_t penalties_end = 0;
 };
-
-}  // namespace tandem::kernels
-
-#if defined(__CUDACC__)
-#include <cuda_runtime.h>  // exp(double) on the device
-#else
-#include <cmath>
-#endif
-
-namespace tandem::kernels {
-
-TANDEM_HOST_DEVICE inline double SamplingWeight(float logit, double max_logit, double inv_t) {
-  const double d = static_cast<double>(logit) - max_logit;
-#if defined(__CUDA_ARCH__)
-  return d == 0 ? 1.0 : exp(d * inv_t);
-#else
-  return d == 0 ? 1.0 : std::exp(d * inv_t);
-#endif
-}
 
 }  // namespace tandem::kernels
 

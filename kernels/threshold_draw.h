@@ -4,8 +4,8 @@
 // weights' bit patterns, or over ids), each step one reduction over the row. That is what a GPU can do with a block per row, in a
 // fixed order (so a seed gives the same token run after run, whatever else is in the batch).
 //
-// The row holds weights (SamplingWeight of each logit, as floats, all in [0, 1], the largest
-// exactly 1). Non-negative floats order as their bit patterns do, so a weight's bits are its
+// The row holds weights (exp((logit - max) / temperature) as floats, all in [0, 1], the
+// largest exactly 1). Non-negative floats order as their bit patterns do, so a weight's bits are its
 // sort key. `Row` supplies the reductions; on a device they are block-wide and every thread of
 // the block calls them together:
 //   int64_t cols() const;

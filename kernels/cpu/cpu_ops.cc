@@ -35,6 +35,19 @@ constexpr int64_t kOwnMaxRows = 40;
 
 CpuOps::CpuOps(int threads) : pool_(threads) { SetBlasThreads(1); }
 
+std::string CpuOps::ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+                                    std::span<const SamplingRow> rules,
+                                    std::span<const PenaltyToken> seen, int32_t* out) {
+  samplers_.resize(static_cast<size_t>(pool_.size()));  // each grows to the vocabulary once
+  pool_.ForEach(static_cast<int64_t>(rules.size()), [&](int slot, int64_t r) {
+    const SamplingRow& rule = rules[r];
+    out[r] = samplers_[slot].Sample(
+        std::span<const float>(src + r * ld_src, static_cast<size_t>(cols)), rule,
+        PenaltyTokensOf(rule, seen));
+  });
+  return "";
+}
+
 float* CpuOps::SlotScratch(int64_t floats_per_slot) {
   // Rounded to whole cache lines so that slots never share one.
   slot_scratch_floats_ = (floats_per_slot + 15) / 16 * 16;

@@ -4,9 +4,12 @@
 #ifndef TANDEM_KERNELS_CPU_CPU_OPS_H_
 #define TANDEM_KERNELS_CPU_CPU_OPS_H_
 
+#include <vector>
+
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/ops.h"
 #include "kernels/reference/reference_ops.h"
+#include "kernels/row_sampler.h"
 
 namespace tandem::kernels {
 
@@ -39,6 +42,11 @@ class CpuOps : public Ops {
   void set_ssd_max_chunk(int32_t max_chunk) { ssd_max_chunk_ = max_chunk; }
   std::string_view name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
+
+  // The rows sampled in parallel, one RowSampler per participant of the pool.
+  std::string ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+                              std::span<const SamplingRow> rules,
+                              std::span<const PenaltyToken> seen, int32_t* out) override;
 
   void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
               float* y, int64_t ld_y) override;
@@ -87,6 +95,7 @@ class CpuOps : public Ops {
   int32_t ssd_max_chunk_ = kDefaultSsdMaxChunk;
   Workspace slot_scratch_{0};
   int64_t slot_scratch_floats_ = 0;
+  std::vector<RowSampler> samplers_;  // one per slot of the pool
 };
 
 }  // namespace tandem::kernels

@@ -79,7 +79,8 @@ __global__ void SampleRowsKernel(float* logits, int64_t ld, int64_t cols,
 
   const double inv_t = 1.0 / static_cast<double>(rule.temperature);
   for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) {
-    row[i] = static_cast<float>(SamplingWeight(row[i], max_logit, inv_t));
+    // kernels::CandidateWeight, with the device's expf.
+    row[i] = expf(static_cast<float>((static_cast<double>(row[i]) - max_logit) * inv_t));
   }
   __syncthreads();
   BlockRow weights(row, cols, scratch);

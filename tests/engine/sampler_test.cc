@@ -109,31 +109,37 @@ TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingP) {
 }
 
 TEST(SamplerTest, TopPOnALargeVocabularyMatchesAFullSort) {
-  const int32_t vocab = 5000;
-  std::vector<float> logits(vocab);
-  Rng rng(3);
-  for (float& l : logits) l = static_cast<float>(rng.Uniform() * 6.0);
-  SamplingParams p = Sampling(0.7f);
-  p.top_p = 0.95f;
-  BatchSampler batch(vocab);
-  SamplingState state(p);
-  const auto d = batch.Distribution(logits, state);
-  // Reference: sort everything, cumulate.
-  std::vector<int32_t> order(vocab);
-  for (int32_t i = 0; i < vocab; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
-  double total = 0;
-  for (float l : logits) total += std::exp((l - logits[order[0]]) / 0.7);
-  double cum = 0;
-  size_t keep = 0;
-  while (cum < 0.95) cum += std::exp((logits[order[keep++]] - logits[order[0]]) / 0.7) / total;
-  ASSERT_EQ(d.size(), keep);
-  EXPECT_GT(keep, 64u);  // the growing partial sort had to grow
-  // The candidates come in id order, the order the draw walks.
-  std::sort(order.begin(), order.begin() + keep);
-  for (size_t i = 0; i < keep; ++i) EXPECT_EQ(d[i].first, order[i]);
+  // 5000: a nucleus past the first 64 (the quickselect); 40000: one past 4096 (ids put back in
+  // order through marks rather than a sort).
+  for (int32_t vocab : {5000, 40000}) {
+    std::vector<float> logits(vocab);
+    Rng rng(3);
+    for (float& l : logits) l = static_cast<float>(rng.Uniform() * 6.0);
+    SamplingParams p = Sampling(0.7f);
+    p.top_p = 0.95f;
+    BatchSampler batch(vocab);
+    SamplingState state(p);
+    const auto d = batch.Distribution(logits, state);
+    // Reference: sort everything, cumulate.
+    std::vector<int32_t> order(vocab);
+    for (int32_t i = 0; i < vocab; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    double total = 0;
+    for (float l : logits) total += std::exp((l - logits[order[0]]) / 0.7);
+    double cum = 0;
+    size_t keep = 0;
+    while (cum < 0.95) cum += std::exp((logits[order[keep++]] - logits[order[0]]) / 0.7) / total;
+    ASSERT_EQ(d.size(), keep) << vocab;
+    EXPECT_GT(keep, vocab == 5000 ? 64u : 4096u);
+    // The candidates come in id order, the order the draw walks.
+    std::sort(order.begin(), order.begin() + keep);
+    for (size_t i = 0; i < keep; ++i) ASSERT_EQ(d[i].first, order[i]) << vocab << " " << i;
+    double sum = 0;
+    for (const auto& [token, probability] : d) sum += probability;
+    EXPECT_NEAR(sum, 1.0, 1e-9);
+  }
 }
 
 TEST(SamplerTest, MinPDropsTokensBelowTheScaledMaximum) {

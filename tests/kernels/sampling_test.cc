@@ -47,7 +47,8 @@ class SerialRow {
 };
 
 // What a device's sampling kernel computes for an already penalised row: the degenerate rows'
-// argmax, otherwise float weights and the threshold search.
+// argmax, otherwise float weights (the host's, so that only the search differs) and the
+// threshold search.
 int32_t ThresholdSample(const std::vector<float>& logits, const SamplingRow& rule) {
   const int32_t argmax = ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size()));
   float max_logit = -std::numeric_limits<float>::infinity();
@@ -59,7 +60,7 @@ int32_t ThresholdSample(const std::vector<float>& logits, const SamplingRow& rul
   std::vector<float> weights(logits.size());
   const double inv_t = 1.0 / rule.temperature;
   for (size_t i = 0; i < logits.size(); ++i) {
-    weights[i] = static_cast<float>(SamplingWeight(logits[i], max_logit, inv_t));
+    weights[i] = CandidateWeight(logits[i], max_logit, inv_t);
   }
   SerialRow row(std::move(weights));
   return DrawByThresholds(row, rule);
