@@ -252,22 +252,49 @@ void CudaOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate
   }
 }
 
-bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count, Workspace& ws,
+bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count,
                            const void* const** weights, const float* const** scales) {
-  expert_weights_.clear();
-  expert_scales_.clear();
   for (int32_t e = 0; e < count; ++e) {
     if (matrices[e].format != matrices[0].format) {
       Record(cudaErrorInvalidValue, "Moe: experts in different weight formats");
       return false;
     }
-    expert_weights_.push_back(matrices[e].data);
-    expert_scales_.push_back(matrices[e].row_scales);
   }
-  *weights = Upload(expert_weights_.data(), expert_weights_.size(), ws);
-  *scales = matrices[0].format == WeightFormat::kI8
-                ? Upload(expert_scales_.data(), expert_scales_.size(), ws)
-                : nullptr;
+  // A server keeps one model's few dozen layers; a process that loads model after model would
+  // otherwise grow the map without end.
+  constexpr size_t kMaxLayers = 4096;
+  if (expert_tables_.size() >= kMaxLayers && expert_tables_.count(matrices) == 0) {
+    // Queued kernels may still read the tables about to be freed (the wait keeps any error for
+    // the pass's read-back to report).
+    Record(cudaStreamSynchronize(stream_), "Moe tables");
+    expert_tables_.clear();
+  }
+  ExpertTable& table = expert_tables_[matrices];
+  bool current = table.weights.size() == static_cast<size_t>(count);
+  for (int32_t e = 0; current && e < count; ++e) {
+    current = table.weights[e] == matrices[e].data && table.scales[e] == matrices[e].row_scales;
+  }
+  if (!current) {
+    table.weights.clear();
+    table.scales.clear();
+    for (int32_t e = 0; e < count; ++e) {
+      table.weights.push_back(matrices[e].data);
+      table.scales.push_back(matrices[e].row_scales);
+    }
+    const size_t n = static_cast<size_t>(count);
+    if (!Reserve(table.device_weights, n, "Moe tables") ||
+        !Reserve(table.device_scales, n, "Moe tables")) {
+      table.weights.clear();  // not current: the next call tries again
+      return false;
+    }
+    // Ordered on the stream after any kernel still reading the previous contents.
+    CopyToDevice(table.device_weights.get(), table.weights.data(), n * sizeof(const void*),
+                 "Moe tables");
+    CopyToDevice(table.device_scales.get(), table.scales.data(), n * sizeof(const float*),
+                 "Moe tables");
+  }
+  *weights = table.device_weights.get();
+  *scales = matrices[0].format == WeightFormat::kI8 ? table.device_scales.get() : nullptr;
   return Ok();
 }
 
@@ -282,8 +309,8 @@ void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
   const void* const* down = nullptr;
   const float* const* gate_up_scales = nullptr;
   const float* const* down_scales = nullptr;
-  if (!ExpertTables(a.gate_up, E, ws, &gate_up, &gate_up_scales) ||
-      !ExpertTables(a.down, E, ws, &down, &down_scales)) {
+  if (!ExpertTables(a.gate_up, E, &gate_up, &gate_up_scales) ||
+      !ExpertTables(a.down, E, &down, &down_scales)) {
     return;
   }
   float* logits = ws.Floats(T * E);

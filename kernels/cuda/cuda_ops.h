@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cuda/device_buffer.h"
@@ -117,13 +118,20 @@ class CudaOps final : public Ops {
   std::byte* staging_ = nullptr;
   size_t staging_capacity_ = 0;
   size_t staged_ = 0;
-  // MoE: the experts' weight and scale pointers, gathered on the host for upload (reused).
-  std::vector<const void*> expert_weights_;
-  std::vector<const float*> expert_scales_;
-  // Uploads the pointers of matrices [0, count) as the grouped kernels' tables; false (with the
-  // error kept) when the experts are not all in one format.
-  bool ExpertTables(const WeightMatrix* matrices, int32_t count, Workspace& ws,
-                    const void* const** weights, const float* const** scales);
+  // MoE: the grouped kernels' tables of one layer's experts (their weight and scale pointers),
+  // uploaded once and kept, keyed by the layer's array of matrices. The host copy tells a stale
+  // entry (another model's layer at the same address) from a current one.
+  struct ExpertTable {
+    std::vector<const void*> weights;
+    std::vector<const float*> scales;
+    DeviceBuffer<const void*> device_weights;
+    DeviceBuffer<const float*> device_scales;
+  };
+  std::unordered_map<const WeightMatrix*, ExpertTable> expert_tables_;
+  // The device tables of matrices [0, count); false (with the error kept) when the experts are
+  // not all in one format or the upload fails. `scales` is null unless the format has them.
+  bool ExpertTables(const WeightMatrix* matrices, int32_t count, const void* const** weights,
+                    const float* const** scales);
   // GatherRows' ids and the indexed copies' rows, uploaded (grown during warm-up only). One
   // buffer serves every call: the upload is ordered on the stream after the kernels before it.
   DeviceBuffer<int32_t> ids_;

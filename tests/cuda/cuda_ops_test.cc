@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -84,8 +86,7 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
     device_down.push_back(experts_down.back()->device);
   }
   const auto router = Make(WeightFormat::kF32, E, H, 30);
-  for (const auto [tokens, renormalize] :
-       {std::pair<int64_t, bool>{T, false}, {T, true}, {kMaxTokens, false}}) {
+  const auto run_moe = [&](int64_t tokens, bool renormalize) {
     MoeArgs a;
     a.tokens = tokens;
     a.hidden = H;
@@ -116,7 +117,18 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
       ASSERT_TRUE(AllClose(got.data() + t * ld_out, moe_want.data() + t * ld_out, H, 1e-4f, 1e-4f))
           << "Moe token " << t << " of " << tokens << (renormalize ? " renormalized" : "");
     }
-  }
+  };
+  // The second and third calls find the layer's expert tables already on the device.
+  run_moe(T, false);
+  run_moe(T, true);
+  run_moe(kMaxTokens, false);
+  // The same arrays now name the experts in another order, as another model's layer at the same
+  // address would: the kept tables must follow.
+  std::reverse(host_gu.begin(), host_gu.end());
+  std::reverse(host_down.begin(), host_down.end());
+  std::reverse(device_gu.begin(), device_gu.end());
+  std::reverse(device_down.begin(), device_down.end());
+  run_moe(T, false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaOpsFormatTest,
