@@ -2,7 +2,8 @@
 // that each rule can be tested on hand-made numbers:
 //   TokenCounts      which tokens a sequence has seen (prompt) and generated, and how often;
 //   ApplyPenalties   repetition (Hugging Face), presence and frequency (OpenAI / vLLM);
-//   ComputeLogprobs  log-softmax of a row for the chosen token and the n most likely tokens.
+//   ComputeLogprobs  log-softmax of a row for the chosen token and the n most likely tokens
+//                    (kernels/logprobs.h, where every backend's sampling read-back finds it).
 #ifndef TANDEM_ENGINE_LOGITS_PROCESSORS_H_
 #define TANDEM_ENGINE_LOGITS_PROCESSORS_H_
 
@@ -11,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/logprobs.h"
 #include "kernels/sampling_row.h"
 
 namespace tandem::engine {
@@ -61,14 +63,8 @@ void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts,
 // The tokens `counts` knows, as a device's sampling read-back takes them (appended to `out`).
 void AppendPenaltyTokens(const TokenCounts& counts, std::vector<kernels::PenaltyToken>* out);
 
-struct TopLogprob {
-  int32_t token = 0;
-  float logprob = 0;
-};
-
-// log_softmax(logits)[chosen], and the `top.size()` most likely tokens in descending order
-// (lowest id first on ties) written to `top`. Accumulates in double. O(vocab · log n).
-float ComputeLogprobs(std::span<const float> logits, int32_t chosen, std::span<TopLogprob> top);
+using TopLogprob = kernels::TokenLogprob;
+using kernels::ComputeLogprobs;  // kernels/logprobs.h
 
 }  // namespace tandem::engine
 

@@ -43,6 +43,7 @@ ModelRunner::~ModelRunner() {
 absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
   if (logits_.size() < rows * vocab_) logits_.resize(rows * vocab_);  // grows, then stays
   if (tokens_.size() < rows) tokens_.resize(rows);
+  if (sampled_.size() < rows) sampled_.resize(rows);
   if (ops_->activations_on_host()) return logits_.data();
   if (device_logits_rows_ < rows) {
     if (device_logits_ != nullptr) ops_->activation_memory().Release(device_logits_);
@@ -58,14 +59,14 @@ absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
   return device_logits_;
 }
 
-std::string ModelRunner::ReadBackRows(float* out, std::span<const LogitsUse> uses,
+std::string ModelRunner::ReadBackRows(const float* out, std::span<const LogitsUse> uses,
                                       size_t first_row) {
   // Runs of rows with the same use move in one read-back each.
   bool waited = false;
   for (size_t a = 0; a < uses.size();) {
     size_t b = a + 1;
     while (b < uses.size() && uses[b] == uses[a]) ++b;
-    float* rows = out + a * vocab_;
+    const float* rows = out + a * vocab_;
     std::string failure;
     if (uses[a] == LogitsUse::kRow) {
       failure = ops_->ReadBack(rows, (b - a) * vocab_, logits_.data() + (first_row + a) * vocab_);
@@ -77,7 +78,7 @@ std::string ModelRunner::ReadBackRows(float* out, std::span<const LogitsUse> use
     } else if (uses[a] == LogitsUse::kSample) {
       failure = ops_->ReadBackSampled(rows, vocab_, vocab_,
                                       sampling_.rules.subspan(first_row + a, b - a),
-                                      sampling_.seen, tokens_.data() + first_row + a);
+                                      sampling_.seen, sampled_.data() + first_row + a);
       waited = true;
     }
     if (!failure.empty()) return failure;

@@ -29,7 +29,7 @@ absl::Status CheckWeightsReachable(const models::Model& model, kernels::Ops& ops
 enum class LogitsUse : uint8_t {
   kRow,     // the whole row, for the sampler: logits_row(i)
   kArgmax,  // only its greedy choice (greedy without penalties or logprobs): token(i)
-  kSample,  // only the token its sampling rule draws (no logprobs asked for): token(i)
+  kSample,  // only what its sampling rule draws, and the logprobs it asks for: sampled(i)
   kNone,    // nothing: a prefill chunk that does not reach the end of its prompt
 };
 
@@ -52,8 +52,8 @@ class ModelRunner {
   ~ModelRunner();
 
   // Runs `batch` and returns, per sequence and as `uses` asks (empty: every row whole), its row
-  // of logits after its last new token, or the token that row's argmax or sampling rule (in
-  // `sampling`) picks, in batch order; they stay valid until the next Run. When the whole batch fails (Model::Forward changes no state on error)
+  // of logits after its last new token, that row's argmax, or what its sampling rule (in
+  // `sampling`) draws, in batch order; they stay valid until the next Run. When the whole batch fails (Model::Forward changes no state on error)
   // each sequence is retried alone, so one bad sequence cannot fail the others. `errors` always
   // gets one entry per sequence, saying how it fared; the result is an error only when every
   // entry is one.
@@ -62,8 +62,8 @@ class ModelRunner {
                                  std::span<const LogitsUse> uses = {},
                                  const StepSampling& sampling = {});
   const float* logits_row(size_t i) const { return logits_.data() + i * vocab_; }
-  // The token picked where the logits are, for kArgmax and kSample rows.
-  int32_t token(size_t i) const { return tokens_[i]; }
+  int32_t token(size_t i) const { return tokens_[i]; }  // kArgmax rows
+  const kernels::SampledToken& sampled(size_t i) const { return sampled_[i]; }  // kSample rows
   int64_t vocab() const { return vocab_; }
 
   // Counts over every pass so far (Hydragen nodes attended: tests see the shared path ran).
@@ -73,15 +73,15 @@ class ModelRunner {
   kernels::Ops& ops() { return *ops_; }
 
  private:
-  // Forward into the backend's logits buffer, then what `uses` asks of each row to logits_ or
-  // tokens_ from entry first_row. `ops_failed` is set when the backend reported a failed op
+  // Forward into the backend's logits buffer, then what `uses` asks of each row to logits_,
+  // tokens_ or sampled_ from entry first_row. `ops_failed` is set when the backend reported a failed op
   // (not a refused batch).
   absl::Status ForwardAndReadBack(std::span<const models::SequenceInput> batch,
                                   std::span<const LogitsUse> uses, size_t first_row,
                                   bool* ops_failed);
   // Copies what `uses` asks of rows [0, uses.size()) at `out`, from entry first_row; returns
   // the backend's first failure or "".
-  std::string ReadBackRows(float* out, std::span<const LogitsUse> uses, size_t first_row);
+  std::string ReadBackRows(const float* out, std::span<const LogitsUse> uses, size_t first_row);
   // Room for `rows` logits rows in the backend's memory (logits_ itself on the host).
   absl::StatusOr<float*> BackendLogits(size_t rows);
 
@@ -95,6 +95,7 @@ class ModelRunner {
   int64_t vocab_;
   std::vector<float> logits_;
   std::vector<int32_t> tokens_;
+  std::vector<kernels::SampledToken> sampled_;
   StepSampling sampling_;  // the current Run's
   std::vector<LogitsUse> all_rows_;  // uses when Run is given none
   float* device_logits_ = nullptr;  // device backends only; from ops_->activation_memory()

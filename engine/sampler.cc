@@ -100,7 +100,20 @@ kernels::SamplingRow SamplingParams::rule() const {
   row.top_p = top_p;
   row.min_p = min_p;
   row.penalties = penalties();
+  row.logprobs = logprobs;
+  row.top_logprobs = top_logprobs;
   return row;
+}
+
+SampleResult FromSampled(const kernels::SampledToken& sampled, const SamplingParams& params) {
+  SampleResult result;
+  result.token = sampled.token;
+  if (params.logprobs || params.top_logprobs > 0) {
+    result.logprob = sampled.logprob;
+    result.num_top = std::clamp(params.top_logprobs, 0, SampleResult::kMaxTop);
+    std::copy(sampled.top, sampled.top + result.num_top, result.top.begin());
+  }
+  return result;
 }
 
 BatchSampler::BatchSampler(int32_t vocab_size) : vocab_(vocab_size), rows_(vocab_size) {

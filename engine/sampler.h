@@ -46,7 +46,7 @@ struct SamplingParams {
   PenaltyParams penalties() const {
     return {repetition_penalty, presence_penalty, frequency_penalty};
   }
-  // The rule as backends take it, with no draw yet (SamplingRow::uniform 0).
+  // The rule as backends take it (logprobs included), with no draw yet (SamplingRow::uniform 0).
   kernels::SamplingRow rule() const;
   // The next token is the argmax of the raw logits and nothing else is read from them, so the
   // backend may pick it where the logits are (ModelRunner's LogitsUse::kArgmax).
@@ -98,7 +98,7 @@ class SamplingState {
 };
 
 struct SampleResult {
-  static constexpr int32_t kMaxTop = 20;
+  static constexpr int32_t kMaxTop = kernels::SampledToken::kMaxTop;
   int32_t token = 0;
   // When params.logprobs or top_logprobs > 0: the chosen token's logprob, and the top_logprobs
   // most likely tokens (descending, lowest id first on ties) in top[0, num_top).
@@ -106,6 +106,10 @@ struct SampleResult {
   int32_t num_top = 0;
   std::array<TopLogprob, kMaxTop> top{};
 };
+
+// A backend's sampling read-back of a row as the sampler reports it (the logprobs `params` asked
+// for copied over).
+SampleResult FromSampled(const kernels::SampledToken& sampled, const SamplingParams& params);
 
 // Samples the rows of a [rows × vocab] logits matrix, each with its own state. Scratch buffers
 // are sized once for the vocabulary and reused, so a step allocates nothing. Not thread-safe:

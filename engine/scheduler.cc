@@ -17,8 +17,7 @@ Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokeni
       memory_budget_(allocator->allocator_stats().budget_bytes),
       runner_(runner),
       config_(config),
-      cache_(CacheBinding::Create(config.cache, model, spec, allocator)),
-      sampler_(model.config().vocab_size) {
+      cache_(CacheBinding::Create(config.cache, model, spec, allocator)) {
   if (tokenizer_ != nullptr) vocab_ = std::make_shared<DetokenizerVocab>(*tokenizer_);
   stats_.cache_policy = CachePolicyName(config.cache.policy);
 }
@@ -425,13 +424,11 @@ void Scheduler::Step() {
              .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
          seq->step_snapshots, false});
     // Only a step that reaches the end of the tokens samples. Greedy needs only the argmax;
-    // other rules are drawn where the logits are, unless logprobs need the whole row.
+    // other rules, and logprobs, are computed where the logits are.
     const bool samples = begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
     const SamplingParams& params = seq->sampling.params();
-    const bool whole_row = params.logprobs || params.top_logprobs > 0;
     logits_uses_.push_back(!samples                 ? LogitsUse::kNone
                            : params.argmax_only()   ? LogitsUse::kArgmax
-                           : whole_row              ? LogitsUse::kRow
                                                     : LogitsUse::kSample);
     kernels::SamplingRow& rule = sampling_rules_.emplace_back();
     if (logits_uses_.back() == LogitsUse::kSample) {
@@ -461,15 +458,14 @@ void Scheduler::Step() {
     }
     stats_.prefill_tokens += seq.status == SequenceStatus::kDecoding ? 0 : seq.step_tokens;
     if (seq.computed() == static_cast<int64_t>(seq.tokens.size())) {
+      // Picked where the logits are: no logits row comes back for the sampler.
       SampleResult sample;
-      if (logits_uses_[i] == LogitsUse::kArgmax || logits_uses_[i] == LogitsUse::kSample) {
+      if (logits_uses_[i] == LogitsUse::kArgmax) {
         sample.token = runner_->token(i);
-        seq.sampling.Accept(sample.token);
       } else {
-        const std::span<const float> row(runner_->logits_row(i),
-                                         static_cast<size_t>(runner_->vocab()));
-        sample = sampler_.SampleRow(row, seq.sampling);
+        sample = FromSampled(runner_->sampled(i), seq.sampling.params());
       }
+      seq.sampling.Accept(sample.token);
       Emit(seq, sample);
     }
   }

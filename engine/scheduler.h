@@ -158,7 +158,6 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   uint64_t next_admission_ = 1;
   SchedulerStats stats_;
-  BatchSampler sampler_;
   std::shared_ptr<const DetokenizerVocab> vocab_;  // when there is a tokenizer
 
   // Reused per step.

@@ -63,9 +63,9 @@ std::string Ops::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, 
   return "";
 }
 
-std::string Ops::ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+std::string Ops::ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                                  std::span<const SamplingRow> rules,
-                                 std::span<const PenaltyToken> seen, int32_t* out) {
+                                 std::span<const PenaltyToken> seen, SampledToken* out) {
   std::string failure = ReadBack(src, 0, nullptr);
   if (!failure.empty()) return failure;
   thread_local RowSampler sampler;  // its scratch grows to the vocabulary once per thread

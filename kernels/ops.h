@@ -289,16 +289,16 @@ class Ops {
   // The default reads src on the host: a device backend overrides it.
   virtual std::string ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                                      int32_t* out);
-  // The same end of a pass for rows sampled where they are: out[r] (host memory) is the token
-  // that kernels::RowSampler::Sample gives for row r of src ([rules.size(), cols], row stride
+  // The same end of a pass for rows sampled where they are: out[r] (host memory) is what
+  // kernels::RowSampler::Sample gives for row r of src ([rules.size(), cols], row stride
   // ld_src) under rules[r], with the penalty tokens seen[rules[r].penalties_begin,
-  // penalties_end). A device computes the rule without sorting (kernels/threshold_draw.h): the
-  // same token except where a cumulative probability lies within rounding of a cut. The rows
-  // may be overwritten (a device penalises and weighs them in place). The default samples on
-  // the host, with a RowSampler per thread.
-  virtual std::string ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+  // penalties_end): the token, and the logprobs the rule asks for. A device computes the rule
+  // without sorting (kernels/threshold_draw.h): the same token except where a cumulative
+  // probability lies within rounding of a cut. The rows are left as they are. The default
+  // samples on the host, with a RowSampler per thread.
+  virtual std::string ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                                       std::span<const SamplingRow> rules,
-                                      std::span<const PenaltyToken> seen, int32_t* out);
+                                      std::span<const PenaltyToken> seen, SampledToken* out);
 
   // Readies the calling thread to issue this backend's work: a GPU backend makes its device the
   // thread's current one. A thread other than the creator's calls it before its first op.

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "kernels/argmax.h"
+#include "kernels/logprobs.h"
 
 namespace tandem::kernels {
 
@@ -210,9 +211,15 @@ int32_t RowSampler::Draw(std::span<const float> logits, const SamplingRow& rule)
   return n > 0 ? order_[n - 1] : argmax();  // rounding left r >= 0 after the last candidate
 }
 
-int32_t RowSampler::Sample(std::span<const float> logits, const SamplingRow& rule,
-                           std::span<const PenaltyToken> seen) {
-  return Draw(Penalised(logits, rule.penalties, seen), rule);
+SampledToken RowSampler::Sample(std::span<const float> logits, const SamplingRow& rule,
+                                std::span<const PenaltyToken> seen) {
+  SampledToken out;
+  out.token = Draw(Penalised(logits, rule.penalties, seen), rule);
+  if (rule.logprobs || rule.top_logprobs > 0) {
+    const int32_t n = std::clamp(rule.top_logprobs, 0, SampledToken::kMaxTop);
+    out.logprob = ComputeLogprobs(logits, out.token, std::span(out.top, static_cast<size_t>(n)));
+  }
+  return out;
 }
 
 std::vector<std::pair<int32_t, double>> RowSampler::Distribution(std::span<const float> logits,

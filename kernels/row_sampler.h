@@ -52,9 +52,10 @@ class RowSampler {
 
   // The token `rule` draws from `logits` (penalties already applied; an empty row gives 0).
   int32_t Draw(std::span<const float> logits, const SamplingRow& rule);
-  // Applies the row's penalty tokens to a copy of `logits`, then draws from it.
-  int32_t Sample(std::span<const float> logits, const SamplingRow& rule,
-                 std::span<const PenaltyToken> seen);
+  // Applies the row's penalty tokens to a copy of `logits`, then draws from it; adds the
+  // logprobs the rule asks for, of `logits` as given (kernels/logprobs.h).
+  SampledToken Sample(std::span<const float> logits, const SamplingRow& rule,
+                      std::span<const PenaltyToken> seen);
   // The copy Sample draws from: `logits` itself when the rule has no active penalty. Valid until
   // the next call.
   std::span<const float> Penalised(std::span<const float> logits, const PenaltyParams& penalties,

@@ -67,9 +67,28 @@ struct SamplingRow {
   float min_p = 0.0f;  // [0, 1]; 0 = off
   PenaltyParams penalties;
   double uniform = 0;  // [0, 1)
+  // Logprobs of the raw logits (before penalties and temperature): the chosen token's, and the
+  // top_logprobs most likely tokens' (at most SampledToken::kMaxTop; > 0 implies logprobs).
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
   // The row's tokens in the read-back's PenaltyToken table: [penalties_begin, penalties_end).
   int32_t penalties_begin = 0;
   int32_t penalties_end = 0;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// What a sampling read-back returns for a row.
+struct SampledToken {
+  static constexpr int32_t kMaxTop = 20;
+  int32_t token = 0;
+  // When the rule asked for logprobs: the chosen token's, and in top[0, min(top_logprobs, kMaxTop))
+  // the most likely tokens' (descending, lower ids first among equals).
+  float logprob = 0;
+  TokenLogprob top[kMaxTop] = {};
 };
 
 }  // namespace tandem::kernels

@@ -288,9 +288,8 @@ int Main(int argc, char** argv) {
 
   {
     // Picking 64 sequences' tokens from a 128K vocabulary: sampled on the device (temperature,
-    // top-p 0.9; the rows become weights in place, which later calls sample from as logits: the
-    // search costs the same whatever the row holds), the argmax, and what sampling on the host
-    // would need first: every row copied back to pinned memory.
+    // top-p 0.9), the argmax, and what sampling on the host would need first: every row copied
+    // back to pinned memory.
     const int64_t sequences = 64, vocab = 131072;
     DeviceBuffer<float> logits = Random(sequences * vocab, 15);
     std::vector<SamplingRow> host_rules(sequences);
@@ -304,10 +303,12 @@ int Main(int argc, char** argv) {
     Check(rules.Upload(host_rules), "upload");
     DeviceBuffer<PenaltyToken> seen = Filled<PenaltyToken>(1, PenaltyToken{});
     DeviceBuffer<int32_t> tokens = Filled<int32_t>(sequences, 0);
+    DeviceBuffer<SampledToken> sampled_tokens = Filled<SampledToken>(sequences, SampledToken{});
+    DeviceBuffer<float> scratch = Filled<float>(sequences * vocab, 0.0f);
     const double moved = static_cast<double>(sequences) * vocab * 4;
     const double sampled = Time(iterations, [&] {
       return SampleRows(nullptr, logits.get(), vocab, sequences, vocab, rules.get(), seen.get(), 0,
-                        tokens.get());
+                        scratch.get(), sampled_tokens.get());
     });
     rows.push_back({"Sample 64 rows × 128K vocabulary (T 0.7, top-p 0.9)", sampled, moved});
     const double argmax = Time(iterations, [&] {

@@ -35,9 +35,9 @@ constexpr int64_t kOwnMaxRows = 40;
 
 CpuOps::CpuOps(int threads) : pool_(threads) { SetBlasThreads(1); }
 
-std::string CpuOps::ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+std::string CpuOps::ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                                     std::span<const SamplingRow> rules,
-                                    std::span<const PenaltyToken> seen, int32_t* out) {
+                                    std::span<const PenaltyToken> seen, SampledToken* out) {
   samplers_.resize(static_cast<size_t>(pool_.size()));  // each grows to the vocabulary once
   pool_.ForEach(static_cast<int64_t>(rules.size()), [&](int slot, int64_t r) {
     const SamplingRow& rule = rules[r];

@@ -44,9 +44,9 @@ class CpuOps : public Ops {
   int threads() const { return pool_.size(); }
 
   // The rows sampled in parallel, one RowSampler per participant of the pool.
-  std::string ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+  std::string ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                               std::span<const SamplingRow> rules,
-                              std::span<const PenaltyToken> seen, int32_t* out) override;
+                              std::span<const PenaltyToken> seen, SampledToken* out) override;
 
   void Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w, const float* bias,
               float* y, int64_t ld_y) override;

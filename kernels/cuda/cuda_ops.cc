@@ -99,42 +99,45 @@ bool CudaOps::Reserve(DeviceBuffer<T>& buffer, size_t count, const char* op) {
   return Ok();
 }
 
-std::string CudaOps::ReadBackTokens(int64_t rows, int32_t* out, const char* op) {
-  if (Ok()) {
-    Record(cudaMemcpyAsync(out, tokens_.get(), static_cast<size_t>(rows) * sizeof(int32_t),
-                           cudaMemcpyDeviceToHost, stream_),
-           op);
-  }
-  return Synchronize();
-}
-
 std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                                     int32_t* out) {
   if (rows <= 0 || !Reserve(tokens_, static_cast<size_t>(rows), "read back argmax")) {
     return Synchronize();
   }
   Record(cuda::ArgmaxRows(stream_, src, ld_src, rows, cols, tokens_.get()), "argmax");
-  return ReadBackTokens(rows, out, "read back argmax");
+  if (Ok()) {
+    Record(cudaMemcpyAsync(out, tokens_.get(), static_cast<size_t>(rows) * sizeof(int32_t),
+                           cudaMemcpyDeviceToHost, stream_),
+           "read back argmax");
+  }
+  return Synchronize();
 }
 
-std::string CudaOps::ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+std::string CudaOps::ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                                      std::span<const SamplingRow> rules,
-                                     std::span<const PenaltyToken> seen, int32_t* out) {
+                                     std::span<const PenaltyToken> seen, SampledToken* out) {
   const int64_t rows = static_cast<int64_t>(rules.size());
   const char* op = "read back sampled";
-  if (rows <= 0 || !Reserve(tokens_, rules.size(), op) ||
+  if (rows <= 0 || cols <= 0 || !Reserve(sampled_, rules.size(), op) ||
       !Reserve(sample_rules_, rules.size(), op) ||
-      !Reserve(sample_seen_, std::max<size_t>(seen.size(), 1), op)) {
+      !Reserve(sample_seen_, std::max<size_t>(seen.size(), 1), op) ||
+      !Reserve(sample_scratch_, rules.size() * static_cast<size_t>(cols), op)) {
     return Synchronize();
   }
   CopyToDevice(sample_rules_.get(), rules.data(), rules.size_bytes(), op);
   CopyToDevice(sample_seen_.get(), seen.data(), seen.size_bytes(), op);
   if (Ok()) {
     Record(cuda::SampleRows(stream_, src, ld_src, rows, cols, sample_rules_.get(),
-                            sample_seen_.get(), static_cast<int64_t>(seen.size()), tokens_.get()),
+                            sample_seen_.get(), static_cast<int64_t>(seen.size()),
+                            sample_scratch_.get(), sampled_.get()),
            "sample");
   }
-  return ReadBackTokens(rows, out, op);
+  if (Ok()) {
+    Record(cudaMemcpyAsync(out, sampled_.get(), rules.size() * sizeof(SampledToken),
+                           cudaMemcpyDeviceToHost, stream_),
+           op);
+  }
+  return Synchronize();
 }
 
 void CudaOps::CopyToDevice(void* device, const void* host, size_t bytes, const char* op) {

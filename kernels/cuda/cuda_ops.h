@@ -41,10 +41,11 @@ class CudaOps final : public Ops {
   // The argmax of each row on the device; only the indices are copied back.
   std::string ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                              int32_t* out) override;
-  // The rows sampled on the device (cuda::SampleRows); only the tokens are copied back.
-  std::string ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+  // The rows sampled on the device (cuda::SampleRows); only the tokens (and the logprobs asked
+  // for) are copied back.
+  std::string ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                               std::span<const SamplingRow> rules,
-                              std::span<const PenaltyToken> seen, int32_t* out) override;
+                              std::span<const PenaltyToken> seen, SampledToken* out) override;
   // cudaSetDevice: the stream and the activation memory belong to this object's device.
   void BindCallingThread() override;
 
@@ -135,16 +136,16 @@ class CudaOps final : public Ops {
   // GatherRows' ids and the indexed copies' rows, uploaded (grown during warm-up only). One
   // buffer serves every call: the upload is ordered on the stream after the kernels before it.
   DeviceBuffer<int32_t> ids_;
-  // The read-backs' tokens (ReadBackArgmax, ReadBackSampled) before they are copied back.
-  DeviceBuffer<int32_t> tokens_;
-  // ReadBackSampled's rules and penalty tokens, uploaded (grown as batches and histories grow).
+  DeviceBuffer<int32_t> tokens_;  // ReadBackArgmax's, before they are copied back
+  // ReadBackSampled's rules and penalty tokens, uploaded; the rows' penalised and weighed copies;
+  // the results before they are copied back (all grown as batches and histories grow).
   DeviceBuffer<SamplingRow> sample_rules_;
   DeviceBuffer<PenaltyToken> sample_seen_;
+  DeviceBuffer<float> sample_scratch_;
+  DeviceBuffer<SampledToken> sampled_;
   // Grows `buffer` to at least `count` elements; false (with the error kept) when that fails.
   template <typename T>
   bool Reserve(DeviceBuffer<T>& buffer, size_t count, const char* op);
-  // Copies the device's tokens_[0, rows) to `out` and waits: the end of a token read-back.
-  std::string ReadBackTokens(int64_t rows, int32_t* out, const char* op);
   // Uploads `ids` into ids_; false (with the error kept) when that fails.
   bool UploadIds(std::span<const int32_t> ids, const char* op);
   void IndexedCopy(bool scatter, const float* src, int64_t ld_src, std::span<const int32_t> rows,

@@ -43,14 +43,82 @@ class BlockRow {
   BlockScratch<kSampleThreads>& scratch_;
 };
 
-__global__ void SampleRowsKernel(float* logits, int64_t ld, int64_t cols,
-                                 const SamplingRow* rules, const PenaltyToken* seen,
-                                 int64_t seen_count, int32_t* out) {
-  __shared__ BlockScratch<kSampleThreads> scratch;
-  const SamplingRow rule = rules[blockIdx.x];
-  float* row = logits + int64_t{blockIdx.x} * ld;
+// The best token ranked below (value, id) in the order logprobs list them (larger value first,
+// lower id first among equals), NaN passed over; -1 when none is left.
+__device__ int64_t BestBelow(const float* row, int64_t cols, float value, int64_t id,
+                             BlockScratch<kSampleThreads>& s) {
+  float best = 0.0f;
+  int64_t best_id = -1;
+  for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) {
+    const float v = row[i];
+    const bool below = id < 0 || v < value || (v == value && i > id);
+    if (v == v && below && (best_id < 0 || v > best)) {
+      best = v;
+      best_id = i;
+    }
+  }
+  s.values[threadIdx.x] = best;
+  s.ids[threadIdx.x] = best_id;
+  __syncthreads();
+  for (int half = kSampleThreads / 2; half > 0; half >>= 1) {
+    if (threadIdx.x < half) {
+      const float v = s.values[threadIdx.x + half];
+      const int64_t i = s.ids[threadIdx.x + half];
+      const int64_t mine = s.ids[threadIdx.x];
+      if (i >= 0 && (mine < 0 || v > s.values[threadIdx.x] ||
+                     (v == s.values[threadIdx.x] && i < mine))) {
+        s.values[threadIdx.x] = v;
+        s.ids[threadIdx.x] = i;
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t found = s.ids[0];
+  __syncthreads();
+  return found;
+}
 
-  // Penalties: the row's tokens are distinct, so each thread rewrites its own.
+// kernels::ComputeLogprobs' log-normaliser: max + log Σ exp(l − max), in double.
+__device__ double LogNormaliser(const float* row, int64_t cols, BlockScratch<kSampleThreads>& s) {
+  const int32_t argmax = BlockArgmax(row, cols, s);
+  const double max_logit = row[argmax];
+  double total = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) {
+    total += exp(static_cast<double>(row[i]) - max_logit);
+  }
+  return max_logit + log(BlockSum(total, s));
+}
+
+__global__ void SampleRowsKernel(const float* logits, int64_t ld, int64_t cols,
+                                 const SamplingRow* rules, const PenaltyToken* seen,
+                                 int64_t seen_count, float* scratch, SampledToken* out) {
+  __shared__ BlockScratch<kSampleThreads> s;
+  const SamplingRow rule = rules[blockIdx.x];
+  const float* raw = logits + int64_t{blockIdx.x} * ld;
+  float* row = scratch + int64_t{blockIdx.x} * cols;
+  SampledToken* result = out + blockIdx.x;
+
+  // Logprobs describe the model: they come from the raw row.
+  const bool logprobs = rule.logprobs || rule.top_logprobs > 0;
+  double log_z = 0;
+  if (logprobs) {
+    log_z = LogNormaliser(raw, cols, s);
+    const int32_t n = min(max(rule.top_logprobs, 0), SampledToken::kMaxTop);
+    float value = 0.0f;
+    int64_t id = -1;
+    for (int32_t k = 0; k < n; ++k) {
+      id = BestBelow(raw, cols, value, id, s);
+      if (id < 0) break;
+      value = raw[id];
+      if (threadIdx.x == 0) {
+        result->top[k] = {static_cast<int32_t>(id), static_cast<float>(value - log_z)};
+      }
+    }
+  }
+
+  // The penalised copy. The row's penalty tokens are distinct, so each thread rewrites its own.
+  for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) row[i] = raw[i];
+  __syncthreads();
   const bool seen_valid = rule.penalties_begin >= 0 &&
                           rule.penalties_end >= rule.penalties_begin &&
                           rule.penalties_end <= seen_count;
@@ -66,39 +134,39 @@ __global__ void SampleRowsKernel(float* logits, int64_t ld, int64_t cols,
   __syncthreads();
 
   // Greedy rows, and rows with a NaN or no finite maximum, give their argmax.
-  const int32_t argmax = BlockArgmax(row, cols, scratch);
+  int32_t token = BlockArgmax(row, cols, s);
   int any_nan = 0;
   for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) any_nan |= row[i] != row[i];
   any_nan = __syncthreads_or(any_nan);
-  const float max_logit = row[argmax];
-  if (rule.greedy || any_nan || !isfinite(max_logit)) {
-    if (threadIdx.x == 0) out[blockIdx.x] = argmax;
-    return;
+  const float max_logit = row[token];
+  if (!rule.greedy && !any_nan && isfinite(max_logit)) {
+    __syncthreads();  // every thread has read row[token] before it is overwritten
+    const double inv_t = 1.0 / static_cast<double>(rule.temperature);
+    for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) {
+      // kernels::CandidateWeight, with the device's expf.
+      row[i] = expf(static_cast<float>((static_cast<double>(row[i]) - max_logit) * inv_t));
+    }
+    __syncthreads();
+    BlockRow weights(row, cols, s);
+    token = DrawByThresholds(weights, rule);
   }
-  __syncthreads();  // every thread has read row[argmax] before it is overwritten
-
-  const double inv_t = 1.0 / static_cast<double>(rule.temperature);
-  for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) {
-    // kernels::CandidateWeight, with the device's expf.
-    row[i] = expf(static_cast<float>((static_cast<double>(row[i]) - max_logit) * inv_t));
+  if (threadIdx.x == 0) {
+    result->token = token;
+    if (logprobs) result->logprob = static_cast<float>(raw[token] - log_z);
   }
-  __syncthreads();
-  BlockRow weights(row, cols, scratch);
-  const int32_t token = DrawByThresholds(weights, rule);
-  if (threadIdx.x == 0) out[blockIdx.x] = token;
 }
 
 }  // namespace
 
-cudaError_t SampleRows(cudaStream_t stream, float* logits, int64_t ld, int64_t rows, int64_t cols,
-                       const SamplingRow* rules, const PenaltyToken* seen, int64_t seen_count,
-                       int32_t* out) {
+cudaError_t SampleRows(cudaStream_t stream, const float* logits, int64_t ld, int64_t rows,
+                       int64_t cols, const SamplingRow* rules, const PenaltyToken* seen,
+                       int64_t seen_count, float* scratch, SampledToken* out) {
   if (rows <= 0) return cudaSuccess;
   if (cols <= 0 || cols > INT32_MAX || rows > INT32_MAX || ld < cols) {
     return cudaErrorInvalidValue;
   }
   SampleRowsKernel<<<static_cast<unsigned>(rows), kSampleThreads, 0, stream>>>(
-      logits, ld, cols, rules, seen, seen_count, out);
+      logits, ld, cols, rules, seen, seen_count, scratch, out);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,7 @@
 // The device's sampling read-back (CudaOps::ReadBackSampled, cuda::SampleRows) against the
 // host's (Ops::ReadBackSampled, kernels::RowSampler): the same token for every rule on rows
-// whose cuts do not fall within rounding, degenerate rows included; and the same token on every
-// run and in every batch.
+// whose cuts do not fall within rounding, degenerate rows included, the same logprobs to
+// rounding; and the same token on every run and in every batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,6 +46,8 @@ Batch RandomBatch(int64_t cols, uint32_t seed) {
             rule.top_p = top_p;
             rule.min_p = min_p;
             rule.uniform = rng.Scalar(0.0f, 1.0f);
+            rule.top_logprobs = top_k == 8 ? 5 : 0;  // logprobs of the raw row on some rows
+            rule.logprobs = min_p > 0.0f;
             rule.penalties_begin = static_cast<int32_t>(b.seen.size());
             if (penalised) {
               rule.penalties = {1.4f, 0.3f, 0.2f};
@@ -61,20 +63,39 @@ Batch RandomBatch(int64_t cols, uint32_t seed) {
   return b;
 }
 
-std::vector<int32_t> OnHost(const Batch& b) {
-  std::vector<float> logits = b.logits;
-  std::vector<int32_t> tokens(b.rules.size(), -1);
-  EXPECT_EQ(MakeCpuOps()->ReadBackSampled(logits.data(), b.ld, b.cols, b.rules, b.seen,
-                                          tokens.data()),
+std::vector<SampledToken> OnHost(const Batch& b) {
+  std::vector<SampledToken> sampled(b.rules.size());
+  EXPECT_EQ(MakeCpuOps()->ReadBackSampled(b.logits.data(), b.ld, b.cols, b.rules, b.seen,
+                                          sampled.data()),
             "");
+  return sampled;
+}
+
+std::vector<SampledToken> OnDevice(CudaOps& ops, const Batch& b) {
+  auto logits = ToDevice(b.logits);
+  std::vector<SampledToken> sampled(b.rules.size());
+  EXPECT_EQ(ops.ReadBackSampled(logits.get(), b.ld, b.cols, b.rules, b.seen, sampled.data()), "");
+  EXPECT_EQ(testing::ToHost(logits), b.logits);  // the rows are left as they are
+  return sampled;
+}
+
+std::vector<int32_t> Tokens(const std::vector<SampledToken>& sampled) {
+  std::vector<int32_t> tokens;
+  for (const SampledToken& s : sampled) tokens.push_back(s.token);
   return tokens;
 }
 
-std::vector<int32_t> OnDevice(CudaOps& ops, const Batch& b) {
-  auto logits = ToDevice(b.logits);
-  std::vector<int32_t> tokens(b.rules.size(), -1);
-  EXPECT_EQ(ops.ReadBackSampled(logits.get(), b.ld, b.cols, b.rules, b.seen, tokens.data()), "");
-  return tokens;
+// Logprobs agree to rounding (the sums run in another order); the top tokens exactly.
+void ExpectSameLogprobs(const Batch& b, const std::vector<SampledToken>& got,
+                        const std::vector<SampledToken>& want) {
+  for (size_t r = 0; r < b.rules.size(); ++r) {
+    if (!b.rules[r].logprobs && b.rules[r].top_logprobs == 0) continue;
+    EXPECT_NEAR(got[r].logprob, want[r].logprob, 1e-5) << "row " << r;
+    for (int32_t k = 0; k < b.rules[r].top_logprobs && k < b.cols; ++k) {
+      EXPECT_EQ(got[r].top[k].token, want[r].top[k].token) << "row " << r << " top " << k;
+      EXPECT_NEAR(got[r].top[k].logprob, want[r].top[k].logprob, 1e-5) << "row " << r;
+    }
+  }
 }
 
 TEST(CudaSamplingTest, RowsDrawTheHostRulesTokens) {
@@ -83,7 +104,9 @@ TEST(CudaSamplingTest, RowsDrawTheHostRulesTokens) {
   ASSERT_NE(ops, nullptr);
   for (int64_t cols : {1, 7, 300, 5000, 70001}) {
     const Batch batch = RandomBatch(cols, static_cast<uint32_t>(cols));
-    EXPECT_EQ(OnDevice(*ops, batch), OnHost(batch)) << "vocabulary " << cols;
+    const std::vector<SampledToken> got = OnDevice(*ops, batch), want = OnHost(batch);
+    EXPECT_EQ(Tokens(got), Tokens(want)) << "vocabulary " << cols;
+    ExpectSameLogprobs(batch, got, want);
   }
 }
 
@@ -92,8 +115,8 @@ TEST(CudaSamplingTest, ARowsTokenIsTheSameOnEveryRunAndInEveryBatch) {
   auto ops = NewOps();
   ASSERT_NE(ops, nullptr);
   const Batch batch = RandomBatch(32000, 3);
-  const std::vector<int32_t> first = OnDevice(*ops, batch);
-  EXPECT_EQ(OnDevice(*ops, batch), first);
+  const std::vector<int32_t> first = Tokens(OnDevice(*ops, batch));
+  EXPECT_EQ(Tokens(OnDevice(*ops, batch)), first);
   for (size_t r : {size_t{0}, size_t{17}, batch.rules.size() - 1}) {
     Batch alone;
     alone.cols = batch.cols;
@@ -102,7 +125,7 @@ TEST(CudaSamplingTest, ARowsTokenIsTheSameOnEveryRunAndInEveryBatch) {
                         batch.logits.begin() + (r + 1) * batch.ld);
     alone.rules = {batch.rules[r]};
     alone.seen = batch.seen;  // the rule's range still indexes it
-    EXPECT_EQ(OnDevice(*ops, alone), std::vector<int32_t>{first[r]}) << "row " << r;
+    EXPECT_EQ(Tokens(OnDevice(*ops, alone)), std::vector<int32_t>{first[r]}) << "row " << r;
   }
 }
 
@@ -131,9 +154,9 @@ TEST(CudaSamplingTest, DegenerateAndTiedRowsFollowTheHostRule) {
     rule.top_k = r == 4 ? 2 : 0;
     rule.top_p = r == 5 ? 0.5f : 1.0f;
   }
-  const std::vector<int32_t> want = OnHost(b);
+  const std::vector<int32_t> want = Tokens(OnHost(b));
   EXPECT_EQ(want, (std::vector<int32_t>{2, 0, 1, 1, 1, 1}));
-  EXPECT_EQ(OnDevice(*ops, b), want);
+  EXPECT_EQ(Tokens(OnDevice(*ops, b)), want);
 }
 
 }  // namespace

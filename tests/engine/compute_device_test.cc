@@ -266,9 +266,9 @@ TEST(HostDeviceEngineTest, SessionsSharingAPromptDecodeTogetherAsOnTheCpu) {
   EXPECT_GT(device_nodes, 0);  // the decode rows went through Hydragen on the device too
 }
 
-// Greedy requests without penalties or logprobs get their tokens picked where the logits are:
-// only token ids cross back, no logits rows, and they are the tokens the host sampler picks from
-// the whole rows (the same request with logprobs takes that path).
+// Greedy requests without penalties or logprobs get their tokens picked where the logits are by
+// the argmax read-back: only token ids cross back, and they are the tokens the sampling read-back
+// picks (which the same request with logprobs takes).
 TEST(HostDeviceEngineTest, GreedyTokensArePickedOnTheDeviceAsTheSamplerPicksThem) {
   HostDevice device;
   auto on_device = LoadOn("jamba-tiny", &device);
@@ -280,8 +280,8 @@ TEST(HostDeviceEngineTest, GreedyTokensArePickedOnTheDeviceAsTheSamplerPicksThem
   auto sampled = (*engine)->Submit(GreedyWithLogprobs(prompt, 6));
   ASSERT_TRUE(sampled.ok());
   const Outcome want = Drain(**sampled);
-  const int64_t floats = device.counts.read_back_floats, argmax_rows = device.counts.argmax_rows;
-  EXPECT_EQ(floats, 6 * vocab);  // one row per token sampled; none for the first chunk
+  const int64_t argmax_rows = device.counts.argmax_rows;
+  EXPECT_EQ(device.counts.sampled_rows, 6);  // one row per token; none for the first chunk
   EXPECT_EQ(argmax_rows, 0);
 
   auto picked = (*engine)->Submit(testing::Greedy(prompt, 6));
@@ -289,22 +289,25 @@ TEST(HostDeviceEngineTest, GreedyTokensArePickedOnTheDeviceAsTheSamplerPicksThem
   const Outcome got = Drain(**picked);
   EXPECT_EQ(got.finished.finish_reason, FinishReason::kLength);
   EXPECT_EQ(got.tokens, want.tokens);
-  EXPECT_EQ(device.counts.read_back_floats, floats);
+  EXPECT_EQ(device.counts.read_back_floats, 0);
+  EXPECT_EQ(device.counts.sampled_rows, 6);
   EXPECT_EQ(device.counts.argmax_rows, argmax_rows + 6);
 }
 
-// Requests that sample (temperature, top-k/top-p/min-p, penalties, greedy with penalties) and
-// ask for no logprobs get their tokens drawn where the logits are, with the draw their seeded
-// generator makes: the same tokens as the host sampler draws from whole rows (the same request
-// with logprobs takes that path), and no logits rows cross back.
+// Requests that sample (temperature, top-k/top-p/min-p, penalties, greedy with penalties, or
+// logprobs) get their tokens drawn where the logits are, with the draw their seeded generator
+// makes, and their logprobs computed there: the tokens Generate's host sampler draws from whole
+// rows, and the logprobs of those rows, with no logits row crossing back.
 TEST(HostDeviceEngineTest, SampledTokensAreDrawnOnTheDeviceAsTheSamplerDrawsThem) {
   HostDevice device;
+  auto on_cpu = LoadOn("jamba-tiny", nullptr);
   auto on_device = LoadOn("jamba-tiny", &device);
+  ASSERT_NE(on_cpu, nullptr);
   ASSERT_NE(on_device, nullptr);
   auto engine = Engine::Create(*on_device, nullptr, SmallConfig(&device));
   ASSERT_TRUE(engine.ok()) << engine.status();
   const int32_t vocab = on_device->config().vocab_size;
-  std::vector<SamplingParams> rules(3);
+  std::vector<SamplingParams> rules(4);
   rules[0].greedy = false;
   rules[0].temperature = 0.8f;
   rules[0].top_p = 0.9f;
@@ -316,27 +319,52 @@ TEST(HostDeviceEngineTest, SampledTokensAreDrawnOnTheDeviceAsTheSamplerDrawsThem
   rules[1].repetition_penalty = 1.3f;
   rules[1].presence_penalty = 0.4f;
   rules[1].seed = 9;
+  rules[1].top_logprobs = 3;
   rules[2].frequency_penalty = 0.7f;  // greedy over penalised logits
+  rules[3].logprobs = true;           // greedy, with the chosen token's logprob
+  const models::StateLayout& layout = on_cpu->layout();
+  auto cpu_ops = kernels::MakeCpuOps(2, true);
+  constexpr int32_t kTokens = 8;
   for (size_t i = 0; i < rules.size(); ++i) {
     const std::vector<int32_t> prompt = Tokens(30, 11 + static_cast<int32_t>(i), vocab);
-    Request whole_rows = GreedyWithLogprobs(prompt, 8);
-    whole_rows.sampling = rules[i];
-    whole_rows.sampling.logprobs = true;
-    auto reference = (*engine)->Submit(whole_rows);
-    ASSERT_TRUE(reference.ok());
-    const Outcome want = Drain(**reference);
-    const int64_t floats = device.counts.read_back_floats, sampled = device.counts.sampled_rows;
-    EXPECT_EQ(sampled, static_cast<int64_t>(i) * 8);
+    auto pools = cache::ArenaAllocator::Create(
+        {.kv_page_bytes = layout.kv_page_bytes(),
+         .kv_pages = 8,
+         .ssm_block_bytes = layout.ssm_block_bytes(),
+         .ssm_blocks = 1});
+    ASSERT_TRUE(pools.ok()) << pools.status();
+    GenerateOptions options;
+    options.max_new_tokens = kTokens;
+    options.sampling = rules[i];
+    options.prefill_chunk = SmallConfig(&device).scheduler.prefill_chunk;
+    options.record_logits = true;
+    auto want = Generate(*on_cpu, *cpu_ops, **pools, prompt, options);
+    ASSERT_TRUE(want.ok()) << want.status();
 
-    Request drawn = testing::Greedy(prompt, 8);
-    drawn.sampling = rules[i];
-    auto stream = (*engine)->Submit(drawn);
+    const int64_t floats = device.counts.read_back_floats, sampled = device.counts.sampled_rows;
+    Request request = testing::Greedy(prompt, kTokens);
+    request.sampling = rules[i];
+    auto stream = (*engine)->Submit(request);
     ASSERT_TRUE(stream.ok());
     const Outcome got = Drain(**stream);
     EXPECT_EQ(got.finished.finish_reason, FinishReason::kLength) << i;
-    EXPECT_EQ(got.tokens, want.tokens) << "rule " << i;
+    EXPECT_EQ(got.tokens, want->output_ids) << "rule " << i;
     EXPECT_EQ(device.counts.read_back_floats, floats) << i;
-    EXPECT_EQ(device.counts.sampled_rows, sampled + 8) << i;
+    EXPECT_EQ(device.counts.sampled_rows, sampled + kTokens) << i;
+    const bool logprobs = rules[i].logprobs || rules[i].top_logprobs > 0;
+    ASSERT_EQ(got.logprobs.size(), logprobs ? got.tokens.size() : 0u) << i;
+    for (size_t t = 0; t < got.logprobs.size() && t < want->output_ids.size(); ++t) {
+      std::vector<TopLogprob> top(static_cast<size_t>(rules[i].top_logprobs));
+      const float chosen = ComputeLogprobs(
+          std::span<const float>(want->logits).subspan(t * vocab, static_cast<size_t>(vocab)),
+          want->output_ids[t], top);
+      ASSERT_EQ(got.logprobs[t].size(), 1 + top.size()) << i << " " << t;
+      EXPECT_NEAR(got.logprobs[t][0].logprob, chosen, 1e-6) << i << " " << t;
+      for (size_t k = 0; k < top.size(); ++k) {
+        EXPECT_EQ(got.logprobs[t][1 + k].token, top[k].token) << i << " " << t << " " << k;
+        EXPECT_NEAR(got.logprobs[t][1 + k].logprob, top[k].logprob, 1e-6) << i << " " << t;
+      }
+    }
   }
 }
 

@@ -80,9 +80,10 @@ class SeparateMemoryOps final : public kernels::Ops {
     for (int64_t r = 0; r < rows; ++r) out[r] = kernels::ArgmaxRow(src + r * ld_src, cols);
     return "";
   }
-  std::string ReadBackSampled(float* src, int64_t ld_src, int64_t cols,
+  std::string ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                               std::span<const kernels::SamplingRow> rules,
-                              std::span<const kernels::PenaltyToken> seen, int32_t* out) override {
+                              std::span<const kernels::PenaltyToken> seen,
+                              kernels::SampledToken* out) override {
     counts_->sampled_rows += static_cast<int64_t>(rules.size());
     return Ops::ReadBackSampled(src, ld_src, cols, rules, seen, out);  // counts its ReadBack
   }

@@ -11,6 +11,7 @@
 
 #include "kernels/argmax.h"
 #include "kernels/backends.h"
+#include "kernels/logprobs.h"
 #include "kernels/ops.h"
 #include "kernels/row_sampler.h"
 #include "kernels/sampling_row.h"
@@ -164,7 +165,7 @@ TEST(SamplingTest, DegenerateRowsGiveTheirArgmaxOnBothPaths) {
   }
 }
 
-TEST(SamplingTest, ReadBackSampledAppliesEachRowsRuleAndPenalties) {
+TEST(SamplingTest, ReadBackSampledAppliesEachRowsRuleAndPenaltiesAndGivesLogprobs) {
   const int64_t cols = 50;
   const int64_t ld = 64;  // rows strided wider than the vocabulary
   std::vector<float> logits(static_cast<size_t>(3 * ld), -100.0f);
@@ -173,7 +174,8 @@ TEST(SamplingTest, ReadBackSampledAppliesEachRowsRuleAndPenalties) {
     for (int64_t c = 0; c < cols; ++c) logits[r * ld + c] = static_cast<float>(lcg.Uniform() * 4);
   }
   // Row 0: greedy with a repetition penalty on its argmax, which then loses to another token.
-  // Row 1: sampled with presence and frequency penalties. Row 2: sampled, no penalties.
+  // Row 1: sampled with presence and frequency penalties, and its logprobs (of the raw row).
+  // Row 2: sampled, no penalties.
   const int32_t argmax0 = ArgmaxRow(logits.data(), cols);
   std::vector<PenaltyToken> seen = {{argmax0, 0}, {3, 2}, {7, 1}};
   std::vector<SamplingRow> rules(3);
@@ -183,20 +185,35 @@ TEST(SamplingTest, ReadBackSampledAppliesEachRowsRuleAndPenalties) {
   rules[1].penalties = {1.0f, 0.5f, 0.25f};
   rules[1].penalties_begin = 1;
   rules[1].penalties_end = 3;
+  rules[1].top_logprobs = 4;
   rules[2] = Rule(1.3f, 0, 1.0f, 0.02f, 0.81);
 
   RowSampler sampler;
-  std::vector<int32_t> want(3);
+  std::vector<SampledToken> want(3);
   for (size_t r = 0; r < 3; ++r) {
     const std::vector<float> row(logits.begin() + r * ld, logits.begin() + r * ld + cols);
     want[r] = sampler.Sample(row, rules[r], PenaltyTokensOf(rules[r], seen));
   }
-  EXPECT_NE(want[0], argmax0);
+  EXPECT_NE(want[0].token, argmax0);
+  const std::vector<float> row1(logits.begin() + ld, logits.begin() + ld + cols);
+  std::vector<TokenLogprob> top(4);
+  EXPECT_EQ(want[1].logprob, ComputeLogprobs(row1, want[1].token, top));
+  for (size_t k = 0; k < top.size(); ++k) {
+    EXPECT_EQ(want[1].top[k].token, top[k].token);
+    EXPECT_EQ(want[1].top[k].logprob, top[k].logprob);
+  }
   for (const std::unique_ptr<Ops>& ops : testing::HostBackends()) {
-    std::vector<float> copy = logits;
-    std::vector<int32_t> got(3, -1);
-    EXPECT_EQ(ops->ReadBackSampled(copy.data(), ld, cols, rules, seen, got.data()), "");
-    EXPECT_EQ(got, want) << ops->name();
+    const std::vector<float> before = logits;
+    std::vector<SampledToken> got(3);
+    EXPECT_EQ(ops->ReadBackSampled(logits.data(), ld, cols, rules, seen, got.data()), "");
+    EXPECT_EQ(logits, before) << ops->name();  // the rows are left as they are
+    for (size_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(got[r].token, want[r].token) << ops->name() << " row " << r;
+      EXPECT_EQ(got[r].logprob, want[r].logprob) << ops->name() << " row " << r;
+      for (int32_t k = 0; k < rules[r].top_logprobs; ++k) {
+        EXPECT_EQ(got[r].top[k].token, want[r].top[k].token) << ops->name() << " row " << r;
+      }
+    }
   }
 }
 
@@ -218,7 +235,7 @@ TEST(SamplingTest, PenaltyRangesOutsideTheTableAreIgnored) {
   const std::vector<PenaltyToken> stray = {{-4, 1}, {99, 3}};
   SamplingRow greedy;
   greedy.penalties.repetition_penalty = 2.0f;
-  EXPECT_EQ(sampler.Sample(std::vector<float>{0.0f, 3.0f, 1.0f}, greedy, stray), 1);
+  EXPECT_EQ(sampler.Sample(std::vector<float>{0.0f, 3.0f, 1.0f}, greedy, stray).token, 1);
 }
 
 }  // namespace
