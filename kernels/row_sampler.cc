@@ -37,8 +37,7 @@ std::optional<size_t> RowSampler::TopK(std::span<const float> logits, size_t k) 
   // A heap of the k strongest so far with the weakest on top: most tokens are turned away by
   // one comparison with it. Ids come in increasing order, so a token equal to the weakest ranks
   // below it (lower ids first) and is turned away too.
-  const auto stronger = [](const std::pair<float, int32_t>& a,
-                           const std::pair<float, int32_t>& b) {
+  const auto stronger = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
   heap_.clear();
@@ -225,8 +224,7 @@ SampledToken RowSampler::Sample(std::span<const float> logits, const SamplingRow
 std::vector<std::pair<int32_t, double>> RowSampler::Distribution(std::span<const float> logits,
                                                                  const SamplingRow& rule) {
   if (logits.empty()) return {};
-  const std::optional<size_t> candidates =
-      rule.greedy ? std::nullopt : Candidates(logits, rule);
+  const std::optional<size_t> candidates = rule.greedy ? std::nullopt : Candidates(logits, rule);
   if (!candidates) return {{ArgmaxRow(logits.data(), static_cast<int64_t>(logits.size())), 1.0}};
   const size_t n = *candidates;
   double total = 0;

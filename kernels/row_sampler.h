@@ -61,8 +61,9 @@ class RowSampler {
   std::span<const float> Penalised(std::span<const float> logits, const PenaltyParams& penalties,
                                    std::span<const PenaltyToken> seen);
 
-  // What Draw would draw from, as (token, probability) pairs in the order the draw walks them (by id); greedy and degenerate
-  // rows give their argmax with probability 1. For tests and debugging; allocates.
+  // What Draw would draw from, as (token, probability) pairs in the order the draw walks them (by
+  // id); greedy and degenerate rows give their argmax with probability 1. For tests and debugging;
+  // allocates.
   std::vector<std::pair<int32_t, double>> Distribution(std::span<const float> logits,
                                                        const SamplingRow& rule);
 
@@ -86,8 +87,8 @@ class RowSampler {
 
   std::vector<float> penalised_;
   std::vector<int32_t> order_;
-  std::vector<float> weight_of_;  // by token id: every token's, or the top-k's
-  std::vector<uint8_t> marks_;    // IdOrder's, all zero between calls
+  std::vector<float> weight_of_;                 // by token id: every token's, or the top-k's
+  std::vector<uint8_t> marks_;                   // IdOrder's, all zero between calls
   std::vector<std::pair<float, int32_t>> heap_;  // TopK's
 };
 

@@ -1,12 +1,13 @@
 // The sampling rule of kernels::RowSampler (top-k, then top-p, then min-p over the walk from the
 // most likely token down, lower ids first among equals; then one draw over the candidates in id
 // order) computed without sorting: each cut, and the draw, is found by binary search (over the
-// weights' bit patterns, or over ids), each step one reduction over the row. That is what a GPU can do with a block per row, in a
-// fixed order (so a seed gives the same token run after run, whatever else is in the batch).
+// weights' bit patterns, or over ids), each step one reduction over the row. That is what a GPU can
+// do with a block per row, in a fixed order (so a seed gives the same token run after run, whatever
+// else is in the batch).
 //
 // The row holds weights (exp((logit - max) / temperature) as floats, all in [0, 1], the
-// largest exactly 1). Non-negative floats order as their bit patterns do, so a weight's bits are its
-// sort key. `Row` supplies the reductions; on a device they are block-wide and every thread of
+// largest exactly 1). Non-negative floats order as their bit patterns do, so a weight's bits are
+// its sort key. `Row` supplies the reductions; on a device they are block-wide and every thread of
 // the block calls them together:
 //   int64_t cols() const;
 //   template <class Keep> double Sum(Keep keep, bool count);  // over i with keep(key_i, i):
@@ -25,8 +26,8 @@
 
 namespace tandem::kernels {
 
-// A place in the rank order (larger weight first, lower id first among equals): the tokens before it are those with a larger key, and those with
-// an equal key and a lower id.
+// A place in the rank order (larger weight first, lower id first among equals): the tokens before
+// it are those with a larger key, and those with an equal key and a lower id.
 struct RankCut {
   uint32_t key = 0;
   int32_t id = INT32_MAX;  // {0, INT32_MAX}: after every token
@@ -53,8 +54,8 @@ TANDEM_HOST_DEVICE RankCut CutWhereTotalReaches(Row& row, Keep keep, bool count,
   uint32_t hi = WeightKey(1.0f);
   while (lo < hi) {
     const uint32_t mid = lo + (hi - lo + 1) / 2;
-    const double from_mid = row.Sum([&](uint32_t key, int32_t id) { return key >= mid && keep(key, id); },
-                                    count);
+    const double from_mid =
+        row.Sum([&](uint32_t key, int32_t id) { return key >= mid && keep(key, id); }, count);
     if (from_mid >= target) {
       lo = mid;
     } else {
@@ -62,16 +63,17 @@ TANDEM_HOST_DEVICE RankCut CutWhereTotalReaches(Row& row, Keep keep, bool count,
     }
   }
   const uint32_t k = lo;
-  const double above = row.Sum([&](uint32_t key, int32_t id) { return key > k && keep(key, id); },
-                               count);
+  const double above =
+      row.Sum([&](uint32_t key, int32_t id) { return key > k && keep(key, id); }, count);
   // Among the tokens of key K, the lowest id at which the total reaches it.
   int32_t first = 0;
   int32_t last = static_cast<int32_t>(row.cols() - 1);
   while (first < last) {
     const int32_t mid = first + (last - first) / 2;
     const double upto_mid =
-        above + row.Sum([&](uint32_t key, int32_t id) { return key == k && id <= mid && keep(key, id); },
-                        count);
+        above +
+        row.Sum([&](uint32_t key, int32_t id) { return key == k && id <= mid && keep(key, id); },
+                count);
     if (upto_mid >= target) {
       last = mid;
     } else {
@@ -106,7 +108,8 @@ TANDEM_HOST_DEVICE int32_t DrawByThresholds(Row& row, const SamplingRow& rule) {
   const double total = row.Sum(kept, /*count=*/false);
   const double r = rule.uniform * total;
   if (!(total > r)) {
-    // Only rounding gets here (uniform < 1): the walk then ends on the last candidate (the highest id).
+    // Only rounding gets here (uniform < 1): the walk then ends on the last candidate (the highest
+    // id).
     return row.MaxId(kept);
   }
   // The draw walks the candidates in id order: the lowest id at which their running total

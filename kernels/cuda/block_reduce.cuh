@@ -52,6 +52,31 @@ __device__ int64_t BlockMax(int64_t v, BlockScratch<kThreads>& s) {
   return best;
 }
 
+// Of the threads' (value, id) candidates (id < 0: none), the largest value, the lowest id among
+// equal ones; -1 when no thread has one.
+template <int kThreads>
+__device__ int64_t BlockBest(float value, int64_t id, BlockScratch<kThreads>& s) {
+  s.values[threadIdx.x] = value;
+  s.ids[threadIdx.x] = id;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half >>= 1) {
+    if (threadIdx.x < half) {
+      const float v = s.values[threadIdx.x + half];
+      const int64_t i = s.ids[threadIdx.x + half];
+      const int64_t mine = s.ids[threadIdx.x];
+      if (i >= 0 &&
+          (mine < 0 || v > s.values[threadIdx.x] || (v == s.values[threadIdx.x] && i < mine))) {
+        s.values[threadIdx.x] = v;
+        s.ids[threadIdx.x] = i;
+      }
+    }
+    __syncthreads();
+  }
+  const int64_t best = s.ids[0];
+  __syncthreads();
+  return best;
+}
+
 // kernels::ArgmaxRow of row[0, cols): each thread scans a strided part skipping NaN, the block
 // keeps the largest value and, among equal ones, the lowest index; a row whose first value is
 // NaN gives 0. Together that is ArgmaxRow's left-to-right rule.
@@ -67,26 +92,9 @@ __device__ int32_t BlockArgmax(const float* row, int64_t cols, BlockScratch<kThr
       best_index = i;
     }
   }
-  s.values[threadIdx.x] = best;
-  s.ids[threadIdx.x] = best_index;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half >>= 1) {
-    if (threadIdx.x < half) {
-      const float v = s.values[threadIdx.x + half];
-      const int64_t i = s.ids[threadIdx.x + half];
-      const int64_t mine = s.ids[threadIdx.x];
-      if (i >= 0 && (mine < 0 || v > s.values[threadIdx.x] ||
-                     (v == s.values[threadIdx.x] && i < mine))) {
-        s.values[threadIdx.x] = v;
-        s.ids[threadIdx.x] = i;
-      }
-    }
-    __syncthreads();
-  }
+  const int64_t found = BlockBest(best, best_index, s);
   const float first = row[0];
-  const int32_t argmax = first != first || s.ids[0] < 0 ? 0 : static_cast<int32_t>(s.ids[0]);
-  __syncthreads();
-  return argmax;
+  return first != first || found < 0 ? 0 : static_cast<int32_t>(found);
 }
 
 }  // namespace tandem::kernels::cuda

@@ -1,8 +1,7 @@
-#include "kernels/cuda/sampling_kernels.h"
-
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/sampling_kernels.h"
 #include "kernels/threshold_draw.h"
 
 namespace tandem::kernels::cuda {
@@ -57,25 +56,7 @@ __device__ int64_t BestBelow(const float* row, int64_t cols, float value, int64_
       best_id = i;
     }
   }
-  s.values[threadIdx.x] = best;
-  s.ids[threadIdx.x] = best_id;
-  __syncthreads();
-  for (int half = kSampleThreads / 2; half > 0; half >>= 1) {
-    if (threadIdx.x < half) {
-      const float v = s.values[threadIdx.x + half];
-      const int64_t i = s.ids[threadIdx.x + half];
-      const int64_t mine = s.ids[threadIdx.x];
-      if (i >= 0 && (mine < 0 || v > s.values[threadIdx.x] ||
-                     (v == s.values[threadIdx.x] && i < mine))) {
-        s.values[threadIdx.x] = v;
-        s.ids[threadIdx.x] = i;
-      }
-    }
-    __syncthreads();
-  }
-  const int64_t found = s.ids[0];
-  __syncthreads();
-  return found;
+  return BlockBest(best, best_id, s);
 }
 
 // kernels::ComputeLogprobs' log-normaliser: max + log Σ exp(l − max), in double.
@@ -119,8 +100,7 @@ __global__ void SampleRowsKernel(const float* logits, int64_t ld, int64_t cols,
   // The penalised copy. The row's penalty tokens are distinct, so each thread rewrites its own.
   for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) row[i] = raw[i];
   __syncthreads();
-  const bool seen_valid = rule.penalties_begin >= 0 &&
-                          rule.penalties_end >= rule.penalties_begin &&
+  const bool seen_valid = rule.penalties_begin >= 0 && rule.penalties_end >= rule.penalties_begin &&
                           rule.penalties_end <= seen_count;
   if (rule.penalties.active() && seen_valid) {
     for (int64_t j = rule.penalties_begin + threadIdx.x; j < rule.penalties_end;

@@ -65,9 +65,9 @@ Batch RandomBatch(int64_t cols, uint32_t seed) {
 
 std::vector<SampledToken> OnHost(const Batch& b) {
   std::vector<SampledToken> sampled(b.rules.size());
-  EXPECT_EQ(MakeCpuOps()->ReadBackSampled(b.logits.data(), b.ld, b.cols, b.rules, b.seen,
-                                          sampled.data()),
-            "");
+  EXPECT_EQ(
+      MakeCpuOps()->ReadBackSampled(b.logits.data(), b.ld, b.cols, b.rules, b.seen, sampled.data()),
+      "");
   return sampled;
 }
 
@@ -136,17 +136,18 @@ TEST(CudaSamplingTest, DegenerateAndTiedRowsFollowTheHostRule) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<std::vector<float>> rows = {
-      {0.5f, nan, 3.0f, 1.0f},     // NaN: the argmax
-      {-inf, -inf, -inf, -inf},    // no finite maximum
-      {1.0f, inf, 2.0f, inf},      // an infinite maximum
-      {-inf, 2.0f, -inf, -inf},    // one finite token
-      {1.0f, 1.0f, 1.0f, 1.0f},    // ties: top_k 2 keeps ids 0 and 1
-      {1.0f, 1.0f, 1.0f, 1.0f},    // ties: top_p 0.5 stops after two of four
+      {0.5f, nan, 3.0f, 1.0f},   // NaN: the argmax
+      {-inf, -inf, -inf, -inf},  // no finite maximum
+      {1.0f, inf, 2.0f, inf},    // an infinite maximum
+      {-inf, 2.0f, -inf, -inf},  // one finite token
+      {1.0f, 1.0f, 1.0f, 1.0f},  // ties: top_k 2 keeps ids 0 and 1
+      {1.0f, 1.0f, 1.0f, 1.0f},  // ties: top_p 0.5 stops after two of four
   };
   Batch b;
   b.cols = 4;
   b.ld = 4;
-  for (const std::vector<float>& row : rows) b.logits.insert(b.logits.end(), row.begin(), row.end());
+  for (const std::vector<float>& row : rows)
+    b.logits.insert(b.logits.end(), row.begin(), row.end());
   for (size_t r = 0; r < rows.size(); ++r) {
     SamplingRow& rule = b.rules.emplace_back();
     rule.greedy = false;

@@ -111,8 +111,8 @@ TEST(SamplingTest, TheThresholdSearchDrawsTheSortingRulesToken) {
                 const SamplingRow rule = Rule(temperature, top_k, top_p, min_p, uniform);
                 ASSERT_EQ(ThresholdSample(logits, rule), sampler.Draw(logits, rule))
                     << "vocab " << vocab << (coarse ? " coarse" : "") << " T " << temperature
-                    << " top_k " << top_k << " top_p " << top_p << " min_p " << min_p
-                    << " uniform " << uniform;
+                    << " top_k " << top_k << " top_p " << top_p << " min_p " << min_p << " uniform "
+                    << uniform;
                 ++cases;
               }
             }
@@ -147,9 +147,10 @@ TEST(SamplingTest, DegenerateRowsGiveTheirArgmaxOnBothPaths) {
   // top_k 2 meets the NaN among its first two tokens, or past them; 0 in the scan for the max.
   for (int32_t top_k : {0, 2}) {
     const SamplingRow rule = Rule(0.7f, top_k, 0.9f, 0.0f, 0.5);
-    for (const std::vector<float>& row : std::vector<std::vector<float>>{
-             {0.5f, nan, 3.0f}, {0.5f, 1.0f, 3.0f, nan}, {-inf, -inf, -inf},
-             {1.0f, inf, 2.0f, inf}}) {
+    for (const std::vector<float>& row : std::vector<std::vector<float>>{{0.5f, nan, 3.0f},
+                                                                         {0.5f, 1.0f, 3.0f, nan},
+                                                                         {-inf, -inf, -inf},
+                                                                         {1.0f, inf, 2.0f, inf}}) {
       const int32_t argmax = ArgmaxRow(row.data(), static_cast<int64_t>(row.size()));
       EXPECT_EQ(sampler.Draw(row, rule), argmax) << "top_k " << top_k;
       EXPECT_EQ(ThresholdSample(row, rule), argmax) << "top_k " << top_k;
