@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/backends.h"
+#include "kernels/reference/reference_ops.h"
 #include "kernels/sampling_row.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -65,9 +65,10 @@ Batch RandomBatch(int64_t cols, uint32_t seed) {
 
 std::vector<SampledToken> OnHost(const Batch& b) {
   std::vector<SampledToken> sampled(b.rules.size());
-  EXPECT_EQ(
-      MakeCpuOps()->ReadBackSampled(b.logits.data(), b.ld, b.cols, b.rules, b.seen, sampled.data()),
-      "");
+  // The reference backend's is the default read-back: kernels::RowSampler, row after row.
+  EXPECT_EQ(ReferenceOps().ReadBackSampled(b.logits.data(), b.ld, b.cols, b.rules, b.seen,
+                                           sampled.data()),
+            "");
   return sampled;
 }
 
