@@ -43,7 +43,9 @@ int Run(const std::string& preset, int threads, int steps, int context, const st
   const int max_batch = 32;
   const int64_t pages_per_seq = m.layout().PagesFor(context + steps + 1);
   cache::ArenaConfig arena_config{m.layout().kv_page_bytes(),
-                                  m.config().num_attention_layers ? pages_per_seq * max_batch : 0,
+                                  m.config().num_attention_layers
+                                      ? static_cast<size_t>(pages_per_seq * max_batch)
+                                      : 0,
                                   m.layout().ssm_block_bytes(), static_cast<size_t>(max_batch)};
   auto arena = cache::ArenaAllocator::Create(arena_config);
   if (!arena.ok()) {

@@ -15,6 +15,10 @@ namespace {
 std::atomic<int64_t> g_allocations{0};
 }  // namespace
 
+// GCC sees the replaced delete below free() what it takes for the library's operator new and
+// warns of a mismatch; here both sides are ours, malloc and free.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 void* operator new(size_t size) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
