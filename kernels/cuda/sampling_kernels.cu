@@ -10,11 +10,19 @@ namespace {
 // A whole row per block: a 256K vocabulary is 1,024 weights per thread per reduction.
 constexpr int kSampleThreads = 256;
 
+// Per-thread bucket sums for BlockRow::BucketSums, a row of 17 doubles per thread (the pad keeps
+// a warp's updates off a single bank), and the block's totals.
+struct BucketScratch {
+  double per_thread[kSampleThreads][kSearchWays + 1];
+  double totals[kSearchWays];
+};
+
 // DrawByThresholds' reductions over one row of weights, block-wide.
 class BlockRow {
  public:
-  __device__ BlockRow(const float* weights, int64_t cols, BlockScratch<kSampleThreads>& scratch)
-      : w_(weights), cols_(cols), scratch_(scratch) {}
+  __device__ BlockRow(const float* weights, int64_t cols, BlockScratch<kSampleThreads>& scratch,
+                      BucketScratch& buckets)
+      : w_(weights), cols_(cols), scratch_(scratch), buckets_(buckets) {}
   __device__ int64_t cols() const { return cols_; }
 
   template <class Keep>
@@ -25,6 +33,30 @@ class BlockRow {
       if (keep(__float_as_uint(w), static_cast<int32_t>(i))) total += count ? 1.0 : w;
     }
     return BlockSum(total, scratch_);
+  }
+
+  // Each thread sums its own tokens per bucket, then a thread per bucket adds the threads' sums
+  // in thread order: a fixed order, no atomics.
+  template <class Keep, class Bucket>
+  __device__ const double* BucketSums(Keep keep, bool count, Bucket bucket) {
+    double* mine = buckets_.per_thread[threadIdx.x];
+    for (int b = 0; b < kSearchWays; ++b) mine[b] = 0;
+    for (int64_t i = threadIdx.x; i < cols_; i += kSampleThreads) {
+      const float w = w_[i];
+      const uint32_t key = __float_as_uint(w);
+      if (keep(key, static_cast<int32_t>(i))) {
+        mine[bucket(key, static_cast<int32_t>(i))] += count ? 1.0 : w;
+      }
+    }
+    // Also orders this call's writes after every thread's reads of the previous totals.
+    __syncthreads();
+    if (threadIdx.x < kSearchWays) {
+      double total = 0;
+      for (int t = 0; t < kSampleThreads; ++t) total += buckets_.per_thread[t][threadIdx.x];
+      buckets_.totals[threadIdx.x] = total;
+    }
+    __syncthreads();
+    return buckets_.totals;
   }
 
   template <class Keep>
@@ -40,6 +72,7 @@ class BlockRow {
   const float* w_;
   int64_t cols_;
   BlockScratch<kSampleThreads>& scratch_;
+  BucketScratch& buckets_;
 };
 
 // The best token ranked below (value, id) in the order logprobs list them (larger value first,
@@ -74,6 +107,7 @@ __global__ void SampleRowsKernel(const float* logits, int64_t ld, int64_t cols,
                                  const SamplingRow* rules, const PenaltyToken* seen,
                                  int64_t seen_count, float* scratch, SampledToken* out) {
   __shared__ BlockScratch<kSampleThreads> s;
+  __shared__ BucketScratch buckets;
   const SamplingRow rule = rules[blockIdx.x];
   const float* raw = logits + int64_t{blockIdx.x} * ld;
   float* row = scratch + int64_t{blockIdx.x} * cols;
@@ -127,7 +161,7 @@ __global__ void SampleRowsKernel(const float* logits, int64_t ld, int64_t cols,
       row[i] = expf(static_cast<float>((static_cast<double>(row[i]) - max_logit) * inv_t));
     }
     __syncthreads();
-    BlockRow weights(row, cols, s);
+    BlockRow weights(row, cols, s, buckets);
     token = DrawByThresholds(weights, rule);
   }
   if (threadIdx.x == 0) {

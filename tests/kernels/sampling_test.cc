@@ -34,6 +34,15 @@ class SerialRow {
     }
     return total;
   }
+  template <class Keep, class Bucket>
+  const double* BucketSums(Keep keep, bool count, Bucket bucket) {
+    for (double& sum : sums_) sum = 0;
+    for (int32_t i = 0; i < static_cast<int32_t>(w_.size()); ++i) {
+      const uint32_t key = WeightKey(w_[i]);
+      if (keep(key, i)) sums_[bucket(key, i)] += count ? 1.0 : w_[i];
+    }
+    return sums_;
+  }
   template <class Keep>
   int32_t MaxId(Keep keep) {
     int32_t best = 0;
@@ -45,6 +54,7 @@ class SerialRow {
 
  private:
   std::vector<float> w_;
+  double sums_[kSearchWays];
 };
 
 // What a device's sampling kernel computes for an already penalised row: the degenerate rows'
