@@ -1,5 +1,5 @@
 // The engine on a GPU (`--device cuda`): weights placed on the device, KV pages and SSM blocks in
-// AVMP-managed device memory, CudaOps computing, logits read back for the sampler. Its outputs
+// AVMP-managed device memory, CudaOps computing and sampling. Its outputs
 // must be the CPU engine's, a prefix-cache hit must restore inside device memory, and
 // single-sequence generation must match too. Built with CUDA only; skips without a device.
 #ifdef TANDEM_HAVE_CUDA
@@ -123,6 +123,44 @@ TEST_P(CudaEngineTest, GenerateMatchesTheCpu) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->output_ids, want->output_ids);
   EXPECT_TRUE(testing::LogitsNear(got->logits, want->logits, 1e-3f));
+}
+
+// Sampling runs on the device (temperature, top-p, penalties, logprobs): a seeded request gets
+// the same tokens and logprobs on every run, and only tokens and logprobs cross back.
+TEST_P(CudaEngineTest, SeededSamplingOnTheDeviceIsReproducible) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto on_gpu = LoadOn(GetParam(), **gpu);
+  ASSERT_NE(on_gpu, nullptr);
+  const int32_t vocab = on_gpu->config().vocab_size;
+  Request request = testing::Greedy(Tokens(40, 5, vocab), 12);
+  request.sampling.greedy = false;
+  request.sampling.temperature = 0.9f;
+  request.sampling.top_p = 0.95f;
+  request.sampling.presence_penalty = 0.3f;
+  request.sampling.seed = 1234;
+  request.sampling.top_logprobs = 3;
+  std::vector<Outcome> runs;
+  for (int run = 0; run < 2; ++run) {
+    // A fresh engine each time, so the second run samples the same rows, not cached ones.
+    auto engine = Engine::Create(*on_gpu, nullptr, Config(**gpu));
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    auto stream = (*engine)->Submit(request);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    runs.push_back(Drain(**stream));
+    ASSERT_EQ(runs.back().finished.finish_reason, FinishReason::kLength)
+        << runs.back().finished.error;
+  }
+  EXPECT_EQ(runs[0].tokens, runs[1].tokens);
+  EXPECT_TRUE(testing::SameLogprobs(runs[0].logprobs, runs[1].logprobs));
+  ASSERT_EQ(runs[0].logprobs.size(), runs[0].tokens.size());
+  for (size_t t = 0; t < runs[0].tokens.size(); ++t) {
+    ASSERT_EQ(runs[0].logprobs[t].size(), 4u);
+    EXPECT_EQ(runs[0].logprobs[t][0].token, runs[0].tokens[t]);
+    EXPECT_LE(runs[0].logprobs[t][0].logprob, 0.0f);
+    EXPECT_GE(runs[0].logprobs[t][1].logprob, runs[0].logprobs[t][2].logprob);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaEngineTest,
