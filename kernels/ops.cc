@@ -55,6 +55,10 @@ std::string Ops::ReadBack(const float* src, size_t count, float* dst) {
   return "";
 }
 
+void Ops::UploadTables(void* device, const void* host, size_t bytes) {
+  if (device != host && bytes > 0) std::memcpy(device, host, bytes);
+}
+
 std::string Ops::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                                 int32_t* out) {
   std::string failure = ReadBack(src, 0, nullptr);

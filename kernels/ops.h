@@ -335,6 +335,10 @@ class Ops {
     return static_cast<const T*>(TableBytes(host.data(), host.size_bytes(), ws));
   }
   virtual const void* TableBytes(const void* host, size_t bytes, Workspace& ws) { return host; }
+  // Tables laid out by the caller in `device` (the backend's memory, from its Workspace) and
+  // written at `host`: a device backend copies them over (asynchronously; `host` may be reused
+  // at once); on the host, where the caller writes `device` itself, nothing is copied.
+  virtual void UploadTables(void* device, const void* host, size_t bytes);
 
   // out = weight ⊙ x / sqrt(mean(x²) + eps), per row of `dim` values.
   virtual void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,

@@ -34,9 +34,8 @@ Names NamesFor(Family family) {
 }
 
 // The tables a pass hands the backend's kernels (ForwardContext), built once per pass in the
-// backend's memory (Ops::Table: on a device, one upload each, whatever the batch), before any
-// layer's mark so that they outlive every layer's scratch. Also points each segment at its page
-// table.
+// backend's memory before any layer's mark, so that they outlive every layer's scratch. Also
+// points each segment at its page table.
 struct PassTables {
   float* const* ssm_blocks = nullptr;
   kernels::VarlenSequences sequences;
@@ -44,64 +43,111 @@ struct PassTables {
   const int64_t* row_positions = nullptr;
 };
 
+// Every table of a pass in one region of the backend's memory, written on the host and copied
+// over in one upload (Ops::UploadTables): a device makes one copy per pass whatever the batch,
+// as a CUDA graph's single copy node needs. The layout is fixed before anything is written,
+// because tables hold addresses inside the region (each row's page table points into the table
+// of every sequence's pages).
+class TableRegion {
+ public:
+  // Room for `count` T's; returns its offset.
+  template <typename T>
+  size_t Reserve(size_t count) {
+    const size_t at = (size_ + kAlign - 1) / kAlign * kAlign;
+    size_ = at + count * sizeof(T);
+    return at;
+  }
+  void Allocate(kernels::Ops& ops, kernels::Workspace& ws, kernels::Workspace& host) {
+    const size_t bytes = std::max<size_t>(size_, kAlign);
+    device_ = ws.Array<std::byte>(bytes);
+    host_ = ops.activations_on_host() ? device_ : host.Array<std::byte>(bytes);
+  }
+  template <typename T>
+  T* Host(size_t at) const {  // where the host writes it
+    return reinterpret_cast<T*>(host_ + at);
+  }
+  template <typename T>
+  T* Device(size_t at) const {  // where the kernels read it
+    return reinterpret_cast<T*>(device_ + at);
+  }
+  void Upload(kernels::Ops& ops) const { ops.UploadTables(device_, host_, size_); }
+
+ private:
+  static constexpr size_t kAlign = 16;
+  size_t size_ = 0;
+  std::byte* device_ = nullptr;
+  std::byte* host_ = nullptr;
+};
+
 PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::Workspace& host,
                            std::span<const SequenceInput> batch, std::span<Segment> segments,
                            int64_t rows, bool attention, bool ssm) {
   const size_t n = batch.size();
+  const size_t row_count = static_cast<size_t>(rows);
+  size_t total_pages = 0;
+  size_t total_snapshots = 0;
+  for (const SequenceInput& in : batch) {
+    total_pages += in.state->kv_pages.size();
+    total_snapshots += in.snapshots.size();
+  }
+  if (!ssm) total_snapshots = 0;
+  TableRegion region;
+  const size_t pages_at = attention ? region.Reserve<float*>(total_pages) : 0;
+  const size_t row_tables_at = attention ? region.Reserve<float* const*>(row_count) : 0;
+  const size_t positions_at = attention ? region.Reserve<int64_t>(row_count) : 0;
+  const size_t cu_seqlens_at = region.Reserve<int64_t>(n + 1);
+  const size_t blocks_at = ssm ? region.Reserve<float*>(n) : 0;
+  const size_t cu_snapshots_at = total_snapshots > 0 ? region.Reserve<int32_t>(n + 1) : 0;
+  const size_t snapshots_at =
+      total_snapshots > 0 ? region.Reserve<kernels::BlockSnapshot>(total_snapshots) : 0;
+  region.Allocate(ops, ws, host);
+
   PassTables tables;
   if (attention) {
-    // Every sequence's page table back to back in one table; each segment points at its part.
-    size_t total_pages = 0;
-    for (const SequenceInput& in : batch) total_pages += in.state->kv_pages.size();
-    float** all_pages = host.Array<float*>(std::max<size_t>(total_pages, 1));
+    // Every sequence's page table back to back; each segment points at its part.
+    float** all_pages = region.Host<float*>(pages_at);
+    float* const* device_pages = region.Device<float*>(pages_at);
     size_t at = 0;
-    for (const SequenceInput& in : batch) {
-      std::copy(in.state->kv_pages.begin(), in.state->kv_pages.end(), all_pages + at);
-      at += in.state->kv_pages.size();
-    }
-    float* const* device_pages = ops.Table<float*>({all_pages, total_pages}, ws);
-    at = 0;
     for (size_t s = 0; s < n; ++s) {
+      const std::vector<float*>& pages = batch[s].state->kv_pages;
+      std::copy(pages.begin(), pages.end(), all_pages + at);
       segments[s].page_table = device_pages + at;  // an address in the table, not a read
-      at += batch[s].state->kv_pages.size();
+      at += pages.size();
     }
     // Per row: its sequence's page table and its position.
-    auto** row_tables = host.Array<float* const*>(rows);
-    int64_t* positions = host.Array<int64_t>(rows);
+    auto** row_tables = region.Host<float* const*>(row_tables_at);
+    int64_t* positions = region.Host<int64_t>(positions_at);
     for (const Segment& seg : segments) {
       for (int64_t t = 0; t < seg.tokens; ++t) {
         row_tables[seg.row + t] = seg.page_table;
         positions[seg.row + t] = seg.start_pos + t;
       }
     }
-    const size_t row_count = static_cast<size_t>(rows);
-    tables.row_page_tables = ops.Table<float* const*>({row_tables, row_count}, ws);
-    tables.row_positions = ops.Table<int64_t>({positions, row_count}, ws);
+    tables.row_page_tables = region.Device<float* const*>(row_tables_at);
+    tables.row_positions = region.Device<int64_t>(positions_at);
   }
-  int64_t* cu_seqlens = host.Array<int64_t>(n + 1);
+  int64_t* cu_seqlens = region.Host<int64_t>(cu_seqlens_at);
   cu_seqlens[0] = 0;
   for (size_t s = 0; s < n; ++s) cu_seqlens[s + 1] = cu_seqlens[s] + segments[s].tokens;
   tables.sequences.count = static_cast<int64_t>(n);
-  tables.sequences.cu_seqlens = ops.Table<int64_t>({cu_seqlens, n + 1}, ws);
+  tables.sequences.cu_seqlens = region.Device<int64_t>(cu_seqlens_at);
   if (ssm) {
-    float** blocks = host.Array<float*>(n);
-    int32_t* cu_snapshots = host.Array<int32_t>(n + 1);
-    cu_snapshots[0] = 0;
-    for (size_t s = 0; s < n; ++s) {
-      blocks[s] = batch[s].state->ssm;
-      cu_snapshots[s + 1] = cu_snapshots[s] + static_cast<int32_t>(batch[s].snapshots.size());
-    }
-    tables.ssm_blocks = ops.Table<float*>({blocks, n}, ws);
-    if (cu_snapshots[n] > 0) {
-      auto* flat = host.Array<kernels::BlockSnapshot>(cu_snapshots[n]);
+    float** blocks = region.Host<float*>(blocks_at);
+    for (size_t s = 0; s < n; ++s) blocks[s] = batch[s].state->ssm;
+    tables.ssm_blocks = region.Device<float*>(blocks_at);
+    if (total_snapshots > 0) {
+      int32_t* cu_snapshots = region.Host<int32_t>(cu_snapshots_at);
+      auto* flat = region.Host<kernels::BlockSnapshot>(snapshots_at);
+      cu_snapshots[0] = 0;
       for (size_t s = 0; s < n; ++s) {
         std::copy(batch[s].snapshots.begin(), batch[s].snapshots.end(), flat + cu_snapshots[s]);
+        cu_snapshots[s + 1] = cu_snapshots[s] + static_cast<int32_t>(batch[s].snapshots.size());
       }
-      tables.sequences.cu_snapshots = ops.Table<int32_t>({cu_snapshots, n + 1}, ws);
-      tables.sequences.snapshots = ops.Table<kernels::BlockSnapshot>(
-          {flat, static_cast<size_t>(cu_snapshots[n])}, ws);
+      tables.sequences.cu_snapshots = region.Device<int32_t>(cu_snapshots_at);
+      tables.sequences.snapshots = region.Device<kernels::BlockSnapshot>(snapshots_at);
     }
   }
+  region.Upload(ops);
   return tables;
 }
 

@@ -216,6 +216,10 @@ const void* CudaOps::TableBytes(const void* host, size_t bytes, Workspace& ws) {
   return Upload<std::byte>(static_cast<const std::byte*>(host), bytes, ws);
 }
 
+void CudaOps::UploadTables(void* device, const void* host, size_t bytes) {
+  CopyToDevice(device, host, bytes, "upload tables");
+}
+
 void CudaOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                       float eps, float* out, int64_t ld_out) {
   if (Ok()) Record(cuda::RmsNorm(stream_, x, ld_x, rows, dim, weight, eps, out, ld_out), "RmsNorm");

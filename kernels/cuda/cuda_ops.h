@@ -63,6 +63,8 @@ class CudaOps final : public Ops {
                      float* dst, int64_t ld_dst) override;
   // Copies the table into device memory from `ws`.
   const void* TableBytes(const void* host, size_t bytes, Workspace& ws) override;
+  // Through the pinned staging buffer, like every upload.
+  void UploadTables(void* device, const void* host, size_t bytes) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                float eps, float* out, int64_t ld_out) override;
   void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,

@@ -36,7 +36,8 @@ struct HostDeviceCounts {
   // Calls of the per-sequence ops (conv, scans, RoPE, KV writes, attention) made by the model:
   // on a GPU, a kernel launch each.
   std::atomic<int64_t> sequence_op_calls{0};
-  std::atomic<int64_t> table_uploads{0};  // Ops::Table calls: on a GPU, host-to-device copies
+  // Ops::Table and Ops::UploadTables calls: on a GPU, host-to-device copies.
+  std::atomic<int64_t> table_uploads{0};
   std::atomic<int> fail_read_backs{0};  // the next N ReadBack calls report a failed op
   std::atomic<bool> activations_full{false};  // activation blocks cannot be had
 };
@@ -103,6 +104,10 @@ class SeparateMemoryOps final : public kernels::Ops {
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override {
     inner_->AddRows(src, ld_src, rows, cols, dst, ld_dst);
+  }
+  void UploadTables(void* device, const void* host, size_t bytes) override {
+    ++counts_->table_uploads;  // a device copies the tables into its memory; so does this one
+    if (bytes > 0) std::memcpy(device, host, bytes);
   }
   const void* TableBytes(const void* host, size_t bytes, kernels::Workspace& ws) override {
     // A device copies the table into its memory; so does this one.
