@@ -71,15 +71,6 @@ bool TokenCounts::in_prompt(int32_t token) const {
   return e != nullptr && e->in_prompt;
 }
 
-void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts,
-                    std::span<float> logits) {
-  if (!params.active()) return;
-  for (const TokenCounts::Entry& e : counts.entries()) {
-    if (e.token < 0 || static_cast<size_t>(e.token) >= logits.size()) continue;
-    logits[e.token] = kernels::PenalisedLogit(logits[e.token], params, e.generated);
-  }
-}
-
 void AppendPenaltyTokens(const TokenCounts& counts, std::vector<kernels::PenaltyToken>* out) {
   for (const TokenCounts::Entry& e : counts.entries()) out->push_back({e.token, e.generated});
 }

@@ -1,7 +1,8 @@
 // The pieces of sampling that rewrite or read a row of logits, kept apart from the sampler so
 // that each rule can be tested on hand-made numbers:
 //   TokenCounts      which tokens a sequence has seen (prompt) and generated, and how often;
-//   ApplyPenalties   repetition (Hugging Face), presence and frequency (OpenAI / vLLM);
+//   AppendPenaltyTokens  the tokens repetition (Hugging Face), presence and frequency (OpenAI /
+//                    vLLM) apply to, as kernels::RowSampler takes them;
 //   ComputeLogprobs  log-softmax of a row for the chosen token and the n most likely tokens
 //                    (kernels/logprobs.h, where every backend's sampling read-back finds it).
 #ifndef TANDEM_ENGINE_LOGITS_PROCESSORS_H_
@@ -54,13 +55,9 @@ class TokenCounts {
 
 using PenaltyParams = kernels::PenaltyParams;
 
-// In place, on the tokens `counts` knows (ids outside the row are ignored): each becomes
-// kernels::PenalisedLogit of itself (repetition for prompt and output, then presence and
-// frequency for output).
-void ApplyPenalties(const PenaltyParams& params, const TokenCounts& counts,
-                    std::span<float> logits);
-
-// The tokens `counts` knows, as a device's sampling read-back takes them (appended to `out`).
+// The tokens `counts` knows, as the sampling rule takes them (appended to `out`): each one's
+// logit becomes kernels::PenalisedLogit of itself (repetition for prompt and output, then
+// presence and frequency for output).
 void AppendPenaltyTokens(const TokenCounts& counts, std::vector<kernels::PenaltyToken>* out);
 
 using TopLogprob = kernels::TokenLogprob;

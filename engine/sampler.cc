@@ -118,16 +118,15 @@ SampleResult FromSampled(const kernels::SampledToken& sampled, const SamplingPar
 
 BatchSampler::BatchSampler(int32_t vocab_size) : vocab_(vocab_size), rows_(vocab_size) {
   TANDEM_CHECK(vocab_size > 0, "BatchSampler needs a positive vocabulary size");
+  // A sequence's penalty tokens are distinct tokens of the vocabulary: sized once, a step never
+  // allocates for them.
+  seen_.reserve(static_cast<size_t>(vocab_size));
 }
 
-std::span<const float> BatchSampler::Penalised(std::span<const float> logits,
-                                               const SamplingState& state) {
-  const PenaltyParams penalties = state.params().penalties();
-  if (!penalties.active()) return logits;
-  penalised_.resize(vocab_);  // the first penalised row sizes it, once
-  std::copy(logits.begin(), logits.end(), penalised_.begin());
-  ApplyPenalties(penalties, state.counts(), penalised_);
-  return penalised_;
+std::span<const kernels::PenaltyToken> BatchSampler::Seen(const SamplingState& state) {
+  seen_.clear();
+  if (state.params().penalties().active()) AppendPenaltyTokens(state.counts(), &seen_);
+  return seen_;
 }
 
 SampleResult BatchSampler::SampleRow(std::span<const float> logits, SamplingState& state) {
@@ -136,14 +135,10 @@ SampleResult BatchSampler::SampleRow(std::span<const float> logits, SamplingStat
   kernels::SamplingRow rule = p.rule();
   // Drawn for every sampled step, used or not, so the stream advances once per step.
   if (!p.greedy) rule.uniform = state.rng().Uniform();
-  SampleResult result;
-  result.token = rows_.Draw(Penalised(logits, state), rule);
+  const std::span<const kernels::PenaltyToken> seen = Seen(state);
+  rule.penalties_end = static_cast<int32_t>(seen.size());
+  const SampleResult result = FromSampled(rows_.Sample(logits, rule, seen), p);
   state.Accept(result.token);
-  if (p.logprobs || p.top_logprobs > 0) {
-    result.num_top = std::min(p.top_logprobs, SampleResult::kMaxTop);
-    result.logprob =
-        ComputeLogprobs(logits, result.token, std::span(result.top.data(), result.num_top));
-  }
   return result;
 }
 
@@ -159,7 +154,8 @@ void BatchSampler::Sample(std::span<const float> logits, std::span<SamplingState
 
 std::vector<std::pair<int32_t, double>> BatchSampler::Distribution(std::span<const float> logits,
                                                                    const SamplingState& state) {
-  return rows_.Distribution(Penalised(logits, state), state.params().rule());
+  const kernels::SamplingRow rule = state.params().rule();
+  return rows_.Distribution(rows_.Penalised(logits, rule.penalties, Seen(state)), rule);
 }
 
 SampleResult Sampler::SampleWithLogprobs(std::span<const float> logits) {

@@ -132,10 +132,11 @@ class BatchSampler {
                                                        const SamplingState& state);
 
  private:
-  std::span<const float> Penalised(std::span<const float> logits, const SamplingState& state);
+  // The state's penalty tokens as kernels::RowSampler takes them (none without penalties).
+  std::span<const kernels::PenaltyToken> Seen(const SamplingState& state);
 
   int32_t vocab_;
-  std::vector<float> penalised_;  // only for rows with penalties
+  std::vector<kernels::PenaltyToken> seen_;
   kernels::RowSampler rows_;
 };
 

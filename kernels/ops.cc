@@ -74,10 +74,7 @@ std::string Ops::ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
   if (!failure.empty()) return failure;
   thread_local RowSampler sampler;  // its scratch grows to the vocabulary once per thread
   for (size_t r = 0; r < rules.size(); ++r) {
-    const SamplingRow& rule = rules[r];
-    out[r] = sampler.Sample(std::span<const float>(src + static_cast<int64_t>(r) * ld_src,
-                                                   static_cast<size_t>(cols)),
-                            rule, PenaltyTokensOf(rule, seen));
+    out[r] = SampleReadBackRow(sampler, src, ld_src, cols, rules, seen, r);
   }
   return "";
 }

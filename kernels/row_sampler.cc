@@ -234,4 +234,12 @@ std::vector<std::pair<int32_t, double>> RowSampler::Distribution(std::span<const
   return out;
 }
 
+SampledToken SampleReadBackRow(RowSampler& sampler, const float* src, int64_t ld_src, int64_t cols,
+                               std::span<const SamplingRow> rules,
+                               std::span<const PenaltyToken> seen, size_t r) {
+  const std::span<const float> row(src + static_cast<int64_t>(r) * ld_src,
+                                   static_cast<size_t>(cols));
+  return sampler.Sample(row, rules[r], PenaltyTokensOf(rules[r], seen));
+}
+
 }  // namespace tandem::kernels

@@ -45,6 +45,14 @@ inline std::span<const PenaltyToken> PenaltyTokensOf(const SamplingRow& rule,
                       static_cast<size_t>(rule.penalties_end - rule.penalties_begin));
 }
 
+class RowSampler;
+
+// Row r of a sampling read-back (Ops::ReadBackSampled: rows of `cols` logits at stride ld_src)
+// as `sampler` samples it under rules[r].
+SampledToken SampleReadBackRow(RowSampler& sampler, const float* src, int64_t ld_src, int64_t cols,
+                               std::span<const SamplingRow> rules,
+                               std::span<const PenaltyToken> seen, size_t r);
+
 class RowSampler {
  public:
   // Sizes the scratch for rows of `vocab` logits up front.

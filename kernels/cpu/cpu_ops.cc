@@ -40,10 +40,8 @@ std::string CpuOps::ReadBackSampled(const float* src, int64_t ld_src, int64_t co
                                     std::span<const PenaltyToken> seen, SampledToken* out) {
   samplers_.resize(static_cast<size_t>(pool_.size()));  // each grows to the vocabulary once
   pool_.ForEach(static_cast<int64_t>(rules.size()), [&](int slot, int64_t r) {
-    const SamplingRow& rule = rules[r];
-    out[r] = samplers_[slot].Sample(
-        std::span<const float>(src + r * ld_src, static_cast<size_t>(cols)), rule,
-        PenaltyTokensOf(rule, seen));
+    out[r] = SampleReadBackRow(samplers_[slot], src, ld_src, cols, rules, seen,
+                               static_cast<size_t>(r));
   });
   return "";
 }

@@ -10,6 +10,7 @@
 #include "engine/logits_processors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/row_sampler.h"
 
 namespace tandem::engine {
 namespace {
@@ -167,14 +168,24 @@ TEST(SamplerTest, MinPDropsTokensBelowTheScaledMaximum) {
   EXPECT_EQ(batch.Distribution(logits, cold).size(), 2u);
 }
 
+// The row the sampling rule draws from under `params` with the tokens `counts` knows.
+std::vector<float> Penalise(const PenaltyParams& params, const TokenCounts& counts,
+                            const std::vector<float>& logits) {
+  std::vector<kernels::PenaltyToken> seen;
+  AppendPenaltyTokens(counts, &seen);
+  kernels::RowSampler sampler;
+  const std::span<const float> row = sampler.Penalised(logits, params, seen);
+  return {row.begin(), row.end()};
+}
+
 TEST(LogitsProcessorsTest, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   TokenCounts counts;
   counts.AddPrompt(0);
   counts.AddGenerated(1);
   counts.AddGenerated(1);
   std::vector<float> logits = {2.0f, -1.0f, 3.0f, -4.0f};
-  ApplyPenalties({2.0f, 0.0f, 0.0f}, counts, logits);
-  EXPECT_THAT(logits, ::testing::ElementsAre(1.0f, -2.0f, 3.0f, -4.0f));
+  EXPECT_THAT(Penalise({2.0f, 0.0f, 0.0f}, counts, logits),
+              ::testing::ElementsAre(1.0f, -2.0f, 3.0f, -4.0f));
 }
 
 TEST(LogitsProcessorsTest, PresenceAndFrequencyCountOnlyGeneratedTokens) {
@@ -188,14 +199,13 @@ TEST(LogitsProcessorsTest, PresenceAndFrequencyCountOnlyGeneratedTokens) {
   EXPECT_EQ(counts.generated(1), 3);
   EXPECT_EQ(counts.generated(0), 0);
   EXPECT_TRUE(counts.in_prompt(2));
-  std::vector<float> logits = {1.0f, 1.0f, 1.0f, 1.0f};
-  ApplyPenalties({1.0f, 0.5f, 0.25f}, counts, logits);
+  const std::vector<float> logits = {1.0f, 1.0f, 1.0f, 1.0f};
   // token 1: 1 - 0.5 - 3 * 0.25; token 2: 1 - 0.5 - 0.25.
-  EXPECT_THAT(logits, ::testing::ElementsAre(1.0f, -0.25f, 0.25f, 1.0f));
+  EXPECT_THAT(Penalise({1.0f, 0.5f, 0.25f}, counts, logits),
+              ::testing::ElementsAre(1.0f, -0.25f, 0.25f, 1.0f));
   // Negative penalties encourage; repetition applies first, then presence/frequency.
-  logits = {1.0f, 1.0f, 1.0f, 1.0f};
-  ApplyPenalties({2.0f, -0.5f, 0.0f}, counts, logits);
-  EXPECT_THAT(logits, ::testing::ElementsAre(0.5f, 1.0f, 1.0f, 1.0f));
+  EXPECT_THAT(Penalise({2.0f, -0.5f, 0.0f}, counts, logits),
+              ::testing::ElementsAre(0.5f, 1.0f, 1.0f, 1.0f));
 }
 
 TEST(LogitsProcessorsTest, TokenCountsGrowPastTheirReservation) {
