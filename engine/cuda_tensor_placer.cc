@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/device_copies.h"
+#include "kernels/cuda/handled_error.h"
 
 namespace tandem::engine {
 namespace {
@@ -27,7 +28,8 @@ class CudaTensorPlacer final : public models::TensorPlacer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<models::TensorPlacer>> CreateCudaTensorPlacer(int device) {
-  if (const cudaError_t status = cudaSetDevice(device); status != cudaSuccess) {
+  if (const cudaError_t status = kernels::cuda::Handled(cudaSetDevice(device));
+      status != cudaSuccess) {
     return absl::FailedPreconditionError(
         absl::StrCat("GPU ", device, ": ", cudaGetErrorString(status)));
   }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cuda/dense_kernels.h"
+#include "kernels/cuda/handled_error.h"
 #include "kernels/cuda/moe_kernels.h"
 #include "kernels/cuda/sampling_kernels.h"
 #include "kernels/cuda/sequence_kernels.h"
@@ -29,12 +30,12 @@ std::unique_ptr<CudaOps> CudaOps::Create(int device, std::string* error) {
   cudaStream_t stream = nullptr;
   cudaError_t status = cudaSetDevice(device);
   if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  if (status != cudaSuccess) {
+  if (Handled(status) != cudaSuccess) {
     *error = "CUDA device " + std::to_string(device) + ": " + cudaGetErrorString(status);
     return nullptr;
   }
   int multiprocessors = 1;
-  cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+  Handled(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   return std::unique_ptr<CudaOps>(new CudaOps(device, stream, std::max(multiprocessors, 1)));
 }
 

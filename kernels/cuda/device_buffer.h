@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/handled_error.h"
+
 namespace tandem::kernels::cuda {
 
 template <typename T>
@@ -35,7 +37,7 @@ class DeviceBuffer {
     if (count == 0) return cudaSuccess;
     void* p = nullptr;
     const cudaError_t status = cudaMalloc(&p, count * sizeof(T));
-    if (status != cudaSuccess) return status;
+    if (status != cudaSuccess) return Handled(status);
     data_ = static_cast<T*>(p);
     size_ = count;
     return cudaSuccess;

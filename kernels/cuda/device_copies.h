@@ -21,7 +21,7 @@ class DeviceCopies {
     if (status == cudaSuccess && bytes > 0) {
       status = cudaMemcpy(buffer.get(), host, bytes, cudaMemcpyHostToDevice);
     }
-    if (status != cudaSuccess) {
+    if (Handled(status) != cudaSuccess) {
       *error = "copying " + std::to_string(bytes) + " bytes to the device: " +
                cudaGetErrorString(status);
       return nullptr;

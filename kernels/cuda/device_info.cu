@@ -4,12 +4,13 @@
 #include <vector>
 
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/handled_error.h"
 
 namespace tandem::kernels::cuda {
 namespace {
 
 bool Check(cudaError_t status, const char* what, std::string* error) {
-  if (status == cudaSuccess) return true;
+  if (Handled(status) == cudaSuccess) return true;
   if (error != nullptr) *error = std::string(what) + ": " + cudaGetErrorString(status);
   return false;
 }

@@ -19,12 +19,16 @@ struct Snapshots {
   float* dst[kMaxSnapshots];
 };
 
-bool ToSnapshots(std::span<const StateSnapshot> in, int64_t tokens, Snapshots* out) {
+// A state of no floats (a convolution of width 1) is copied nowhere, so its snapshots may have
+// no destination.
+bool ToSnapshots(std::span<const StateSnapshot> in, int64_t tokens, bool empty_state,
+                 Snapshots* out) {
   if (in.size() > static_cast<size_t>(kMaxSnapshots)) return false;
   out->count = static_cast<int>(in.size());
   int64_t previous = -1;
   for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].after_tokens < previous || in[i].after_tokens > tokens || in[i].dst == nullptr) {
+    if (in[i].after_tokens < previous || in[i].after_tokens > tokens ||
+        (in[i].dst == nullptr && !empty_state)) {
       return false;
     }
     previous = in[i].after_tokens;
@@ -563,7 +567,7 @@ cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& a) {
   std::span<const StateSnapshot> snapshots;
   if (a.kernel < 1 || a.kernel > kMaxConvKernel ||
       !Grid(a, Blocks(a.channels, kThreads), &grid, &snapshots) ||
-      !ToSnapshots(snapshots, a.tokens, &snaps)) {
+      !ToSnapshots(snapshots, a.tokens, a.kernel == 1, &snaps)) {
     return cudaErrorInvalidValue;
   }
   ConvKernel<<<grid, kThreads, 0, stream>>>(a, snaps);
@@ -577,7 +581,7 @@ cudaError_t SelectiveScan(cudaStream_t stream, const SelectiveScanArgs& a) {
   std::span<const StateSnapshot> snapshots;
   if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane ||
       !Grid(a, Blocks(a.inner, kWarpsPerBlock), &grid, &snapshots) ||
-      !ToSnapshots(snapshots, a.tokens, &snaps)) {
+      !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;
   }
   SelectiveScanKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
@@ -592,7 +596,7 @@ cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& a) {
   std::span<const StateSnapshot> snapshots;
   if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane || a.groups < 1 ||
       a.heads % a.groups != 0 || !Grid(a, Blocks(rows, kWarpsPerBlock), &grid, &snapshots) ||
-      !ToSnapshots(snapshots, a.tokens, &snaps)) {
+      !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;
   }
   SsdScanKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);

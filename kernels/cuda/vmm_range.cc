@@ -5,6 +5,8 @@
 
 #include <utility>
 
+#include "kernels/cuda/handled_error.h"
+
 namespace tandem::kernels::cuda {
 namespace {
 
@@ -85,7 +87,8 @@ std::unique_ptr<VmmRange> VmmRange::Create(int device, size_t bytes, std::string
     return nullptr;
   }
   // The runtime creates and binds the device's primary context, which the driver calls use.
-  if (cudaError_t s = cudaSetDevice(device); s != cudaSuccess || (s = cudaFree(nullptr)) != cudaSuccess) {
+  if (cudaError_t s = Handled(cudaSetDevice(device));
+      s != cudaSuccess || (s = Handled(cudaFree(nullptr))) != cudaSuccess) {
     *error = std::string("cannot use CUDA device ") + std::to_string(device) + ": " +
              cudaGetErrorString(s);
     return nullptr;

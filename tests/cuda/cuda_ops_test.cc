@@ -197,5 +197,23 @@ TEST(CudaOpsTest, ARefusedCallIsReportedAndSkipsWhatFollows) {
   EXPECT_EQ(ToHost(x)[0], 3.0f);
 }
 
+// A GPU that is not there is refused by name, and the refusal is not reported again by the
+// next sound launch on the same thread (the runtime keeps a failed call's error as the thread's
+// last error, which launches are checked with).
+TEST(CudaOpsTest, AFailedOpenIsNotReportedByTheNextLaunch) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  std::string error;
+  EXPECT_EQ(CudaOps::Create(4096, &error), nullptr);
+  EXPECT_NE(error.find("CUDA device 4096"), std::string::npos) << error;
+  DeviceBuffer<float> too_big;
+  EXPECT_NE(too_big.Allocate(size_t{1} << 50), cudaSuccess);  // a petabyte: out of memory
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  auto x = ToDevice(std::vector<float>(8, 1.0f)), y = ToDevice(std::vector<float>(8, 2.0f));
+  ops->AddRows(y.get(), 8, 1, 8, x.get(), 8);
+  EXPECT_EQ(ops->Synchronize(), "");
+  EXPECT_EQ(ToHost(x)[0], 3.0f);
+}
+
 }  // namespace
 }  // namespace tandem::kernels::cuda

@@ -274,7 +274,9 @@ TEST(CudaVarlenBatchTest, AttentionOfPrefillAndDecodeRowsMatchesTheReference) {
     a.sequences = static_cast<int64_t>(sequences.size());
     a.cu_seqlens = dcu.get();
     a.max_seqlen = 40;
-    ops->Attention(a, ws);
+    // The device backend's scratch (the split-key parts) must be device memory.
+    Workspace device_ws(1 << 16, &ops->activation_memory());
+    ops->Attention(a, device_ws);
     ASSERT_EQ(ops->Synchronize(), "");
     EXPECT_TRUE(AllClose(ToHost(dout), want, 1e-5f, 1e-4f));
   }

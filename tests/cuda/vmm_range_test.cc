@@ -33,8 +33,10 @@ TEST(VmmRangeTest, MapsUnmapsAndRemapsZeroedGranules) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   std::string error;
   // The granularity first, from a one-byte range.
-  const size_t g = VmmRange::Create(0, 1, &error)->granularity();
-  ASSERT_GT(g, 0u) << error;
+  const auto probe = VmmRange::Create(0, 1, &error);
+  ASSERT_NE(probe, nullptr) << error;
+  const size_t g = probe->granularity();
+  ASSERT_GT(g, 0u);
   auto range = VmmRange::Create(0, 3 * g + 1, &error);
   ASSERT_NE(range, nullptr) << error;
   EXPECT_EQ(range->reserved_bytes(), 4 * g);
