@@ -21,6 +21,11 @@ struct ComputeOptions {
   int threads = 0;  // CPU compute threads; 0 = one per core (a GPU ignores it)
   // Batch-invariant CPU kernels (kernels::CpuOps::set_batch_invariant).
   bool batch_invariant = false;
+  // A GPU's prefill GEMMs on its tensor cores (kernels::cuda::CudaOpsOptions): TF32 for fp32
+  // weights, bf16/f16 activations for 16-bit weights. A multiple of the fp32 peak rate, for ~1e-3
+  // relative error per product: logits no longer match the CPU's to 1e-3 (greedy tokens may
+  // differ on near ties). Off, every product is fp32. The CPU ignores it.
+  bool tensor_core_matmul = false;
 };
 
 class ComputeDevice {

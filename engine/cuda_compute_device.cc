@@ -23,9 +23,12 @@ class CudaDevice final : public ComputeDevice {
   bool on_host() const override { return false; }
   models::TensorPlacer* weight_placer() override { return placer_.get(); }
 
-  absl::StatusOr<std::unique_ptr<kernels::Ops>> CreateOps(const ComputeOptions&) override {
+  absl::StatusOr<std::unique_ptr<kernels::Ops>> CreateOps(const ComputeOptions& options) override {
     std::string error;
-    std::unique_ptr<kernels::cuda::CudaOps> ops = kernels::cuda::CudaOps::Create(index_, &error);
+    kernels::cuda::CudaOpsOptions cuda_options;
+    cuda_options.tensor_core_matmul = options.tensor_core_matmul;
+    std::unique_ptr<kernels::cuda::CudaOps> ops =
+        kernels::cuda::CudaOps::Create(index_, cuda_options, &error);
     if (ops == nullptr) return absl::FailedPreconditionError(error);
     return std::unique_ptr<kernels::Ops>(std::move(ops));
   }

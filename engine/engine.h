@@ -43,6 +43,9 @@ struct EngineConfig {
   // creates when given none: a cache hit, a shared batch or a preemption then leaves every logit
   // bit-identical (up to Hydragen's LSE merge). Off trades that for faster prefill GEMMs.
   bool batch_invariant = true;
+  // Prefill GEMMs on a GPU's tensor cores (ComputeOptions::tensor_core_matmul): faster, and no
+  // longer the CPU's logits to 1e-3. For the backend the engine creates when given none.
+  bool tensor_core_matmul = false;
   // Shared-prefix attention for decode rows restored from one cached prefix.
   models::HydragenConfig hydragen;
   size_t max_waiting = 1024;  // queued requests beyond which Submit refuses

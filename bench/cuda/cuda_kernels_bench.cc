@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/cublas_linear.h"
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/sampling_kernels.h"
@@ -68,7 +71,7 @@ double Time(int iterations, const std::function<cudaError_t()>& fn) {
 struct Row {
   std::string what;
   double seconds;
-  double bytes;  // bytes the kernel must move at least
+  double bytes;      // bytes the kernel must move at least
   double flops = 0;  // floating-point operations, for the compute-bound rows (prefill GEMMs)
 };
 
@@ -82,16 +85,24 @@ int Main(int argc, char** argv) {
 
   const size_t copy_bytes = size_t{1} << 30;
   DeviceBuffer<uint8_t> src = Filled<uint8_t>(copy_bytes, 1), dst = Filled<uint8_t>(copy_bytes, 0);
-  const double copy_seconds = Time(10, [&] {
-    return cudaMemcpy(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice);
-  });
+  const double copy_seconds = Time(
+      10, [&] { return cudaMemcpy(dst.get(), src.get(), copy_bytes, cudaMemcpyDeviceToDevice); });
   const double bandwidth = 2.0 * copy_bytes / copy_seconds;
   src = DeviceBuffer<uint8_t>();
   dst = DeviceBuffer<uint8_t>();
 
   std::vector<Row> rows;
+  // cuBLAS as CudaOps::Linear uses it from 16 rows, here on the legacy default stream that Time()
+  // records its events on; without it (none on the machine) its rows are left out.
+  std::string cublas_error;
+  std::unique_ptr<CublasLinear> cublas;
+  if (std::shared_ptr<const CublasLibrary> library = CublasLibrary::Default(&cublas_error)) {
+    cublas = CublasLinear::Create(library, nullptr, &cublas_error);
+  }
+  if (cublas == nullptr) std::fprintf(stderr, "no cuBLAS rows: %s\n", cublas_error.c_str());
   // Linear: decode shapes of a 7-8B model (4096 -> 14336 MLP up, 14336 -> 4096 down) per format,
-  // and a 512-row prefill chunk (the tiled kernel; compute-bound, so its TFLOP/s counts).
+  // and a 512-row prefill chunk (the tiled kernel; compute-bound, so its TFLOP/s counts), that
+  // chunk's MLP up also through cuBLAS in each precision it offers for the format.
   for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 14336}, {14336, 4096}}) {
     const std::vector<float> host_w = [&] {
       std::mt19937 gen(1);
@@ -108,15 +119,34 @@ int Main(int argc, char** argv) {
       DeviceBuffer<float> ds;
       Check(dw.Upload(bytes), "upload");
       Check(ds.Upload(scales), "upload");
-      const WeightMatrix w{format, dw.get(), format == WeightFormat::kI8 ? ds.get() : nullptr, n, k};
+      const WeightMatrix w{format, dw.get(), format == WeightFormat::kI8 ? ds.get() : nullptr, n,
+                           k};
       for (int64_t m : {1, 8, 512}) {
         DeviceBuffer<float> x = Random(m * k, 2), y = Filled<float>(m * n, 0.0f);
-        const double s = Time(iterations, [&] {
-          return Linear(nullptr, x.get(), k, m, w, nullptr, y.get(), n);
-        });
+        const double s = Time(
+            iterations, [&] { return Linear(nullptr, x.get(), k, m, w, nullptr, y.get(), n); });
         rows.push_back({"Linear " + std::to_string(m) + " × " + std::to_string(k) + " → " +
                             std::to_string(n) + " " + std::string(WeightFormatName(format)),
                         s, static_cast<double>(w.bytes()), 2.0 * m * k * n});
+        for (const bool tensor_cores : {false, true}) {
+          if (cublas == nullptr || m != 512 || k != 4096 ||
+              !CublasLinear::Takes(m, w, k, n, tensor_cores)) {
+            continue;
+          }
+          const double t = Time(iterations, [&] {
+            const std::string failure =
+                cublas->Run(tensor_cores, x.get(), k, m, w, nullptr, y.get(), n);
+            if (failure.empty()) return cudaSuccess;
+            std::fprintf(stderr, "%s\n", failure.c_str());
+            return cudaErrorUnknown;
+          });
+          const char* how = !tensor_cores                  ? ", cuBLAS exact f32"
+                            : format == WeightFormat::kF32 ? ", cuBLAS TF32"
+                                                           : ", cuBLAS tensor cores";
+          rows.push_back(
+              {"Linear 512 × 4096 → 14336 " + std::string(WeightFormatName(format)) + how, t,
+               static_cast<double>(w.bytes()), 2.0 * m * k * n});
+        }
       }
     }
   }
@@ -145,9 +175,21 @@ int Main(int argc, char** argv) {
     a.out = out.get();
     a.lse = lse.get();
     a.ld_lse = heads;
-    const double s = Time(iterations, [&] { return PartialAttention(nullptr, a); });
-    rows.push_back({"Attention decode, 32 heads / 8 KV × 128, 16K keys", s,
-                    2.0 * keys * kv_heads * dh * sizeof(float)});
+    int multiprocessors = 1;
+    Check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0), "sms");
+    // Scratch for the most key splits any call below takes.
+    DeviceBuffer<float> partial = Filled<float>(kMaxKeySplits * heads * dh, 0.0f);
+    DeviceBuffer<float> partial_lse = Filled<float>(kMaxKeySplits * heads, 0.0f);
+    const KeySplits one_sequence_splits{PartialAttentionSplits(a, multiprocessors), partial.get(),
+                                        partial_lse.get()};
+    const double unsplit = Time(iterations, [&] { return PartialAttention(nullptr, a); });
+    const double split_one =
+        Time(iterations, [&] { return PartialAttention(nullptr, a, one_sequence_splits); });
+    rows.push_back({"Attention decode, one sequence, 32 heads / 8 KV × 128, 16K keys, unsplit",
+                    unsplit, 2.0 * keys * kv_heads * dh * sizeof(float)});
+    rows.push_back({"Attention decode, one sequence, the same, " +
+                        std::to_string(one_sequence_splits.count) + " key splits merged",
+                    split_one, 2.0 * keys * kv_heads * dh * sizeof(float)});
 
     // The same decode row as the engine issues it (a decode batch of one, per-row tables):
     // the keys split across the GPU's multiprocessors and merged, against a warp per head.
@@ -168,20 +210,15 @@ int Main(int argc, char** argv) {
       d.out = out.get();
       d.page_tables = drow_table.get();
       d.positions = dlast.get();
-      int multiprocessors = 1;
-      Check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0), "sms");
-      const int splits = DecodeAttentionSplits(d, multiprocessors);
-      DeviceBuffer<float> partial = Filled<float>(splits * heads * dh, 0.0f);
-      DeviceBuffer<float> partial_lse = Filled<float>(splits * heads, 0.0f);
-      const double split = Time(iterations, [&] {
-        return SplitDecodeAttention(nullptr, d, splits, partial.get(), partial_lse.get());
-      });
+      const KeySplits splits{DecodeAttentionSplits(d, multiprocessors), partial.get(),
+                             partial_lse.get()};
+      const double split = Time(iterations, [&] { return DecodeAttention(nullptr, d, splits); });
       const double whole = Time(iterations, [&] { return DecodeAttention(nullptr, d); });
       const double bytes = 2.0 * keys * kv_heads * dh * sizeof(float);
-      rows.push_back({"Attention decode batch of 1, 16K keys, " + std::to_string(splits) +
+      rows.push_back({"Attention decode batch of 1, 16K keys, " + std::to_string(splits.count) +
                           " key splits merged",
                       split, bytes});
-      rows.push_back({"Attention decode batch of 1, 16K keys, a warp per head", whole, bytes});
+      rows.push_back({"Attention decode batch of 1, 16K keys, unsplit", whole, bytes});
     }
 
     // Hydragen's prefix part: 256 sequences' decode rows over that 16K shared prefix, as one
@@ -215,6 +252,23 @@ int Main(int argc, char** argv) {
                     2.0 * keys * kv_heads * dh * sizeof(float), flops});
     rows.push_back({"Hydragen prefix: the same rows each over the keys alone", one_each,
                     2.0 * keys * kv_heads * dh * sizeof(float) * members, flops});
+
+    // Prefill attention: a 2,048-token chunk, causal, over the first 2,048 positions.
+    PartialAttentionArgs prefill = a;
+    prefill.rows = 2048;
+    prefill.start_pos = 0;
+    prefill.causal = true;
+    prefill.key_end = prefill.rows;
+    DeviceBuffer<float> pq = Random(prefill.rows * heads * dh, 6);
+    DeviceBuffer<float> pout = Filled<float>(prefill.rows * heads * dh, 0.0f);
+    prefill.q = pq.get();
+    prefill.out = pout.get();
+    prefill.lse = nullptr;
+    const double prefill_s = Time(iterations, [&] { return PartialAttention(nullptr, prefill); });
+    // Row t sees t + 1 keys: on average (rows + 1) / 2.
+    rows.push_back({"Attention prefill: 2,048 rows causal, 32 heads / 8 KV × 128", prefill_s,
+                    2.0 * prefill.rows * kv_heads * dh * sizeof(float),
+                    4.0 * prefill.rows * heads * (prefill.rows + 1) / 2.0 * dh});
   }
 
   // Mamba-2 decode step of a 2.7B-sized layer: 80 heads × 64 × N 128 of state, read and written.
@@ -326,8 +380,7 @@ int Main(int argc, char** argv) {
 
   std::printf("%s (sm_%d%d), copy bandwidth %.0f GB/s (1 GiB device-to-device, read + write)\n\n",
               prop.name, prop.major, prop.minor, bandwidth / 1e9);
-  std::printf(
-      "| kernel | µs | GB/s | ÷ copy bandwidth | TFLOP/s |\n|---|---|---|---|---|\n");
+  std::printf("| kernel | µs | GB/s | ÷ copy bandwidth | TFLOP/s |\n|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     std::printf("| %s | %.1f | %.0f | %.2f | %.1f |\n", r.what.c_str(), r.seconds * 1e6,
                 r.bytes / r.seconds / 1e9, r.bytes / r.seconds / bandwidth,

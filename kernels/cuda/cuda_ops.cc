@@ -6,6 +6,8 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/attention_kernels.h"
+#include "kernels/cuda/cublas_linear.h"
 #include "kernels/cuda/dense_kernels.h"
 #include "kernels/cuda/handled_error.h"
 #include "kernels/cuda/moe_kernels.h"
@@ -26,7 +28,8 @@ class DeviceMemorySource final : public MemorySource {
 
 }  // namespace
 
-std::unique_ptr<CudaOps> CudaOps::Create(int device, std::string* error) {
+std::unique_ptr<CudaOps> CudaOps::Create(int device, const CudaOpsOptions& options,
+                                         std::string* error) {
   cudaStream_t stream = nullptr;
   cudaError_t status = cudaSetDevice(device);
   if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -36,10 +39,25 @@ std::unique_ptr<CudaOps> CudaOps::Create(int device, std::string* error) {
   }
   int multiprocessors = 1;
   Handled(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
-  return std::unique_ptr<CudaOps>(new CudaOps(device, stream, std::max(multiprocessors, 1)));
+  std::unique_ptr<CudaOps> ops(new CudaOps(device, stream, std::max(multiprocessors, 1)));
+  ops->tensor_core_matmul_ = options.tensor_core_matmul;
+  // Without cuBLAS every product still has a kernel of ours: the reason is kept, not returned.
+  std::shared_ptr<const CublasLibrary> library =
+      options.cublas_library.empty()
+          ? CublasLibrary::Default(&ops->cublas_status_)
+          : CublasLibrary::Open(options.cublas_library, &ops->cublas_status_);
+  if (library != nullptr) {
+    ops->cublas_ = CublasLinear::Create(library, stream, &ops->cublas_status_);
+    if (ops->cublas_ != nullptr) ops->cublas_status_ = library->description();
+  }
+  return ops;
 }
 
+CudaOps::CudaOps(int device, cudaStream_t stream, int multiprocessors)
+    : device_(device), multiprocessors_(multiprocessors), stream_(stream) {}
+
 CudaOps::~CudaOps() {
+  cublas_.reset();  // it waits for its GEMMs on the stream destroyed below
   cudaStreamSynchronize(stream_);
   cudaStreamDestroy(stream_);
   if (staging_ != nullptr) cudaFreeHost(staging_);
@@ -54,6 +72,10 @@ void CudaOps::Record(cudaError_t status, const char* op) {
   if (status != cudaSuccess && error_.empty()) {
     error_ = std::string(op) + ": " + cudaGetErrorString(status);
   }
+}
+
+void CudaOps::Record(std::string failure) {
+  if (!failure.empty() && error_.empty()) error_ = std::move(failure);
 }
 
 std::string CudaOps::Synchronize() {
@@ -128,10 +150,10 @@ std::string CudaOps::ReadBackSampled(const float* src, int64_t ld_src, int64_t c
   CopyToDevice(sample_rules_.get(), rules.data(), rules.size_bytes(), op);
   CopyToDevice(sample_seen_.get(), seen.data(), seen.size_bytes(), op);
   if (Ok()) {
-    Record(cuda::SampleRows(stream_, src, ld_src, rows, cols, sample_rules_.get(),
-                            sample_seen_.get(), static_cast<int64_t>(seen.size()),
-                            sample_scratch_.get(), sampled_.get()),
-           "sample");
+    Record(
+        cuda::SampleRows(stream_, src, ld_src, rows, cols, sample_rules_.get(), sample_seen_.get(),
+                         static_cast<int64_t>(seen.size()), sample_scratch_.get(), sampled_.get()),
+        "sample");
   }
   if (Ok()) {
     Record(cudaMemcpyAsync(out, sampled_.get(), rules.size() * sizeof(SampledToken),
@@ -164,7 +186,13 @@ T* CudaOps::Upload(const T* host, size_t count, Workspace& ws) {
 
 void CudaOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
                      const float* bias, float* y, int64_t ld_y) {
-  if (Ok()) Record(cuda::Linear(stream_, x, ld_x, m, w, bias, y, ld_y), "Linear");
+  if (!Ok()) return;
+  if (cublas_ != nullptr && CublasLinear::Takes(m, w, ld_x, ld_y, tensor_core_matmul_)) {
+    Record(cublas_->Run(tensor_core_matmul_, x, ld_x, m, w, bias, y, ld_y));
+    ++cublas_linear_calls_;
+    return;
+  }
+  Record(cuda::Linear(stream_, x, ld_x, m, w, bias, y, ld_y), "Linear");
 }
 
 bool CudaOps::UploadIds(std::span<const int32_t> ids, const char* op) {
@@ -178,14 +206,13 @@ bool CudaOps::UploadIds(std::span<const int32_t> ids, const char* op) {
 void CudaOps::GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
                          int64_t ld_out) {
   if (ids.empty() || !UploadIds(ids, "GatherRows ids")) return;
-  Record(cuda::GatherRows(stream_, table, ids_.get(), static_cast<int64_t>(ids.size()), out,
-                          ld_out),
-         "GatherRows");
+  Record(
+      cuda::GatherRows(stream_, table, ids_.get(), static_cast<int64_t>(ids.size()), out, ld_out),
+      "GatherRows");
 }
 
 void CudaOps::IndexedCopy(bool scatter, const float* src, int64_t ld_src,
-                          std::span<const int32_t> rows, int64_t cols, float* dst,
-                          int64_t ld_dst) {
+                          std::span<const int32_t> rows, int64_t cols, float* dst, int64_t ld_dst) {
   const char* op = scatter ? "ScatterRowsTo" : "GatherRowsAt";
   if (rows.empty() || !UploadIds(rows, op)) return;
   Record(cuda::IndexedCopyRows(stream_, scatter, src, ld_src, ids_.get(),
@@ -226,13 +253,13 @@ void CudaOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, c
   if (Ok()) Record(cuda::RmsNorm(stream_, x, ld_x, rows, dim, weight, eps, out, ld_out), "RmsNorm");
 }
 
-void CudaOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z,
-                           int64_t rows, int64_t dim, int32_t groups, const float* weight,
-                           float eps, float* out, int64_t ld_out) {
+void CudaOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
+                           int64_t dim, int32_t groups, const float* weight, float eps, float* out,
+                           int64_t ld_out) {
   if (Ok()) {
-    Record(cuda::GatedRmsNorm(stream_, y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out,
-                              ld_out),
-           "GatedRmsNorm");
+    Record(
+        cuda::GatedRmsNorm(stream_, y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out, ld_out),
+        "GatedRmsNorm");
   }
 }
 
@@ -260,8 +287,8 @@ void CudaOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate
   }
 }
 
-bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count,
-                           const void* const** weights, const float* const** scales) {
+bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count, const void* const** weights,
+                           const float* const** scales) {
   for (int32_t e = 0; e < count; ++e) {
     if (matrices[e].format != matrices[0].format) {
       Record(cudaErrorInvalidValue, "Moe: experts in different weight formats");
@@ -392,20 +419,27 @@ void CudaOps::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld
   }
 }
 
+namespace {
+
+// Key splits of `count` with their scratch from `ws` (device memory).
+cuda::KeySplits SplitsFrom(Workspace& ws, int count, int64_t rows, int32_t heads,
+                           int32_t head_dim) {
+  cuda::KeySplits splits;
+  splits.count = count;
+  if (count > 1) {
+    splits.out = ws.Floats(cuda::KeySplits::OutFloats(count, rows, heads, head_dim));
+    splits.lse = ws.Floats(cuda::KeySplits::LseFloats(count, rows, heads));
+  }
+  return splits;
+}
+
+}  // namespace
+
 void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
   if (a.page_tables != nullptr) {
-    const int splits = cuda::DecodeAttentionSplits(a, multiprocessors_);
-    if (splits > 1) {
-      const int64_t rows = a.tokens;
-      float* partial = ws.Floats(splits * rows * a.heads * a.kv.head_dim);
-      float* partial_lse = ws.Floats(splits * rows * a.heads);
-      if (Ok()) {
-        Record(cuda::SplitDecodeAttention(stream_, a, splits, partial, partial_lse),
-               "Attention (decode batch, split keys)");
-      }
-      return;
-    }
-    if (Ok()) Record(cuda::DecodeAttention(stream_, a), "Attention (decode batch)");
+    const cuda::KeySplits splits = SplitsFrom(ws, cuda::DecodeAttentionSplits(a, multiprocessors_),
+                                              a.tokens, a.heads, a.kv.head_dim);
+    if (Ok()) Record(cuda::DecodeAttention(stream_, a, splits), "Attention (rows with tables)");
     return;
   }
   PartialAttentionArgs p;
@@ -424,8 +458,11 @@ void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
   PartialAttention(p, ws);
 }
 
-void CudaOps::PartialAttention(const PartialAttentionArgs& args, Workspace&) {
-  if (Ok()) Record(cuda::PartialAttention(stream_, args), "PartialAttention");
+void CudaOps::PartialAttention(const PartialAttentionArgs& args, Workspace& ws) {
+  const cuda::KeySplits splits =
+      SplitsFrom(ws, cuda::PartialAttentionSplits(args, multiprocessors_), args.rows, args.heads,
+                 args.kv.head_dim);
+  if (Ok()) Record(cuda::PartialAttention(stream_, args, splits), "PartialAttention");
 }
 
 // The contract is PartialAttention's without a mask; every row reads the same pages. (Batching

@@ -1,8 +1,9 @@
-// kernels::Ops on a CUDA device, built from the kernels of dense_kernels.h and
-// sequence_kernels.h. Every pointer an op receives is device memory (activations, weights,
-// states, page tables, snapshot destinations) except the lists the interface passes as host
-// spans: GatherRows' ids, MergeAttention's parts, snapshot lists, MoeArgs' expert arrays.
-// Workspaces handed to the ops must hold device memory (device_memory() is a source for them).
+// kernels::Ops on a CUDA device, built from the kernels of dense_kernels.h,
+// sequence_kernels.h and attention_kernels.h. Every pointer an op receives is device memory
+// (activations, weights, states, page tables, snapshot destinations) except the lists the interface
+// passes as host spans: GatherRows' ids, MergeAttention's parts, snapshot lists, MoeArgs' expert
+// arrays. Workspaces handed to the ops must hold device memory (device_memory() is a source for
+// them).
 //
 // Work is enqueued on the object's stream. Ops return nothing, so the first failure (a refused
 // argument or a failed launch) is kept, later ops are skipped, and Synchronize() reports it:
@@ -24,11 +25,39 @@
 
 namespace tandem::kernels::cuda {
 
+class CublasLinear;
+
+struct CudaOpsOptions {
+  // The prefill Linear on the tensor cores (CublasLinear's "tensor cores" precision): TF32 for
+  // fp32 weights, activations rounded to bf16/f16 for 16-bit weights. A multiple of the fp32
+  // peak rate, but ~1e-3 relative error per product, so logits no longer match the CPU
+  // backend's: opt-in.
+  bool tensor_core_matmul = false;
+  // Where cuBLAS is: "" searches for it (CublasLibrary::Default); a path is the only place tried.
+  std::string cublas_library;
+};
+
 class CudaOps final : public Ops {
  public:
   // Uses `device` with a stream of its own; null with `error` set if the device is unusable.
-  static std::unique_ptr<CudaOps> Create(int device, std::string* error);
+  // cuBLAS (for the prefill Linear: cublas_linear.h) that cannot be loaded is no error: Linear
+  // then runs on our kernels alone, and cublas_status() says why.
+  static std::unique_ptr<CudaOps> Create(int device, const CudaOpsOptions& options,
+                                         std::string* error);
+  static std::unique_ptr<CudaOps> Create(int device, std::string* error) {
+    return Create(device, CudaOpsOptions(), error);
+  }
   ~CudaOps() override;
+
+  // Whether Linear goes through cuBLAS from CublasLinear::kMinRows rows (decode shapes, int8
+  // weights and, in exact mode, 16-bit weights always take our kernels).
+  bool has_cublas() const { return cublas_ != nullptr; }
+  // What was loaded ("cuBLAS 13.0.2 (/path/libcublas.so.13)"), or why none is used.
+  const std::string& cublas_status() const { return cublas_status_; }
+  // Linear calls handed to cuBLAS so far (tests check which path a product took).
+  int64_t cublas_linear_calls() const { return cublas_linear_calls_; }
+  void set_tensor_core_matmul(bool on) { tensor_core_matmul_ = on; }
+  bool tensor_core_matmul() const { return tensor_core_matmul_; }
 
   std::string_view name() const override { return "cuda"; }
   cudaStream_t stream() const { return stream_; }
@@ -97,11 +126,12 @@ class CudaOps final : public Ops {
                       int64_t ld_lse) override;
 
  private:
-  CudaOps(int device, cudaStream_t stream, int multiprocessors)
-      : device_(device), multiprocessors_(multiprocessors), stream_(stream) {}
+  CudaOps(int device, cudaStream_t stream, int multiprocessors);
   // Keeps the first failure; true while none has happened (so the op may run).
   bool Ok() const { return error_.empty(); }
   void Record(cudaError_t status, const char* op);
+  // The same for a failure already described ("" is none).
+  void Record(std::string failure);
   // `count` values copied into device scratch from `ws` (enqueued on the stream, through the
   // pinned staging buffer: `host` may be reused as soon as this returns).
   template <typename T>
@@ -117,6 +147,11 @@ class CudaOps final : public Ops {
   int multiprocessors_;  // sizes the key splits of decode attention
   cudaStream_t stream_;
   std::string error_;
+  // The prefill Linear's GEMMs, bound to stream_; null when cuBLAS could not be had.
+  std::unique_ptr<CublasLinear> cublas_;
+  std::string cublas_status_;
+  int64_t cublas_linear_calls_ = 0;
+  bool tensor_core_matmul_ = false;
   // Pinned host memory the uploads of a pass go through (tables, MoE's expert pointers).
   std::byte* staging_ = nullptr;
   size_t staging_capacity_ = 0;

@@ -45,6 +45,7 @@ const std::vector<FlagSpec>& BenchFlags() {
       {"threads", true, "compute threads (default: all cores)"},
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
+      GpuTensorCoresFlagSpec(),
       {"fast-kernels", false,
        "not batch-invariant: faster prefill GEMMs, logits move by rounding with batch and cache"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
@@ -171,6 +172,8 @@ int RunBenchEngine(int argc, char** argv) {
     TANDEM_ASSIGN_OR_RETURN(int64_t threads, PositiveInt(*args, "threads", 0, 0));
     config.threads = static_cast<int>(std::min<int64_t>(threads, 1024));
     config.batch_invariant = !args->Has("fast-kernels");
+    TANDEM_ASSIGN_OR_RETURN(config.tensor_core_matmul,
+                            ReadGpuTensorCores(*args, args->String("device").value_or("cpu")));
     TANDEM_ASSIGN_OR_RETURN(int64_t running, PositiveInt(*args, "max-running", 32));
     config.scheduler.max_running = static_cast<int32_t>(std::min<int64_t>(running, 4096));
     TANDEM_ASSIGN_OR_RETURN(config.scheduler.step_tokens, PositiveInt(*args, "step-tokens", 512));

@@ -48,6 +48,7 @@ const std::vector<FlagSpec>& GenerateFlags() {
       {"threads", true, "compute threads (default: all cores)"},
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
+      GpuTensorCoresFlagSpec(),
       {"backend", true, "on the CPU: cpu (default) or reference (slow plain loops)"},
       {"zamba2-dt-clamp", true,
        "none (default, the model as trained) or time_step_min (as transformers' CPU path)"},
@@ -67,6 +68,7 @@ struct Settings {
   int threads = 0;
   bool reference_backend = false;
   std::string device = "cpu";
+  bool tensor_core_matmul = false;
 };
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
@@ -153,6 +155,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   if (s.reference_backend && s.device != "cpu") {
     return absl::InvalidArgumentError("--backend reference runs on the CPU only (--device cpu)");
   }
+  TANDEM_ASSIGN_OR_RETURN(s.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
   const std::string clamp = args.String("zamba2-dt-clamp").value_or("none");
   if (clamp == "time_step_min") {
     s.load.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
@@ -219,7 +222,9 @@ absl::Status Run(const Settings& settings) {
   if (settings.reference_backend) {
     ops = kernels::MakeReferenceOps();
   } else {
-    TANDEM_ASSIGN_OR_RETURN(ops, device->CreateOps({.threads = settings.threads}));
+    TANDEM_ASSIGN_OR_RETURN(
+        ops, device->CreateOps(
+                 {.threads = settings.threads, .tensor_core_matmul = settings.tensor_core_matmul}));
   }
   engine::GenerateOptions options = settings.options;
   options.stop_token_ids = model->config().eos_token_ids;

@@ -40,4 +40,20 @@ absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> OpenDevice(const std::str
   return device;
 }
 
+FlagSpec GpuTensorCoresFlagSpec() {
+  return {"gpu-tensor-cores", false,
+          "on --device cuda, prefill GEMMs on the tensor cores (TF32 for f32 weights, bf16/f16 "
+          "activations for bf16/f16 weights): faster, but logits no longer match the CPU's to "
+          "1e-3 (default: exact fp32 products)"};
+}
+
+absl::StatusOr<bool> ReadGpuTensorCores(const Args& args, const std::string& device) {
+  if (!args.Has("gpu-tensor-cores")) return false;
+  if (device == "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("gpu-tensor-cores"), " needs a GPU (--device cuda or cuda:N)"));
+  }
+  return true;
+}
+
 }  // namespace tandem::cli

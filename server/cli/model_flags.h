@@ -23,6 +23,13 @@ FlagSpec DeviceFlagSpec();
 // Opens the device the flag names (the CPU when absent); errors name the flag.
 absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> OpenDevice(const std::string& name);
 
+// --gpu-tensor-cores: prefill GEMMs on the GPU's tensor cores
+// (engine::ComputeOptions::tensor_core_matmul).
+FlagSpec GpuTensorCoresFlagSpec();
+// Whether the flag is on; InvalidArgument when it is and `device` (--device's value) is the CPU,
+// where it would silently do nothing.
+absl::StatusOr<bool> ReadGpuTensorCores(const Args& args, const std::string& device);
+
 }  // namespace tandem::cli
 
 #endif  // TANDEM_SERVER_CLI_MODEL_FLAGS_H_

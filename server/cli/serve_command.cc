@@ -50,6 +50,7 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"threads", true, "compute threads (default: all cores)"},
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
+      GpuTensorCoresFlagSpec(),
       {"page-size", true, "tokens per KV page (default 16)"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per engine step (default 512)"},
@@ -242,6 +243,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   s.load.page_tokens = static_cast<int32_t>(page);
   TANDEM_ASSIGN_OR_RETURN(s.load.weight_storage, ReadWeightDType(args));
   s.device = args.String("device").value_or("cpu");
+  TANDEM_ASSIGN_OR_RETURN(e.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65536, 32));
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));

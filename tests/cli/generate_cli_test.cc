@@ -98,6 +98,8 @@ TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --bogus 1", "--bogus"},
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --weight-dtype fp8",
        "--weight-dtype: unknown weight dtype \"fp8\""},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --gpu-tensor-cores",
+       "--gpu-tensor-cores needs a GPU (--device cuda or cuda:N)"},
       {"frobnicate", "unknown command"},
   };
   for (const Case& c : cases) {

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <string>
 #include <vector>
 
@@ -21,33 +20,15 @@ namespace {
 
 using kernels::testing::AllClose;
 using kernels::testing::Rng;
+using testing::DeviceWeights;
+using testing::MakeDeviceWeights;
 using testing::NewOps;
 using testing::ToDevice;
 using testing::ToHost;
 
-// A weight matrix on the host (for the reference) and its copy on the device.
-struct DeviceWeights {
-  std::vector<uint8_t> bytes;
-  std::vector<float> scales;
-  WeightMatrix host;
-  DeviceBuffer<uint8_t> device_bytes;
-  DeviceBuffer<float> device_scales;
-  WeightMatrix device;
-};
-
-std::unique_ptr<DeviceWeights> Make(WeightFormat format, int64_t rows, int64_t cols, uint32_t seed) {
-  auto w = std::make_unique<DeviceWeights>();
-  const std::vector<float> values = Rng(seed).Uniform(rows * cols, -0.5f, 0.5f);
-  w->bytes.resize(static_cast<size_t>(rows * cols) * WeightElementBytes(format));
-  w->scales.resize(rows);
-  ConvertWeights(values.data(), rows, cols, format, w->bytes.data(), w->scales.data());
-  const float* scales = format == WeightFormat::kI8 ? w->scales.data() : nullptr;
-  w->host = {format, w->bytes.data(), scales, rows, cols};
-  w->device_bytes = ToDevice(w->bytes);
-  w->device_scales = ToDevice(w->scales);
-  w->device = {format, w->device_bytes.get(),
-               format == WeightFormat::kI8 ? w->device_scales.get() : nullptr, rows, cols};
-  return w;
+std::unique_ptr<DeviceWeights> Make(WeightFormat format, int64_t rows, int64_t cols,
+                                    uint32_t seed) {
+  return MakeDeviceWeights(format, rows, cols, seed, -0.5f, 0.5f);
 }
 
 class CudaOpsFormatTest : public ::testing::TestWithParam<WeightFormat> {};
@@ -134,7 +115,9 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Formats, CudaOpsFormatTest,
                          ::testing::Values(WeightFormat::kF32, WeightFormat::kBF16,
                                            WeightFormat::kI8),
-                         [](const auto& info) { return std::string(WeightFormatName(info.param)); });
+                         [](const auto& info) {
+                           return std::string(WeightFormatName(info.param));
+                         });
 
 TEST(CudaOpsTest, GathersWithHostIdsAndAttendsLikeTheReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
@@ -185,7 +168,7 @@ TEST(CudaOpsTest, ARefusedCallIsReportedAndSkipsWhatFollows) {
   auto ops = NewOps();
   ASSERT_NE(ops, nullptr);
   auto x = ToDevice(std::vector<float>(64, 1.0f));
-  ops->Rope(x.get(), 8, 1, 1, 7, 0, 10000.0f);  // odd head_dim: refused
+  ops->Rope(x.get(), 8, 1, 1, 7, 0, 10000.0f);       // odd head_dim: refused
   ops->CopyRows(x.get() + 32, 8, 1, 8, x.get(), 8);  // skipped
   const std::string error = ops->Synchronize();
   EXPECT_NE(error.find("Rope"), std::string::npos) << error;

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/weight_matrix.h"
 #include "tests/kernels/test_util.h"
 
 namespace tandem::kernels::cuda::testing {
@@ -25,21 +27,21 @@ inline bool HaveDevice() {
 
 // Tests skip (not pass) without a device, except where TANDEM_REQUIRE_CUDA is set (as
 // scripts/gpu-check.sh sets it on a GPU machine): there a missing device is a failure.
-#define TANDEM_SKIP_WITHOUT_CUDA_DEVICE()                                               \
-  do {                                                                                  \
-    if (!::tandem::kernels::cuda::testing::HaveDevice()) {                              \
-      if (std::getenv("TANDEM_REQUIRE_CUDA") != nullptr) {                              \
-        GTEST_FAIL() << "no usable CUDA device, and TANDEM_REQUIRE_CUDA is set";        \
-      }                                                                                 \
-      GTEST_SKIP() << "no CUDA device";                                                 \
-    }                                                                                   \
+#define TANDEM_SKIP_WITHOUT_CUDA_DEVICE()                                        \
+  do {                                                                           \
+    if (!::tandem::kernels::cuda::testing::HaveDevice()) {                       \
+      if (std::getenv("TANDEM_REQUIRE_CUDA") != nullptr) {                       \
+        GTEST_FAIL() << "no usable CUDA device, and TANDEM_REQUIRE_CUDA is set"; \
+      }                                                                          \
+      GTEST_SKIP() << "no CUDA device";                                          \
+    }                                                                            \
   } while (0)
 
-#define ASSERT_CUDA_OK(expr)                                                       \
-  do {                                                                             \
-    const cudaError_t tandem_cuda_status = (expr);                                 \
-    ASSERT_EQ(tandem_cuda_status, cudaSuccess) << #expr << ": "                    \
-                                               << cudaGetErrorString(tandem_cuda_status); \
+#define ASSERT_CUDA_OK(expr)                                        \
+  do {                                                              \
+    const cudaError_t tandem_cuda_status = (expr);                  \
+    ASSERT_EQ(tandem_cuda_status, cudaSuccess)                      \
+        << #expr << ": " << cudaGetErrorString(tandem_cuda_status); \
   } while (0)
 
 // CudaOps on GPU 0; null (with the failure recorded) when the device cannot be used.
@@ -56,6 +58,34 @@ DeviceBuffer<T> ToDevice(const std::vector<T>& host) {
   const cudaError_t status = buffer.Upload(host);
   EXPECT_EQ(status, cudaSuccess) << cudaGetErrorString(status);
   return buffer;
+}
+
+// A weight matrix of `format` in host memory (for the reference) and its device copy, from
+// values uniform in [lo, hi).
+struct DeviceWeights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+  WeightMatrix host;
+  DeviceBuffer<uint8_t> device_bytes;
+  DeviceBuffer<float> device_scales;
+  WeightMatrix device;
+};
+
+inline std::unique_ptr<DeviceWeights> MakeDeviceWeights(WeightFormat format, int64_t rows,
+                                                        int64_t cols, uint32_t seed,
+                                                        float lo = -1.0f, float hi = 1.0f) {
+  auto w = std::make_unique<DeviceWeights>();
+  const std::vector<float> values = kernels::testing::Rng(seed).Uniform(rows * cols, lo, hi);
+  w->bytes.resize(static_cast<size_t>(rows * cols) * WeightElementBytes(format));
+  w->scales.resize(rows);
+  ConvertWeights(values.data(), rows, cols, format, w->bytes.data(), w->scales.data());
+  const bool scaled = format == WeightFormat::kI8;
+  w->host = {format, w->bytes.data(), scaled ? w->scales.data() : nullptr, rows, cols};
+  w->device_bytes = ToDevice(w->bytes);
+  w->device_scales = ToDevice(w->scales);
+  w->device = {format, w->device_bytes.get(), scaled ? w->device_scales.get() : nullptr, rows,
+               cols};
+  return w;
 }
 
 template <typename T>

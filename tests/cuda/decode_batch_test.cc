@@ -131,50 +131,61 @@ TEST(CudaDecodeBatchTest, ConvAndBothScansMatchTheReference) {
   }
 }
 
-// Short contexts take a warp per (row, head); long ones at this small batch split their keys
-// across the GPU and merge the parts (SplitDecodeAttention).
+// At this small batch the keys are split across the GPU and the parts merged (DecodeAttention
+// with KeySplits): short contexts leave most splits empty, long ones fill many. GQA groups of 1
+// to 16 query heads and head dims that are multiples of 4 up to 128 take a block per (row, KV
+// head); 160 (and 90: no 16-byte loads) a warp per (row, query head).
 TEST(CudaDecodeBatchTest, AttentionMatchesTheReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   auto ops = NewOps();
   ASSERT_NE(ops, nullptr);
-  const int32_t heads = 4, kv_heads = 2, head_dim = 32, page_tokens = 4;
-  for (const std::vector<int64_t>& positions :
-       {std::vector<int64_t>{6, 0, 13}, std::vector<int64_t>{3000, 0, 700}}) {
-    SCOPED_TRACE("longest context " + std::to_string(positions[0] + 1));
-    const int64_t rows = static_cast<int64_t>(positions.size());
-    const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
-    std::vector<int64_t> pages_per_sequence;
-    for (int64_t pos : positions) pages_per_sequence.push_back(pos / page_tokens + 1);
-    PagedSequences kv(pages_per_sequence, page_floats, 5);
-    Rng rng(6);
-    auto device_positions = ToDevice(positions);
-    const int64_t ld = int64_t{heads} * head_dim;
-    const std::vector<float> q = rng.Uniform(rows * ld);
-    auto dq = ToDevice(q);
-    auto dout = ToDevice(std::vector<float>(rows * ld, 0.0f));
-    std::vector<float> out(rows * ld, 0.0f);
-    AttentionArgs a;
-    a.tokens = rows;
-    a.heads = heads;
-    a.ld_q = a.ld_out = ld;
-    a.kv.page_tokens = page_tokens;
-    a.kv.num_kv_heads = kv_heads;
-    a.kv.head_dim = head_dim;
-    a.scale = 0.2f;
-    a.q = q.data();
-    a.out = out.data();
-    a.page_tables = kv.host_tables.data();
-    a.positions = positions.data();
-    Workspace host_ws;
-    ReferenceOps().Attention(a, host_ws);
-    a.q = dq.get();
-    a.out = dout.get();
-    a.page_tables = kv.device_table_of_tables.get();
-    a.positions = device_positions.get();
-    Workspace ws(1 << 16, &ops->activation_memory());
-    ops->Attention(a, ws);
-    ASSERT_EQ(ops->Synchronize(), "");
-    EXPECT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
+  struct Shape {
+    int32_t heads, kv_heads, head_dim;
+  };
+  for (const Shape shape : {Shape{4, 2, 32}, Shape{16, 2, 128}, Shape{8, 8, 64}, Shape{6, 1, 96},
+                            Shape{32, 2, 64}, Shape{4, 2, 160}, Shape{4, 2, 90}}) {
+    const int32_t heads = shape.heads, kv_heads = shape.kv_heads, head_dim = shape.head_dim;
+    const int32_t page_tokens = 4;
+    for (const std::vector<int64_t>& positions :
+         {std::vector<int64_t>{6, 0, 13}, std::vector<int64_t>{3000, 0, 700}}) {
+      SCOPED_TRACE("longest context " + std::to_string(positions[0] + 1) + ", " +
+                   std::to_string(heads) + " heads over " + std::to_string(kv_heads) + " × " +
+                   std::to_string(head_dim));
+      const int64_t rows = static_cast<int64_t>(positions.size());
+      const int64_t page_floats = 2 * int64_t{kv_heads} * page_tokens * head_dim;
+      std::vector<int64_t> pages_per_sequence;
+      for (int64_t pos : positions) pages_per_sequence.push_back(pos / page_tokens + 1);
+      PagedSequences kv(pages_per_sequence, page_floats, 5);
+      Rng rng(6);
+      auto device_positions = ToDevice(positions);
+      const int64_t ld = int64_t{heads} * head_dim;
+      const std::vector<float> q = rng.Uniform(rows * ld);
+      auto dq = ToDevice(q);
+      auto dout = ToDevice(std::vector<float>(rows * ld, 0.0f));
+      std::vector<float> out(rows * ld, 0.0f);
+      AttentionArgs a;
+      a.tokens = rows;
+      a.heads = heads;
+      a.ld_q = a.ld_out = ld;
+      a.kv.page_tokens = page_tokens;
+      a.kv.num_kv_heads = kv_heads;
+      a.kv.head_dim = head_dim;
+      a.scale = 0.2f;
+      a.q = q.data();
+      a.out = out.data();
+      a.page_tables = kv.host_tables.data();
+      a.positions = positions.data();
+      Workspace host_ws;
+      ReferenceOps().Attention(a, host_ws);
+      a.q = dq.get();
+      a.out = dout.get();
+      a.page_tables = kv.device_table_of_tables.get();
+      a.positions = device_positions.get();
+      Workspace ws(1 << 16, &ops->activation_memory());
+      ops->Attention(a, ws);
+      ASSERT_EQ(ops->Synchronize(), "");
+      EXPECT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
+    }
   }
 }
 

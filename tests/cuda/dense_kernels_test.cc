@@ -21,6 +21,7 @@ namespace {
 
 using kernels::testing::AllClose;
 using kernels::testing::Rng;
+using testing::MakeDeviceWeights;
 using testing::ToDevice;
 using testing::ToHost;
 
@@ -34,7 +35,8 @@ TEST(CudaDenseKernelsTest, RmsNormMatchesReference) {
       std::vector<float> want(rows * ld_out, 0.0f);
       ReferenceOps().RmsNorm(x.data(), ld_x, rows, dim, w.data(), 1e-6f, want.data(), ld_out);
       auto dx = ToDevice(x), dw = ToDevice(w), dout = ToDevice(std::vector<float>(rows * ld_out));
-      ASSERT_CUDA_OK(RmsNorm(nullptr, dx.get(), ld_x, rows, dim, dw.get(), 1e-6f, dout.get(), ld_out));
+      ASSERT_CUDA_OK(
+          RmsNorm(nullptr, dx.get(), ld_x, rows, dim, dw.get(), 1e-6f, dout.get(), ld_out));
       const std::vector<float> got = ToHost(dout);
       ASSERT_TRUE(AllClose(got.data(), want.data(), got.size(), 1e-5f, 1e-5f))
           << "rows=" << rows << " dim=" << dim;
@@ -75,7 +77,8 @@ TEST(CudaDenseKernelsTest, RopeMatchesReference) {
           std::vector<float> want = rng.Uniform(tokens * ld);
           auto dx = ToDevice(want);
           ReferenceOps().Rope(want.data(), ld, tokens, heads, head_dim, start, 10000.0f);
-          ASSERT_CUDA_OK(Rope(nullptr, dx.get(), ld, tokens, heads, head_dim, start, nullptr, 10000.0f));
+          ASSERT_CUDA_OK(
+              Rope(nullptr, dx.get(), ld, tokens, heads, head_dim, start, nullptr, 10000.0f));
           const std::vector<float> got = ToHost(dx);
           ASSERT_TRUE(AllClose(got.data(), want.data(), got.size(), 1e-5f, 1e-5f))
               << "heads=" << heads << " head_dim=" << head_dim << " tokens=" << tokens
@@ -107,53 +110,34 @@ TEST(CudaDenseKernelsTest, GatedActivationMatchesReferenceAlsoInPlace) {
   }
 }
 
-// A weight matrix of `format` in host memory (for the reference) and its device copy.
-struct Weights {
-  std::vector<uint8_t> bytes;
-  std::vector<float> scales;
-  WeightMatrix host;
-  DeviceBuffer<uint8_t> device_bytes;
-  DeviceBuffer<float> device_scales;
-  WeightMatrix device;
-};
-
-Weights MakeWeights(WeightFormat format, int64_t rows, int64_t cols, uint32_t seed) {
-  Weights w;
-  const std::vector<float> values = Rng(seed).Uniform(rows * cols);
-  w.bytes.resize(static_cast<size_t>(rows * cols) * WeightElementBytes(format));
-  w.scales.resize(rows);
-  ConvertWeights(values.data(), rows, cols, format, w.bytes.data(), w.scales.data());
-  const bool scaled = format == WeightFormat::kI8;
-  w.host = {format, w.bytes.data(), scaled ? w.scales.data() : nullptr, rows, cols};
-  w.device_bytes = ToDevice(w.bytes);
-  w.device_scales = ToDevice(w.scales);
-  w.device = {format, w.device_bytes.get(), scaled ? w.device_scales.get() : nullptr, rows, cols};
-  return w;
-}
-
 class CudaLinearTest : public ::testing::TestWithParam<WeightFormat> {};
 
 TEST_P(CudaLinearTest, MatchesReferenceOnRaggedShapes) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(5);
-  // Rows 1-9 take the decode kernel, 16 and more the tiled one (64 × 64 tiles, depth 16).
+  // Rows 1-9 take the decode kernel, 16 and more the tiled one (64 × 64 tiles, depth 16). The
+  // decode kernel loads 16 bytes at a time where k is a multiple of 16 bytes of weights and x's
+  // rows are 16-byte aligned (ld_x a multiple of 4), one element at a time elsewhere.
   for (int64_t m : {1, 2, 7, 8, 9, 16, 33, 130}) {
-    for (int64_t k : {1, 15, 31, 32, 33, 1000}) {
+    for (int64_t k : {1, 15, 31, 32, 33, 64, 1000, 1024}) {
       for (int64_t n : {1, 5, 67, 130}) {
-        const bool with_bias = (m + k + n) % 2 == 0;
-        const int64_t ld_x = k + 1, ld_y = n + 3;
-        const Weights w = MakeWeights(GetParam(), n, k, static_cast<uint32_t>(m * 1000 + k + n));
-        const std::vector<float> x = rng.Uniform(m * ld_x), b = rng.Uniform(n);
-        std::vector<float> want(m * ld_y, 0.0f);
-        ReferenceOps().Linear(x.data(), ld_x, m, w.host, with_bias ? b.data() : nullptr,
-                              want.data(), ld_y);
-        auto dx = ToDevice(x), db = ToDevice(b), dy = ToDevice(std::vector<float>(m * ld_y));
-        ASSERT_CUDA_OK(Linear(nullptr, dx.get(), ld_x, m, w.device, with_bias ? db.get() : nullptr,
-                              dy.get(), ld_y));
-        const std::vector<float> got = ToHost(dy);
-        for (int64_t i = 0; i < m; ++i) {
-          ASSERT_TRUE(AllClose(got.data() + i * ld_y, want.data() + i * ld_y, n, 1e-4f, 1e-4f))
-              << "m=" << m << " k=" << k << " n=" << n << " row " << i;
+        for (const bool aligned_x : {false, true}) {
+          const bool with_bias = (m + k + n) % 2 == 0;
+          const int64_t ld_x = aligned_x ? (k + 3) / 4 * 4 + 4 : k + 1, ld_y = n + 3;
+          const auto w =
+              MakeDeviceWeights(GetParam(), n, k, static_cast<uint32_t>(m * 1000 + k + n));
+          const std::vector<float> x = rng.Uniform(m * ld_x), b = rng.Uniform(n);
+          std::vector<float> want(m * ld_y, 0.0f);
+          ReferenceOps().Linear(x.data(), ld_x, m, w->host, with_bias ? b.data() : nullptr,
+                                want.data(), ld_y);
+          auto dx = ToDevice(x), db = ToDevice(b), dy = ToDevice(std::vector<float>(m * ld_y));
+          ASSERT_CUDA_OK(Linear(nullptr, dx.get(), ld_x, m, w->device,
+                                with_bias ? db.get() : nullptr, dy.get(), ld_y));
+          const std::vector<float> got = ToHost(dy);
+          for (int64_t i = 0; i < m; ++i) {
+            ASSERT_TRUE(AllClose(got.data() + i * ld_y, want.data() + i * ld_y, n, 1e-4f, 1e-4f))
+                << "m=" << m << " k=" << k << " n=" << n << " ld_x=" << ld_x << " row " << i;
+          }
         }
       }
     }
@@ -163,7 +147,9 @@ TEST_P(CudaLinearTest, MatchesReferenceOnRaggedShapes) {
 INSTANTIATE_TEST_SUITE_P(AllFormats, CudaLinearTest,
                          ::testing::Values(WeightFormat::kF32, WeightFormat::kBF16,
                                            WeightFormat::kF16, WeightFormat::kI8),
-                         [](const auto& info) { return std::string(WeightFormatName(info.param)); });
+                         [](const auto& info) {
+                           return std::string(WeightFormatName(info.param));
+                         });
 
 TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
@@ -171,13 +157,13 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
   const int64_t rows = 11, cols = 300, ld_src = 310, ld_dst = 305;
   for (WeightFormat format :
        {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kI8}) {
-    const Weights table = MakeWeights(format, 50, cols, 7);
+    const auto table = MakeDeviceWeights(format, 50, cols, 7);
     const std::vector<int32_t> ids = {3, 0, 49, 3, 17};
     std::vector<float> want(ids.size() * ld_dst, 0.0f);
-    ReferenceOps().GatherRows(table.host, ids, want.data(), ld_dst);
+    ReferenceOps().GatherRows(table->host, ids, want.data(), ld_dst);
     auto dids = ToDevice(ids);
     auto dout = ToDevice(std::vector<float>(want.size(), 0.0f));
-    ASSERT_CUDA_OK(GatherRows(nullptr, table.device, dids.get(), static_cast<int64_t>(ids.size()),
+    ASSERT_CUDA_OK(GatherRows(nullptr, table->device, dids.get(), static_cast<int64_t>(ids.size()),
                               dout.get(), ld_dst));
     ASSERT_TRUE(AllClose(ToHost(dout), want, 0.0f, 0.0f)) << WeightFormatName(format);
   }
@@ -203,9 +189,11 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
 TEST(CudaDenseKernelsTest, ArgmaxRowsPickTheHostsIndex) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   const float nan = std::nanf(""), inf = INFINITY;
-  const std::vector<std::vector<float>> small = {
-      {0.5f, 2.0f, -1.0f, 2.0f}, {nan, 5.0f, 7.0f}, {1.0f, nan, 4.0f, nan, 4.0f},
-      {-inf, -inf, -inf}, {-1.0f, inf, inf, 9.0f}};
+  const std::vector<std::vector<float>> small = {{0.5f, 2.0f, -1.0f, 2.0f},
+                                                 {nan, 5.0f, 7.0f},
+                                                 {1.0f, nan, 4.0f, nan, 4.0f},
+                                                 {-inf, -inf, -inf},
+                                                 {-1.0f, inf, inf, 9.0f}};
   const int64_t cols = 70001, ld = cols + 3;
   Rng rng(17);
   std::vector<float> matrix = rng.Uniform((small.size() + 4) * ld);
@@ -215,11 +203,11 @@ TEST(CudaDenseKernelsTest, ArgmaxRowsPickTheHostsIndex) {
     }
   }
   const size_t big = small.size();
-  matrix[big * ld + 69999] = 2.0f;          // the last stripe
-  matrix[(big + 1) * ld + 300] = 2.0f;      // two equal maxima: the lower wins
+  matrix[big * ld + 69999] = 2.0f;      // the last stripe
+  matrix[(big + 1) * ld + 300] = 2.0f;  // two equal maxima: the lower wins
   matrix[(big + 1) * ld + 40000] = 2.0f;
-  matrix[(big + 2) * ld + 0] = nan;         // NaN first: 0
-  matrix[(big + 3) * ld + 5] = nan;         // NaN later: passed over
+  matrix[(big + 2) * ld + 0] = nan;  // NaN first: 0
+  matrix[(big + 3) * ld + 5] = nan;  // NaN later: passed over
   const int64_t rows = static_cast<int64_t>(small.size()) + 4;
   auto dm = ToDevice(matrix);
   auto dout = ToDevice(std::vector<int32_t>(rows, -1));

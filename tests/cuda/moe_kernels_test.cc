@@ -71,8 +71,8 @@ TEST(CudaMoeKernelsTest, BucketsAreStableAndCombineSumsInTokenOrder) {
   std::vector<float> want(tokens * hidden);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t c = 0; c < hidden; ++c) {
-      want[t * hidden + c] = y[position[t * top_k] * hidden + c] +
-                             0.5f * y[position[t * top_k + 1] * hidden + c];
+      want[t * hidden + c] =
+          y[position[t * top_k] * hidden + c] + 0.5f * y[position[t * top_k + 1] * hidden + c];
     }
   }
   EXPECT_EQ(ToHost(dout), want);

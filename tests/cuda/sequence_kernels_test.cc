@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/reference/reference_ops.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/kernels/test_util.h"
@@ -91,8 +92,8 @@ TEST(CudaSequenceKernelsTest, CausalConvMatchesReferenceWithSnapshots) {
         a.out = dout.get();
         a.snapshots = snaps.device_list;
         ASSERT_CUDA_OK(CausalConv1d(nullptr, a));
-        SCOPED_TRACE(::testing::Message() << "channels=" << channels << " kernel=" << kernel
-                                          << " tokens=" << tokens);
+        SCOPED_TRACE(::testing::Message()
+                     << "channels=" << channels << " kernel=" << kernel << " tokens=" << tokens);
         ASSERT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-5f));
         ASSERT_TRUE(AllClose(ToHost(dstate), state, 0.0f, 0.0f));
         ASSERT_TRUE(snaps.Match(0.0f, 0.0f));
@@ -150,8 +151,8 @@ TEST(CudaSequenceKernelsTest, SelectiveScanMatchesReferenceWithSnapshots) {
         a.y = dy.get();
         a.snapshots = snaps.device_list;
         ASSERT_CUDA_OK(SelectiveScan(nullptr, a));
-        SCOPED_TRACE(::testing::Message() << "inner=" << inner << " N=" << n_state
-                                          << " tokens=" << tokens);
+        SCOPED_TRACE(::testing::Message()
+                     << "inner=" << inner << " N=" << n_state << " tokens=" << tokens);
         ASSERT_TRUE(AllClose(ToHost(dy), y, 1e-4f, 1e-4f));
         ASSERT_TRUE(AllClose(ToHost(dstate), state, 1e-5f, 1e-5f));
         ASSERT_TRUE(snaps.Match(1e-5f, 1e-5f));
@@ -214,9 +215,9 @@ TEST(CudaSequenceKernelsTest, SsdScanMatchesReferenceWithSnapshots) {
             a.y = dy.get();
             a.snapshots = snaps.device_list;
             ASSERT_CUDA_OK(SsdScan(nullptr, a));
-            SCOPED_TRACE(::testing::Message() << "heads=" << heads << " P=" << head_dim
-                                              << " groups=" << groups << " N=" << n_state
-                                              << " tokens=" << tokens);
+            SCOPED_TRACE(::testing::Message()
+                         << "heads=" << heads << " P=" << head_dim << " groups=" << groups
+                         << " N=" << n_state << " tokens=" << tokens);
             ASSERT_TRUE(AllClose(ToHost(dy), y, 1e-4f, 1e-4f));
             ASSERT_TRUE(AllClose(ToHost(dstate), state, 1e-5f, 1e-5f));
             ASSERT_TRUE(snaps.Match(1e-5f, 1e-5f));
@@ -265,9 +266,10 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(4);
   const int32_t page_tokens = 16, kv_heads = 2, heads = 6, positions = 50;
-  // 16 or more rows × query heads per KV head take the tiled kernel up to head_dim 128; fewer
-  // rows, or 160, the warp-per-row one.
-  for (int32_t head_dim : {32, 64, 80, 128, 160}) {
+  // 32 or more rows × query heads per KV head take the tensor-core kernel at head_dim 64, 80,
+  // 96 and 128, 16 or more the tiled CUDA-core kernel up to 128 (32 here); fewer rows, or 160,
+  // a block per (row, KV head), or a warp per (row, query head).
+  for (int32_t head_dim : {32, 64, 80, 96, 128, 160}) {
     PagedCache cache(4, page_tokens, kv_heads, head_dim);  // 64 positions (5 is prime to 4)
     const int64_t kv_width = int64_t{kv_heads} * head_dim, q_width = int64_t{heads} * head_dim;
     const auto k = rng.Uniform(positions * kv_width), v = rng.Uniform(positions * kv_width);
@@ -277,8 +279,7 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
       ReferenceOps().WriteKv(k.data() + start * kv_width, kv_width, v.data() + start * kv_width,
                              kv_width, count, start, cache.host_kv);
       ASSERT_CUDA_OK(WriteKv(nullptr, dk.get() + start * kv_width, kv_width,
-                             dv.get() + start * kv_width, kv_width, count, start,
-                             cache.device_kv));
+                             dv.get() + start * kv_width, kv_width, count, start, cache.device_kv));
     }
     ASSERT_TRUE(AllClose(ToHost(cache.device), cache.host, 0.0f, 0.0f)) << "pages differ";
 
@@ -287,10 +288,10 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
       bool causal;
       int64_t begin, end;
     };
-    for (const Range r : {Range{9, 41, true, 0, 50}, Range{1, 49, true, 0, 50},
-                          Range{5, 50, false, 16, 37}, Range{3, 50, false, 20, 20},
-                          Range{40, 10, true, 0, 50}, Range{40, 50, false, 3, 47},
-                          Range{13, 50, false, 20, 20}}) {
+    for (const Range r :
+         {Range{9, 41, true, 0, 50}, Range{1, 49, true, 0, 50}, Range{5, 50, false, 16, 37},
+          Range{3, 50, false, 20, 20}, Range{40, 10, true, 0, 50}, Range{40, 50, false, 3, 47},
+          Range{13, 50, false, 20, 20}}) {
       const auto q = rng.Uniform(r.rows * q_width);
       std::vector<float> out(r.rows * q_width), lse(r.rows * heads);
       PartialAttentionArgs a;
@@ -309,22 +310,34 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
       a.lse = lse.data();
       Workspace ws;
       ReferenceOps().PartialAttention(a, ws);
-      auto dq = ToDevice(q), dout = ToDevice(std::vector<float>(out.size(), 9.0f)),
-           dlse = ToDevice(std::vector<float>(lse.size(), 9.0f));
+      auto dq = ToDevice(q);
       a.q = dq.get();
       a.kv = cache.device_kv;
-      a.out = dout.get();
-      a.lse = dlse.get();
-      ASSERT_CUDA_OK(PartialAttention(nullptr, a));
-      SCOPED_TRACE(::testing::Message() << "head_dim=" << head_dim << " rows=" << r.rows
-                                        << " keys [" << r.begin << ", " << r.end << ")");
-      ASSERT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
-      const std::vector<float> got_lse = ToHost(dlse);
-      for (size_t i = 0; i < lse.size(); ++i) {
-        if (std::isinf(lse[i])) {
-          ASSERT_EQ(got_lse[i], lse[i]) << "lse " << i;
-        } else {
-          ASSERT_NEAR(got_lse[i], lse[i], 1e-4f * (1 + std::fabs(lse[i]))) << "lse " << i;
+      // Untiled calls also with their keys split (into more splits than some rows have keys:
+      // those parts are empty) and merged.
+      const bool splittable = PartialAttentionSplits(a, 1 << 20) > 1;
+      for (const int count : {1, 3, kMaxKeySplits}) {
+        if (count > 1 && !splittable) continue;
+        auto dout = ToDevice(std::vector<float>(out.size(), 9.0f)),
+             dlse = ToDevice(std::vector<float>(lse.size(), 9.0f));
+        auto dparts = ToDevice(
+                 std::vector<float>(KeySplits::OutFloats(count, r.rows, heads, head_dim), 7.0f)),
+             dparts_lse =
+                 ToDevice(std::vector<float>(KeySplits::LseFloats(count, r.rows, heads), 7.0f));
+        a.out = dout.get();
+        a.lse = dlse.get();
+        ASSERT_CUDA_OK(PartialAttention(nullptr, a, {count, dparts.get(), dparts_lse.get()}));
+        SCOPED_TRACE(::testing::Message()
+                     << "head_dim=" << head_dim << " rows=" << r.rows << " keys [" << r.begin
+                     << ", " << r.end << ") in " << count << " splits");
+        ASSERT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
+        const std::vector<float> got_lse = ToHost(dlse);
+        for (size_t i = 0; i < lse.size(); ++i) {
+          if (std::isinf(lse[i])) {
+            ASSERT_EQ(got_lse[i], lse[i]) << "lse " << i;
+          } else {
+            ASSERT_NEAR(got_lse[i], lse[i], 1e-4f * (1 + std::fabs(lse[i]))) << "lse " << i;
+          }
         }
       }
     }
@@ -342,7 +355,7 @@ TEST(CudaSequenceKernelsTest, MergeMatchesReferenceIncludingEmptyParts) {
     outs.push_back(rng.Uniform(rows * width));
     lses.push_back(rng.Uniform(rows * heads, -5, 5));
   }
-  lses[1][4] = neg_inf;  // one part empty for one row and head
+  lses[1][4] = neg_inf;                              // one part empty for one row and head
   for (int i = 0; i < 3; ++i) lses[i][7] = neg_inf;  // every part empty there
   std::vector<AttentionPart> host_parts, device_parts;
   std::vector<DeviceBuffer<float>> keep;
@@ -355,7 +368,8 @@ TEST(CudaSequenceKernelsTest, MergeMatchesReferenceIncludingEmptyParts) {
   std::vector<float> out(rows * width), lse(rows * heads);
   ReferenceOps().MergeAttention(host_parts, rows, heads, head_dim, out.data(), width, lse.data(),
                                 heads);
-  auto dout = ToDevice(std::vector<float>(out.size())), dlse = ToDevice(std::vector<float>(lse.size()));
+  auto dout = ToDevice(std::vector<float>(out.size())),
+       dlse = ToDevice(std::vector<float>(lse.size()));
   ASSERT_CUDA_OK(MergeAttention(nullptr, device_parts, rows, heads, head_dim, dout.get(), width,
                                 dlse.get(), heads));
   ASSERT_TRUE(AllClose(ToHost(dout), out, 1e-6f, 1e-5f));

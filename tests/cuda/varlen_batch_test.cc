@@ -19,8 +19,8 @@ namespace {
 
 using kernels::testing::AllClose;
 using kernels::testing::Rng;
-using testing::ScatteredDeviceStates;
 using testing::NewOps;
+using testing::ScatteredDeviceStates;
 using testing::ToDevice;
 using testing::ToHost;
 
@@ -132,9 +132,9 @@ TEST(CudaVarlenBatchTest, SelectiveScanMatchesTheReference) {
              delta_bias = rng.Uniform(inner, -1, 1), a_log = rng.Uniform(inner * n, -3, -0.05f),
              b = rng.Uniform(rows * ld_bc), c = rng.Uniform(rows * ld_bc), d = rng.Uniform(inner),
              z = rng.Uniform(rows * ld);
-  auto du = ToDevice(u), ddelta = ToDevice(delta), ddb = ToDevice(delta_bias),
-       da = ToDevice(a_log), dbb = ToDevice(b), dc = ToDevice(c), dd = ToDevice(d),
-       dz = ToDevice(z), dy = ToDevice(std::vector<float>(rows * ld, 0.0f));
+  auto du = ToDevice(u), ddelta = ToDevice(delta), ddb = ToDevice(delta_bias), da = ToDevice(a_log),
+       dbb = ToDevice(b), dc = ToDevice(c), dd = ToDevice(d), dz = ToDevice(z),
+       dy = ToDevice(std::vector<float>(rows * ld, 0.0f));
   std::vector<float> y(rows * ld, 0.0f);
   SelectiveScanArgs s;
   s.inner = inner;
@@ -236,7 +236,7 @@ TEST(CudaVarlenBatchTest, AttentionOfPrefillAndDecodeRowsMatchesTheReference) {
       pages.push_back((first + rows + page_tokens - 1) / page_tokens);
     }
     testing::PagedSequences kv(pages, page_floats, 31);
-    std::vector<float* const*> host_rows, device_rows;
+    std::vector<float*const*> host_rows, device_rows;
     std::vector<int64_t> positions, cu_seqlens = {0};
     for (size_t s = 0; s < sequences.size(); ++s) {
       for (int64_t t = 0; t < sequences[s].second; ++t) {

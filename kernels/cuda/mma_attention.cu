@@ -1,0 +1,282 @@
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/mma_attention.h"
+#include "kernels/cuda/paged_kv.cuh"
+#include "kernels/cuda/warp_math.cuh"
+
+namespace tandem::kernels::cuda {
+namespace {
+
+// A block of four warps takes 64 virtual rows (a query row and one query head of its GQA group)
+// of one KV head, 16 per warp (the m of the m16n8k8 product), and walks the keys in tiles of 32
+// staged in shared memory; the scores and the online softmax stay in the warp's registers, and
+// the probabilities go through shared memory to become the A operand of P·V.
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = kMmaWarps * kWarp;
+constexpr int kMmaRows = 16 * kMmaWarps;
+constexpr int kMmaKeys = 32;
+// From this many virtual rows the tensor-core kernel is worth its tiles.
+constexpr int64_t kMmaMinRows = 32;
+
+// Shared-memory row strides. The fragments read column tq (0-3) of rows g (0-7): with a stride
+// of 4 (mod 32 banks) the 32 lanes hit 32 banks; P·V reads V's rows tq and columns g, which needs
+// a stride of 8 (mod 32). Strides stay multiples of 4 for the 16-byte stores.
+constexpr int Padded(int width, int residue) { return width + (residue - width % 32 + 32) % 32; }
+
+template <int kHeadDim>
+struct MmaTile {
+  static constexpr int kQStride = Padded(kHeadDim, 4);
+  static constexpr int kKStride = Padded(kHeadDim, 4);
+  static constexpr int kVStride = Padded(kHeadDim, 8);
+  static constexpr int kPStride = Padded(kMmaKeys, 4);
+  static constexpr int kQFloats = kMmaRows * kQStride;
+  static constexpr int kKFloats = kMmaKeys * kKStride;
+  static constexpr int kVFloats = kMmaKeys * kVStride;
+  static constexpr int kPFloats = kMmaWarps * 16 * kPStride;
+  static constexpr size_t kBytes = sizeof(float) * (kQFloats + kKFloats + kVFloats + kPFloats);
+};
+
+__device__ __forceinline__ uint32_t ToTf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// x = big + small, each representable in TF32 (small holds the bits big rounds away).
+__device__ __forceinline__ void SplitTf32(float x, uint32_t& big, uint32_t& small) {
+  big = ToTf32(x);
+  small = ToTf32(x - __uint_as_float(big));
+}
+
+__device__ __forceinline__ void MmaTf32(float (&d)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// An A fragment (16 × 8, row-major) split into TF32 halves.
+struct AFragment {
+  uint32_t big[4], small[4];
+  __device__ explicit AFragment(const float (&a)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) SplitTf32(a[i], big[i], small[i]);
+  }
+};
+
+// d += a·b to about fp32 precision: big·small and small·big first (the small terms), then
+// big·big; small·small lies below fp32 rounding.
+__device__ __forceinline__ void Mma3xTf32(float (&d)[4], const AFragment& a, const float (&b)[2]) {
+  uint32_t b_big[2], b_small[2];
+  SplitTf32(b[0], b_big[0], b_small[0]);
+  SplitTf32(b[1], b_big[1], b_small[1]);
+  MmaTf32(d, a.small, b_big);
+  MmaTf32(d, a.big, b_small);
+  MmaTf32(d, a.big, b_big);
+}
+
+// The keys virtual row v may see: [key_begin, limit).
+__device__ __forceinline__ int64_t RowLimit(const PartialAttentionArgs& a, int64_t v,
+                                            int32_t group) {
+  if (v >= a.rows * group) return a.key_begin;  // a row past the end sees nothing
+  return a.causal ? min(a.key_end, a.start_pos + v / group + 1) : a.key_end;
+}
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kMmaThreads) MmaAttentionKernel(PartialAttentionArgs a) {
+  using Tile = MmaTile<kHeadDim>;
+  extern __shared__ float4 shared4[];
+  float* shared = reinterpret_cast<float*>(shared4);
+  auto qs = reinterpret_cast<float(*)[Tile::kQStride]>(shared);
+  auto ks = reinterpret_cast<float(*)[Tile::kKStride]>(shared + Tile::kQFloats);
+  auto vs = reinterpret_cast<float(*)[Tile::kVStride]>(shared + Tile::kQFloats + Tile::kKFloats);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g = lane >> 2, tq = lane & 3;  // the fragment coordinates of mma.m16n8k8
+  auto ps = reinterpret_cast<float(*)[Tile::kPStride]>(shared + Tile::kQFloats + Tile::kKFloats +
+                                                       Tile::kVFloats + warp * 16 * Tile::kPStride);
+  const int32_t kv_head = blockIdx.y, group = a.heads / a.kv.num_kv_heads;
+  const int64_t virtual_rows = a.rows * group, v0 = int64_t{blockIdx.x} * kMmaRows;
+  constexpr int kVec = kHeadDim / 4;
+
+  for (int i = threadIdx.x; i < kMmaRows * kVec; i += kMmaThreads) {
+    const int r = i / kVec, e = (i % kVec) * 4;
+    const int64_t v = v0 + r;
+    float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (v < virtual_rows) {
+      const int64_t t = v / group;
+      const int32_t head = kv_head * group + static_cast<int32_t>(v % group);
+      x = *reinterpret_cast<const float4*>(a.q + t * a.ld_q + int64_t{head} * kHeadDim + e);
+    }
+    *reinterpret_cast<float4*>(&qs[r][e]) = x;
+  }
+
+  // This thread's two rows of the warp's 16: g and g + 8.
+  const int row0 = warp * 16 + g;
+  const int64_t limit[2] = {RowLimit(a, v0 + row0, group), RowLimit(a, v0 + row0 + 8, group)};
+  // Rows grow with t, so the block's last live row sees the most keys.
+  const int64_t last = min(virtual_rows, v0 + kMmaRows) - 1;
+  const int64_t tile_end = RowLimit(a, last, group);
+
+  float o[kHeadDim / 8][4];
+#pragma unroll
+  for (int n = 0; n < kHeadDim / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+
+  for (int64_t k0 = a.key_begin; k0 < tile_end; k0 += kMmaKeys) {
+    __syncthreads();  // the previous tile is consumed (and, the first time, qs is written)
+    for (int i = threadIdx.x; i < kMmaKeys * kVec; i += kMmaThreads) {
+      const int j = i / kVec, e = (i % kVec) * 4;
+      const int64_t pos = k0 + j;
+      float4 key = make_float4(0.0f, 0.0f, 0.0f, 0.0f), value = key;
+      if (pos < tile_end) {
+        key = *reinterpret_cast<const float4*>(KeyAt(a.kv, pos, kv_head) + e);
+        value = *reinterpret_cast<const float4*>(ValueAt(a.kv, pos, kv_head) + e);
+      }
+      *reinterpret_cast<float4*>(&ks[j][e]) = key;
+      *reinterpret_cast<float4*>(&vs[j][e]) = value;
+    }
+    __syncthreads();
+
+    // S = Q·Kᵀ for the warp's 16 rows and the tile's 32 keys (four n-tiles of 8 keys).
+    float s[kMmaKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kMmaKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 8; ++kk) {
+      const int c = kk * 8 + tq;
+      const float af[4] = {qs[row0][c], qs[row0 + 8][c], qs[row0][c + 4], qs[row0 + 8][c + 4]};
+      const AFragment q_frag(af);
+#pragma unroll
+      for (int n = 0; n < kMmaKeys / 8; ++n) {
+        const float bf[2] = {ks[n * 8 + g][c], ks[n * 8 + g][c + 4]};
+        Mma3xTf32(s[n], q_frag, bf);
+      }
+    }
+
+    // The online softmax: this thread holds, per n-tile, keys 2tq and 2tq+1 of rows g (s[n][0],
+    // s[n][1]) and g + 8 (s[n][2], s[n][3]); a row's four threads are lanes 4g .. 4g+3.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kMmaKeys / 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t key = k0 + n * 8 + 2 * tq + (i & 1);
+        const int r = i >> 1;
+        s[n][i] = key < limit[r] ? s[n][i] * a.scale : -INFINITY;
+        tile_max[r] = fmaxf(tile_max[r], s[n][i]);
+      }
+    }
+    float rescale[2], tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float new_max = fmaxf(row_max[r], tile_max[r]);
+      rescale[r] = new_max == -INFINITY ? 1.0f : expf(row_max[r] - new_max);
+      row_max[r] = new_max;
+    }
+#pragma unroll
+    for (int n = 0; n < kMmaKeys / 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = i >> 1;
+        const float p = row_max[r] == -INFINITY ? 0.0f : expf(s[n][i] - row_max[r]);
+        tile_sum[r] += p;
+        ps[g + 8 * r][n * 8 + 2 * tq + (i & 1)] = p;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 1);
+      tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 2);
+      row_sum[r] = row_sum[r] * rescale[r] + tile_sum[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kHeadDim / 8; ++n) {
+      o[n][0] *= rescale[0], o[n][1] *= rescale[0];
+      o[n][2] *= rescale[1], o[n][3] *= rescale[1];
+    }
+    __syncwarp();
+
+    // O += P·V: P is the warp's 16 × 32 block of ps, V the tile's 32 × head_dim.
+#pragma unroll
+    for (int kk = 0; kk < kMmaKeys / 8; ++kk) {
+      const int c = kk * 8 + tq;
+      const float af[4] = {ps[g][c], ps[g + 8][c], ps[g][c + 4], ps[g + 8][c + 4]};
+      const AFragment p_frag(af);
+#pragma unroll
+      for (int n = 0; n < kHeadDim / 8; ++n) {
+        const float bf[2] = {vs[c][n * 8 + g], vs[c + 4][n * 8 + g]};
+        Mma3xTf32(o[n], p_frag, bf);
+      }
+    }
+    __syncwarp();  // every lane has read ps before the next tile rewrites it
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t v = v0 + row0 + 8 * r;
+    if (v >= virtual_rows) continue;
+    const int64_t t = v / group;
+    const int32_t head = kv_head * group + static_cast<int32_t>(v % group);
+    float* out = a.out + t * a.ld_out + int64_t{head} * kHeadDim;
+    const float sum = row_sum[r];
+#pragma unroll
+    for (int n = 0; n < kHeadDim / 8; ++n) {
+      out[n * 8 + 2 * tq] = sum > 0.0f ? o[n][2 * r] / sum : 0.0f;
+      out[n * 8 + 2 * tq + 1] = sum > 0.0f ? o[n][2 * r + 1] / sum : 0.0f;
+    }
+    if (tq == 0 && a.lse != nullptr) {
+      a.lse[t * a.ld_lse + head] = sum > 0.0f ? row_max[r] + logf(sum) : -INFINITY;
+    }
+  }
+}
+
+template <int kHeadDim>
+cudaError_t Launch(cudaStream_t stream, const PartialAttentionArgs& a) {
+  constexpr size_t bytes = MmaTile<kHeadDim>::kBytes;
+  // Over the 48 KB a launch gets without asking; the attribute is the function's, per device.
+  const cudaError_t set = cudaFuncSetAttribute(MmaAttentionKernel<kHeadDim>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (set != cudaSuccess) return set;
+  const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
+  const dim3 grid(Blocks(virtual_rows, kMmaRows), static_cast<unsigned>(a.kv.num_kv_heads));
+  MmaAttentionKernel<kHeadDim><<<grid, kMmaThreads, bytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool MmaAttentionTakes(const PartialAttentionArgs& a) {
+  const int32_t dh = a.kv.head_dim;
+  if (a.page_tables != nullptr || a.kv.num_kv_heads <= 0 || a.heads % a.kv.num_kv_heads != 0) {
+    return false;
+  }
+  const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
+  return (dh == 64 || dh == 80 || dh == 96 || dh == 128) && virtual_rows >= kMmaMinRows &&
+         a.ld_q % 4 == 0 && Aligned16(a.q) && a.kv.layer_offset % 4 == 0 &&
+         a.kv.num_kv_heads <= 65535;
+}
+
+cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a) {
+  if (!MmaAttentionTakes(a)) return cudaErrorInvalidValue;
+  switch (a.kv.head_dim) {
+    case 64:
+      return Launch<64>(stream, a);
+    case 80:
+      return Launch<80>(stream, a);
+    case 96:
+      return Launch<96>(stream, a);
+    default:
+      return Launch<128>(stream, a);
+  }
+}
+
+}  // namespace tandem::kernels::cuda

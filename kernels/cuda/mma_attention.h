@@ -1,0 +1,23 @@
+// Attention of many query rows over the same keys on the tensor cores (attention_kernels.h's
+// first shape: prefill chunks, Hydragen's shared prefix), in about fp32 precision: the products
+// QKᵀ and PV run as three TF32 matrix products each (a = a_big + a_small split, the small·small
+// term dropped), which keeps the result within fp32 rounding of the CUDA-core kernels while
+// the tensor cores do the arithmetic. Internal to the attention kernels.
+#ifndef TANDEM_KERNELS_CUDA_MMA_ATTENTION_H_
+#define TANDEM_KERNELS_CUDA_MMA_ATTENTION_H_
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/ops.h"
+
+namespace tandem::kernels::cuda {
+
+// Whether the tensor-core kernel takes the call: one sequence's keys (no per-row tables), a
+// head dim it is built for (64, 80, 96 or 128), 16-byte aligned query rows and K/V blocks, and
+// enough virtual rows (rows × query heads per KV head) to fill its tiles.
+bool MmaAttentionTakes(const PartialAttentionArgs& a);
+cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a);
+
+}  // namespace tandem::kernels::cuda
+
+#endif  // TANDEM_KERNELS_CUDA_MMA_ATTENTION_H_
