@@ -234,7 +234,17 @@ int Main(int argc, char** argv) {
     shared.q = mq.get();
     shared.out = mout.get();
     shared.lse = mlse.get();
-    const double tiled = Time(iterations, [&] { return PartialAttention(nullptr, shared); });
+    // With the key splits the backend would take (CudaOps::PartialAttention), and without.
+    const int shared_count = PartialAttentionSplits(shared, multiprocessors);
+    DeviceBuffer<float> shared_parts =
+        Filled<float>(KeySplits::OutFloats(shared_count, members, heads, dh), 0.0f);
+    DeviceBuffer<float> shared_parts_lse =
+        Filled<float>(KeySplits::LseFloats(shared_count, members, heads), 0.0f);
+    const KeySplits shared_splits{shared_count, shared_parts.get(), shared_parts_lse.get()};
+    const double tiled =
+        Time(iterations, [&] { return PartialAttention(nullptr, shared, shared_splits); });
+    const double tiled_unsplit =
+        Time(iterations, [&] { return PartialAttention(nullptr, shared); });
     std::vector<float* const*> per_row(members, dtable.get());
     std::vector<int64_t> begins(members, 0), ends(members, keys);
     DeviceBuffer<float* const*> dper_row;
@@ -248,7 +258,10 @@ int Main(int argc, char** argv) {
     each.key_ends = dends.get();
     const double one_each = Time(iterations, [&] { return PartialAttention(nullptr, each); });
     const double flops = 4.0 * members * heads * keys * dh;
-    rows.push_back({"Hydragen prefix: 256 rows × 32 heads over 16K shared keys, tiled", tiled,
+    rows.push_back({"Hydragen prefix: 256 rows × 32 heads over 16K shared keys, tiled, " +
+                        std::to_string(shared_count) + " key splits merged",
+                    tiled, 2.0 * keys * kv_heads * dh * sizeof(float), flops});
+    rows.push_back({"Hydragen prefix: the same, tiled, unsplit", tiled_unsplit,
                     2.0 * keys * kv_heads * dh * sizeof(float), flops});
     rows.push_back({"Hydragen prefix: the same rows each over the keys alone", one_each,
                     2.0 * keys * kv_heads * dh * sizeof(float) * members, flops});

@@ -278,7 +278,9 @@ cudaError_t WriteKvAt(cudaStream_t stream, const float* k, int64_t ld_k, const f
 }
 
 int PartialAttentionSplits(const PartialAttentionArgs& a, int multiprocessors) {
-  if (a.rows <= 0 || a.kv.num_kv_heads <= 0 || PartialAttentionIsTiled(a)) return 1;
+  if (a.rows <= 0 || a.kv.num_kv_heads <= 0) return 1;
+  if (MmaAttentionTakes(a)) return MmaAttentionSplits(a, multiprocessors);
+  if (PartialAttentionIsTiled(a)) return 1;
   return RowAttentionSplits(a.rows, a.kv.num_kv_heads, multiprocessors);
 }
 
@@ -291,9 +293,9 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a,
       (a.page_tables != nullptr && (a.key_begins == nullptr || a.key_ends == nullptr))) {
     return cudaErrorInvalidValue;
   }
+  if (MmaAttentionTakes(a)) return LaunchMmaAttention(stream, a, splits);
   if (PartialAttentionIsTiled(a)) {
     if (splits.count != 1) return cudaErrorInvalidValue;
-    if (MmaAttentionTakes(a)) return LaunchMmaAttention(stream, a);
     const int64_t virtual_rows = items / a.kv.num_kv_heads;  // rows × query heads per KV head
     const dim3 grid(Blocks(virtual_rows, kTileQueries), static_cast<unsigned>(a.kv.num_kv_heads));
     TiledAttentionKernel<<<grid, kTileAttentionThreads, 0, stream>>>(a);

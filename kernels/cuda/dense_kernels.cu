@@ -269,7 +269,7 @@ __global__ void VectorLinearKernel(const float* x, int64_t ld_x, int64_t m, cons
   const void* wrow = static_cast<const Elem*>(w) + j * k;
   const float* xb = x + r0 * ld_x;
   float acc[kLinearRows] = {};
-#pragma unroll 2
+#pragma unroll 4
   for (int64_t p = int64_t{lane} * kPer; p < k; p += int64_t{kWarp} * kPer) {
     float wv[kPer];
     LoadWeights16<F>(wrow, p, wv);

@@ -1,8 +1,11 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/key_splits.cuh"
+#include "kernels/cuda/key_splits.h"
 #include "kernels/cuda/mma_attention.h"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/warp_math.cuh"
@@ -20,6 +23,9 @@ constexpr int kMmaRows = 16 * kMmaWarps;
 constexpr int kMmaKeys = 32;
 // From this many virtual rows the tensor-core kernel is worth its tiles.
 constexpr int64_t kMmaMinRows = 32;
+// Key splits (for calls of few blocks over many keys, Hydragen's prefix) take at least this many
+// keys each: the block stages its queries once per split, and the parts are merged after.
+constexpr int64_t kMinMmaSplitKeys = 512;
 
 // Shared-memory row strides. The fragments read column tq (0-3) of rows g (0-7): with a stride
 // of 4 (mod 32 banks) the 32 lanes hit 32 banks; P·V reads V's rows tq and columns g, which needs
@@ -33,10 +39,13 @@ struct MmaTile {
   static constexpr int kVStride = Padded(kHeadDim, 8);
   static constexpr int kPStride = Padded(kMmaKeys, 4);
   static constexpr int kQFloats = kMmaRows * kQStride;
-  static constexpr int kKFloats = kMmaKeys * kKStride;
-  static constexpr int kVFloats = kMmaKeys * kVStride;
+  // Keys and values are staged already split into their TF32 halves (big, then small): each is
+  // read by all four warps, so splitting once as it lands saves the conversions per use.
+  static constexpr int kKWords = kMmaKeys * kKStride;
+  static constexpr int kVWords = kMmaKeys * kVStride;
   static constexpr int kPFloats = kMmaWarps * 16 * kPStride;
-  static constexpr size_t kBytes = sizeof(float) * (kQFloats + kKFloats + kVFloats + kPFloats);
+  static constexpr size_t kBytes =
+      sizeof(float) * (kQFloats + 2 * kKWords + 2 * kVWords + kPFloats);
 };
 
 __device__ __forceinline__ uint32_t ToTf32(float x) {
@@ -70,14 +79,24 @@ struct AFragment {
 };
 
 // d += a·b to about fp32 precision: big·small and small·big first (the small terms), then
-// big·big; small·small lies below fp32 rounding.
-__device__ __forceinline__ void Mma3xTf32(float (&d)[4], const AFragment& a, const float (&b)[2]) {
-  uint32_t b_big[2], b_small[2];
-  SplitTf32(b[0], b_big[0], b_small[0]);
-  SplitTf32(b[1], b_big[1], b_small[1]);
+// big·big; small·small lies below fp32 rounding. b comes split.
+__device__ __forceinline__ void Mma3xTf32(float (&d)[4], const AFragment& a,
+                                          const uint32_t (&b_big)[2],
+                                          const uint32_t (&b_small)[2]) {
   MmaTf32(d, a.small, b_big);
   MmaTf32(d, a.big, b_small);
   MmaTf32(d, a.big, b_big);
+}
+
+// Stores x's TF32 halves at big[i], small[i]: four consecutive elements.
+__device__ __forceinline__ void StoreSplit(float4 x, uint32_t* big, uint32_t* small) {
+  uint4 b, s;
+  SplitTf32(x.x, b.x, s.x);
+  SplitTf32(x.y, b.y, s.y);
+  SplitTf32(x.z, b.z, s.z);
+  SplitTf32(x.w, b.w, s.w);
+  *reinterpret_cast<uint4*>(big) = b;
+  *reinterpret_cast<uint4*>(small) = s;
 }
 
 // The keys virtual row v may see: [key_begin, limit).
@@ -87,18 +106,24 @@ __device__ __forceinline__ int64_t RowLimit(const PartialAttentionArgs& a, int64
   return a.causal ? min(a.key_end, a.start_pos + v / group + 1) : a.key_end;
 }
 
+// Split blockIdx.z of `splits` of the keys (SplitSpan), its output to d.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kMmaThreads) MmaAttentionKernel(PartialAttentionArgs a) {
+__global__ void __launch_bounds__(kMmaThreads)
+    MmaAttentionKernel(PartialAttentionArgs a, SplitDest d, int splits) {
   using Tile = MmaTile<kHeadDim>;
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
   auto qs = reinterpret_cast<float(*)[Tile::kQStride]>(shared);
-  auto ks = reinterpret_cast<float(*)[Tile::kKStride]>(shared + Tile::kQFloats);
-  auto vs = reinterpret_cast<float(*)[Tile::kVStride]>(shared + Tile::kQFloats + Tile::kKFloats);
+  uint32_t* words = reinterpret_cast<uint32_t*>(shared + Tile::kQFloats);
+  auto k_big = reinterpret_cast<uint32_t(*)[Tile::kKStride]>(words);
+  auto k_small = reinterpret_cast<uint32_t(*)[Tile::kKStride]>(words + Tile::kKWords);
+  auto v_big = reinterpret_cast<uint32_t(*)[Tile::kVStride]>(words + 2 * Tile::kKWords);
+  auto v_small =
+      reinterpret_cast<uint32_t(*)[Tile::kVStride]>(words + 2 * Tile::kKWords + Tile::kVWords);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g = lane >> 2, tq = lane & 3;  // the fragment coordinates of mma.m16n8k8
-  auto ps = reinterpret_cast<float(*)[Tile::kPStride]>(shared + Tile::kQFloats + Tile::kKFloats +
-                                                       Tile::kVFloats + warp * 16 * Tile::kPStride);
+  auto ps = reinterpret_cast<float(*)[Tile::kPStride]>(
+      shared + Tile::kQFloats + 2 * Tile::kKWords + 2 * Tile::kVWords + warp * 16 * Tile::kPStride);
   const int32_t kv_head = blockIdx.y, group = a.heads / a.kv.num_kv_heads;
   const int64_t virtual_rows = a.rows * group, v0 = int64_t{blockIdx.x} * kMmaRows;
   constexpr int kVec = kHeadDim / 4;
@@ -115,19 +140,22 @@ __global__ void __launch_bounds__(kMmaThreads) MmaAttentionKernel(PartialAttenti
     *reinterpret_cast<float4*>(&qs[r][e]) = x;
   }
 
-  // This thread's two rows of the warp's 16: g and g + 8.
+  // This split's keys; this thread's two rows of the warp's 16 (g and g + 8) see them up to
+  // their limits.
+  const KeySpan span = SplitSpan(a.key_begin, a.key_end, blockIdx.z, splits);
   const int row0 = warp * 16 + g;
-  const int64_t limit[2] = {RowLimit(a, v0 + row0, group), RowLimit(a, v0 + row0 + 8, group)};
+  const int64_t limit[2] = {min(span.end, RowLimit(a, v0 + row0, group)),
+                            min(span.end, RowLimit(a, v0 + row0 + 8, group))};
   // Rows grow with t, so the block's last live row sees the most keys.
   const int64_t last = min(virtual_rows, v0 + kMmaRows) - 1;
-  const int64_t tile_end = RowLimit(a, last, group);
+  const int64_t tile_end = min(span.end, RowLimit(a, last, group));
 
   float o[kHeadDim / 8][4];
 #pragma unroll
   for (int n = 0; n < kHeadDim / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
-  for (int64_t k0 = a.key_begin; k0 < tile_end; k0 += kMmaKeys) {
+  for (int64_t k0 = span.begin; k0 < tile_end; k0 += kMmaKeys) {
     __syncthreads();  // the previous tile is consumed (and, the first time, qs is written)
     for (int i = threadIdx.x; i < kMmaKeys * kVec; i += kMmaThreads) {
       const int j = i / kVec, e = (i % kVec) * 4;
@@ -137,8 +165,8 @@ __global__ void __launch_bounds__(kMmaThreads) MmaAttentionKernel(PartialAttenti
         key = *reinterpret_cast<const float4*>(KeyAt(a.kv, pos, kv_head) + e);
         value = *reinterpret_cast<const float4*>(ValueAt(a.kv, pos, kv_head) + e);
       }
-      *reinterpret_cast<float4*>(&ks[j][e]) = key;
-      *reinterpret_cast<float4*>(&vs[j][e]) = value;
+      StoreSplit(key, &k_big[j][e], &k_small[j][e]);
+      StoreSplit(value, &v_big[j][e], &v_small[j][e]);
     }
     __syncthreads();
 
@@ -153,8 +181,9 @@ __global__ void __launch_bounds__(kMmaThreads) MmaAttentionKernel(PartialAttenti
       const AFragment q_frag(af);
 #pragma unroll
       for (int n = 0; n < kMmaKeys / 8; ++n) {
-        const float bf[2] = {ks[n * 8 + g][c], ks[n * 8 + g][c + 4]};
-        Mma3xTf32(s[n], q_frag, bf);
+        const uint32_t big[2] = {k_big[n * 8 + g][c], k_big[n * 8 + g][c + 4]};
+        const uint32_t small[2] = {k_small[n * 8 + g][c], k_small[n * 8 + g][c + 4]};
+        Mma3xTf32(s[n], q_frag, big, small);
       }
     }
 
@@ -211,8 +240,9 @@ __global__ void __launch_bounds__(kMmaThreads) MmaAttentionKernel(PartialAttenti
       const AFragment p_frag(af);
 #pragma unroll
       for (int n = 0; n < kHeadDim / 8; ++n) {
-        const float bf[2] = {vs[c][n * 8 + g], vs[c + 4][n * 8 + g]};
-        Mma3xTf32(o[n], p_frag, bf);
+        const uint32_t big[2] = {v_big[c][n * 8 + g], v_big[c + 4][n * 8 + g]};
+        const uint32_t small[2] = {v_small[c][n * 8 + g], v_small[c + 4][n * 8 + g]};
+        Mma3xTf32(o[n], p_frag, big, small);
       }
     }
     __syncwarp();  // every lane has read ps before the next tile rewrites it
@@ -224,30 +254,35 @@ __global__ void __launch_bounds__(kMmaThreads) MmaAttentionKernel(PartialAttenti
     if (v >= virtual_rows) continue;
     const int64_t t = v / group;
     const int32_t head = kv_head * group + static_cast<int32_t>(v % group);
-    float* out = a.out + t * a.ld_out + int64_t{head} * kHeadDim;
+    float* out = d.Out(blockIdx.z, t, head, kHeadDim);
     const float sum = row_sum[r];
 #pragma unroll
     for (int n = 0; n < kHeadDim / 8; ++n) {
       out[n * 8 + 2 * tq] = sum > 0.0f ? o[n][2 * r] / sum : 0.0f;
       out[n * 8 + 2 * tq + 1] = sum > 0.0f ? o[n][2 * r + 1] / sum : 0.0f;
     }
-    if (tq == 0 && a.lse != nullptr) {
-      a.lse[t * a.ld_lse + head] = sum > 0.0f ? row_max[r] + logf(sum) : -INFINITY;
-    }
+    float* lse = d.Lse(blockIdx.z, t, head);
+    if (tq == 0 && lse != nullptr) *lse = sum > 0.0f ? row_max[r] + logf(sum) : -INFINITY;
   }
 }
 
 template <int kHeadDim>
-cudaError_t Launch(cudaStream_t stream, const PartialAttentionArgs& a) {
+cudaError_t Launch(cudaStream_t stream, const PartialAttentionArgs& a, const KeySplits& splits) {
   constexpr size_t bytes = MmaTile<kHeadDim>::kBytes;
   // Over the 48 KB a launch gets without asking; the attribute is the function's, per device.
   const cudaError_t set = cudaFuncSetAttribute(MmaAttentionKernel<kHeadDim>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (set != cudaSuccess) return set;
   const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
-  const dim3 grid(Blocks(virtual_rows, kMmaRows), static_cast<unsigned>(a.kv.num_kv_heads));
-  MmaAttentionKernel<kHeadDim><<<grid, kMmaThreads, bytes, stream>>>(a);
-  return cudaGetLastError();
+  const dim3 grid(Blocks(virtual_rows, kMmaRows), static_cast<unsigned>(a.kv.num_kv_heads),
+                  static_cast<unsigned>(splits.count));
+  const SplitDest d =
+      SplitDest::For(splits, a.rows, a.heads, kHeadDim, a.out, a.ld_out, a.lse, a.ld_lse);
+  MmaAttentionKernel<kHeadDim><<<grid, kMmaThreads, bytes, stream>>>(a, d, splits.count);
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess) return launched;
+  return MergeKeySplits(stream, splits, a.rows, a.heads, kHeadDim, a.out, a.ld_out, a.lse,
+                        a.ld_lse);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -265,17 +300,31 @@ bool MmaAttentionTakes(const PartialAttentionArgs& a) {
          a.kv.num_kv_heads <= 65535;
 }
 
-cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a) {
-  if (!MmaAttentionTakes(a)) return cudaErrorInvalidValue;
+int MmaAttentionSplits(const PartialAttentionArgs& a, int multiprocessors) {
+  if (!MmaAttentionTakes(a)) return 1;
+  const int64_t blocks =
+      int64_t{Blocks(a.rows * (a.heads / a.kv.num_kv_heads), kMmaRows)} * a.kv.num_kv_heads;
+  // About four blocks per multiprocessor (two fit at once), each split at least kMinMmaSplitKeys.
+  const int64_t wanted = (int64_t{multiprocessors} * 4 + blocks - 1) / blocks;
+  const int64_t most = (a.key_end - a.key_begin) / kMinMmaSplitKeys;
+  return static_cast<int>(std::clamp<int64_t>(std::min(wanted, most), 1, kMaxKeySplits));
+}
+
+cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a,
+                               const KeySplits& splits) {
+  if (!MmaAttentionTakes(a) || splits.count < 1 || splits.count > kMaxKeySplits ||
+      (splits.count > 1 && (splits.out == nullptr || splits.lse == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
   switch (a.kv.head_dim) {
     case 64:
-      return Launch<64>(stream, a);
+      return Launch<64>(stream, a, splits);
     case 80:
-      return Launch<80>(stream, a);
+      return Launch<80>(stream, a, splits);
     case 96:
-      return Launch<96>(stream, a);
+      return Launch<96>(stream, a, splits);
     default:
-      return Launch<128>(stream, a);
+      return Launch<128>(stream, a, splits);
   }
 }
 

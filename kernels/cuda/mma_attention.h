@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/ops.h"
 
 namespace tandem::kernels::cuda {
@@ -16,7 +17,11 @@ namespace tandem::kernels::cuda {
 // head dim it is built for (64, 80, 96 or 128), 16-byte aligned query rows and K/V blocks, and
 // enough virtual rows (rows × query heads per KV head) to fill its tiles.
 bool MmaAttentionTakes(const PartialAttentionArgs& a);
-cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a);
+// Key splits for a call of few blocks over many keys (Hydragen's prefix: a few hundred rows over
+// thousands of keys), so that the GPU has blocks enough; 1 where it would not take the call.
+int MmaAttentionSplits(const PartialAttentionArgs& a, int multiprocessors);
+cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a,
+                               const KeySplits& splits);
 
 }  // namespace tandem::kernels::cuda
 

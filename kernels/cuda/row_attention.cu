@@ -4,15 +4,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/key_splits.cuh"
+#include "kernels/cuda/key_splits.h"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/row_attention.h"
 #include "kernels/cuda/warp_math.cuh"
 
 namespace tandem::kernels::cuda {
 namespace {
-
-// A split covers at least this many keys, so short rows leave the later splits empty.
-constexpr int64_t kMinSplitKeys = 128;
 
 struct KeyRange {
   float* const* pages;
@@ -29,31 +28,11 @@ __device__ KeyRange RangeOf(const RowKeys& k, int64_t t) {
   return {k.page_tables[t], k.begins[t], k.ends[t]};
 }
 
-// Split `split` of `splits` of the range: consecutive chunks of at least kMinSplitKeys keys.
+// Split `split` of `splits` of the range.
 __device__ KeyRange SplitOf(KeyRange r, int split, int splits) {
-  int64_t chunk = (r.end - r.begin + splits - 1) / splits;
-  if (chunk < kMinSplitKeys) chunk = kMinSplitKeys;
-  const int64_t begin = min(r.end, r.begin + split * chunk);
-  return {r.pages, begin, min(r.end, begin + chunk)};
+  const KeySpan span = SplitSpan(r.begin, r.end, split, splits);
+  return {r.pages, span.begin, span.end};
 }
-
-// Where a (row, head, split)'s output and log-sum-exp go: the caller's out/lse, or with splits
-// the scratch of each split.
-struct Dest {
-  float* out;
-  int64_t ld_out;
-  int64_t split_floats;
-  float* lse;  // may be null (unsplit only)
-  int64_t ld_lse;
-  int64_t split_lse;
-
-  __device__ float* Out(int split, int64_t t, int32_t head, int32_t head_dim) const {
-    return out + split * split_floats + t * ld_out + int64_t{head} * head_dim;
-  }
-  __device__ float* Lse(int split, int64_t t, int32_t head) const {
-    return lse != nullptr ? lse + split * split_lse + t * ld_lse + head : nullptr;
-  }
-};
 
 // ---- a warp per (row, query head): any head_dim up to kMaxHeadDim ------------------------
 
@@ -100,7 +79,7 @@ __device__ void AttendRow(const float* qrow, const PagedKv& kv, int32_t kv_head,
   if (lane == 0 && lse != nullptr) *lse = sum > 0.0f ? running_max + logf(sum) : -INFINITY;
 }
 
-__global__ void WarpRowsKernel(RowAttention a, Dest d, int splits) {
+__global__ void WarpRowsKernel(RowAttention a, SplitDest d, int splits) {
   const int64_t item = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
   if (item >= a.rows * a.heads) return;
   const int64_t t = item / a.heads;
@@ -131,7 +110,7 @@ constexpr int kGroupOutputsPerThread = kGroupMaxOutputs / kGroupThreads;
 constexpr int kKeyStride = kGroupMaxHeadDim + 4;
 
 __global__ void __launch_bounds__(kGroupThreads)
-    GroupRowsKernel(RowAttention a, Dest d, int splits) {
+    GroupRowsKernel(RowAttention a, SplitDest d, int splits) {
   __shared__ __align__(16) float qs[kGroupMaxOutputs];
   __shared__ __align__(16) float ks[kGroupKeys][kKeyStride];
   __shared__ __align__(16) float vs[kGroupKeys][kGroupMaxHeadDim];
@@ -230,35 +209,6 @@ bool GroupKernelTakes(const RowAttention& a) {
          group * dh <= kGroupMaxOutputs && a.kv.layer_offset % 4 == 0;
 }
 
-// One thread per (row, head, element): the splits' parts weighted by exp(lse − max lse), as
-// MergeAttention weighs parts.
-__global__ void MergeSplitsKernel(const float* part_out, const float* part_lse, int splits,
-                                  int64_t rows, int32_t heads, int32_t head_dim, float* out,
-                                  int64_t ld_out, float* lse, int64_t ld_lse) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i >= rows * heads * head_dim) return;
-  const int64_t t = i / (int64_t{heads} * head_dim);
-  const int32_t head = static_cast<int32_t>(i / head_dim % heads), e = i % head_dim;
-  const int64_t lse_stride = rows * heads, out_stride = lse_stride * head_dim;
-  const float* lses = part_lse + t * heads + head;
-  float max_l = -INFINITY;
-  for (int s = 0; s < splits; ++s) max_l = fmaxf(max_l, lses[s * lse_stride]);
-  float value = 0.0f, total = 0.0f;
-  if (max_l != -INFINITY) {
-    for (int s = 0; s < splits; ++s) {
-      const float weight = expf(lses[s * lse_stride] - max_l);
-      if (weight == 0.0f) continue;
-      total += weight;
-      value += weight * part_out[s * out_stride + i];
-    }
-    value /= total;
-  }
-  out[t * ld_out + int64_t{head} * head_dim + e] = value;
-  if (lse != nullptr && e == 0) {
-    lse[t * ld_lse + head] = max_l == -INFINITY ? -INFINITY : max_l + logf(total);
-  }
-}
-
 }  // namespace
 
 int RowAttentionSplits(int64_t rows, int32_t kv_heads, int multiprocessors) {
@@ -279,10 +229,7 @@ cudaError_t LaunchRowAttention(cudaStream_t stream, const RowAttention& a,
       a.rows * a.kv.num_kv_heads > INT32_MAX) {
     return cudaErrorInvalidValue;
   }
-  const bool split = splits.count > 1;
-  const Dest d = split ? Dest{splits.out, int64_t{a.heads} * dh, a.rows * a.heads * dh, splits.lse,
-                              a.heads,    a.rows * a.heads}
-                       : Dest{a.out, a.ld_out, 0, a.lse, a.ld_lse, 0};
+  const SplitDest d = SplitDest::For(splits, a.rows, a.heads, dh, a.out, a.ld_out, a.lse, a.ld_lse);
   const unsigned count = static_cast<unsigned>(splits.count);
   if (GroupKernelTakes(a)) {
     GroupRowsKernel<<<dim3(static_cast<unsigned>(a.rows * a.kv.num_kv_heads), count), kGroupThreads,
@@ -292,11 +239,8 @@ cudaError_t LaunchRowAttention(cudaStream_t stream, const RowAttention& a,
                      stream>>>(a, d, splits.count);
   }
   const cudaError_t launched = cudaGetLastError();
-  if (launched != cudaSuccess || !split) return launched;
-  constexpr int kThreads = 256;
-  MergeSplitsKernel<<<Blocks(items * dh, kThreads), kThreads, 0, stream>>>(
-      splits.out, splits.lse, splits.count, a.rows, a.heads, dh, a.out, a.ld_out, a.lse, a.ld_lse);
-  return cudaGetLastError();
+  if (launched != cudaSuccess) return launched;
+  return MergeKeySplits(stream, splits, a.rows, a.heads, dh, a.out, a.ld_out, a.lse, a.ld_lse);
 }
 
 }  // namespace tandem::kernels::cuda

@@ -265,12 +265,13 @@ struct PagedCache {
 TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(4);
-  const int32_t page_tokens = 16, kv_heads = 2, heads = 6, positions = 50;
+  // Enough positions that calls over a thousand keys split them (on the tensor cores too).
+  const int32_t page_tokens = 16, kv_heads = 2, heads = 6, positions = 1290;
   // 32 or more rows × query heads per KV head take the tensor-core kernel at head_dim 64, 80,
   // 96 and 128, 16 or more the tiled CUDA-core kernel up to 128 (32 here); fewer rows, or 160,
   // a block per (row, KV head), or a warp per (row, query head).
   for (int32_t head_dim : {32, 64, 80, 96, 128, 160}) {
-    PagedCache cache(4, page_tokens, kv_heads, head_dim);  // 64 positions (5 is prime to 4)
+    PagedCache cache(81, page_tokens, kv_heads, head_dim);  // 1,296 positions (5 is prime to 81)
     const int64_t kv_width = int64_t{kv_heads} * head_dim, q_width = int64_t{heads} * head_dim;
     const auto k = rng.Uniform(positions * kv_width), v = rng.Uniform(positions * kv_width);
     // Two writes, the second continuing mid-page.
@@ -291,7 +292,8 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
     for (const Range r :
          {Range{9, 41, true, 0, 50}, Range{1, 49, true, 0, 50}, Range{5, 50, false, 16, 37},
           Range{3, 50, false, 20, 20}, Range{40, 10, true, 0, 50}, Range{40, 50, false, 3, 47},
-          Range{13, 50, false, 20, 20}}) {
+          Range{13, 50, false, 20, 20}, Range{40, 1290, false, 100, 1290},
+          Range{40, 1250, true, 0, 1290}, Range{2, 1290, false, 7, 1290}}) {
       const auto q = rng.Uniform(r.rows * q_width);
       std::vector<float> out(r.rows * q_width), lse(r.rows * heads);
       PartialAttentionArgs a;
