@@ -26,6 +26,9 @@ constexpr int64_t kMmaMinRows = 32;
 // Key splits (for calls of few blocks over many keys, Hydragen's prefix) take at least this many
 // keys each: the block stages its queries once per split, and the parts are merged after.
 constexpr int64_t kMinMmaSplitKeys = 512;
+// Blocks of the 128-dim tile (~112 KB of shared memory) resident on a multiprocessor at once:
+// two on Hopper (228 KB); on Ampere (164 KB) one, where these splits make two full waves.
+constexpr int64_t kMmaBlocksPerMultiprocessor = 2;
 
 // Shared-memory row strides. The fragments read column tq (0-3) of rows g (0-7): with a stride
 // of 4 (mod 32 banks) the 32 lanes hit 32 banks; P·V reads V's rows tq and columns g, which needs
@@ -170,10 +173,15 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
     __syncthreads();
 
-    // S = Q·Kᵀ for the warp's 16 rows and the tile's 32 keys (four n-tiles of 8 keys).
-    float s[kMmaKeys / 8][4];
+    // S = Q·Kᵀ for the warp's 16 rows and the tile's 32 keys (four n-tiles of 8 keys). The
+    // small terms accumulate apart from big·big: two independent chains of products per n-tile
+    // instead of one, which the tensor cores' latency wants.
+    float s[kMmaKeys / 8][4], s_small[kMmaKeys / 8][4];
 #pragma unroll
-    for (int n = 0; n < kMmaKeys / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int n = 0; n < kMmaKeys / 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[n][i] = s_small[n][i] = 0.0f;
+    }
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 8; ++kk) {
       const int c = kk * 8 + tq;
@@ -183,8 +191,15 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int n = 0; n < kMmaKeys / 8; ++n) {
         const uint32_t big[2] = {k_big[n * 8 + g][c], k_big[n * 8 + g][c + 4]};
         const uint32_t small[2] = {k_small[n * 8 + g][c], k_small[n * 8 + g][c + 4]};
-        Mma3xTf32(s[n], q_frag, big, small);
+        MmaTf32(s_small[n], q_frag.small, big);
+        MmaTf32(s_small[n], q_frag.big, small);
+        MmaTf32(s[n], q_frag.big, big);
       }
+    }
+#pragma unroll
+    for (int n = 0; n < kMmaKeys / 8; ++n) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[n][i] += s_small[n][i];
     }
 
     // The online softmax: this thread holds, per n-tile, keys 2tq and 2tq+1 of rows g (s[n][0],
@@ -304,10 +319,12 @@ int MmaAttentionSplits(const PartialAttentionArgs& a, int multiprocessors) {
   if (!MmaAttentionTakes(a)) return 1;
   const int64_t blocks =
       int64_t{Blocks(a.rows * (a.heads / a.kv.num_kv_heads), kMmaRows)} * a.kv.num_kv_heads;
-  // About four blocks per multiprocessor (two fit at once), each split at least kMinMmaSplitKeys.
-  const int64_t wanted = (int64_t{multiprocessors} * 4 + blocks - 1) / blocks;
+  // As many splits as fill the resident slots once (a second, partial wave would leave most of
+  // the GPU idle while it runs), each split at least kMinMmaSplitKeys keys.
+  const int64_t slots = int64_t{multiprocessors} * kMmaBlocksPerMultiprocessor;
+  const int64_t fill = slots / blocks;
   const int64_t most = (a.key_end - a.key_begin) / kMinMmaSplitKeys;
-  return static_cast<int>(std::clamp<int64_t>(std::min(wanted, most), 1, kMaxKeySplits));
+  return static_cast<int>(std::clamp<int64_t>(std::min(fill, most), 1, kMaxKeySplits));
 }
 
 cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a,

@@ -10,6 +10,30 @@ namespace {
 // A whole row per block: a 256K vocabulary is 1,024 weights per thread per reduction.
 constexpr int kSampleThreads = 256;
 
+// Calls body(value, id) for this thread's elements of the row, ids kSampleThreads apart in
+// increasing order (the order every per-thread sum here depends on). Loads kRowUnroll values
+// before using any: a loop that loads one value and then writes shared memory cannot hoist the
+// next load (the compiler cannot rule out aliasing), and waited out an L2 round trip per
+// element.
+constexpr int kRowUnroll = 8;
+
+template <class Body>
+__device__ __forceinline__ void ForEachOfRow(const float* row, int64_t cols, Body body) {
+  for (int64_t base = threadIdx.x; base < cols; base += int64_t{kSampleThreads} * kRowUnroll) {
+    float values[kRowUnroll];
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u) {
+      const int64_t i = base + int64_t{u} * kSampleThreads;
+      values[u] = i < cols ? row[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u) {
+      const int64_t i = base + int64_t{u} * kSampleThreads;
+      if (i < cols) body(values[u], i);
+    }
+  }
+}
+
 // Per-thread bucket sums for BlockRow::BucketSums, a row of 17 doubles per thread (the pad keeps
 // a warp's updates off a single bank), and the block's totals.
 struct BucketScratch {
@@ -28,10 +52,9 @@ class BlockRow {
   template <class Keep>
   __device__ double Sum(Keep keep, bool count) {
     double total = 0;
-    for (int64_t i = threadIdx.x; i < cols_; i += kSampleThreads) {
-      const float w = w_[i];
+    ForEachOfRow(w_, cols_, [&](float w, int64_t i) {
       if (keep(__float_as_uint(w), static_cast<int32_t>(i))) total += count ? 1.0 : w;
-    }
+    });
     return BlockSum(total, scratch_);
   }
 
@@ -41,13 +64,12 @@ class BlockRow {
   __device__ const double* BucketSums(Keep keep, bool count, Bucket bucket) {
     double* mine = buckets_.per_thread[threadIdx.x];
     for (int b = 0; b < kSearchWays; ++b) mine[b] = 0;
-    for (int64_t i = threadIdx.x; i < cols_; i += kSampleThreads) {
-      const float w = w_[i];
+    ForEachOfRow(w_, cols_, [&](float w, int64_t i) {
       const uint32_t key = __float_as_uint(w);
       if (keep(key, static_cast<int32_t>(i))) {
         mine[bucket(key, static_cast<int32_t>(i))] += count ? 1.0 : w;
       }
-    }
+    });
     // Also orders this call's writes after every thread's reads of the previous totals.
     __syncthreads();
     if (threadIdx.x < kSearchWays) {
@@ -62,9 +84,9 @@ class BlockRow {
   template <class Keep>
   __device__ int32_t MaxId(Keep keep) {
     int64_t best = -1;
-    for (int64_t i = threadIdx.x; i < cols_; i += kSampleThreads) {
-      if (keep(__float_as_uint(w_[i]), static_cast<int32_t>(i))) best = i;
-    }
+    ForEachOfRow(w_, cols_, [&](float w, int64_t i) {
+      if (keep(__float_as_uint(w), static_cast<int32_t>(i))) best = i;
+    });
     return static_cast<int32_t>(BlockMax(best, scratch_));
   }
 
@@ -81,14 +103,13 @@ __device__ int64_t BestBelow(const float* row, int64_t cols, float value, int64_
                              BlockScratch<kSampleThreads>& s) {
   float best = 0.0f;
   int64_t best_id = -1;
-  for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) {
-    const float v = row[i];
+  ForEachOfRow(row, cols, [&](float v, int64_t i) {
     const bool below = id < 0 || v < value || (v == value && i > id);
     if (v == v && below && (best_id < 0 || v > best)) {
       best = v;
       best_id = i;
     }
-  }
+  });
   return BlockBest(best, best_id, s);
 }
 
@@ -97,9 +118,8 @@ __device__ double LogNormaliser(const float* row, int64_t cols, BlockScratch<kSa
   const int32_t argmax = BlockArgmax(row, cols, s);
   const double max_logit = row[argmax];
   double total = 0;
-  for (int64_t i = threadIdx.x; i < cols; i += kSampleThreads) {
-    total += exp(static_cast<double>(row[i]) - max_logit);
-  }
+  ForEachOfRow(row, cols,
+               [&](float v, int64_t) { total += exp(static_cast<double>(v) - max_logit); });
   return max_logit + log(BlockSum(total, s));
 }
 
