@@ -245,6 +245,9 @@ int Main(int argc, char** argv) {
         Time(iterations, [&] { return PartialAttention(nullptr, shared, shared_splits); });
     const double tiled_unsplit =
         Time(iterations, [&] { return PartialAttention(nullptr, shared); });
+    const double tiled_tf32 = Time(iterations, [&] {
+      return PartialAttention(nullptr, shared, shared_splits, TensorCorePrecision::kTf32);
+    });
     std::vector<float* const*> per_row(members, dtable.get());
     std::vector<int64_t> begins(members, 0), ends(members, keys);
     DeviceBuffer<float* const*> dper_row;
@@ -263,6 +266,8 @@ int Main(int argc, char** argv) {
                     tiled, 2.0 * keys * kv_heads * dh * sizeof(float), flops});
     rows.push_back({"Hydragen prefix: the same, tiled, unsplit", tiled_unsplit,
                     2.0 * keys * kv_heads * dh * sizeof(float), flops});
+    rows.push_back({"Hydragen prefix: the same, tiled, split, TF32 (--gpu-tensor-cores)",
+                    tiled_tf32, 2.0 * keys * kv_heads * dh * sizeof(float), flops});
     rows.push_back({"Hydragen prefix: the same rows each over the keys alone", one_each,
                     2.0 * keys * kv_heads * dh * sizeof(float) * members, flops});
 
@@ -278,8 +283,14 @@ int Main(int argc, char** argv) {
     prefill.out = pout.get();
     prefill.lse = nullptr;
     const double prefill_s = Time(iterations, [&] { return PartialAttention(nullptr, prefill); });
+    const double prefill_tf32 = Time(iterations, [&] {
+      return PartialAttention(nullptr, prefill, {}, TensorCorePrecision::kTf32);
+    });
     // Row t sees t + 1 keys: on average (rows + 1) / 2.
     rows.push_back({"Attention prefill: 2,048 rows causal, 32 heads / 8 KV × 128", prefill_s,
+                    2.0 * prefill.rows * kv_heads * dh * sizeof(float),
+                    4.0 * prefill.rows * heads * (prefill.rows + 1) / 2.0 * dh});
+    rows.push_back({"Attention prefill: the same, TF32 (--gpu-tensor-cores)", prefill_tf32,
                     2.0 * prefill.rows * kv_heads * dh * sizeof(float),
                     4.0 * prefill.rows * heads * (prefill.rows + 1) / 2.0 * dh});
   }

@@ -8,6 +8,7 @@
 #include "kernels/cuda/mma_attention.h"
 #include "kernels/cuda/paged_kv.cuh"
 #include "kernels/cuda/row_attention.h"
+#include "kernels/cuda/varlen_sequence.cuh"
 #include "kernels/cuda/warp_math.cuh"
 
 namespace tandem::kernels::cuda {
@@ -158,25 +159,8 @@ __global__ void TiledAttentionKernel(PartialAttentionArgs a) { AttendTile(a); }
 // A varlen pass (AttentionArgs::cu_seqlens): blockIdx.z is the sequence, whose rows sit at
 // consecutive positions over the pages of its first row; blocks past its rows return.
 __global__ void VarlenTiledAttentionKernel(AttentionArgs a) {
-  const int64_t seq = blockIdx.z;
-  const int64_t first = a.cu_seqlens[seq] - a.cu_seqlens[0];
-  const int64_t rows = a.cu_seqlens[seq + 1] - a.cu_seqlens[seq];
-  const int32_t group = a.heads / a.kv.num_kv_heads;
-  if (int64_t{blockIdx.x} * kTileQueries >= rows * group) return;
-  PartialAttentionArgs p;
-  p.rows = rows;
-  p.start_pos = a.positions[first];
-  p.causal = true;
-  p.heads = a.heads;
-  p.q = a.q + first * a.ld_q;
-  p.ld_q = a.ld_q;
-  p.kv = a.kv;
-  p.kv.pages = a.page_tables[first];
-  p.key_begin = 0;
-  p.key_end = p.start_pos + rows;
-  p.scale = a.scale;
-  p.out = a.out + first * a.ld_out;
-  p.ld_out = a.ld_out;
+  const PartialAttentionArgs p = SequenceOf(a, blockIdx.z);
+  if (int64_t{blockIdx.x} * kTileQueries >= p.rows * (a.heads / a.kv.num_kv_heads)) return;
   AttendTile(p);
 }
 
@@ -285,7 +269,7 @@ int PartialAttentionSplits(const PartialAttentionArgs& a, int multiprocessors) {
 }
 
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a,
-                             const KeySplits& splits) {
+                             const KeySplits& splits, TensorCorePrecision precision) {
   const int64_t items = a.rows * a.heads;
   if (items <= 0) return cudaSuccess;
   if (a.kv.head_dim <= 0 || a.kv.head_dim > kMaxHeadDim || a.kv.num_kv_heads <= 0 ||
@@ -293,7 +277,7 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a,
       (a.page_tables != nullptr && (a.key_begins == nullptr || a.key_ends == nullptr))) {
     return cudaErrorInvalidValue;
   }
-  if (MmaAttentionTakes(a)) return LaunchMmaAttention(stream, a, splits);
+  if (MmaAttentionTakes(a)) return LaunchMmaAttention(stream, a, splits, precision);
   if (PartialAttentionIsTiled(a)) {
     if (splits.count != 1) return cudaErrorInvalidValue;
     const int64_t virtual_rows = items / a.kv.num_kv_heads;  // rows × query heads per KV head
@@ -323,12 +307,16 @@ int DecodeAttentionSplits(const AttentionArgs& a, int multiprocessors) {
   return RowAttentionSplits(a.tokens, a.kv.num_kv_heads, multiprocessors);
 }
 
-cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a, const KeySplits& splits) {
+cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a, const KeySplits& splits,
+                            TensorCorePrecision precision) {
   const int64_t items = a.tokens * a.heads;
   if (items <= 0) return cudaSuccess;
   if (!RowTablesValid(a)) return cudaErrorInvalidValue;
   if (DecodeAttentionIsTiled(a)) {
     // Sequences with many rows (prefill chunks) attend tile by tile.
+    if (splits.count == 1 && VarlenMmaAttentionTakes(a)) {
+      return LaunchVarlenMmaAttention(stream, a, precision);
+    }
     const int64_t group = a.heads / a.kv.num_kv_heads;
     if (splits.count != 1 || a.sequences > 65535 || a.kv.num_kv_heads > 65535) {
       return cudaErrorInvalidValue;

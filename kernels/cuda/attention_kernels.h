@@ -48,6 +48,11 @@ struct KeySplits {
   static int64_t LseFloats(int count, int64_t rows, int32_t heads) { return count * rows * heads; }
 };
 
+// How the tiled attention multiplies on the tensor cores: kFp32, three TF32 products per product
+// (within fp32 rounding of the CUDA-core kernels: the default), or kTf32, one (a third of the
+// work, ~1e-3 relative error per score: CudaOpsOptions::tensor_core_matmul opts in).
+enum class TensorCorePrecision { kFp32, kTf32 };
+
 cudaError_t WriteKv(cudaStream_t stream, const float* k, int64_t ld_k, const float* v, int64_t ld_v,
                     int64_t tokens, int64_t start_pos, const PagedKv& kv);
 // A decode batch: row r to positions[r] of page_tables[r] (device memory); kv gives the layout.
@@ -60,13 +65,15 @@ cudaError_t WriteKvAt(cudaStream_t stream, const float* k, int64_t ld_k, const f
 int PartialAttentionSplits(const PartialAttentionArgs& a, int multiprocessors);
 // Attention (causal over [0, pos]) is PartialAttention over [0, start_pos + rows) with `causal`.
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a,
-                             const KeySplits& splits = {});
+                             const KeySplits& splits = {},
+                             TensorCorePrecision precision = TensorCorePrecision::kFp32);
 
 // Rows with their own tables (AttentionArgs::page_tables set): one launch for every row. With
 // the pass's sequences given (cu_seqlens, max_seqlen), a sequence's rows attend tile by tile.
 int DecodeAttentionSplits(const AttentionArgs& a, int multiprocessors);
 cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a,
-                            const KeySplits& splits = {});
+                            const KeySplits& splits = {},
+                            TensorCorePrecision precision = TensorCorePrecision::kFp32);
 
 // `out` may be parts[0].out (same stride); unlike on the CPU, `lse` must not be a part's lse.
 cudaError_t MergeAttention(cudaStream_t stream, std::span<const AttentionPart> parts, int64_t rows,

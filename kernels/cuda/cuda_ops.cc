@@ -439,7 +439,10 @@ void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
   if (a.page_tables != nullptr) {
     const cuda::KeySplits splits = SplitsFrom(ws, cuda::DecodeAttentionSplits(a, multiprocessors_),
                                               a.tokens, a.heads, a.kv.head_dim);
-    if (Ok()) Record(cuda::DecodeAttention(stream_, a, splits), "Attention (rows with tables)");
+    if (Ok()) {
+      Record(cuda::DecodeAttention(stream_, a, splits, tensor_core_precision()),
+             "Attention (rows with tables)");
+    }
     return;
   }
   PartialAttentionArgs p;
@@ -462,7 +465,10 @@ void CudaOps::PartialAttention(const PartialAttentionArgs& args, Workspace& ws) 
   const cuda::KeySplits splits =
       SplitsFrom(ws, cuda::PartialAttentionSplits(args, multiprocessors_), args.rows, args.heads,
                  args.kv.head_dim);
-  if (Ok()) Record(cuda::PartialAttention(stream_, args, splits), "PartialAttention");
+  if (Ok()) {
+    Record(cuda::PartialAttention(stream_, args, splits, tensor_core_precision()),
+           "PartialAttention");
+  }
 }
 
 // The contract is PartialAttention's without a mask; every row reads the same pages. (Batching

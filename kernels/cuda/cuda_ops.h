@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/ops.h"
 #include "kernels/workspace.h"
@@ -28,10 +29,11 @@ namespace tandem::kernels::cuda {
 class CublasLinear;
 
 struct CudaOpsOptions {
-  // The prefill Linear on the tensor cores (CublasLinear's "tensor cores" precision): TF32 for
-  // fp32 weights, activations rounded to bf16/f16 for 16-bit weights. A multiple of the fp32
-  // peak rate, but ~1e-3 relative error per product, so logits no longer match the CPU
-  // backend's: opt-in.
+  // The tensor cores at reduced precision: the prefill Linear (CublasLinear's "tensor cores"
+  // precision: TF32 for fp32 weights, activations rounded to bf16/f16 for 16-bit weights) and
+  // the tiled attention (one TF32 product per product where the default takes three:
+  // TensorCorePrecision::kTf32). A multiple of the exact rate, but ~1e-3 relative error per
+  // product, so logits no longer match the CPU backend's: opt-in.
   bool tensor_core_matmul = false;
   // Where cuBLAS is: "" searches for it (CublasLibrary::Default); a path is the only place tried.
   std::string cublas_library;
@@ -58,6 +60,10 @@ class CudaOps final : public Ops {
   int64_t cublas_linear_calls() const { return cublas_linear_calls_; }
   void set_tensor_core_matmul(bool on) { tensor_core_matmul_ = on; }
   bool tensor_core_matmul() const { return tensor_core_matmul_; }
+  // The tiled attention's precision that tensor_core_matmul() asks for.
+  TensorCorePrecision tensor_core_precision() const {
+    return tensor_core_matmul_ ? TensorCorePrecision::kTf32 : TensorCorePrecision::kFp32;
+  }
 
   std::string_view name() const override { return "cuda"; }
   cudaStream_t stream() const { return stream_; }

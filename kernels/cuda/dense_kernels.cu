@@ -254,7 +254,7 @@ __device__ __forceinline__ void LoadWeights16(const void* row, int64_t p,
 // of 32 × one element (64 bytes in bf16, 32 in int8), which left decode far below the memory
 // bandwidth. Needs k a multiple of kWeightsPer16Bytes and 16-byte aligned rows of x and of W
 // (checked by the launch). The per-row sums are fixed by k alone, as in LinearTile.
-template <WeightFormat F>
+template <WeightFormat F, int kCols>
 __global__ void VectorLinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
                                    const float* row_scales, int64_t n, int64_t k, const float* bias,
                                    float* y, int64_t ld_y) {
@@ -262,38 +262,51 @@ __global__ void VectorLinearKernel(const float* x, int64_t ld_x, int64_t m, cons
   using Elem = std::conditional_t<F == WeightFormat::kF32, float,
                                   std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
   const int lane = threadIdx.x % kWarp;
-  const int64_t j = int64_t{blockIdx.x} * kLinearWarps + threadIdx.x / kWarp;
+  const int64_t j0 = (int64_t{blockIdx.x} * kLinearWarps + threadIdx.x / kWarp) * kCols;
   const int64_t r0 = int64_t{blockIdx.y} * kLinearRows;
-  if (j >= n) return;
+  if (j0 >= n) return;
   const int rows = m - r0 < kLinearRows ? static_cast<int>(m - r0) : kLinearRows;
-  const void* wrow = static_cast<const Elem*>(w) + j * k;
+  // A warp's last columns past n re-read column j0 (their sums are not written).
+  const void* wrow[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    wrow[c] = static_cast<const Elem*>(w) + (j0 + c < n ? j0 + c : j0) * k;
+  }
   const float* xb = x + r0 * ld_x;
-  float acc[kLinearRows] = {};
+  float acc[kCols][kLinearRows] = {};
 #pragma unroll 4
   for (int64_t p = int64_t{lane} * kPer; p < k; p += int64_t{kWarp} * kPer) {
-    float wv[kPer];
-    LoadWeights16<F>(wrow, p, wv);
+    float wv[kCols][kPer];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) LoadWeights16<F>(wrow[c], p, wv[c]);
 #pragma unroll
     for (int r = 0; r < kLinearRows; ++r) {
       if (r < rows) {
         const float4* xr = reinterpret_cast<const float4*>(xb + r * ld_x + p);
-        float s = 0.0f;
 #pragma unroll
-        for (int q = 0; q < kPer / 4; ++q) {
-          const float4 xv = xr[q];
-          s +=
-              xv.x * wv[4 * q] + xv.y * wv[4 * q + 1] + xv.z * wv[4 * q + 2] + xv.w * wv[4 * q + 3];
+        for (int c = 0; c < kCols; ++c) {
+          float s = 0.0f;
+#pragma unroll
+          for (int q = 0; q < kPer / 4; ++q) {
+            const float4 xv = xr[q];
+            s += xv.x * wv[c][4 * q] + xv.y * wv[c][4 * q + 1] + xv.z * wv[c][4 * q + 2] +
+                 xv.w * wv[c][4 * q + 3];
+          }
+          acc[c][r] += s;
         }
-        acc[r] += s;
       }
     }
   }
 #pragma unroll
-  for (int r = 0; r < kLinearRows; ++r) {
-    const float s = WarpSum(acc[r]);
-    if (lane == 0 && r < rows) {
-      const float scaled = F == WeightFormat::kI8 ? s * row_scales[j] : s;
-      y[(r0 + r) * ld_y + j] = scaled + (bias != nullptr ? bias[j] : 0.0f);
+  for (int c = 0; c < kCols; ++c) {
+    const int64_t j = j0 + c;
+#pragma unroll
+    for (int r = 0; r < kLinearRows; ++r) {
+      const float s = WarpSum(acc[c][r]);
+      if (lane == 0 && r < rows && j < n) {
+        const float scaled = F == WeightFormat::kI8 ? s * row_scales[j] : s;
+        y[(r0 + r) * ld_y + j] = scaled + (bias != nullptr ? bias[j] : 0.0f);
+      }
     }
   }
 }
@@ -420,7 +433,13 @@ cudaError_t LaunchLinear(cudaStream_t stream, const float* x, int64_t ld_x, int6
   const bool vectorised = w.cols % kWeightsPer16Bytes<F> == 0 && ld_x % 4 == 0 && Aligned(x, 16) &&
                           Aligned(w.data, 16) && !x_loads_dominate;
   if (vectorised) {
-    VectorLinearKernel<F><<<grid, kLinearWarps * kWarp, 0, stream>>>(
+    // 16-bit rows are short (8 KB at k = 4096): two columns per warp keep twice the bytes in
+    // flight over a warp's short life.
+    constexpr int kCols = F == WeightFormat::kBF16 || F == WeightFormat::kF16 ? 2 : 1;
+    const dim3 vector_grid(
+        static_cast<unsigned>((w.rows + kLinearWarps * kCols - 1) / (kLinearWarps * kCols)),
+        grid.y);
+    VectorLinearKernel<F, kCols><<<vector_grid, kLinearWarps * kWarp, 0, stream>>>(
         x, ld_x, m, w.data, w.row_scales, w.rows, w.cols, bias, y, ld_y);
   } else {
     LinearKernel<F><<<grid, kLinearWarps * kWarp, 0, stream>>>(x, ld_x, m, w.data, w.row_scales,

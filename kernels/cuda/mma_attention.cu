@@ -8,6 +8,7 @@
 #include "kernels/cuda/key_splits.h"
 #include "kernels/cuda/mma_attention.h"
 #include "kernels/cuda/paged_kv.cuh"
+#include "kernels/cuda/varlen_sequence.cuh"
 #include "kernels/cuda/warp_math.cuh"
 
 namespace tandem::kernels::cuda {
@@ -91,6 +92,11 @@ __device__ __forceinline__ void Mma3xTf32(float (&d)[4], const AFragment& a,
   MmaTf32(d, a.big, b_big);
 }
 
+// Stores x rounded to TF32 at big: four consecutive elements.
+__device__ __forceinline__ void StoreTf32(float4 x, uint32_t* big) {
+  *reinterpret_cast<uint4*>(big) = make_uint4(ToTf32(x.x), ToTf32(x.y), ToTf32(x.z), ToTf32(x.w));
+}
+
 // Stores x's TF32 halves at big[i], small[i]: four consecutive elements.
 __device__ __forceinline__ void StoreSplit(float4 x, uint32_t* big, uint32_t* small) {
   uint4 b, s;
@@ -109,10 +115,12 @@ __device__ __forceinline__ int64_t RowLimit(const PartialAttentionArgs& a, int64
   return a.causal ? min(a.key_end, a.start_pos + v / group + 1) : a.key_end;
 }
 
-// Split blockIdx.z of `splits` of the keys (SplitSpan), its output to d.
-template <int kHeadDim>
-__global__ void __launch_bounds__(kMmaThreads)
-    MmaAttentionKernel(PartialAttentionArgs a, SplitDest d, int splits) {
+// Block (blockIdx.x, KV head blockIdx.y) of the call: split `split` of `splits` of the keys
+// (SplitSpan), its output to d. kExact: three TF32 products per product; else one (the big
+// halves alone, TensorCorePrecision::kTf32).
+template <int kHeadDim, bool kExact>
+__device__ void MmaAttend(const PartialAttentionArgs& a, const SplitDest& d, int split,
+                          int splits) {
   using Tile = MmaTile<kHeadDim>;
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
@@ -145,7 +153,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   // This split's keys; this thread's two rows of the warp's 16 (g and g + 8) see them up to
   // their limits.
-  const KeySpan span = SplitSpan(a.key_begin, a.key_end, blockIdx.z, splits);
+  const KeySpan span = SplitSpan(a.key_begin, a.key_end, split, splits);
   const int row0 = warp * 16 + g;
   const int64_t limit[2] = {min(span.end, RowLimit(a, v0 + row0, group)),
                             min(span.end, RowLimit(a, v0 + row0 + 8, group))};
@@ -168,8 +176,13 @@ __global__ void __launch_bounds__(kMmaThreads)
         key = *reinterpret_cast<const float4*>(KeyAt(a.kv, pos, kv_head) + e);
         value = *reinterpret_cast<const float4*>(ValueAt(a.kv, pos, kv_head) + e);
       }
-      StoreSplit(key, &k_big[j][e], &k_small[j][e]);
-      StoreSplit(value, &v_big[j][e], &v_small[j][e]);
+      if constexpr (kExact) {
+        StoreSplit(key, &k_big[j][e], &k_small[j][e]);
+        StoreSplit(value, &v_big[j][e], &v_small[j][e]);
+      } else {
+        StoreTf32(key, &k_big[j][e]);
+        StoreTf32(value, &v_big[j][e]);
+      }
     }
     __syncthreads();
 
@@ -190,9 +203,11 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
       for (int n = 0; n < kMmaKeys / 8; ++n) {
         const uint32_t big[2] = {k_big[n * 8 + g][c], k_big[n * 8 + g][c + 4]};
-        const uint32_t small[2] = {k_small[n * 8 + g][c], k_small[n * 8 + g][c + 4]};
-        MmaTf32(s_small[n], q_frag.small, big);
-        MmaTf32(s_small[n], q_frag.big, small);
+        if constexpr (kExact) {
+          const uint32_t small[2] = {k_small[n * 8 + g][c], k_small[n * 8 + g][c + 4]};
+          MmaTf32(s_small[n], q_frag.small, big);
+          MmaTf32(s_small[n], q_frag.big, small);
+        }
         MmaTf32(s[n], q_frag.big, big);
       }
     }
@@ -256,8 +271,12 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
       for (int n = 0; n < kHeadDim / 8; ++n) {
         const uint32_t big[2] = {v_big[c][n * 8 + g], v_big[c + 4][n * 8 + g]};
-        const uint32_t small[2] = {v_small[c][n * 8 + g], v_small[c + 4][n * 8 + g]};
-        Mma3xTf32(o[n], p_frag, big, small);
+        if constexpr (kExact) {
+          const uint32_t small[2] = {v_small[c][n * 8 + g], v_small[c + 4][n * 8 + g]};
+          Mma3xTf32(o[n], p_frag, big, small);
+        } else {
+          MmaTf32(o[n], p_frag.big, big);
+        }
       }
     }
     __syncwarp();  // every lane has read ps before the next tile rewrites it
@@ -269,38 +288,74 @@ __global__ void __launch_bounds__(kMmaThreads)
     if (v >= virtual_rows) continue;
     const int64_t t = v / group;
     const int32_t head = kv_head * group + static_cast<int32_t>(v % group);
-    float* out = d.Out(blockIdx.z, t, head, kHeadDim);
+    float* out = d.Out(split, t, head, kHeadDim);
     const float sum = row_sum[r];
 #pragma unroll
     for (int n = 0; n < kHeadDim / 8; ++n) {
       out[n * 8 + 2 * tq] = sum > 0.0f ? o[n][2 * r] / sum : 0.0f;
       out[n * 8 + 2 * tq + 1] = sum > 0.0f ? o[n][2 * r + 1] / sum : 0.0f;
     }
-    float* lse = d.Lse(blockIdx.z, t, head);
+    float* lse = d.Lse(split, t, head);
     if (tq == 0 && lse != nullptr) *lse = sum > 0.0f ? row_max[r] + logf(sum) : -INFINITY;
   }
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kExact>
+__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerMultiprocessor)
+    MmaAttentionKernel(PartialAttentionArgs a, SplitDest d, int splits) {
+  MmaAttend<kHeadDim, kExact>(a, d, blockIdx.z, splits);
+}
+
+// A varlen pass (AttentionArgs::cu_seqlens): blockIdx.z is the sequence; blocks past its rows
+// return.
+template <int kHeadDim, bool kExact>
+__global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerMultiprocessor)
+    VarlenMmaAttentionKernel(AttentionArgs a) {
+  const PartialAttentionArgs p = SequenceOf(a, blockIdx.z);
+  if (int64_t{blockIdx.x} * kMmaRows >= p.rows * (a.heads / a.kv.num_kv_heads)) return;
+  const SplitDest d{p.out, p.ld_out, 0, nullptr, 0, 0};
+  MmaAttend<kHeadDim, kExact>(p, d, 0, 1);
+}
+
+// Both kernels take more than the 48 KB of shared memory a launch gets without asking; the
+// attribute is the function's, per device.
+template <typename Kernel>
+cudaError_t AllowSharedMemory(Kernel kernel, size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
+template <int kHeadDim, bool kExact>
 cudaError_t Launch(cudaStream_t stream, const PartialAttentionArgs& a, const KeySplits& splits) {
   constexpr size_t bytes = MmaTile<kHeadDim>::kBytes;
-  // Over the 48 KB a launch gets without asking; the attribute is the function's, per device.
-  const cudaError_t set = cudaFuncSetAttribute(MmaAttentionKernel<kHeadDim>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  const cudaError_t set = AllowSharedMemory(MmaAttentionKernel<kHeadDim, kExact>, bytes);
   if (set != cudaSuccess) return set;
   const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
   const dim3 grid(Blocks(virtual_rows, kMmaRows), static_cast<unsigned>(a.kv.num_kv_heads),
                   static_cast<unsigned>(splits.count));
   const SplitDest d =
       SplitDest::For(splits, a.rows, a.heads, kHeadDim, a.out, a.ld_out, a.lse, a.ld_lse);
-  MmaAttentionKernel<kHeadDim><<<grid, kMmaThreads, bytes, stream>>>(a, d, splits.count);
+  MmaAttentionKernel<kHeadDim, kExact><<<grid, kMmaThreads, bytes, stream>>>(a, d, splits.count);
   const cudaError_t launched = cudaGetLastError();
   if (launched != cudaSuccess) return launched;
   return MergeKeySplits(stream, splits, a.rows, a.heads, kHeadDim, a.out, a.ld_out, a.lse,
                         a.ld_lse);
 }
 
+template <int kHeadDim, bool kExact>
+cudaError_t LaunchVarlen(cudaStream_t stream, const AttentionArgs& a) {
+  constexpr size_t bytes = MmaTile<kHeadDim>::kBytes;
+  const cudaError_t set = AllowSharedMemory(VarlenMmaAttentionKernel<kHeadDim, kExact>, bytes);
+  if (set != cudaSuccess) return set;
+  const dim3 grid(Blocks(a.max_seqlen * (a.heads / a.kv.num_kv_heads), kMmaRows),
+                  static_cast<unsigned>(a.kv.num_kv_heads), static_cast<unsigned>(a.sequences));
+  VarlenMmaAttentionKernel<kHeadDim, kExact><<<grid, kMmaThreads, bytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+bool HeadDimBuilt(int32_t dh) { return dh == 64 || dh == 80 || dh == 96 || dh == 128; }
 
 }  // namespace
 
@@ -310,7 +365,18 @@ bool MmaAttentionTakes(const PartialAttentionArgs& a) {
     return false;
   }
   const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
-  return (dh == 64 || dh == 80 || dh == 96 || dh == 128) && virtual_rows >= kMmaMinRows &&
+  return HeadDimBuilt(dh) && virtual_rows >= kMmaMinRows && a.ld_q % 4 == 0 && Aligned16(a.q) &&
+         a.kv.layer_offset % 4 == 0 && a.kv.num_kv_heads <= 65535;
+}
+
+bool VarlenMmaAttentionTakes(const AttentionArgs& a) {
+  if (a.sequences <= 0 || a.sequences > 65535 || a.cu_seqlens == nullptr ||
+      a.page_tables == nullptr || a.positions == nullptr || a.kv.num_kv_heads <= 0 ||
+      a.heads % a.kv.num_kv_heads != 0) {
+    return false;
+  }
+  const int32_t dh = a.kv.head_dim;
+  return HeadDimBuilt(dh) && a.max_seqlen * (a.heads / a.kv.num_kv_heads) >= kMmaMinRows &&
          a.ld_q % 4 == 0 && Aligned16(a.q) && a.kv.layer_offset % 4 == 0 &&
          a.kv.num_kv_heads <= 65535;
 }
@@ -327,22 +393,47 @@ int MmaAttentionSplits(const PartialAttentionArgs& a, int multiprocessors) {
   return static_cast<int>(std::clamp<int64_t>(std::min(fill, most), 1, kMaxKeySplits));
 }
 
+namespace {
+
+// launch.template operator()<kHeadDim, kExact>() for the call's head dim and precision.
+template <typename Launcher>
+cudaError_t ForHeadDim(int32_t head_dim, TensorCorePrecision precision, Launcher launch) {
+  const bool exact = precision == TensorCorePrecision::kFp32;
+  switch (head_dim) {
+    case 64:
+      return exact ? launch.template operator()<64, true>()
+                   : launch.template operator()<64, false>();
+    case 80:
+      return exact ? launch.template operator()<80, true>()
+                   : launch.template operator()<80, false>();
+    case 96:
+      return exact ? launch.template operator()<96, true>()
+                   : launch.template operator()<96, false>();
+    default:
+      return exact ? launch.template operator()<128, true>()
+                   : launch.template operator()<128, false>();
+  }
+}
+
+}  // namespace
+
 cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a,
-                               const KeySplits& splits) {
+                               const KeySplits& splits, TensorCorePrecision precision) {
   if (!MmaAttentionTakes(a) || splits.count < 1 || splits.count > kMaxKeySplits ||
       (splits.count > 1 && (splits.out == nullptr || splits.lse == nullptr))) {
     return cudaErrorInvalidValue;
   }
-  switch (a.kv.head_dim) {
-    case 64:
-      return Launch<64>(stream, a, splits);
-    case 80:
-      return Launch<80>(stream, a, splits);
-    case 96:
-      return Launch<96>(stream, a, splits);
-    default:
-      return Launch<128>(stream, a, splits);
-  }
+  return ForHeadDim(a.kv.head_dim, precision, [&]<int kHeadDim, bool kExact>() {
+    return Launch<kHeadDim, kExact>(stream, a, splits);
+  });
+}
+
+cudaError_t LaunchVarlenMmaAttention(cudaStream_t stream, const AttentionArgs& a,
+                                     TensorCorePrecision precision) {
+  if (!VarlenMmaAttentionTakes(a)) return cudaErrorInvalidValue;
+  return ForHeadDim(a.kv.head_dim, precision, [&]<int kHeadDim, bool kExact>() {
+    return LaunchVarlen<kHeadDim, kExact>(stream, a);
+  });
 }
 
 }  // namespace tandem::kernels::cuda

@@ -1,8 +1,9 @@
 // Attention of many query rows over the same keys on the tensor cores (attention_kernels.h's
-// first shape: prefill chunks, Hydragen's shared prefix), in about fp32 precision: the products
-// QKᵀ and PV run as three TF32 matrix products each (a = a_big + a_small split, the small·small
-// term dropped), which keeps the result within fp32 rounding of the CUDA-core kernels while
-// the tensor cores do the arithmetic. Internal to the attention kernels.
+// first shape: prefill chunks, Hydragen's shared prefix). By default in about fp32 precision:
+// the products QKᵀ and PV run as three TF32 matrix products each (a = a_big + a_small split,
+// the small·small term dropped), which keeps the result within fp32 rounding of the CUDA-core
+// kernels while the tensor cores do the arithmetic; TensorCorePrecision::kTf32 runs one (the
+// big halves). Internal to the attention kernels.
 #ifndef TANDEM_KERNELS_CUDA_MMA_ATTENTION_H_
 #define TANDEM_KERNELS_CUDA_MMA_ATTENTION_H_
 
@@ -21,7 +22,12 @@ bool MmaAttentionTakes(const PartialAttentionArgs& a);
 // thousands of keys), so that the GPU has blocks enough; 1 where it would not take the call.
 int MmaAttentionSplits(const PartialAttentionArgs& a, int multiprocessors);
 cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a,
-                               const KeySplits& splits);
+                               const KeySplits& splits, TensorCorePrecision precision);
+// A varlen pass (AttentionArgs::cu_seqlens) whose sequences attend tile by tile: each sequence's
+// rows over its own pages, causal, in one launch (no splits: a pass's prefill rows are many).
+bool VarlenMmaAttentionTakes(const AttentionArgs& a);
+cudaError_t LaunchVarlenMmaAttention(cudaStream_t stream, const AttentionArgs& a,
+                                     TensorCorePrecision precision);
 
 }  // namespace tandem::kernels::cuda
 
