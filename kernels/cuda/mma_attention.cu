@@ -166,25 +166,42 @@ __device__ void MmaAttend(const PartialAttentionArgs& a, const SplitDest& d, int
   for (int n = 0; n < kHeadDim / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
 
+  // The next tile's keys and values are loaded into registers while this one is multiplied, so
+  // the loads' latency hides behind the tensor cores instead of stalling the block at each tile.
+  constexpr int kLoads = kMmaKeys * kVec / kMmaThreads;
+  static_assert(kMmaKeys * kVec % kMmaThreads == 0, "a tile is whole float4s per thread");
+  float4 next_keys[kLoads], next_values[kLoads];
+  auto load_tile = [&](int64_t k0) {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int i = threadIdx.x + l * kMmaThreads;
+      const int64_t pos = k0 + i / kVec;
+      const int e = (i % kVec) * 4;
+      next_keys[l] = next_values[l] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (pos < tile_end) {
+        next_keys[l] = *reinterpret_cast<const float4*>(KeyAt(a.kv, pos, kv_head) + e);
+        next_values[l] = *reinterpret_cast<const float4*>(ValueAt(a.kv, pos, kv_head) + e);
+      }
+    }
+  };
+  if (span.begin < tile_end) load_tile(span.begin);
+
   for (int64_t k0 = span.begin; k0 < tile_end; k0 += kMmaKeys) {
     __syncthreads();  // the previous tile is consumed (and, the first time, qs is written)
-    for (int i = threadIdx.x; i < kMmaKeys * kVec; i += kMmaThreads) {
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int i = threadIdx.x + l * kMmaThreads;
       const int j = i / kVec, e = (i % kVec) * 4;
-      const int64_t pos = k0 + j;
-      float4 key = make_float4(0.0f, 0.0f, 0.0f, 0.0f), value = key;
-      if (pos < tile_end) {
-        key = *reinterpret_cast<const float4*>(KeyAt(a.kv, pos, kv_head) + e);
-        value = *reinterpret_cast<const float4*>(ValueAt(a.kv, pos, kv_head) + e);
-      }
       if constexpr (kExact) {
-        StoreSplit(key, &k_big[j][e], &k_small[j][e]);
-        StoreSplit(value, &v_big[j][e], &v_small[j][e]);
+        StoreSplit(next_keys[l], &k_big[j][e], &k_small[j][e]);
+        StoreSplit(next_values[l], &v_big[j][e], &v_small[j][e]);
       } else {
-        StoreTf32(key, &k_big[j][e]);
-        StoreTf32(value, &v_big[j][e]);
+        StoreTf32(next_keys[l], &k_big[j][e]);
+        StoreTf32(next_values[l], &v_big[j][e]);
       }
     }
     __syncthreads();
+    if (k0 + kMmaKeys < tile_end) load_tile(k0 + kMmaKeys);
 
     // S = Q·Kᵀ for the warp's 16 rows and the tile's 32 keys (four n-tiles of 8 keys). The
     // small terms accumulate apart from big·big: two independent chains of products per n-tile
