@@ -8,6 +8,7 @@
 #include "kernels/cuda/key_splits.h"
 #include "kernels/cuda/mma_attention.h"
 #include "kernels/cuda/paged_kv.cuh"
+#include "kernels/cuda/shared_memory_limit.h"
 #include "kernels/cuda/varlen_sequence.cuh"
 #include "kernels/cuda/warp_math.cuh"
 
@@ -374,6 +375,26 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 bool HeadDimBuilt(int32_t dh) { return dh == 64 || dh == 80 || dh == 96 || dh == 128; }
 
+// The tile's shared memory for a built head dim.
+size_t TileBytes(int32_t dh) {
+  switch (dh) {
+    case 64:
+      return MmaTile<64>::kBytes;
+    case 80:
+      return MmaTile<80>::kBytes;
+    case 96:
+      return MmaTile<96>::kBytes;
+    default:
+      return MmaTile<128>::kBytes;
+  }
+}
+
+// A built head dim whose tile fits the device's shared memory (the 128-dim tile's ~112 KB does
+// not on sm_86 / sm_89 parts, which then take the CUDA-core kernels).
+bool HeadDimRuns(int32_t dh) {
+  return HeadDimBuilt(dh) && TileBytes(dh) <= BlockSharedMemoryLimit();
+}
+
 }  // namespace
 
 bool MmaAttentionTakes(const PartialAttentionArgs& a) {
@@ -382,7 +403,7 @@ bool MmaAttentionTakes(const PartialAttentionArgs& a) {
     return false;
   }
   const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
-  return HeadDimBuilt(dh) && virtual_rows >= kMmaMinRows && a.ld_q % 4 == 0 && Aligned16(a.q) &&
+  return HeadDimRuns(dh) && virtual_rows >= kMmaMinRows && a.ld_q % 4 == 0 && Aligned16(a.q) &&
          a.kv.layer_offset % 4 == 0 && a.kv.num_kv_heads <= 65535;
 }
 
@@ -393,7 +414,7 @@ bool VarlenMmaAttentionTakes(const AttentionArgs& a) {
     return false;
   }
   const int32_t dh = a.kv.head_dim;
-  return HeadDimBuilt(dh) && a.max_seqlen * (a.heads / a.kv.num_kv_heads) >= kMmaMinRows &&
+  return HeadDimRuns(dh) && a.max_seqlen * (a.heads / a.kv.num_kv_heads) >= kMmaMinRows &&
          a.ld_q % 4 == 0 && Aligned16(a.q) && a.kv.layer_offset % 4 == 0 &&
          a.kv.num_kv_heads <= 65535;
 }
