@@ -8,8 +8,24 @@
 #include "kernels/cuda/handled_error.h"
 
 namespace tandem::kernels::cuda {
+namespace {
+
+std::atomic<size_t> override_bytes{0};  // 0: none
+
+}  // namespace
+
+ScopedBlockSharedMemoryLimit::ScopedBlockSharedMemoryLimit(size_t bytes) {
+  override_bytes.store(bytes, std::memory_order_relaxed);
+}
+
+ScopedBlockSharedMemoryLimit::~ScopedBlockSharedMemoryLimit() {
+  override_bytes.store(0, std::memory_order_relaxed);
+}
 
 size_t BlockSharedMemoryLimit() {
+  if (const size_t forced = override_bytes.load(std::memory_order_relaxed); forced > 0) {
+    return forced;
+  }
   constexpr size_t kDefault = size_t{48} << 10;
   constexpr int kDevices = 64;
   static std::atomic<size_t> known[kDevices] = {};  // 0: not asked yet

@@ -14,6 +14,16 @@ namespace tandem::kernels::cuda {
 // question fails.
 size_t BlockSharedMemoryLimit();
 
+// For tests: while alive, BlockSharedMemoryLimit() answers `bytes` on every device, so that a
+// large GPU runs the paths a smaller one takes. One at a time.
+class ScopedBlockSharedMemoryLimit {
+ public:
+  explicit ScopedBlockSharedMemoryLimit(size_t bytes);
+  ~ScopedBlockSharedMemoryLimit();
+  ScopedBlockSharedMemoryLimit(const ScopedBlockSharedMemoryLimit&) = delete;
+  ScopedBlockSharedMemoryLimit& operator=(const ScopedBlockSharedMemoryLimit&) = delete;
+};
+
 }  // namespace tandem::kernels::cuda
 
 #endif  // TANDEM_KERNELS_CUDA_SHARED_MEMORY_LIMIT_H_

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/mma_attention.h"
+#include "kernels/cuda/shared_memory_limit.h"
 #include "kernels/reference/reference_ops.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/kernels/test_util.h"
@@ -350,6 +351,21 @@ TEST(CudaSequenceKernelsTest, PagedWriteAndRangeAttentionMatchReference) {
                      << ", " << r.end << ") in " << count << " splits");
         ASSERT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
         ASSERT_TRUE(LseClose(ToHost(dlse), lse, 1e-4f));
+      }
+      // On a GPU whose blocks cannot have the tensor-core tile's shared memory (sm_86 / sm_89:
+      // 99 KB), the head dims up to 96 still take it and 128 the CUDA-core tiles: the same
+      // results either way.
+      if (MmaAttentionTakes(a)) {
+        const ScopedBlockSharedMemoryLimit sm86(99 << 10);
+        auto dout = ToDevice(std::vector<float>(out.size(), 9.0f)),
+             dlse = ToDevice(std::vector<float>(lse.size(), 9.0f));
+        a.out = dout.get();
+        a.lse = dlse.get();
+        ASSERT_CUDA_OK(PartialAttention(nullptr, a));
+        SCOPED_TRACE(::testing::Message() << "99 KB, head_dim=" << head_dim << " rows=" << r.rows
+                                          << " keys [" << r.begin << ", " << r.end << ")");
+        EXPECT_TRUE(AllClose(ToHost(dout), out, 1e-5f, 1e-4f));
+        EXPECT_TRUE(LseClose(ToHost(dlse), lse, 1e-4f));
       }
       // The tensor cores at TF32 (--gpu-tensor-cores): q, k, p and v keep 11 significant bits,
       // so each product moves by up to ~2^-10 of its size; scores (|q·k|·scale of order 1 here)
