@@ -6,7 +6,13 @@
 # the engine's GPU tests from the engine_test built there, and the whole-model figures
 # (device_model_speed --device cuda).
 #
-#   scripts/gpu-check.sh [--allow-no-device]
+#   scripts/gpu-check.sh [--allow-no-device] [--sanitize]
+#
+# Exits non-zero when a test fails, when the build fails, or when no GPU is visible (unless
+# --allow-no-device: to check the script itself on a machine without one). --sanitize also runs
+# the kernel tests under compute-sanitizer (memcheck, then racecheck on the shared-memory
+# kernels): out-of-bounds and misaligned accesses, and shared-memory races, that a passing test
+# can hide. It takes minutes of the device's time, so it is a switch.
 #
 # The report (report.md, the test log and nvidia-smi's output) goes to $OUT when set (the device
 # tool brings that folder back), else to build/gpu-check. The device tool carries the working
@@ -15,14 +21,22 @@
 #   git rm -q --cached bundled/tandem-tiny-chat/model.safetensors
 #   echo /bundled/tandem-tiny-chat/model.safetensors >> .git/info/exclude
 #   (the call, carrying build/gpu-bundle)
-#   git reset -q HEAD -- bundled/tandem-tiny-chat/model.safetensors   # and drop the exclude line Exits non-zero when a test fails, when
-# the build fails, or when no GPU is visible (unless --allow-no-device: to check the script
-# itself on a machine without one).
+#   git reset -q HEAD -- bundled/tandem-tiny-chat/model.safetensors   # and drop the exclude line
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 allow_no_device=0
-if [[ ${1:-} == --allow-no-device ]]; then allow_no_device=1; fi
+sanitize=0
+for arg in "$@"; do
+  case $arg in
+    --allow-no-device) allow_no_device=1 ;;
+    --sanitize) sanitize=1 ;;
+    *)
+      echo "gpu-check: unknown argument '$arg' (--allow-no-device, --sanitize)" >&2
+      exit 2
+      ;;
+  esac
+done
 out=${OUT:-build/gpu-check}
 mkdir -p "$out"
 report=$out/report.md
@@ -89,13 +103,28 @@ run_tests() {
     if ((rc != 0)); then
       echo
       echo '```'
-      grep -E 'Failure|FAILED|error' -A4 "$out/$name.log" | head -80
+      grep -E 'Failure|FAILED|error|^========= [A-Z]' -A4 "$out/$name.log" | head -80
       echo '```'
     fi
   } >>"$report"
 }
 
 run_tests cuda_kernels_test "$build/cuda_kernels_test"
+
+# compute-sanitizer over the kernel tests: every access checked (memcheck), then the kernels that
+# share tiles through shared memory checked for races (racecheck).
+if ((sanitize)); then
+  sanitizer=$(command -v compute-sanitizer || echo "$(dirname "$nvcc")/compute-sanitizer")
+  if [[ -x $sanitizer ]]; then
+    run_tests memcheck timeout 480 "$sanitizer" --tool memcheck --error-exitcode 1 \
+      "$build/cuda_kernels_test"
+    run_tests racecheck timeout 480 "$sanitizer" --tool racecheck --error-exitcode 1 \
+      "$build/cuda_kernels_test" --gtest_filter='*Attention*:*Sampling*:*DecodeBatch*'
+  else
+    status=1
+    echo "- sanitize: compute-sanitizer not found next to $nvcc" >>"$report"
+  fi
+fi
 
 # The engine's GPU tests, when prepare-gpu-check.sh --engine-tests carried a build of them: the
 # whole model, the AVMP pools and the engine on the device against the CPU. Started through the
