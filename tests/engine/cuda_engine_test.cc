@@ -90,39 +90,65 @@ TEST_P(CudaEngineTest, ServesTheCpusOutputsAndRestoresOnTheDevice) {
   EXPECT_EQ(got[1].finished.usage.cached_tokens, want[1].finished.usage.cached_tokens);
 }
 
-TEST_P(CudaEngineTest, GenerateMatchesTheCpu) {
-  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+// Generate from the same prompt of `prompt_tokens` on the CPU (`want`) and on the GPU, its backend
+// made with `gpu_options` (`got`).
+void GenerateOnBoth(const std::string& family, const ComputeOptions& gpu_options,
+                    const GenerateOptions& options, int64_t prompt_tokens, GenerateResult* want,
+                    GenerateResult* got) {
   auto gpu = ComputeDevice::Open("cuda");
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto on_gpu = LoadOn(GetParam(), **gpu);
-  auto on_cpu = testing::LoadFixtureModel(GetParam());
+  auto on_gpu = LoadOn(family, **gpu);
+  auto on_cpu = testing::LoadFixtureModel(family);
   ASSERT_NE(on_gpu, nullptr);
   ASSERT_NE(on_cpu, nullptr);
   const models::StateLayout& layout = on_cpu->layout();
-  const cache::ArenaConfig arena{
-      .kv_page_bytes = layout.kv_page_bytes(),
-      .kv_pages = on_cpu->config().num_attention_layers > 0 ? 8u : 0u,
-      .ssm_block_bytes = layout.ssm_block_bytes(),
-      .ssm_blocks = on_cpu->config().num_ssm_layers > 0 ? 1u : 0u};
+  const cache::ArenaConfig arena{.kv_page_bytes = layout.kv_page_bytes(),
+                                 .kv_pages = on_cpu->config().num_attention_layers > 0 ? 8u : 0u,
+                                 .ssm_block_bytes = layout.ssm_block_bytes(),
+                                 .ssm_blocks = on_cpu->config().num_ssm_layers > 0 ? 1u : 0u};
   auto host_pools = cache::ArenaAllocator::Create(arena);
   auto device_pools = cache::ArenaAllocator::Create(
       arena, [&](size_t bytes) { return (*gpu)->CreateStateBacking(bytes); });
   ASSERT_TRUE(host_pools.ok()) << host_pools.status();
   ASSERT_TRUE(device_pools.ok()) << device_pools.status();
-  auto gpu_ops = (*gpu)->CreateOps({});
+  auto gpu_ops = (*gpu)->CreateOps(gpu_options);
   ASSERT_TRUE(gpu_ops.ok()) << gpu_ops.status();
   auto cpu_ops = kernels::MakeCpuOps(2);
+  const std::vector<int32_t> prompt = Tokens(prompt_tokens, 3, on_cpu->config().vocab_size);
+  auto on_host = Generate(*on_cpu, *cpu_ops, **host_pools, prompt, options);
+  auto on_device = Generate(*on_gpu, **gpu_ops, **device_pools, prompt, options);
+  ASSERT_TRUE(on_host.ok()) << on_host.status();
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  *want = *std::move(on_host);
+  *got = *std::move(on_device);
+}
+
+TEST_P(CudaEngineTest, GenerateMatchesTheCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   GenerateOptions options;
   options.max_new_tokens = 6;
   options.prefill_chunk = 20;
   options.record_logits = true;
-  const std::vector<int32_t> prompt = Tokens(33, 3, on_cpu->config().vocab_size);
-  auto want = Generate(*on_cpu, *cpu_ops, **host_pools, prompt, options);
-  auto got = Generate(*on_gpu, **gpu_ops, **device_pools, prompt, options);
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->output_ids, want->output_ids);
-  EXPECT_TRUE(testing::LogitsNear(got->logits, want->logits, 1e-3f));
+  GenerateResult want, got;
+  ASSERT_NO_FATAL_FAILURE(GenerateOnBoth(GetParam(), {}, options, 33, &want, &got));
+  EXPECT_EQ(got.output_ids, want.output_ids);
+  EXPECT_TRUE(testing::LogitsNear(got.logits, want.logits, 1e-3f));
+}
+
+// --gpu-tensor-cores: the prefill's products in TF32 (cuBLAS from 16 rows, the tiled attention's
+// one TF32 product): each keeps 11 significant bits of its operands, so the prefill's logits move
+// by well under 1e-2 of their scale. Only the first token's logits are compared: a near tie may
+// pick another token after it.
+TEST_P(CudaEngineTest, TensorCoresStayNearTheCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  GenerateOptions options;
+  options.max_new_tokens = 1;
+  options.prefill_chunk = 48;
+  options.record_logits = true;
+  GenerateResult want, got;
+  ASSERT_NO_FATAL_FAILURE(
+      GenerateOnBoth(GetParam(), {.tensor_core_matmul = true}, options, 96, &want, &got));
+  EXPECT_TRUE(testing::LogitsNear(got.logits, want.logits, 1e-2f));
 }
 
 // Sampling runs on the device (temperature, top-p, penalties, logprobs): a seeded request gets
