@@ -1,4 +1,5 @@
-// `tandem devices`: the CUDA devices this build can use, optionally with a kernel self-test.
+// `tandem devices`: the CUDA devices this build can use and whether cuBLAS loads, optionally with
+// a kernel self-test.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -7,6 +8,7 @@
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
 #ifdef TANDEM_HAVE_CUDA
+#include "kernels/cuda/cublas_library.h"
 #include "kernels/cuda/device_info.h"
 #endif
 
@@ -25,6 +27,16 @@ int RunDevices(int argc, char** argv) {
   std::printf("cpu: %u hardware threads\n", std::thread::hardware_concurrency());
 #ifdef TANDEM_HAVE_CUDA
   std::string error;
+  // Whether prefill products can go through cuBLAS (kernels/cuda/cublas_linear.h), or run on
+  // tandem's own kernels: the first thing to know when prefill on a GPU is slow.
+  std::string cublas_error;
+  const auto cublas = kernels::cuda::CublasLibrary::Default(&cublas_error);
+  if (cublas != nullptr) {
+    std::printf("cublas: %s\n", cublas->description().c_str());
+  } else {
+    std::printf("cublas: not loaded (%s); prefill products run on tandem's own kernels\n",
+                cublas_error.c_str());
+  }
   const auto devices = kernels::cuda::ListDevices(&error);
   if (devices.empty()) {
     std::printf("cuda: no devices (%s)\n", error.empty() ? "none visible" : error.c_str());

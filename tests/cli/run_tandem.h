@@ -19,12 +19,13 @@ struct TandemOutput {
   std::string err;
 };
 
-inline TandemOutput RunTandem(const std::string& args) {
+// `env`: assignments for the command's environment ("NAME=value ..."), or "".
+inline TandemOutput RunTandem(const std::string& args, const std::string& env = "") {
   const std::string dir =
       std::filesystem::temp_directory_path() / ("tandem_cli_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string cmd = std::string(TANDEM_BINARY_DIR) + "/tandem " + args + " >" + dir +
-                          "/out 2>" + dir + "/err";
+  const std::string cmd = (env.empty() ? "" : env + " ") + std::string(TANDEM_BINARY_DIR) +
+                          "/tandem " + args + " >" + dir + "/out 2>" + dir + "/err";
   const int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& path) {
     std::ifstream in(path);
