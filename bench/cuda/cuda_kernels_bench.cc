@@ -192,7 +192,7 @@ int Main(int argc, char** argv) {
                     split_one, 2.0 * keys * kv_heads * dh * sizeof(float)});
 
     // The same decode row as the engine issues it (a decode batch of one, per-row tables):
-    // the keys split across the GPU's multiprocessors and merged, against a warp per head.
+    // the keys split across the GPU's multiprocessors and merged, against one block per KV head.
     {
       std::vector<float* const*> one_table = {dtable.get()};
       std::vector<int64_t> last = {keys - 1};

@@ -54,10 +54,11 @@ cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* ga
 cudaError_t ArgmaxRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
                        int64_t cols, int32_t* out);
 
-// y = x · wᵀ + bias. Below 16 rows of x (decode), one warp per output column and tile of up to
-// 8 rows, reading the weights once per tile: the memory-bound shape. From 16 rows (prefill),
-// 64 × 64 output tiles through shared memory, fp32 on the CUDA cores (no tensor cores: the
-// activations are fp32).
+// y = x · wᵀ + bias. Below 16 rows of x (decode), one warp per output column (two for 16-bit
+// weights) and tile of up to 8 rows, reading the weights once per tile with 16-byte loads where
+// k and the alignment allow: the memory-bound shape. From 16 rows (prefill), 64 × 64 output
+// tiles through shared memory, fp32 on the CUDA cores; CudaOps sends those through cuBLAS when
+// it can (cublas_linear.h), so this is the path without it and for 16-bit and int8 weights.
 cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
                    const WeightMatrix& w, const float* bias, float* y, int64_t ld_y);
 
