@@ -24,17 +24,12 @@ __device__ float BlockSum(float v) {
   __shared__ float partial[kNormThreads / kWarp];
   __shared__ float total;
   __syncthreads();
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  }
+  v = WarpSum(v);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = lane < kNormThreads / kWarp ? partial[lane] : 0.0f;
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
-      v += __shfl_xor_sync(0xffffffffu, v, offset);
-    }
+    v = WarpSum(lane < kNormThreads / kWarp ? partial[lane] : 0.0f);
     if (lane == 0) total = v;
   }
   __syncthreads();
@@ -194,10 +189,7 @@ __device__ void LinearTile(const float* x, int64_t ld_x, int64_t m, const void* 
   }
 #pragma unroll
   for (int r = 0; r < kLinearRows; ++r) {
-    float s = acc[r];
-    for (int offset = kWarp / 2; offset > 0; offset >>= 1) {
-      s += __shfl_xor_sync(0xffffffffu, s, offset);
-    }
+    float s = WarpSum(acc[r]);
     if (lane == 0 && r < rows) {
       if constexpr (F == WeightFormat::kI8) s *= row_scales[j];
       y[(r0 + r) * ld_y + j] = s + (bias != nullptr ? bias[j] : 0.0f);

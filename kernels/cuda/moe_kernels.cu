@@ -1,15 +1,12 @@
-#include "kernels/cuda/moe_kernels.h"
-
 #include <cuda_runtime.h>
 
 #include <cmath>
 
+#include "kernels/cuda/moe_kernels.h"
+#include "kernels/cuda/warp_math.cuh"
+
 namespace tandem::kernels::cuda {
 namespace {
-
-unsigned Blocks(int64_t items, int64_t per_block) {
-  return static_cast<unsigned>((items + per_block - 1) / per_block);
-}
 
 // One thread per token: experts and top_k are small, and the repeated arg-max keeps the
 // reference's order of choice exactly.
@@ -96,7 +93,7 @@ cudaError_t MoeRoute(cudaStream_t stream, const float* logits, int64_t tokens, i
     return cudaErrorInvalidValue;
   }
   MoeRouteKernel<<<Blocks(tokens, 128), 128, 0, stream>>>(logits, tokens, experts, top_k,
-                                                         renormalize, chosen, weights);
+                                                          renormalize, chosen, weights);
   return cudaGetLastError();
 }
 
