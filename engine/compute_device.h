@@ -26,6 +26,10 @@ struct ComputeOptions {
   // relative error per product: logits no longer match the CPU's to 1e-3 (greedy tokens may
   // differ on near ties). Off, every product is fp32. The CPU ignores it.
   bool tensor_core_matmul = false;
+  // A GPU records each pass and replays a repeated one (a decode step of a batch size it has
+  // seen) from a CUDA graph (kernels::cuda::CudaOpsOptions::graphs): the same results, a launch
+  // per pass instead of per kernel. The CPU ignores it.
+  bool cuda_graphs = false;
 };
 
 class ComputeDevice {

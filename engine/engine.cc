@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
   }
   engine->allocator_ = std::move(named.allocator);
   if (ops == nullptr) {
-    const ComputeOptions compute{config.threads, config.batch_invariant, config.tensor_core_matmul};
+    const ComputeOptions compute{config.threads, config.batch_invariant, config.tensor_core_matmul,
+                                 config.cuda_graphs};
     if (config.device != nullptr) {
       TANDEM_ASSIGN_OR_RETURN(ops, config.device->CreateOps(compute));
     } else {

@@ -46,6 +46,8 @@ struct EngineConfig {
   // Prefill GEMMs on a GPU's tensor cores (ComputeOptions::tensor_core_matmul): faster, and no
   // longer the CPU's logits to 1e-3. For the backend the engine creates when given none.
   bool tensor_core_matmul = false;
+  // Repeated passes replayed from CUDA graphs on a GPU (ComputeOptions::cuda_graphs).
+  bool cuda_graphs = false;
   // Shared-prefix attention for decode rows restored from one cached prefix.
   models::HydragenConfig hydragen;
   size_t max_waiting = 1024;  // queued requests beyond which Submit refuses

@@ -47,7 +47,7 @@ class LaunchSignature {
   void Clear() { bytes_.clear(); }  // keeps the memory
   std::span<const std::byte> bytes() const { return bytes_; }
   bool empty() const { return bytes_.empty(); }
-  // FNV-1a over the bytes: a key for looking signatures up; equality compares the bytes.
+  // A key for looking signatures up (not a proof of equality: that compares the bytes).
   uint64_t Hash() const;
   bool operator==(const LaunchSignature& other) const { return bytes_ == other.bytes_; }
 

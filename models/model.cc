@@ -1,6 +1,7 @@
 #include "models/model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <new>
 
@@ -48,6 +49,11 @@ struct PassTables {
 // as a CUDA graph's single copy node needs. The layout is fixed before anything is written,
 // because tables hold addresses inside the region (each row's page table points into the table
 // of every sequence's pages).
+//
+// The region's size is rounded up to a power of two, and the one table whose size changes from
+// step to step (the pages, one more every page_tokens tokens) goes last: so consecutive decode
+// steps of a batch find every table, and every buffer taken after the region, at the same
+// addresses, and a device can replay the previous step's launches (kernels/cuda/cuda_ops.h).
 class TableRegion {
  public:
   // Room for `count` T's; returns its offset.
@@ -58,9 +64,9 @@ class TableRegion {
     return at;
   }
   void Allocate(kernels::Ops& ops, kernels::Workspace& ws, kernels::Workspace& host) {
-    const size_t bytes = std::max<size_t>(size_, kAlign);
-    device_ = ws.Array<std::byte>(bytes);
-    host_ = ops.activations_on_host() ? device_ : host.Array<std::byte>(bytes);
+    size_ = std::bit_ceil(std::max<size_t>(size_, kMinBytes));
+    device_ = ws.Array<std::byte>(size_);
+    host_ = ops.activations_on_host() ? device_ : host.Array<std::byte>(size_);
   }
   template <typename T>
   T* Host(size_t at) const {  // where the host writes it
@@ -74,6 +80,7 @@ class TableRegion {
 
  private:
   static constexpr size_t kAlign = 16;
+  static constexpr size_t kMinBytes = 1024;
   size_t size_ = 0;
   std::byte* device_ = nullptr;
   std::byte* host_ = nullptr;
@@ -92,7 +99,6 @@ PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::W
   }
   if (!ssm) total_snapshots = 0;
   TableRegion region;
-  const size_t pages_at = attention ? region.Reserve<float*>(total_pages) : 0;
   const size_t row_tables_at = attention ? region.Reserve<float* const*>(row_count) : 0;
   const size_t positions_at = attention ? region.Reserve<int64_t>(row_count) : 0;
   const size_t cu_seqlens_at = region.Reserve<int64_t>(n + 1);
@@ -100,6 +106,7 @@ PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::W
   const size_t cu_snapshots_at = total_snapshots > 0 ? region.Reserve<int32_t>(n + 1) : 0;
   const size_t snapshots_at =
       total_snapshots > 0 ? region.Reserve<kernels::BlockSnapshot>(total_snapshots) : 0;
+  const size_t pages_at = attention ? region.Reserve<float*>(total_pages) : 0;  // last: it grows
   region.Allocate(ops, ws, host);
 
   PassTables tables;

@@ -4,8 +4,9 @@
 // prefill chunks and greedy decode steps. Set against what the device can do, measured in the
 // same run through its own backend: its copy bandwidth (a 1 GiB CopyRows; decode at batch 1
 // streams every weight once per token) and its GEMM rate (Linear at 2048³; prefill is
-// GEMM-bound). scripts/gpu-check.sh runs it with --device cuda. One markdown table, one row per
-// family and weight format.
+// GEMM-bound). On a GPU, decode runs a second time with CUDA graphs (--gpu-graphs), whose
+// tokens must be the same. scripts/gpu-check.sh runs it with --device cuda. One markdown table,
+// one row per family and weight format.
 //
 //   device_model_speed [--device cuda] [--prefill-tokens 512] [--decode-tokens 64]
 //                      [--weight-dtypes f32,bf16] [--threads N]
@@ -103,6 +104,12 @@ int Main(int argc, char** argv) {
   if (!device.ok()) return Fail("--device " + device_name, device.status());
   auto ops = (*device)->CreateOps({.threads = threads});
   if (!ops.ok()) return Fail("backend", ops.status());
+  std::unique_ptr<kernels::Ops> graph_ops;
+  if (!(*device)->on_host()) {
+    auto created = (*device)->CreateOps({.threads = threads, .cuda_graphs = true});
+    if (!created.ok()) return Fail("backend with CUDA graphs", created.status());
+    graph_ops = *std::move(created);
+  }
   const double bandwidth = MeasureCopyBandwidth(**ops);
   const double gemm_rate = MeasureGemmRate(**ops);
   if (bandwidth <= 0 || gemm_rate <= 0) {
@@ -114,9 +121,10 @@ int Main(int argc, char** argv) {
               gemm_rate / 1e9);
   std::printf(
       "| family | weights | params | weight MB | prefill tok/s (%lld) | prefill GFLOP/s | "
-      "÷ Linear 2048³ | decode tok/s (batch 1) | weight GB/s | ÷ copy bandwidth |\n",
+      "÷ Linear 2048³ | decode tok/s (batch 1) | weight GB/s | ÷ copy bandwidth | "
+      "decode tok/s, CUDA graphs | × |\n",
       static_cast<long long>(prefill_tokens));
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
   std::vector<int32_t> prompt(prefill_tokens);
   for (int64_t i = 0; i < prefill_tokens; ++i) prompt[i] = static_cast<int32_t>(3 + i * 7 % 16000);
@@ -146,7 +154,8 @@ int Main(int argc, char** argv) {
       engine::GenerateOptions options;
       options.max_new_tokens = static_cast<int32_t>(decode_tokens);
       options.prefill_chunk = prefill_tokens;  // the whole prompt in one pass
-      double prefill_best = 1e30, decode_best = 1e30;
+      double prefill_best = 1e30, decode_best = 1e30, graph_decode_best = 1e30;
+      std::vector<int32_t> tokens, graph_tokens;
       for (int rep = 0; rep < 3; ++rep) {  // the first also warms the backend's memory up
         auto result = engine::Generate(m, **ops, **pools, prompt, options);
         if (!result.ok()) return Fail(preset, result.status());
@@ -154,17 +163,37 @@ int Main(int argc, char** argv) {
         // The first new token comes from the prefill; the steps after it are decode.
         const double steps = std::max<double>(1, result->output_ids.size() - 1.0);
         decode_best = std::min(decode_best, result->decode_seconds / steps);
+        tokens = result->output_ids;
+      }
+      for (int rep = 0; graph_ops != nullptr && rep < 3; ++rep) {
+        auto result = engine::Generate(m, *graph_ops, **pools, prompt, options);
+        if (!result.ok()) return Fail(preset + " with CUDA graphs", result.status());
+        const double steps = std::max<double>(1, result->output_ids.size() - 1.0);
+        graph_decode_best = std::min(graph_decode_best, result->decode_seconds / steps);
+        graph_tokens = result->output_ids;
+      }
+      if (graph_ops != nullptr && graph_tokens != tokens) {
+        std::fprintf(stderr, "device_model_speed: %s: CUDA graphs decoded other tokens\n",
+                     preset.c_str());
+        return 1;
       }
       const bench::ModelFigures f = bench::Estimate(m);
       const double prefill_tps = prefill_tokens / prefill_best;
       const double decode_tps = 1.0 / decode_best;
       const double prefill_flops = prefill_tps * f.prefill_flops_per_token;
       const double weight_rate = decode_tps * f.decode_bytes_per_token;
-      std::printf("| %s | %s | %.1fM | %.0f | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f |\n",
+      std::string graphs = "– | –";
+      if (graph_ops != nullptr) {
+        char cell[64];
+        std::snprintf(cell, sizeof(cell), "%.1f | %.2f", 1.0 / graph_decode_best,
+                      decode_best / graph_decode_best);
+        graphs = cell;
+      }
+      std::printf("| %s | %s | %.1fM | %.0f | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f | %s |\n",
                   family.c_str(), std::string(models::WeightStorageName(storage)).c_str(),
                   f.params / 1e6, m.weight_bytes() / 1e6, prefill_tps, prefill_flops / 1e9,
                   prefill_flops / gemm_rate, decode_tps, weight_rate / 1e9,
-                  weight_rate / bandwidth);
+                  weight_rate / bandwidth, graphs.c_str());
       std::fflush(stdout);
     }
   }

@@ -92,6 +92,26 @@ bool CublasLinear::Takes(int64_t m, const WeightMatrix& w, int64_t ld_x, int64_t
          reinterpret_cast<uintptr_t>(w.data) % WeightElementBytes(w.format) == 0;
 }
 
+size_t CublasLinear::NarrowedElements(bool tensor_cores, int64_t m, const WeightMatrix& w) {
+  if (!tensor_cores || w.format == WeightFormat::kF32) return 0;
+  return static_cast<size_t>(m) * static_cast<size_t>(NarrowedLd(w.cols));
+}
+
+bool CublasLinear::NeedsToGrow(bool tensor_cores, int64_t m, const WeightMatrix& w) const {
+  return narrowed_.size() < NarrowedElements(tensor_cores, m, w);
+}
+
+std::string CublasLinear::Prepare(bool tensor_cores, int64_t m, const WeightMatrix& w) {
+  if (!NeedsToGrow(tensor_cores, m, w)) return "";
+  // Queued GEMMs may still read the buffer about to be freed.
+  cudaError_t status = cudaStreamSynchronize(stream_);
+  if (status == cudaSuccess) status = narrowed_.Allocate(NarrowedElements(tensor_cores, m, w));
+  if (status != cudaSuccess) {
+    return Shape(tensor_cores, m, w) + ": narrowed x: " + cudaGetErrorString(Handled(status));
+  }
+  return "";
+}
+
 std::string CublasLinear::Run(bool tensor_cores, const float* x, int64_t ld_x, int64_t m,
                               const WeightMatrix& w, const float* bias, float* y, int64_t ld_y) {
   const int n = static_cast<int>(w.rows), k = static_cast<int>(w.cols);
@@ -107,15 +127,7 @@ std::string CublasLinear::Run(bool tensor_cores, const float* x, int64_t ld_x, i
     const bool bf16 = w.format == WeightFormat::kBF16;
     type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
     ldb = NarrowedLd(w.cols);
-    const size_t need = static_cast<size_t>(m) * static_cast<size_t>(ldb);
-    if (narrowed_.size() < need) {
-      // Queued GEMMs may still read the buffer about to be freed.
-      cudaError_t status = cudaStreamSynchronize(stream_);
-      if (status == cudaSuccess) status = narrowed_.Allocate(need);
-      if (status != cudaSuccess) {
-        return Shape(tensor_cores, m, w) + ": narrowed x: " + cudaGetErrorString(Handled(status));
-      }
-    }
+    if (std::string failure = Prepare(tensor_cores, m, w); !failure.empty()) return failure;
     if (const cudaError_t status = NarrowRows(stream_, x, ld_x, m, k, bf16, narrowed_.get(), ldb);
         status != cudaSuccess) {
       return Shape(tensor_cores, m, w) + ": narrowing x: " + cudaGetErrorString(status);

@@ -56,6 +56,15 @@ class CublasLinear {
   std::string Run(bool tensor_cores, const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
                   const float* bias, float* y, int64_t ld_y);
 
+  // Whether Run would first have to grow its scratch for this product (the 16-bit copy of x on
+  // the tensor-core path), waiting for the stream's queued GEMMs that read the old one.
+  bool NeedsToGrow(bool tensor_cores, int64_t m, const WeightMatrix& w) const;
+  // Grows the scratch now if so, so that Run then neither allocates nor waits (it may be
+  // captured into a CUDA graph): "" or what failed.
+  std::string Prepare(bool tensor_cores, int64_t m, const WeightMatrix& w);
+  // Where that scratch is: a recorded Run is replayable only while it is the same.
+  const void* scratch() const { return narrowed_.get(); }
+
   const CublasLibrary& library() const { return *library_; }
 
  private:
@@ -69,6 +78,9 @@ class CublasLinear {
   std::shared_ptr<const CublasLibrary> library_;
   cublasHandle_t handle_;
   cudaStream_t stream_;
+  // Elements of the 16-bit copy of x that the product needs (0 on the fp32 path).
+  static size_t NarrowedElements(bool tensor_cores, int64_t m, const WeightMatrix& w);
+
   DeviceBuffer<std::byte> workspace_;
   // x rounded to 16 bits for the tensor-core path, grown to the largest m × k seen (warm-up:
   // the first prefill chunk through each matrix shape), never per token.

@@ -1,6 +1,7 @@
 #include "kernels/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -17,14 +18,66 @@
 namespace tandem::kernels::cuda {
 namespace {
 
+// The CudaOps whose pass this thread is recording, if any (one caller thread at a time).
+thread_local CudaOps* recording_on_this_thread = nullptr;
+
 class DeviceMemorySource final : public MemorySource {
  public:
   void* Allocate(size_t bytes) override {
     void* p = nullptr;
     return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;  // 256-byte aligned
   }
-  void Release(void* p) override { cudaFree(p); }
+  void Release(void* p) override {
+    // A recorded call may still name this block: it must reach the stream before the block goes
+    // (cudaFree waits for the work already queued that might use it).
+    if (recording_on_this_thread != nullptr) recording_on_this_thread->StopRecording();
+    cudaFree(p);
+  }
 };
+
+// Launch functions for what is not a kernel of ours, so that it records like one.
+cudaError_t CopyHostToDevice(cudaStream_t stream, void* device, const void* host, size_t bytes) {
+  return cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream);
+}
+
+// CublasLinear::Run as a launch function. `scratch` (the handle's scratch when recorded) is not
+// used: it is there to be signed, so that a graph is replayed only while the scratch its GEMMs
+// read is still the one they were captured with.
+std::string RunCublas(cudaStream_t, CublasLinear* cublas, const void* /*scratch*/,
+                      bool tensor_cores, const float* x, int64_t ld_x, int64_t m,
+                      const WeightMatrix& w, const float* bias, float* y, int64_t ld_y) {
+  return cublas->Run(tensor_cores, x, ld_x, m, w, bias, y, ld_y);
+}
+
+// MergeAttention's parts by value: the host list may be gone when a recorded call runs.
+struct PartList {
+  std::array<AttentionPart, kMaxParts> parts;
+  size_t count = 0;
+};
+cudaError_t MergeParts(cudaStream_t stream, const PartList& list, int64_t rows, int32_t heads,
+                       int32_t head_dim, float* out, int64_t ld_out, float* lse, int64_t ld_lse) {
+  return cuda::MergeAttention(stream, {list.parts.data(), list.count}, rows, heads, head_dim, out,
+                              ld_out, lse, ld_lse);
+}
+
+// Each launch argument into a signature: LaunchSignature's own types, and the CUDA backend's.
+template <typename T>
+void Sign(LaunchSignature& signature, const T& value) {
+  signature.Add(value);
+}
+void Sign(LaunchSignature& signature, const KeySplits& splits) {
+  signature.Add(splits.count);
+  signature.Add(splits.out);
+  signature.Add(splits.lse);
+}
+void Sign(LaunchSignature& signature, const PartList& list) {
+  signature.Add(list.count);
+  for (size_t i = 0; i < list.count; ++i) signature.Add(list.parts[i]);
+}
+
+void DestroyGraph(ReplayCache::Graph graph) {
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+}
 
 }  // namespace
 
@@ -41,6 +94,7 @@ std::unique_ptr<CudaOps> CudaOps::Create(int device, const CudaOpsOptions& optio
   Handled(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   std::unique_ptr<CudaOps> ops(new CudaOps(device, stream, std::max(multiprocessors, 1)));
   ops->tensor_core_matmul_ = options.tensor_core_matmul;
+  if (options.graphs) ops->replay_ = std::make_unique<ReplayCache>(&DestroyGraph);
   // Without cuBLAS every product still has a kernel of ours: the reason is kept, not returned.
   std::shared_ptr<const CublasLibrary> library =
       options.cublas_library.empty()
@@ -57,8 +111,11 @@ CudaOps::CudaOps(int device, cudaStream_t stream, int multiprocessors)
     : device_(device), multiprocessors_(multiprocessors), stream_(stream) {}
 
 CudaOps::~CudaOps() {
+  StopRecording();  // what was recorded runs, like what was launched
+  if (recording_on_this_thread == this) recording_on_this_thread = nullptr;
   cublas_.reset();  // it waits for its GEMMs on the stream destroyed below
   cudaStreamSynchronize(stream_);
+  replay_.reset();
   cudaStreamDestroy(stream_);
   if (staging_ != nullptr) cudaFreeHost(staging_);
 }
@@ -78,16 +135,99 @@ void CudaOps::Record(std::string failure) {
   if (!failure.empty() && error_.empty()) error_ = std::move(failure);
 }
 
+template <auto Kernel, typename... Args>
+void CudaOps::Launch(const char* op, const Args&... args) {
+  if (!Ok()) return;
+  if (!pass_open_) {
+    pass_open_ = true;
+    recording_ = replay_ != nullptr;
+    if (recording_) recording_on_this_thread = this;
+  }
+  if (!recording_) {
+    Record(Kernel(stream_, args...), op);
+    return;
+  }
+  signature_.Add(static_cast<const void*>(op));  // a literal: its address names the op
+  (Sign(signature_, args), ...);
+  calls_.Add([this, op, args...] {
+    if (Ok()) Record(Kernel(stream_, args...), op);
+  });
+}
+
+void CudaOps::StopRecording() {
+  if (!recording_) return;
+  recording_ = false;
+  if (recording_on_this_thread == this) recording_on_this_thread = nullptr;
+  calls_.RunAll();
+  calls_.Clear();
+  signature_.Clear();
+}
+
+void CudaOps::FinishPass() {
+  // The read-back's own launches (argmax, sampling and their uploads) run as they come: the
+  // pass stays open, unrecorded, until Synchronize closes it.
+  pass_open_ = true;
+  if (!recording_) return;
+  recording_ = false;
+  if (recording_on_this_thread == this) recording_on_this_thread = nullptr;
+  if (Ok() && !calls_.empty()) {
+    const ReplayCache::Decision decision = replay_->Decide(signature_);
+    switch (decision.plan) {
+      case ReplayCache::Plan::kReplay:
+        Record(cudaGraphLaunch(static_cast<cudaGraphExec_t>(decision.graph), stream_),
+               "CUDA graph launch");
+        break;
+      case ReplayCache::Plan::kCapture:
+        CaptureAndLaunch();
+        break;
+      case ReplayCache::Plan::kRunEagerly:
+        calls_.RunAll();
+        break;
+    }
+  }
+  calls_.Clear();
+  signature_.Clear();
+}
+
+void CudaOps::CaptureAndLaunch() {
+  // Relaxed: the launch functions may query the device or set a kernel's attributes while the
+  // stream is capturing; nothing here synchronizes.
+  cudaError_t status = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (status == cudaSuccess) {
+    calls_.RunAll();  // into the graph: nothing runs yet
+    status = cudaStreamEndCapture(stream_, &graph);
+    if (status == cudaSuccess && Ok()) status = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+  if (Handled(status) != cudaSuccess || !Ok()) {
+    // Nothing ran: a call the capture could not hold, or a refused launch. Run the calls as they
+    // are, which reports a launch's own failure, and never capture this pass again.
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    error_.clear();
+    replay_->Refuse(signature_);
+    calls_.RunAll();
+    return;
+  }
+  replay_->Store(signature_, exec);
+  Record(cudaGraphLaunch(exec, stream_), "CUDA graph launch");
+}
+
 std::string CudaOps::Synchronize() {
+  FinishPass();
   Record(cudaStreamSynchronize(stream_), "synchronize");
   staged_ = 0;  // the stream has consumed every staged upload
+  pass_open_ = false;
   return std::exchange(error_, std::string());
 }
 
 std::byte* CudaOps::Stage(size_t bytes) {
   constexpr size_t kAlign = 16;
   if (staged_ + bytes > staging_capacity_) {
-    // Copies still queued may read the staged bytes: wait for them before reusing or freeing.
+    // Copies still queued (or recorded) may read the staged bytes: wait for them before reusing
+    // or freeing.
+    StopRecording();
     Record(cudaStreamSynchronize(stream_), "upload staging");
     staged_ = 0;
     if (bytes > staging_capacity_) {
@@ -109,6 +249,7 @@ std::byte* CudaOps::Stage(size_t bytes) {
 void CudaOps::BindCallingThread() { Record(cudaSetDevice(device_), "bind thread"); }
 
 std::string CudaOps::ReadBack(const float* src, size_t count, float* dst) {
+  FinishPass();
   if (Ok() && count > 0) {
     Record(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToHost, stream_),
            "read back");
@@ -118,12 +259,16 @@ std::string CudaOps::ReadBack(const float* src, size_t count, float* dst) {
 
 template <typename T>
 bool CudaOps::Reserve(DeviceBuffer<T>& buffer, size_t count, const char* op) {
-  if (Ok() && buffer.size() < count) Record(buffer.Allocate(count), op);
+  if (Ok() && buffer.size() < count) {
+    StopRecording();  // recorded calls may name the buffer about to be freed
+    Record(buffer.Allocate(count), op);
+  }
   return Ok();
 }
 
 std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
                                     int32_t* out) {
+  FinishPass();
   if (rows <= 0 || !Reserve(tokens_, static_cast<size_t>(rows), "read back argmax")) {
     return Synchronize();
   }
@@ -139,6 +284,7 @@ std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t ro
 std::string CudaOps::ReadBackSampled(const float* src, int64_t ld_src, int64_t cols,
                                      std::span<const SamplingRow> rules,
                                      std::span<const PenaltyToken> seen, SampledToken* out) {
+  FinishPass();
   const int64_t rows = static_cast<int64_t>(rules.size());
   const char* op = "read back sampled";
   if (rows <= 0 || cols <= 0 || !Reserve(sampled_, rules.size(), op) ||
@@ -169,12 +315,13 @@ void CudaOps::CopyToDevice(void* device, const void* host, size_t bytes, const c
   // it (no pinned memory to be had) a copy from pageable memory still works, more slowly: it
   // returns once `host` has been read.
   std::byte* staged = Stage(bytes);
-  const void* from = host;
-  if (staged != nullptr) {
-    std::memcpy(staged, host, bytes);
-    from = staged;
+  if (staged == nullptr) {
+    StopRecording();  // `host` is only good until this returns
+    Record(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), op);
+    return;
   }
-  Record(cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream_), op);
+  std::memcpy(staged, host, bytes);
+  Launch<&CopyHostToDevice>(op, device, static_cast<const void*>(staged), bytes);
 }
 
 template <typename T>
@@ -188,17 +335,20 @@ void CudaOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix
                      const float* bias, float* y, int64_t ld_y) {
   if (!Ok()) return;
   if (cublas_ != nullptr && CublasLinear::Takes(m, w, ld_x, ld_y, tensor_core_matmul_)) {
-    Record(cublas_->Run(tensor_core_matmul_, x, ld_x, m, w, bias, y, ld_y));
+    // cuBLAS captures into a graph like our kernels (its workspace is its own), as long as it
+    // neither allocates nor waits there: its scratch grows now, outside any recorded call.
+    if (cublas_->NeedsToGrow(tensor_core_matmul_, m, w)) StopRecording();
+    Record(cublas_->Prepare(tensor_core_matmul_, m, w));
+    Launch<&RunCublas>("cuBLAS Linear", cublas_.get(), cublas_->scratch(), tensor_core_matmul_, x,
+                       ld_x, m, w, bias, y, ld_y);
     ++cublas_linear_calls_;
     return;
   }
-  Record(cuda::Linear(stream_, x, ld_x, m, w, bias, y, ld_y), "Linear");
+  Launch<&cuda::Linear>("Linear", x, ld_x, m, w, bias, y, ld_y);
 }
 
 bool CudaOps::UploadIds(std::span<const int32_t> ids, const char* op) {
-  if (!Ok()) return false;
-  if (ids_.size() < ids.size()) Record(ids_.Allocate(ids.size()), op);
-  if (!Ok()) return false;
+  if (!Reserve(ids_, ids.size(), op)) return false;
   CopyToDevice(ids_.get(), ids.data(), ids.size_bytes(), op);  // the span may go after this
   return Ok();
 }
@@ -206,18 +356,16 @@ bool CudaOps::UploadIds(std::span<const int32_t> ids, const char* op) {
 void CudaOps::GatherRows(const WeightMatrix& table, std::span<const int32_t> ids, float* out,
                          int64_t ld_out) {
   if (ids.empty() || !UploadIds(ids, "GatherRows ids")) return;
-  Record(
-      cuda::GatherRows(stream_, table, ids_.get(), static_cast<int64_t>(ids.size()), out, ld_out),
-      "GatherRows");
+  Launch<&cuda::GatherRows>("GatherRows", table, static_cast<const int32_t*>(ids_.get()),
+                            static_cast<int64_t>(ids.size()), out, ld_out);
 }
 
 void CudaOps::IndexedCopy(bool scatter, const float* src, int64_t ld_src,
                           std::span<const int32_t> rows, int64_t cols, float* dst, int64_t ld_dst) {
   const char* op = scatter ? "ScatterRowsTo" : "GatherRowsAt";
   if (rows.empty() || !UploadIds(rows, op)) return;
-  Record(cuda::IndexedCopyRows(stream_, scatter, src, ld_src, ids_.get(),
-                               static_cast<int64_t>(rows.size()), cols, dst, ld_dst),
-         op);
+  Launch<&cuda::IndexedCopyRows>(op, scatter, src, ld_src, static_cast<const int32_t*>(ids_.get()),
+                                 static_cast<int64_t>(rows.size()), cols, dst, ld_dst);
 }
 
 void CudaOps::GatherRowsAt(const float* src, int64_t ld_src, std::span<const int32_t> rows,
@@ -232,12 +380,12 @@ void CudaOps::ScatterRowsTo(const float* src, int64_t ld_src, std::span<const in
 
 void CudaOps::CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                        int64_t ld_dst) {
-  if (Ok()) Record(cuda::CopyRows(stream_, src, ld_src, rows, cols, dst, ld_dst), "CopyRows");
+  Launch<&cuda::CopyRows>("CopyRows", src, ld_src, rows, cols, dst, ld_dst);
 }
 
 void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                       int64_t ld_dst) {
-  if (Ok()) Record(cuda::AddRows(stream_, src, ld_src, rows, cols, dst, ld_dst), "AddRows");
+  Launch<&cuda::AddRows>("AddRows", src, ld_src, rows, cols, dst, ld_dst);
 }
 
 const void* CudaOps::TableBytes(const void* host, size_t bytes, Workspace& ws) {
@@ -250,41 +398,32 @@ void CudaOps::UploadTables(void* device, const void* host, size_t bytes) {
 
 void CudaOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                       float eps, float* out, int64_t ld_out) {
-  if (Ok()) Record(cuda::RmsNorm(stream_, x, ld_x, rows, dim, weight, eps, out, ld_out), "RmsNorm");
+  Launch<&cuda::RmsNorm>("RmsNorm", x, ld_x, rows, dim, weight, eps, out, ld_out);
 }
 
 void CudaOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
                            int64_t dim, int32_t groups, const float* weight, float eps, float* out,
                            int64_t ld_out) {
-  if (Ok()) {
-    Record(
-        cuda::GatedRmsNorm(stream_, y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out, ld_out),
-        "GatedRmsNorm");
-  }
+  Launch<&cuda::GatedRmsNorm>("GatedRmsNorm", y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out,
+                              ld_out);
 }
 
 void CudaOps::Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
                    int64_t start_pos, float theta) {
-  if (Ok()) {
-    Record(cuda::Rope(stream_, x, ld_x, tokens, heads, head_dim, start_pos, nullptr, theta),
-           "Rope");
-  }
+  Launch<&cuda::Rope>("Rope", x, ld_x, tokens, heads, head_dim, start_pos,
+                      static_cast<const int64_t*>(nullptr), theta);
 }
 
 void CudaOps::RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
                      const int64_t* positions, float theta) {
-  if (Ok()) {
-    Record(cuda::Rope(stream_, x, ld_x, rows, heads, head_dim, 0, positions, theta), "RopeAt");
-  }
+  Launch<&cuda::Rope>("RopeAt", x, ld_x, rows, heads, head_dim, int64_t{0}, positions, theta);
 }
 
 void CudaOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                               int64_t ld_up, int64_t rows, int64_t cols, float* out,
                               int64_t ld_out) {
-  if (Ok()) {
-    Record(cuda::GatedActivation(stream_, act, gate, ld_gate, up, ld_up, rows, cols, out, ld_out),
-           "GatedActivation");
-  }
+  Launch<&cuda::GatedActivation>("GatedActivation", act, gate, ld_gate, up, ld_up, rows, cols, out,
+                                 ld_out);
 }
 
 bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count, const void* const** weights,
@@ -299,8 +438,9 @@ bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count, const vo
   // otherwise grow the map without end.
   constexpr size_t kMaxLayers = 4096;
   if (expert_tables_.size() >= kMaxLayers && expert_tables_.count(matrices) == 0) {
-    // Queued kernels may still read the tables about to be freed (the wait keeps any error for
-    // the pass's read-back to report).
+    // Queued (or recorded) kernels may still read the tables about to be freed (the wait keeps
+    // any error for the pass's read-back to report).
+    StopRecording();
     Record(cudaStreamSynchronize(stream_), "Moe tables");
     expert_tables_.clear();
   }
@@ -356,67 +496,62 @@ void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
   int64_t* offsets = ws.Array<int64_t>(E + 1);
   int32_t* rows = ws.Array<int32_t>(entries);
   int32_t* position = ws.Array<int32_t>(entries);
-  if (Ok()) {
-    Record(cuda::MoeRoute(stream_, logits, T, E, K, a.renormalize, chosen, weights), "Moe route");
-  }
-  if (Ok()) {
-    Record(cuda::MoeBucket(stream_, chosen, T, E, K, offsets, rows, position), "Moe bucket");
-  }
+  Launch<&cuda::MoeRoute>("Moe route", static_cast<const float*>(logits), T, E, K, a.renormalize,
+                          chosen, weights);
+  Launch<&cuda::MoeBucket>("Moe bucket", static_cast<const int32_t*>(chosen), T, E, K, offsets,
+                           rows, position);
   // The bucketed rows (expert e's at [offsets[e], offsets[e+1])); an expert has at most T.
   float* xin = ws.Floats(entries * a.ld_x);
   float* gu = ws.Floats(entries * 2 * I);
   float* yout = ws.Floats(entries * H);
   const WeightMatrix tokens = WeightMatrix::F32(a.x, T, a.ld_x);
-  if (Ok()) Record(cuda::GatherRows(stream_, tokens, rows, entries, xin, a.ld_x), "Moe gather");
-  if (Ok()) {
-    Record(cuda::GroupedLinear(stream_, xin, a.ld_x, T, offsets, E, a.gate_up[0].format, gate_up,
-                               gate_up_scales, 2 * I, H, gu, 2 * I),
-           "Moe gate_up");
-  }
+  Launch<&cuda::GatherRows>("Moe gather", tokens, static_cast<const int32_t*>(rows), entries, xin,
+                            a.ld_x);
+  Launch<&cuda::GroupedLinear>("Moe gate_up", static_cast<const float*>(xin), a.ld_x, T,
+                               static_cast<const int64_t*>(offsets), E, a.gate_up[0].format,
+                               gate_up, gate_up_scales, 2 * I, H, gu, 2 * I);
   GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, entries, I, gu, 2 * I);
-  if (Ok()) {
-    Record(cuda::GroupedLinear(stream_, gu, 2 * I, T, offsets, E, a.down[0].format, down,
-                               down_scales, H, I, yout, H),
-           "Moe down");
-  }
-  if (Ok()) {
-    Record(cuda::MoeCombine(stream_, yout, H, position, weights, T, K, H, a.out, a.ld_out),
-           "Moe combine");
-  }
+  Launch<&cuda::GroupedLinear>("Moe down", static_cast<const float*>(gu), 2 * I, T,
+                               static_cast<const int64_t*>(offsets), E, a.down[0].format, down,
+                               down_scales, H, I, yout, H);
+  Launch<&cuda::MoeCombine>("Moe combine", static_cast<const float*>(yout), H,
+                            static_cast<const int32_t*>(position),
+                            static_cast<const float*>(weights), T, K, H, a.out, a.ld_out);
 }
 
 void CudaOps::CausalConv1d(const CausalConvArgs& args) {
-  if (Ok()) Record(cuda::CausalConv1d(stream_, args), "CausalConv1d");
+  if (!args.snapshots.empty()) StopRecording();  // a host list, read at launch
+  Launch<&cuda::CausalConv1d>("CausalConv1d", args);
 }
 
 void CudaOps::CausalConv1dStep(const CausalConvArgs& args) { CausalConv1d(args); }
 
 void CudaOps::SelectiveScan(const SelectiveScanArgs& args) {
-  if (Ok()) Record(cuda::SelectiveScan(stream_, args), "SelectiveScan");
+  if (!args.snapshots.empty()) StopRecording();  // a host list, read at launch
+  Launch<&cuda::SelectiveScan>("SelectiveScan", args);
 }
 
 void CudaOps::SelectiveStateUpdate(const SelectiveScanArgs& args) { SelectiveScan(args); }
 
 void CudaOps::SsdScan(const SsdScanArgs& args, Workspace&) {
-  if (Ok()) Record(cuda::SsdScan(stream_, args), "SsdScan");
+  if (!args.snapshots.empty()) StopRecording();  // a host list, read at launch
+  Launch<&cuda::SsdScan>("SsdScan", args);
 }
 
 void CudaOps::SsdStateUpdate(const SsdScanArgs& args) {
-  if (Ok()) Record(cuda::SsdScan(stream_, args), "SsdStateUpdate");
+  if (!args.snapshots.empty()) StopRecording();
+  Launch<&cuda::SsdScan>("SsdStateUpdate", args);
 }
 
 void CudaOps::WriteKv(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t tokens,
                       int64_t start_pos, const PagedKv& kv) {
-  if (Ok()) Record(cuda::WriteKv(stream_, k, ld_k, v, ld_v, tokens, start_pos, kv), "WriteKv");
+  Launch<&cuda::WriteKv>("WriteKv", k, ld_k, v, ld_v, tokens, start_pos, kv);
 }
 
 void CudaOps::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, int64_t rows,
                         float* const* const* page_tables, const int64_t* positions,
                         const PagedKv& kv) {
-  if (Ok()) {
-    Record(cuda::WriteKvAt(stream_, k, ld_k, v, ld_v, rows, page_tables, positions, kv),
-           "WriteKvAt");
-  }
+  Launch<&cuda::WriteKvAt>("WriteKvAt", k, ld_k, v, ld_v, rows, page_tables, positions, kv);
 }
 
 namespace {
@@ -439,10 +574,8 @@ void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
   if (a.page_tables != nullptr) {
     const cuda::KeySplits splits = SplitsFrom(ws, cuda::DecodeAttentionSplits(a, multiprocessors_),
                                               a.tokens, a.heads, a.kv.head_dim);
-    if (Ok()) {
-      Record(cuda::DecodeAttention(stream_, a, splits, tensor_core_precision()),
-             "Attention (rows with tables)");
-    }
+    Launch<&cuda::DecodeAttention>("Attention (rows with tables)", a, splits,
+                                   tensor_core_precision());
     return;
   }
   PartialAttentionArgs p;
@@ -465,10 +598,7 @@ void CudaOps::PartialAttention(const PartialAttentionArgs& args, Workspace& ws) 
   const cuda::KeySplits splits =
       SplitsFrom(ws, cuda::PartialAttentionSplits(args, multiprocessors_), args.rows, args.heads,
                  args.kv.head_dim);
-  if (Ok()) {
-    Record(cuda::PartialAttention(stream_, args, splits, tensor_core_precision()),
-           "PartialAttention");
-  }
+  Launch<&cuda::PartialAttention>("PartialAttention", args, splits, tensor_core_precision());
 }
 
 // The contract is PartialAttention's without a mask; every row reads the same pages. (Batching
@@ -495,10 +625,14 @@ void CudaOps::SharedPrefixAttention(const SharedPrefixAttentionArgs& a, Workspac
 void CudaOps::MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
                              int32_t head_dim, float* out, int64_t ld_out, float* lse,
                              int64_t ld_lse) {
-  if (Ok()) {
-    Record(cuda::MergeAttention(stream_, parts, rows, heads, head_dim, out, ld_out, lse, ld_lse),
-           "MergeAttention");
+  if (parts.size() > kMaxParts) {
+    Record(cudaErrorInvalidValue, "MergeAttention: more parts than kMaxParts");
+    return;
   }
+  PartList list;
+  std::copy(parts.begin(), parts.end(), list.parts.begin());
+  list.count = parts.size();
+  Launch<&MergeParts>("MergeAttention", list, rows, heads, head_dim, out, ld_out, lse, ld_lse);
 }
 
 }  // namespace tandem::kernels::cuda

@@ -8,6 +8,16 @@
 // Work is enqueued on the object's stream. Ops return nothing, so the first failure (a refused
 // argument or a failed launch) is kept, later ops are skipped, and Synchronize() reports it:
 // one bad call cannot be followed by work on garbage unnoticed. One caller thread at a time.
+//
+// With CUDA graphs on (CudaOpsOptions::graphs), a pass's launches are recorded instead of issued
+// and go to the stream at the pass's end (the first read-back): a decode step of a small model
+// is hundreds of short kernels, and launching them one by one costs more than running them.
+// Each launch adds its name and arguments to the pass's LaunchSignature. A pass whose signature
+// was seen before is captured into a graph; one whose signature has a graph launches only that
+// (kernels/replay_cache.h). The kernels are the same and their arguments byte-equal, so a
+// replay computes exactly what launching the calls would. What a graph cannot hold ends the
+// recording and the rest of the pass runs eagerly: cuBLAS GEMMs, uploads that cannot be staged,
+// host lists read at launch (single-sequence snapshot lists), buffers that grow.
 #ifndef TANDEM_KERNELS_CUDA_CUDA_OPS_H_
 #define TANDEM_KERNELS_CUDA_CUDA_OPS_H_
 
@@ -17,11 +27,15 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/deferred_calls.h"
+#include "kernels/launch_signature.h"
 #include "kernels/ops.h"
+#include "kernels/replay_cache.h"
 #include "kernels/workspace.h"
 
 namespace tandem::kernels::cuda {
@@ -37,6 +51,9 @@ struct CudaOpsOptions {
   bool tensor_core_matmul = false;
   // Where cuBLAS is: "" searches for it (CublasLibrary::Default); a path is the only place tried.
   std::string cublas_library;
+  // Record each pass and replay repeated ones from CUDA graphs (see above). Same results; fewer
+  // launches from the host.
+  bool graphs = false;
 };
 
 class CudaOps final : public Ops {
@@ -59,6 +76,14 @@ class CudaOps final : public Ops {
   // Linear calls handed to cuBLAS so far (tests check which path a product took).
   int64_t cublas_linear_calls() const { return cublas_linear_calls_; }
   void set_tensor_core_matmul(bool on) { tensor_core_matmul_ = on; }
+  // Whether passes are recorded for CUDA graphs, and how many were replayed from one or captured
+  // into one so far (tests check that a steady decode replays).
+  bool graphs() const { return replay_ != nullptr; }
+  int64_t graph_replays() const { return replay_ ? replay_->replays() : 0; }
+  int64_t graph_captures() const { return replay_ ? replay_->captures() : 0; }
+  // Sends what the current pass recorded to the stream now and runs the rest of the pass eagerly
+  // (the activation memory calls it before freeing a block the recorded calls may use).
+  void StopRecording();
   bool tensor_core_matmul() const { return tensor_core_matmul_; }
   // The tiled attention's precision that tensor_core_matmul() asks for.
   TensorCorePrecision tensor_core_precision() const {
@@ -138,6 +163,16 @@ class CudaOps final : public Ops {
   void Record(cudaError_t status, const char* op);
   // The same for a failure already described ("" is none).
   void Record(std::string failure);
+  // The same for a launch function that describes its own failures (`op` is in them).
+  void Record(std::string failure, const char* /*op*/) { Record(std::move(failure)); }
+  // Enqueues `Kernel(stream_, args...)` (a launch function of the cuda:: kernels), or records it
+  // for the pass's end while the pass is being recorded.
+  template <auto Kernel, typename... Args>
+  void Launch(const char* op, const Args&... args);
+  // The pass's end (a read-back's start): its recorded calls replayed from a graph, captured
+  // into one, or run; what follows until Synchronize runs eagerly.
+  void FinishPass();
+  void CaptureAndLaunch();
   // `count` values copied into device scratch from `ws` (enqueued on the stream, through the
   // pinned staging buffer: `host` may be reused as soon as this returns).
   template <typename T>
@@ -158,6 +193,13 @@ class CudaOps final : public Ops {
   std::string cublas_status_;
   int64_t cublas_linear_calls_ = 0;
   bool tensor_core_matmul_ = false;
+  // CUDA graphs (null when off). A pass is open from its first launch to the Synchronize that
+  // ends its read-back; it is recorded from its start until FinishPass or StopRecording.
+  std::unique_ptr<ReplayCache> replay_;
+  bool pass_open_ = false;
+  bool recording_ = false;
+  DeferredCalls calls_;
+  LaunchSignature signature_;
   // Pinned host memory the uploads of a pass go through (tables, MoE's expert pointers).
   std::byte* staging_ = nullptr;
   size_t staging_capacity_ = 0;

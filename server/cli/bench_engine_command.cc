@@ -16,8 +16,8 @@
 #include "nlohmann/json.hpp"
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
-#include "server/cli/model_flags.h"
 #include "server/cli/engine_replay.h"
+#include "server/cli/model_flags.h"
 
 namespace tandem::cli {
 namespace {
@@ -46,6 +46,7 @@ const std::vector<FlagSpec>& BenchFlags() {
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
+      GpuGraphsFlagSpec(),
       {"fast-kernels", false,
        "not batch-invariant: faster prefill GEMMs, logits move by rounding with batch and cache"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
@@ -174,6 +175,8 @@ int RunBenchEngine(int argc, char** argv) {
     config.batch_invariant = !args->Has("fast-kernels");
     TANDEM_ASSIGN_OR_RETURN(config.tensor_core_matmul,
                             ReadGpuTensorCores(*args, args->String("device").value_or("cpu")));
+    TANDEM_ASSIGN_OR_RETURN(config.cuda_graphs,
+                            ReadGpuGraphs(*args, args->String("device").value_or("cpu")));
     TANDEM_ASSIGN_OR_RETURN(int64_t running, PositiveInt(*args, "max-running", 32));
     config.scheduler.max_running = static_cast<int32_t>(std::min<int64_t>(running, 4096));
     TANDEM_ASSIGN_OR_RETURN(config.scheduler.step_tokens, PositiveInt(*args, "step-tokens", 512));

@@ -49,6 +49,7 @@ const std::vector<FlagSpec>& GenerateFlags() {
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
+      GpuGraphsFlagSpec(),
       {"backend", true, "on the CPU: cpu (default) or reference (slow plain loops)"},
       {"zamba2-dt-clamp", true,
        "none (default, the model as trained) or time_step_min (as transformers' CPU path)"},
@@ -69,6 +70,7 @@ struct Settings {
   bool reference_backend = false;
   std::string device = "cpu";
   bool tensor_core_matmul = false;
+  bool cuda_graphs = false;
 };
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
@@ -156,6 +158,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
     return absl::InvalidArgumentError("--backend reference runs on the CPU only (--device cpu)");
   }
   TANDEM_ASSIGN_OR_RETURN(s.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
+  TANDEM_ASSIGN_OR_RETURN(s.cuda_graphs, ReadGpuGraphs(args, s.device));
   const std::string clamp = args.String("zamba2-dt-clamp").value_or("none");
   if (clamp == "time_step_min") {
     s.load.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
@@ -222,9 +225,10 @@ absl::Status Run(const Settings& settings) {
   if (settings.reference_backend) {
     ops = kernels::MakeReferenceOps();
   } else {
-    TANDEM_ASSIGN_OR_RETURN(
-        ops, device->CreateOps(
-                 {.threads = settings.threads, .tensor_core_matmul = settings.tensor_core_matmul}));
+    TANDEM_ASSIGN_OR_RETURN(ops,
+                            device->CreateOps({.threads = settings.threads,
+                                               .tensor_core_matmul = settings.tensor_core_matmul,
+                                               .cuda_graphs = settings.cuda_graphs}));
   }
   engine::GenerateOptions options = settings.options;
   options.stop_token_ids = model->config().eos_token_ids;

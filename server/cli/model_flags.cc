@@ -31,8 +31,7 @@ FlagSpec DeviceFlagSpec() {
 }
 
 absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> OpenDevice(const std::string& name) {
-  absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> device =
-      engine::ComputeDevice::Open(name);
+  absl::StatusOr<std::unique_ptr<engine::ComputeDevice>> device = engine::ComputeDevice::Open(name);
   if (!device.ok()) {
     return absl::Status(device.status().code(),
                         absl::StrCat("--device: ", device.status().message()));
@@ -47,13 +46,34 @@ FlagSpec GpuTensorCoresFlagSpec() {
           "1e-3 (default: exact fp32 products)"};
 }
 
-absl::StatusOr<bool> ReadGpuTensorCores(const Args& args, const std::string& device) {
-  if (!args.Has("gpu-tensor-cores")) return false;
+namespace {
+
+// A switch that only a GPU reads: refused on the CPU, where it would silently do nothing.
+absl::StatusOr<bool> ReadGpuSwitch(const Args& args, const std::string& flag,
+                                   const std::string& device) {
+  if (!args.Has(flag)) return false;
   if (device == "cpu") {
     return absl::InvalidArgumentError(
-        absl::StrCat(args.Source("gpu-tensor-cores"), " needs a GPU (--device cuda or cuda:N)"));
+        absl::StrCat(args.Source(flag), " needs a GPU (--device cuda or cuda:N)"));
   }
   return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> ReadGpuTensorCores(const Args& args, const std::string& device) {
+  return ReadGpuSwitch(args, "gpu-tensor-cores", device);
+}
+
+FlagSpec GpuGraphsFlagSpec() {
+  return {"gpu-graphs", false,
+          "on --device cuda, replay repeated passes (decode steps of the same batch size) from "
+          "CUDA graphs instead of launching each kernel: the same results, less host time per "
+          "token (default: off until measured on more GPUs)"};
+}
+
+absl::StatusOr<bool> ReadGpuGraphs(const Args& args, const std::string& device) {
+  return ReadGpuSwitch(args, "gpu-graphs", device);
 }
 
 }  // namespace tandem::cli

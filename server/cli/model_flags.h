@@ -30,6 +30,11 @@ FlagSpec GpuTensorCoresFlagSpec();
 // where it would silently do nothing.
 absl::StatusOr<bool> ReadGpuTensorCores(const Args& args, const std::string& device);
 
+// --gpu-graphs: repeated passes replayed from CUDA graphs (engine::ComputeOptions::cuda_graphs).
+FlagSpec GpuGraphsFlagSpec();
+// Whether the flag is on; InvalidArgument on the CPU, like ReadGpuTensorCores.
+absl::StatusOr<bool> ReadGpuGraphs(const Args& args, const std::string& device);
+
 }  // namespace tandem::cli
 
 #endif  // TANDEM_SERVER_CLI_MODEL_FLAGS_H_

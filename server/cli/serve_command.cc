@@ -18,8 +18,8 @@
 #include "server/cli/args.h"
 #include "server/cli/bundled_model.h"
 #include "server/cli/commands.h"
-#include "server/cli/model_flags.h"
 #include "server/cli/config_sources.h"
+#include "server/cli/model_flags.h"
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/served_model.h"
 #include "server/grpc/service_state.h"
@@ -51,6 +51,7 @@ const std::vector<FlagSpec>& ServeFlags() {
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
+      GpuGraphsFlagSpec(),
       {"page-size", true, "tokens per KV page (default 16)"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per engine step (default 512)"},
@@ -244,6 +245,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(s.load.weight_storage, ReadWeightDType(args));
   s.device = args.String("device").value_or("cpu");
   TANDEM_ASSIGN_OR_RETURN(e.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
+  TANDEM_ASSIGN_OR_RETURN(e.cuda_graphs, ReadGpuGraphs(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65536, 32));
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));

@@ -100,6 +100,8 @@ TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
        "--weight-dtype: unknown weight dtype \"fp8\""},
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --gpu-tensor-cores",
        "--gpu-tensor-cores needs a GPU (--device cuda or cuda:N)"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --gpu-graphs",
+       "--gpu-graphs needs a GPU (--device cuda or cuda:N)"},
       {"frobnicate", "unknown command"},
   };
   for (const Case& c : cases) {

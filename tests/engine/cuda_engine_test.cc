@@ -91,10 +91,11 @@ TEST_P(CudaEngineTest, ServesTheCpusOutputsAndRestoresOnTheDevice) {
 }
 
 // Generate from the same prompt of `prompt_tokens` on the CPU (`want`) and on the GPU, its backend
-// made with `gpu_options` (`got`).
+// made with `gpu_options` (`got`); `graph_replays`, when given, receives how many passes the GPU
+// replayed from CUDA graphs.
 void GenerateOnBoth(const std::string& family, const ComputeOptions& gpu_options,
                     const GenerateOptions& options, int64_t prompt_tokens, GenerateResult* want,
-                    GenerateResult* got) {
+                    GenerateResult* got, int64_t* graph_replays = nullptr) {
   auto gpu = ComputeDevice::Open("cuda");
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   auto on_gpu = LoadOn(family, **gpu);
@@ -119,6 +120,11 @@ void GenerateOnBoth(const std::string& family, const ComputeOptions& gpu_options
   auto on_device = Generate(*on_gpu, **gpu_ops, **device_pools, prompt, options);
   ASSERT_TRUE(on_host.ok()) << on_host.status();
   ASSERT_TRUE(on_device.ok()) << on_device.status();
+  if (graph_replays != nullptr) {
+    const auto* cuda = dynamic_cast<const kernels::cuda::CudaOps*>(gpu_ops->get());
+    ASSERT_NE(cuda, nullptr);
+    *graph_replays = cuda->graph_replays();
+  }
   *want = *std::move(on_host);
   *got = *std::move(on_device);
 }
@@ -149,6 +155,61 @@ TEST_P(CudaEngineTest, TensorCoresStayNearTheCpu) {
   ASSERT_NO_FATAL_FAILURE(
       GenerateOnBoth(GetParam(), {.tensor_core_matmul = true}, options, 96, &want, &got));
   EXPECT_TRUE(testing::LogitsNear(got.logits, want.logits, 1e-2f));
+}
+
+// --gpu-graphs: the decode steps replayed from CUDA graphs compute exactly what launching their
+// kernels one by one does: the same kernels with byte-equal arguments, so the same bits.
+TEST_P(CudaEngineTest, GraphsReplayTheSameLogitsBitForBit) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  GenerateOptions options;
+  options.max_new_tokens = 12;
+  options.prefill_chunk = 20;
+  options.record_logits = true;
+  GenerateResult cpu, launched, replayed;
+  int64_t replays = 0;
+  ASSERT_NO_FATAL_FAILURE(GenerateOnBoth(GetParam(), {}, options, 33, &cpu, &launched));
+  ASSERT_NO_FATAL_FAILURE(
+      GenerateOnBoth(GetParam(), {.cuda_graphs = true}, options, 33, &cpu, &replayed, &replays));
+  EXPECT_EQ(replayed.output_ids, launched.output_ids);
+  EXPECT_EQ(replayed.logits, launched.logits);
+  // Twelve decode steps of one row: the first runs, the second is captured, the rest replay.
+  EXPECT_GE(replays, 8);
+}
+
+// The serving engine with --gpu-graphs: three requests at once whose batch shrinks as each
+// finishes, then a turn that hits the prefix cache; the same tokens and logprobs as without.
+TEST_P(CudaEngineTest, TheEngineServesTheSameWithGraphs) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto model = LoadOn(GetParam(), **gpu);
+  ASSERT_NE(model, nullptr);
+  const int32_t vocab = model->config().vocab_size;
+  std::vector<Outcome> runs[2];
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    EngineConfig config = Config(**gpu);
+    config.cuda_graphs = graphs == 1;
+    auto engine = Engine::Create(*model, nullptr, config);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int r = 0; r < 3; ++r) {
+      auto stream =
+          (*engine)->Submit(GreedyWithLogprobs(Tokens(20 + 9 * r, 11 + r, vocab), 6 + 5 * r));
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      streams.push_back(*std::move(stream));
+    }
+    for (auto& stream : streams) runs[graphs].push_back(Drain(*stream));
+    for (Outcome& turn : TwoTurns(**engine, vocab, 10)) runs[graphs].push_back(std::move(turn));
+  }
+  ASSERT_EQ(runs[0].size(), 5u);
+  ASSERT_EQ(runs[1].size(), 5u);
+  for (size_t i = 0; i < runs[0].size(); ++i) {
+    ASSERT_EQ(runs[1][i].finished.finish_reason, FinishReason::kLength)
+        << i << ": " << runs[1][i].finished.error;
+    EXPECT_EQ(runs[1][i].tokens, runs[0][i].tokens) << i;
+    EXPECT_TRUE(testing::SameLogprobs(runs[1][i].logprobs, runs[0][i].logprobs)) << i;
+  }
+  EXPECT_GT(runs[1][4].finished.usage.cached_tokens, 0);
 }
 
 // Sampling runs on the device (temperature, top-p, penalties, logprobs): a seeded request gets
