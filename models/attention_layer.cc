@@ -105,7 +105,15 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   const int64_t heads = dims_.heads, pt = ctx.layout.page_tokens();
   const int64_t members = static_cast<int64_t>(plan.order.size());
   auto segment = [&](int64_t i) -> const Segment& { return ctx.segments[plan.order[i]]; };
-  auto kv_of = [&](int64_t i) { return ctx.layout.KvView(attention_index, segment(i).page_table); };
+  // A node's shared pages through the page table of its first member in batch order: any
+  // member's would do, and this one does not change when the plan orders the members otherwise
+  // (its order follows page addresses), so a decode step keeps the previous step's arguments
+  // (kernels/cuda/cuda_ops.h replays those).
+  auto node_kv = [&](const SharedPrefixNode& node) {
+    int32_t first = plan.order[node.first];
+    for (int32_t i = 1; i < node.count; ++i) first = std::min(first, plan.order[node.first + i]);
+    return ctx.layout.KvView(attention_index, ctx.segments[first].page_table);
+  };
 
   // The decode rows of the members, consecutive in plan order, so a node's rows are one block.
   int32_t* member_rows = ctx.host.Array<int32_t>(members);
@@ -127,7 +135,7 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
     args.heads = dims_.heads;
     args.q = q + int64_t{node.first} * q_width;
     args.ld_q = q_width;
-    args.kv = kv_of(node.first);
+    args.kv = node_kv(node);
     args.key_begin = node.page_begin * pt;
     args.key_end = node.page_end * pt;
     args.scale = dims_.scale;
@@ -156,7 +164,7 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   args.heads = dims_.heads;
   args.q = q;
   args.ld_q = q_width;
-  args.kv = kv_of(0);  // the layout; each row reads its own pages
+  args.kv = ctx.layout.KvView(attention_index, nullptr);  // the layout; rows read their own pages
   args.page_tables = ops.Table<float* const*>({tables, n_members}, ctx.ws);
   args.key_begins = ops.Table<int64_t>({begins, n_members}, ctx.ws);
   args.key_ends = ops.Table<int64_t>({ends, n_members}, ctx.ws);

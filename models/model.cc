@@ -51,8 +51,9 @@ struct PassTables {
 // of every sequence's pages).
 //
 // The region's size is rounded up to a power of two, and the one table whose size changes from
-// step to step (the pages, one more every page_tokens tokens) goes last: so consecutive decode
-// steps of a batch find every table, and every buffer taken after the region, at the same
+// step to step (the pages, one more every page_tokens tokens) goes last, each sequence's part
+// with room for a power of two of pages: so consecutive decode steps of a batch find every
+// table, each sequence's page table, and every buffer taken after the region at the same
 // addresses, and a device can replay the previous step's launches (kernels/cuda/cuda_ops.h).
 class TableRegion {
  public:
@@ -86,6 +87,11 @@ class TableRegion {
   std::byte* host_ = nullptr;
 };
 
+// Entries kept for a sequence's page table in the pass's tables.
+size_t PageTableCapacity(size_t pages) {
+  return pages == 0 ? 0 : std::bit_ceil(std::max<size_t>(pages, 4));
+}
+
 PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::Workspace& host,
                            std::span<const SequenceInput> batch, std::span<Segment> segments,
                            int64_t rows, bool attention, bool ssm) {
@@ -94,7 +100,7 @@ PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::W
   size_t total_pages = 0;
   size_t total_snapshots = 0;
   for (const SequenceInput& in : batch) {
-    total_pages += in.state->kv_pages.size();
+    total_pages += PageTableCapacity(in.state->kv_pages.size());
     total_snapshots += in.snapshots.size();
   }
   if (!ssm) total_snapshots = 0;
@@ -119,7 +125,7 @@ PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::W
       const std::vector<float*>& pages = batch[s].state->kv_pages;
       std::copy(pages.begin(), pages.end(), all_pages + at);
       segments[s].page_table = device_pages + at;  // an address in the table, not a read
-      at += pages.size();
+      at += PageTableCapacity(pages.size());
     }
     // Per row: its sequence's page table and its position.
     auto** row_tables = region.Host<float* const*>(row_tables_at);

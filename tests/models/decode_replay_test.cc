@@ -243,8 +243,9 @@ class DecodeReplayTest : public ::testing::TestWithParam<std::string> {
     ops_->Clear();
     const size_t floats = Model::LogitRows(batch) * model_->config().vocab_size;
     if (logits_.size() < floats) logits_.resize(floats);
-    ForwardOptions options;
+    ForwardOptions options = options_;
     options.host_scratch = &host_ws_;
+    options.hydragen.min_shared_work = 0;  // the tiny models' prefixes are short
     const absl::Status status = model_->Forward(*ops_, ws_, batch, logits_.data(), options);
     ASSERT_TRUE(status.ok()) << status;
   }
@@ -252,6 +253,7 @@ class DecodeReplayTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Model> model_;
   std::unique_ptr<kernels::Ops> cpu_;
   std::unique_ptr<SigningOps> ops_;
+  ForwardOptions options_;
   kernels::Workspace ws_, host_ws_;
   std::vector<float> logits_ = std::vector<float>(1 << 16);
 };
@@ -267,6 +269,40 @@ TEST_P(DecodeReplayTest, StepsOfOneBatchMakeTheSameCallsAcrossPageBoundaries) {
     size_t at = 0;
     while (at < now.size() && at < first.size() && now[at] == first[at]) ++at;
     FAIL() << "step " << step << " made other calls, from call " << ops_->CallAt(at) << " on";
+  }
+}
+
+// Hydragen's passes: three sequences decoding after one cached prefix whose KV pages they
+// share (as a prefix-cache hit leaves them), attended once for all three, behind a sequence of
+// their own that comes first in the batch; every step makes the same calls while each
+// sequence's own pages grow (the first one's at other steps than the rest's).
+TEST_P(DecodeReplayTest, SharedPrefixStepsMakeTheSameCalls) {
+  if (model_->config().num_attention_layers == 0) GTEST_SKIP() << "no attention layers";
+  auto batch = Prefill(2);  // 5 and 18 tokens
+  batch.erase(batch.begin());
+  auto owner = Prefill(1);  // 5 tokens: not a whole page yet
+  std::vector<SequenceInput> more = {{&owner[0]->state(), {}, {}, false}};
+  const std::vector<int32_t> rest = Ids(27, 9);  // to 32 tokens: two whole pages
+  owner[0]->Reserve(32);
+  more[0].tokens = rest;
+  Run(more);
+  std::vector<std::unique_ptr<TestSequence>> sharing;
+  for (int s = 0; s < 3; ++s) {
+    sharing.push_back(std::make_unique<TestSequence>(*model_));
+    SequenceState& state = sharing.back()->state();
+    state.kv_pages = {owner[0]->state().kv_pages[0], owner[0]->state().kv_pages[1]};
+    state.tokens = 32;
+  }
+  for (auto& sequence : sharing) batch.push_back(std::move(sequence));
+  const std::vector<std::byte> first = Step(batch, 0);
+  ForwardStats stats;
+  for (int step = 1; step < 40; ++step) {
+    stats = {};
+    options_.stats = &stats;
+    const std::vector<std::byte> now = Step(batch, step);
+    options_.stats = nullptr;
+    ASSERT_GT(stats.hydragen_nodes, 0) << "step " << step << " did not share the prefix";
+    ASSERT_TRUE(now == first) << "step " << step << " made other calls";
   }
 }
 
