@@ -80,6 +80,9 @@ class Model {
   const StateLayout& layout() const { return layout_; }
   const std::string& dir() const { return dir_; }
   size_t weight_bytes() const { return weights_->bytes(); }
+  // Host memory the weights still take beside the checkpoint's mapping (WeightStore::
+  // host_bytes_held): 0 when they were placed on a device.
+  size_t host_weight_bytes() const { return weights_->host_bytes_held(); }
   size_t parameters() const { return weights_->parameters(); }
   // The placer the weights went through (LoadOptions::placer); null = host memory.
   const TensorPlacer* weight_placer() const { return weights_->placer(); }

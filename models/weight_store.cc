@@ -57,6 +57,7 @@ absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
 absl::StatusOr<const float*> WeightStore::Placed(const float* host, size_t floats) {
   if (placer_ == nullptr) return host;
   absl::StatusOr<const void*> placed = placer_->Place(host, floats * sizeof(float));
+  ReleaseHostCopies();
   if (!placed.ok()) return placed.status();
   return static_cast<const float*>(*placed);
 }
@@ -67,14 +68,34 @@ absl::StatusOr<WeightMatrix> WeightStore::Placed(const WeightMatrix& host) {
   const size_t data_bytes =
       static_cast<size_t>(host.rows * host.cols) * kernels::WeightElementBytes(host.format);
   absl::StatusOr<const void*> data = placer_->Place(host.data, data_bytes);
-  if (!data.ok()) return data.status();
-  placed.data = *data;
-  if (host.row_scales != nullptr) {
-    absl::StatusOr<const float*> scales = Placed(host.row_scales, host.rows);
-    if (!scales.ok()) return scales.status();
-    placed.row_scales = *scales;
+  absl::StatusOr<const void*> scales = nullptr;
+  if (data.ok() && host.row_scales != nullptr) {
+    scales = placer_->Place(host.row_scales, static_cast<size_t>(host.rows) * sizeof(float));
   }
+  ReleaseHostCopies();
+  if (!data.ok()) return data.status();
+  if (!scales.ok()) return scales.status();
+  placed.data = *data;
+  if (host.row_scales != nullptr) placed.row_scales = static_cast<const float*>(*scales);
   return placed;
+}
+
+void WeightStore::ReleaseHostCopies() {
+  if (placer_ == nullptr) return;
+  tensors_.clear();
+  raw_.clear();
+  owned_.clear();
+  owned_bytes_.clear();
+}
+
+size_t WeightStore::host_bytes_held() const {
+  size_t held = 0;
+  for (const FloatTensor& t : tensors_) {
+    if (!t.borrowed()) held += t.data().size_bytes();
+  }
+  for (const std::vector<float>& v : owned_) held += v.size() * sizeof(float);
+  for (const std::vector<uint8_t>& v : owned_bytes_) held += v.size();
+  return held;
 }
 
 WeightFormat WeightStore::FormatFor(WeightStorage storage, DType stored) {

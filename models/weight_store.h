@@ -86,6 +86,11 @@ class WeightStore {
 
   // Bytes of weights held (borrowed or owned), for the bandwidth figures of the benchmarks.
   size_t bytes() const { return bytes_; }
+  // Bytes of host memory the store itself holds: converted, stacked and widened tensors (not
+  // the checkpoint's mapping). With a placer the tensors live in the target memory and their
+  // host copies are freed as soon as they are placed, so this stays 0: a GPU server does not
+  // keep a second copy of its weights in host memory.
+  size_t host_bytes_held() const;
   // Values held (every tensor's element count, whatever its format).
   size_t parameters() const { return parameters_; }
 
@@ -94,9 +99,12 @@ class WeightStore {
   static kernels::WeightFormat FormatFor(WeightStorage storage, DType stored);
   absl::StatusOr<kernels::WeightMatrix> MatrixIn(WeightStorage storage, const std::string& name,
                                                  int64_t rows, int64_t cols);
-  // Where the layers read `host` from: itself, or its placed copy.
+  // Where the layers read `host` from: itself, or its placed copy (after which, with a placer,
+  // the host copies are freed: every public method returns placed tensors only).
   absl::StatusOr<const float*> Placed(const float* host, size_t floats);
   absl::StatusOr<kernels::WeightMatrix> Placed(const kernels::WeightMatrix& host);
+  // With a placer, frees what the store holds on the host (everything is placed by now).
+  void ReleaseHostCopies();
   // fp32 values converted into owned memory in `format`.
   absl::StatusOr<kernels::WeightMatrix> Own(const std::string& what, std::vector<float> values,
                                             int64_t rows, int64_t cols,

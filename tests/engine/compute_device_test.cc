@@ -138,6 +138,10 @@ TEST_P(HostDeviceGenerateTest, GivesTheCpusTokensAndLogits) {
   ASSERT_NE(on_cpu, nullptr);
   ASSERT_NE(on_device, nullptr);
   EXPECT_GT(device.counts.placed_tensors, 0);
+  // The placed weights keep no host copy (converted, stacked or mapped tensors are freed as
+  // they are placed); on the host the store holds its conversions.
+  EXPECT_EQ(on_device->host_weight_bytes(), 0u);
+  EXPECT_GT(on_cpu->host_weight_bytes(), 0u);
   const models::StateLayout& layout = on_cpu->layout();
   cache::ArenaConfig arena{.kv_page_bytes = layout.kv_page_bytes(),
                            .kv_pages = on_cpu->config().num_attention_layers > 0 ? 8u : 0u,
