@@ -71,6 +71,7 @@ class ModelRunner {
 
   const models::Model& model() const { return model_; }
   kernels::Ops& ops() { return *ops_; }
+  const kernels::Ops& ops() const { return *ops_; }
 
  private:
   // Forward into the backend's logits buffer, then what `uses` asks of each row to logits_,

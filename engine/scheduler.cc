@@ -532,6 +532,9 @@ SchedulerStats Scheduler::stats() const {
   s.waiting = waiting_.size();
   s.memory = allocator_->allocator_stats();
   s.hydragen_nodes = runner_->forward_stats().hydragen_nodes;
+  const kernels::PassReplayCounts replays = runner_->ops().replay_counts();
+  s.graph_replays = replays.replayed;
+  s.graph_captures = replays.captured;
   if (cache_ != nullptr) {
     s.cache = cache_->stats();
     s.alpha = cache_->alpha();

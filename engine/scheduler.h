@@ -65,6 +65,10 @@ struct SchedulerStats {
   // between the scheduler and the tree; 0 in a correct engine).
   uint64_t cache_insert_errors = 0;
   int64_t hydragen_nodes = 0;  // shared-prefix nodes attended with Hydragen (all layers)
+  // Steps whose forward pass a GPU replayed from a CUDA graph, and passes it captured into one
+  // (--gpu-graphs; kernels::PassReplayCounts). 0 on the CPU.
+  int64_t graph_replays = 0;
+  int64_t graph_captures = 0;
   double token_hit_rate() const {
     return prompt_tokens ? static_cast<double>(cached_tokens) / prompt_tokens : 0.0;
   }

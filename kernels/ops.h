@@ -267,10 +267,18 @@ struct MoeArgs {
   float* out = nullptr;  int64_t ld_out = 0;  // [T, hidden]
 };
 
+// How a device backend has run its passes so far: replayed from a captured CUDA graph, or
+// captured into one (kernels/cuda/cuda_ops.h, --gpu-graphs). Zero on the host.
+struct PassReplayCounts {
+  int64_t replayed = 0;
+  int64_t captured = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string_view name() const = 0;
+  virtual PassReplayCounts replay_counts() const { return {}; }
 
   // Where the ops' operands live: activations, workspaces, logits. Host memory for the CPU
   // backends; a device backend's own (pass it to Workspace for the activation scratch).

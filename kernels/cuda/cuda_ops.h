@@ -81,6 +81,7 @@ class CudaOps final : public Ops {
   bool graphs() const { return replay_ != nullptr; }
   int64_t graph_replays() const { return replay_ ? replay_->replays() : 0; }
   int64_t graph_captures() const { return replay_ ? replay_->captures() : 0; }
+  PassReplayCounts replay_counts() const override { return {graph_replays(), graph_captures()}; }
   // Sends what the current pass recorded to the stream now and runs the rest of the pass eagerly
   // (the activation memory calls it before freeing a block the recorded calls may use).
   void StopRecording();

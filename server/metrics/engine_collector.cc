@@ -75,6 +75,14 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
   f.Counter("tandem_preemptions_total",
             "Sequences evicted from the batch for memory and resumed later.",
             static_cast<double>(s.preemptions));
+  f.Counter("tandem_engine_steps_total", "Engine steps: forward passes over the batch.",
+            static_cast<double>(s.steps));
+  f.Counter("tandem_gpu_graph_replays_total",
+            "Steps whose forward pass the GPU replayed from a CUDA graph (--gpu-graphs).",
+            static_cast<double>(s.graph_replays));
+  f.Counter("tandem_gpu_graph_captures_total",
+            "Forward passes captured into a CUDA graph (--gpu-graphs).",
+            static_cast<double>(s.graph_captures));
   f.Gauge("tandem_requests_running", "Requests in the engine's batch.",
           static_cast<double>(s.running));
   f.Gauge("tandem_requests_waiting", "Requests queued for admission to the batch.",

@@ -186,6 +186,7 @@ TEST_P(CudaEngineTest, TheEngineServesTheSameWithGraphs) {
   ASSERT_NE(model, nullptr);
   const int32_t vocab = model->config().vocab_size;
   std::vector<Outcome> runs[2];
+  int64_t replays = 0;
   for (int graphs = 0; graphs < 2; ++graphs) {
     EngineConfig config = Config(**gpu);
     config.cuda_graphs = graphs == 1;
@@ -200,6 +201,7 @@ TEST_P(CudaEngineTest, TheEngineServesTheSameWithGraphs) {
     }
     for (auto& stream : streams) runs[graphs].push_back(Drain(*stream));
     for (Outcome& turn : TwoTurns(**engine, vocab, 10)) runs[graphs].push_back(std::move(turn));
+    if (graphs == 1) replays = (*engine)->stats().graph_replays;
   }
   ASSERT_EQ(runs[0].size(), 5u);
   ASSERT_EQ(runs[1].size(), 5u);
@@ -210,6 +212,7 @@ TEST_P(CudaEngineTest, TheEngineServesTheSameWithGraphs) {
     EXPECT_TRUE(testing::SameLogprobs(runs[1][i].logprobs, runs[0][i].logprobs)) << i;
   }
   EXPECT_GT(runs[1][4].finished.usage.cached_tokens, 0);
+  EXPECT_GT(replays, 0);  // steady decode steps replayed
 }
 
 // Sampling runs on the device (temperature, top-p, penalties, logprobs): a seeded request gets

@@ -121,6 +121,9 @@ TEST_F(MetricsTest, EngineCountersAndGaugesAgreeWithServerInfo) {
   EXPECT_GT(Sample(text, "tandem_cache_bytes"), 0);
   EXPECT_EQ(Sample(text, "tandem_memory_usage_ratio"), 0);
   EXPECT_EQ(Sample(text, "tandem_cache_evictions_total"), info.evictions());
+  EXPECT_GT(Sample(text, "tandem_engine_steps_total"), 0);
+  EXPECT_EQ(Sample(text, "tandem_gpu_graph_replays_total"), 0);  // the CPU launches nothing
+  EXPECT_EQ(Sample(text, "tandem_gpu_graph_captures_total"), 0);
   EXPECT_EQ(Sample(text, "tandem_migrations_total"), info.migrations());
   EXPECT_EQ(Sample(text, "tandem_alpha_tunings_total"), info.alpha_tunings());
   EXPECT_DOUBLE_EQ(Sample(text, "tandem_cache_alpha"), info.alpha());
