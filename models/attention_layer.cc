@@ -105,14 +105,14 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   const int64_t heads = dims_.heads, pt = ctx.layout.page_tokens();
   const int64_t members = static_cast<int64_t>(plan.order.size());
   auto segment = [&](int64_t i) -> const Segment& { return ctx.segments[plan.order[i]]; };
-  // A node's shared pages through the page table of its first member in batch order: any
-  // member's would do, and this one does not change when the plan orders the members otherwise
-  // (its order follows page addresses), so a decode step keeps the previous step's arguments
-  // (kernels/cuda/cuda_ops.h replays those).
+  // A node's shared pages as a table of their own, uploaded like the other tables: a member's
+  // page table would do, but it moves whenever a sequence before it in the pass gains a page,
+  // and an argument that moves keeps a device from replaying the previous step's launches
+  // (kernels/cuda/cuda_ops.h); this one stays put while the plan does.
   auto node_kv = [&](const SharedPrefixNode& node) {
-    int32_t first = plan.order[node.first];
-    for (int32_t i = 1; i < node.count; ++i) first = std::min(first, plan.order[node.first + i]);
-    return ctx.layout.KvView(attention_index, ctx.segments[first].page_table);
+    const std::vector<float*>& pages = segment(node.first).state->kv_pages;
+    const std::span<float* const> shared(pages.data(), static_cast<size_t>(node.page_end));
+    return ctx.layout.KvView(attention_index, ops.Table<float*>(shared, ctx.ws));
   };
 
   // The decode rows of the members, consecutive in plan order, so a node's rows are one block.

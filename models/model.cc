@@ -51,10 +51,11 @@ struct PassTables {
 // of every sequence's pages).
 //
 // The region's size is rounded up to a power of two, and the one table whose size changes from
-// step to step (the pages, one more every page_tokens tokens) goes last, each sequence's part
-// with room for a power of two of pages: so consecutive decode steps of a batch find every
-// table, each sequence's page table, and every buffer taken after the region at the same
-// addresses, and a device can replay the previous step's launches (kernels/cuda/cuda_ops.h).
+// step to step (the pages, one more every page_tokens tokens) goes last: so consecutive decode
+// steps of a batch find every table the kernels are given, and every buffer taken after the
+// region, at the same addresses, and a device can replay the previous step's launches
+// (kernels/cuda/cuda_ops.h). (Each sequence's own page table moves as the ones before it grow;
+// decode kernels reach it through the per-row table, as data, never as an argument.)
 class TableRegion {
  public:
   // Room for `count` T's; returns its offset.
@@ -87,11 +88,6 @@ class TableRegion {
   std::byte* host_ = nullptr;
 };
 
-// Entries kept for a sequence's page table in the pass's tables.
-size_t PageTableCapacity(size_t pages) {
-  return pages == 0 ? 0 : std::bit_ceil(std::max<size_t>(pages, 4));
-}
-
 PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::Workspace& host,
                            std::span<const SequenceInput> batch, std::span<Segment> segments,
                            int64_t rows, bool attention, bool ssm) {
@@ -100,7 +96,7 @@ PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::W
   size_t total_pages = 0;
   size_t total_snapshots = 0;
   for (const SequenceInput& in : batch) {
-    total_pages += PageTableCapacity(in.state->kv_pages.size());
+    total_pages += in.state->kv_pages.size();
     total_snapshots += in.snapshots.size();
   }
   if (!ssm) total_snapshots = 0;
@@ -125,7 +121,7 @@ PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::W
       const std::vector<float*>& pages = batch[s].state->kv_pages;
       std::copy(pages.begin(), pages.end(), all_pages + at);
       segments[s].page_table = device_pages + at;  // an address in the table, not a read
-      at += PageTableCapacity(pages.size());
+      at += pages.size();
     }
     // Per row: its sequence's page table and its position.
     auto** row_tables = region.Host<float* const*>(row_tables_at);

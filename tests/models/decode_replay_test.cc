@@ -4,7 +4,9 @@
 // the layer graphs keep to that on the CPU, where CI runs, by signing every op call of each
 // pass the way the CUDA backend does: steps of one batch sign alike across page boundaries, and
 // other batches sign otherwise.
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,7 +42,10 @@ class SigningOps final : public kernels::Ops {
   std::string CallAt(size_t at) const {
     std::string name = "(none)";
     for (const auto& [offset, op] : calls_) {
-      if (offset <= at) name = op + std::string(" #") + std::to_string(&op - &calls_[0].second);
+      if (offset <= at) {
+        name = std::string(op) + " #" + std::to_string(&op - &calls_[0].second) + ", byte " +
+               std::to_string(at - offset) + " of its signature";
+      }
     }
     return name;
   }
@@ -79,9 +84,14 @@ class SigningOps final : public kernels::Ops {
     Sign("ScatterRowsTo", src, ld_src, rows.size(), cols, dst, ld_dst);
     inner_.ScatterRowsTo(src, ld_src, rows, cols, dst, ld_dst);
   }
+  // As a device does it: the table copied into `ws`, where its address depends on the pass's
+  // allocations alone (the CPU backend hands back the host array itself, whose address moves
+  // as host vectors grow; a device never sees that address).
   const void* TableBytes(const void* host, size_t bytes, kernels::Workspace& ws) override {
     Sign("TableBytes", bytes);
-    return inner_.TableBytes(host, bytes, ws);
+    auto* copy = ws.Array<std::byte>(std::max<size_t>(bytes, 1));
+    if (bytes > 0) std::memcpy(copy, host, bytes);
+    return copy;
   }
   void UploadTables(void* device, const void* host, size_t bytes) override {
     Sign("UploadTables", device, bytes);
@@ -237,6 +247,27 @@ class DecodeReplayTest : public ::testing::TestWithParam<std::string> {
     return {bytes.begin(), bytes.end()};
   }
 
+  // Runs steps 1 … steps-1 of `batch` after step 0 and fails, naming the call, at the first
+  // that makes other calls than step 0; with `shared`, also at one that shares no prefix.
+  void ExpectStepsMakeTheSameCalls(std::vector<std::unique_ptr<TestSequence>>& batch, int steps,
+                                   bool shared) {
+    const std::vector<std::byte> first = Step(batch, 0);
+    ASSERT_FALSE(first.empty());
+    ForwardStats stats;
+    for (int step = 1; step < steps; ++step) {
+      stats = {};
+      options_.stats = &stats;
+      const std::vector<std::byte> now = Step(batch, step);
+      options_.stats = nullptr;
+      if (shared) ASSERT_GT(stats.hydragen_nodes, 0) << "step " << step << " shared no prefix";
+      if (now == first) continue;
+      size_t at = 0;
+      while (at < now.size() && at < first.size() && now[at] == first[at]) ++at;
+      FAIL() << "step " << step << " made other calls, from call " << ops_->CallAt(at) << " on"
+;
+    }
+  }
+
   // As the engine runs a device's passes (engine/model_runner.cc): the layer graphs' host
   // tables in a workspace of their own, and the logits in a buffer that is kept.
   void Run(std::span<const SequenceInput> batch) {
@@ -260,16 +291,8 @@ class DecodeReplayTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(DecodeReplayTest, StepsOfOneBatchMakeTheSameCallsAcrossPageBoundaries) {
   auto sequences = Prefill(3);
-  const std::vector<std::byte> first = Step(sequences, 0);
-  ASSERT_FALSE(first.empty());
   // 40 steps: every sequence crosses at least two 16-token page boundaries.
-  for (int step = 1; step < 40; ++step) {
-    const std::vector<std::byte> now = Step(sequences, step);
-    if (now == first) continue;
-    size_t at = 0;
-    while (at < now.size() && at < first.size() && now[at] == first[at]) ++at;
-    FAIL() << "step " << step << " made other calls, from call " << ops_->CallAt(at) << " on";
-  }
+  ExpectStepsMakeTheSameCalls(sequences, 40, /*shared=*/false);
 }
 
 // Hydragen's passes: three sequences decoding after one cached prefix whose KV pages they
@@ -294,16 +317,7 @@ TEST_P(DecodeReplayTest, SharedPrefixStepsMakeTheSameCalls) {
     state.tokens = 32;
   }
   for (auto& sequence : sharing) batch.push_back(std::move(sequence));
-  const std::vector<std::byte> first = Step(batch, 0);
-  ForwardStats stats;
-  for (int step = 1; step < 40; ++step) {
-    stats = {};
-    options_.stats = &stats;
-    const std::vector<std::byte> now = Step(batch, step);
-    options_.stats = nullptr;
-    ASSERT_GT(stats.hydragen_nodes, 0) << "step " << step << " did not share the prefix";
-    ASSERT_TRUE(now == first) << "step " << step << " made other calls";
-  }
+  ExpectStepsMakeTheSameCalls(batch, 40, /*shared=*/true);
 }
 
 TEST_P(DecodeReplayTest, AnotherBatchSizeMakesOtherCalls) {
