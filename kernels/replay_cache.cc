@@ -104,7 +104,13 @@ void ReplayCache::Store(const LaunchSignature& signature, Graph graph) {
 }
 
 void ReplayCache::Refuse(const LaunchSignature& signature) {
-  if (Entry* entry = Find(signature)) entry->refused = true;
+  Entry* entry = Find(signature);
+  if (entry == nullptr) return;
+  entry->refused = true;
+  if (entry->graph != nullptr) {
+    destroy_(std::exchange(entry->graph, nullptr));
+    --graphs_;
+  }
 }
 
 }  // namespace tandem::kernels

@@ -25,12 +25,13 @@ class ReplayCache {
   using DestroyGraph = void (*)(Graph);
 
   struct Limits {
-    // Graphs kept; the least recently used goes first. A server sees one per decode batch size
-    // (and size of its page tables' bucket), so a few dozen cover the steady state.
-    size_t graphs = 32;
+    // Graphs kept; the least recently used goes first. A server sees about one per decode batch
+    // size it runs (up to --max-running, 32 by default) and Hydragen plan, so this covers the
+    // steady state of a default server.
+    size_t graphs = 64;
     // Signatures remembered without a graph; past it the ones without a graph are forgotten.
     // Each holds a copy of its signature (tens of KB for a deep model).
-    size_t tracked = 128;
+    size_t tracked = 256;
   };
 
   ReplayCache(DestroyGraph destroy, Limits limits);
@@ -48,7 +49,8 @@ class ReplayCache {
   Decision Decide(const LaunchSignature& signature);
   // The graph captured after a kCapture decision; the cache owns it from now on.
   void Store(const LaunchSignature& signature, Graph graph);
-  // A capture of this signature failed: run it eagerly from now on, without trying again.
+  // A capture of this signature failed, or its graph failed to launch: run it eagerly from now
+  // on (its graph, if any, destroyed), without trying again.
   void Refuse(const LaunchSignature& signature);
   // Destroys every graph and forgets every signature (the addresses they name may be reused).
   void Clear();

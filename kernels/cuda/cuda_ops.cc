@@ -174,8 +174,13 @@ void CudaOps::FinishPass() {
     const ReplayCache::Decision decision = replay_->Decide(signature_);
     switch (decision.plan) {
       case ReplayCache::Plan::kReplay:
-        Record(cudaGraphLaunch(static_cast<cudaGraphExec_t>(decision.graph), stream_),
-               "CUDA graph launch");
+        if (Handled(cudaGraphLaunch(static_cast<cudaGraphExec_t>(decision.graph), stream_)) !=
+            cudaSuccess) {
+          // Refused at submission, so nothing of it ran: the calls run instead (and report a
+          // failure of their own), and this pass is not replayed again.
+          replay_->Refuse(signature_);
+          calls_.RunAll();
+        }
         break;
       case ReplayCache::Plan::kCapture:
         CaptureAndLaunch();

@@ -154,6 +154,19 @@ TEST_F(ReplayCacheTest, ARefusedCaptureIsNotTriedAgain) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(cache.Decide(pass).plan, ReplayCache::Plan::kRunEagerly);
 }
 
+TEST_F(ReplayCacheTest, AGraphThatFailedIsDestroyedAndNotReplayed) {
+  ReplayCache cache(&RecordDestroyed);
+  const LaunchSignature pass = Signature(7);
+  cache.Decide(pass);
+  cache.Decide(pass);
+  cache.Store(pass, FakeGraph(7));
+  ASSERT_EQ(cache.Decide(pass).plan, ReplayCache::Plan::kReplay);
+  cache.Refuse(pass);  // its launch failed
+  EXPECT_EQ(destroyed_, (std::vector<ReplayCache::Graph>{FakeGraph(7)}));
+  EXPECT_EQ(cache.graphs(), 0u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cache.Decide(pass).plan, ReplayCache::Plan::kRunEagerly);
+}
+
 TEST_F(ReplayCacheTest, KeepsTheMostRecentlyUsedGraphsAndDestroysTheRest) {
   ReplayCache cache(&RecordDestroyed, {.graphs = 2, .tracked = 8});
   for (int64_t s = 1; s <= 2; ++s) {
