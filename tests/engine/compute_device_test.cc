@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/engine/host_device.h"
+#include "tests/kernels/signing_ops.h"
 #include "tests/models/model_test_util.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "kernels/cuda/device_info.h"
@@ -190,6 +191,64 @@ EngineConfig SmallConfig(ComputeDevice* device) {
   config.scheduler.step_tokens = 96;
   config.scheduler.cache.policy = CachePolicy::kMarconi;
   return config;
+}
+
+// The host device with every op call signed as the CUDA backend signs it for CUDA graphs.
+class SigningDevice final : public ComputeDevice {
+ public:
+  std::string name() const override { return "signing host-device"; }
+  bool on_host() const override { return false; }
+  models::TensorPlacer* weight_placer() override { return device_.weight_placer(); }
+  absl::StatusOr<std::unique_ptr<kernels::Ops>> CreateOps(const ComputeOptions& options) override {
+    absl::StatusOr<std::unique_ptr<kernels::Ops>> inner = device_.CreateOps(options);
+    if (!inner.ok()) return inner.status();
+    auto ops = std::make_unique<kernels::testing::SigningOps>(*std::move(inner));
+    last_ = ops.get();
+    return std::unique_ptr<kernels::Ops>(std::move(ops));
+  }
+  absl::StatusOr<std::unique_ptr<cache::MemoryBacking>> CreateStateBacking(
+      size_t bytes) override {
+    return device_.CreateStateBacking(bytes);
+  }
+  const kernels::testing::SigningOps* last_ops() const { return last_; }
+
+ private:
+  HostDevice device_;
+  kernels::testing::SigningOps* last_ = nullptr;
+};
+
+// What --gpu-graphs relies on in serving: once a batch has run a decode step, its next steps
+// make the same op calls (a GPU then replays them) while sequences grow, pages are added, and
+// the batch shrinks as requests finish. Three requests at once, so all three batch sizes run;
+// the passes that repeat none before them are the prefill chunks and the first step (or two,
+// while the last prefill chunk's sequence joins) of each batch size.
+TEST(HostDeviceEngineTest, DecodeStepsRepeatTheirPassesForCudaGraphs) {
+  SigningDevice device;
+  auto model = LoadOn("jamba-tiny", &device);
+  ASSERT_NE(model, nullptr);
+  auto engine = Engine::Create(*model, nullptr, SmallConfig(&device));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const int32_t vocab = model->config().vocab_size;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int r = 0; r < 3; ++r) {
+    auto stream =
+        (*engine)->Submit(GreedyWithLogprobs(Tokens(20 + 9 * r, 31 + r, vocab), 24 + 8 * r));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    streams.push_back(*std::move(stream));
+  }
+  for (auto& stream : streams) {
+    const Outcome outcome = Drain(*stream);
+    EXPECT_EQ(outcome.finished.finish_reason, FinishReason::kLength) << outcome.finished.error;
+  }
+  const kernels::testing::SigningOps* ops = device.last_ops();
+  ASSERT_NE(ops, nullptr);
+  const int64_t fresh = ops->passes() - ops->repeated_passes();
+  // About 40 decode steps (the longest request's 40 tokens), 3 prefill chunks.
+  EXPECT_GE(ops->passes(), 40);
+  // 5 today: the prefill steps and the first step of each batch size. (Tables laid out as
+  // they were before CUDA graphs made it 10: every added page moved the buffers after them.)
+  EXPECT_LE(fresh, 6) << ops->repeated_passes() << " of " << ops->passes()
+                      << " passes repeated an earlier one";
 }
 
 TEST(HostDeviceEngineTest, ServesTheCpusOutputsAndRestoresInsideTheDevice) {
