@@ -16,8 +16,9 @@
 // was seen before is captured into a graph; one whose signature has a graph launches only that
 // (kernels/replay_cache.h). The kernels are the same and their arguments byte-equal, so a
 // replay computes exactly what launching the calls would. What a graph cannot hold ends the
-// recording and the rest of the pass runs eagerly: cuBLAS GEMMs, uploads that cannot be staged,
-// host lists read at launch (single-sequence snapshot lists), buffers that grow.
+// recording and the rest of the pass runs eagerly: buffers that must grow (cuBLAS's scratch
+// included; its GEMMs are recorded like our kernels), uploads that cannot be staged, host lists
+// read at launch (single-sequence snapshot lists), workspace blocks freed mid-pass.
 #ifndef TANDEM_KERNELS_CUDA_CUDA_OPS_H_
 #define TANDEM_KERNELS_CUDA_CUDA_OPS_H_
 
@@ -76,6 +77,11 @@ class CudaOps final : public Ops {
   // Linear calls handed to cuBLAS so far (tests check which path a product took).
   int64_t cublas_linear_calls() const { return cublas_linear_calls_; }
   void set_tensor_core_matmul(bool on) { tensor_core_matmul_ = on; }
+  bool tensor_core_matmul() const { return tensor_core_matmul_; }
+  // The tiled attention's precision that tensor_core_matmul() asks for.
+  TensorCorePrecision tensor_core_precision() const {
+    return tensor_core_matmul_ ? TensorCorePrecision::kTf32 : TensorCorePrecision::kFp32;
+  }
   // Whether passes are recorded for CUDA graphs, and how many were replayed from one or captured
   // into one so far (tests check that a steady decode replays).
   bool graphs() const { return replay_ != nullptr; }
@@ -85,11 +91,6 @@ class CudaOps final : public Ops {
   // Sends what the current pass recorded to the stream now and runs the rest of the pass eagerly
   // (the activation memory calls it before freeing a block the recorded calls may use).
   void StopRecording();
-  bool tensor_core_matmul() const { return tensor_core_matmul_; }
-  // The tiled attention's precision that tensor_core_matmul() asks for.
-  TensorCorePrecision tensor_core_precision() const {
-    return tensor_core_matmul_ ? TensorCorePrecision::kTf32 : TensorCorePrecision::kFp32;
-  }
 
   std::string_view name() const override { return "cuda"; }
   cudaStream_t stream() const { return stream_; }
