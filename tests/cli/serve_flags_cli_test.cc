@@ -59,6 +59,8 @@ TEST_F(ServeFlagsTest, ImpossibleSettingsAreUsageErrorsNamingWhatWasWrong) {
            {"--metrics-auth-token-file /nonexistent/tokens", "/nonexistent/tokens"},
            {"--stream-stall-seconds 0", "--stream-stall-seconds must be in (0, 86400]"},
            {"--max-streams-per-connection 0", "--max-streams-per-connection must be in"},
+           {"--gpu-graphs", "--gpu-graphs needs a GPU (--device cuda or cuda:N)"},
+           {"--gpu-tensor-cores", "--gpu-tensor-cores needs a GPU (--device cuda or cuda:N)"},
        }) {
     const auto out = RunTandem("serve --model " + Fixture("models/zamba2-tiny") + " " + c.args);
     EXPECT_EQ(out.exit_code, 2) << c.args << "\n" << out.err;
