@@ -24,8 +24,8 @@ void ReplayCache::Clear() {
   graphs_ = 0;
 }
 
-ReplayCache::Entry* ReplayCache::Find(const LaunchSignature& signature) {
-  auto it = entries_.find(signature.Hash());
+ReplayCache::Entry* ReplayCache::Find(const LaunchSignature& signature, uint64_t hash) {
+  auto it = entries_.find(hash);
   if (it == entries_.end()) return nullptr;
   const std::span<const std::byte> bytes = signature.bytes();
   for (Entry& entry : it->second) {
@@ -65,14 +65,15 @@ void ReplayCache::EvictLeastRecentlyUsedGraph() {
 
 ReplayCache::Decision ReplayCache::Decide(const LaunchSignature& signature) {
   ++clock_;
-  Entry* entry = Find(signature);
+  const uint64_t hash = signature.Hash();  // once: it reads the whole signature
+  Entry* entry = Find(signature, hash);
   if (entry == nullptr) {
     if (tracked_ >= limits_.tracked) ForgetUncaptured();
     Entry fresh;
     fresh.signature.assign(signature.bytes().begin(), signature.bytes().end());
     fresh.seen = 1;
     fresh.last_used = clock_;
-    entries_[signature.Hash()].push_back(std::move(fresh));
+    entries_[hash].push_back(std::move(fresh));
     ++tracked_;
     return {};
   }
@@ -87,7 +88,7 @@ ReplayCache::Decision ReplayCache::Decide(const LaunchSignature& signature) {
 
 void ReplayCache::Store(const LaunchSignature& signature, Graph graph) {
   if (graph == nullptr) return;
-  Entry* entry = Find(signature);
+  Entry* entry = Find(signature, signature.Hash());
   if (entry == nullptr) {  // forgotten since the decision: keep nothing
     destroy_(graph);
     return;
@@ -104,7 +105,7 @@ void ReplayCache::Store(const LaunchSignature& signature, Graph graph) {
 }
 
 void ReplayCache::Refuse(const LaunchSignature& signature) {
-  Entry* entry = Find(signature);
+  Entry* entry = Find(signature, signature.Hash());
   if (entry == nullptr) return;
   entry->refused = true;
   if (entry->graph != nullptr) {

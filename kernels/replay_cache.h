@@ -67,8 +67,8 @@ class ReplayCache {
     bool refused = false;
     uint64_t last_used = 0;
   };
-  // The entry with these bytes, or null.
-  Entry* Find(const LaunchSignature& signature);
+  // The entry with these bytes (whose Hash() is `hash`), or null.
+  Entry* Find(const LaunchSignature& signature, uint64_t hash);
   void ForgetUncaptured();
   void EvictLeastRecentlyUsedGraph();
 

@@ -4,9 +4,7 @@
 // the layer graphs keep to that on the CPU, where CI runs, by signing every op call of each
 // pass the way the CUDA backend does: steps of one batch sign alike across page boundaries, and
 // other batches sign otherwise.
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
