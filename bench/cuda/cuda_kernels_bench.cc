@@ -295,6 +295,89 @@ int Main(int argc, char** argv) {
                     4.0 * prefill.rows * heads * (prefill.rows + 1) / 2.0 * dh});
   }
 
+  // The recurrent ops over a 2,048-token prefill of one sequence, in the shapes of a Mamba-2 2.7B
+  // layer (80 heads × 64 × N 128, conv over x ‖ B ‖ C) and a Jamba-1.5-Mini layer (8,192
+  // channels × N 16). They run token by token (sequence_kernels.h), so what bounds them is the
+  // latency per tile of tokens: "bytes" counts the inputs read once and the outputs written,
+  // "flops" the recurrence's multiply-adds (state update and output, 4 flops per state element).
+  {
+    const int64_t tokens = 2048;
+    const int32_t heads = 80, p = 64, n = 128;
+    const int64_t width = int64_t{heads} * p, conv_channels = width + 2 * n;
+    DeviceBuffer<float> xbc = Random(tokens * conv_channels, 16),
+                        conv_out = Filled<float>(tokens * conv_channels, 0.0f),
+                        conv_weight = Random(conv_channels * 4, 17),
+                        conv_state = Filled<float>(3 * conv_channels, 0.0f),
+                        dt = Random(tokens * heads, 18), bias = Filled<float>(heads, -2.0f),
+                        a_vec = Filled<float>(heads, -1.0f), d = Filled<float>(heads, 1.0f),
+                        state = Filled<float>(width * n, 0.0f),
+                        y = Filled<float>(tokens * width, 0.0f);
+    CausalConvArgs conv;
+    conv.tokens = tokens;
+    conv.channels = static_cast<int32_t>(conv_channels);
+    conv.kernel = 4;
+    conv.silu = true;
+    conv.u = xbc.get();
+    conv.ld_u = conv.ld_out = conv_channels;
+    conv.weight = conv_weight.get();
+    conv.state = conv_state.get();
+    conv.out = conv_out.get();
+    const double conv_seconds = Time(iterations, [&] { return CausalConv1d(nullptr, conv); });
+    rows.push_back({"Causal conv1d, 2,048-token prefill × 5,376 channels, width 4", conv_seconds,
+                    2.0 * tokens * conv_channels * 4, 2.0 * 4 * tokens * conv_channels});
+    SsdScanArgs ssd;
+    ssd.tokens = tokens;
+    ssd.heads = heads;
+    ssd.head_dim = p;
+    ssd.groups = 1;
+    ssd.state_size = n;
+    ssd.x = conv_out.get();
+    ssd.ld_x = ssd.ld_b = ssd.ld_c = conv_channels;
+    ssd.b = conv_out.get() + width;
+    ssd.c = conv_out.get() + width + n;
+    ssd.dt = dt.get();
+    ssd.ld_dt = heads;
+    ssd.dt_bias = bias.get();
+    ssd.a = a_vec.get();
+    ssd.d = d.get();
+    ssd.state = state.get();
+    ssd.y = y.get();
+    ssd.ld_y = width;
+    const double ssd_seconds = Time(iterations, [&] { return SsdScan(nullptr, ssd); });
+    rows.push_back({"SSD scan, 2,048-token prefill × 80 heads × 64 × N 128", ssd_seconds,
+                    (tokens * (2.0 * width + 2 * n + heads) + 2.0 * width * n) * 4,
+                    4.0 * tokens * width * n});
+
+    const int32_t inner = 8192, jamba_n = 16;
+    DeviceBuffer<float> u = Random(tokens * inner, 19), delta = Random(tokens * inner, 20),
+                        delta_bias = Filled<float>(inner, -2.0f),
+                        a_mat = Filled<float>(int64_t{inner} * jamba_n, -1.0f),
+                        bc = Random(tokens * 2 * jamba_n, 21), z = Random(tokens * inner, 22),
+                        d_inner = Filled<float>(inner, 1.0f),
+                        jamba_state = Filled<float>(int64_t{inner} * jamba_n, 0.0f),
+                        jamba_y = Filled<float>(tokens * inner, 0.0f);
+    SelectiveScanArgs scan;
+    scan.tokens = tokens;
+    scan.inner = inner;
+    scan.state_size = jamba_n;
+    scan.u = u.get();
+    scan.delta = delta.get();
+    scan.z = z.get();
+    scan.y = jamba_y.get();
+    scan.ld_u = scan.ld_delta = scan.ld_z = scan.ld_y = inner;
+    scan.delta_bias = delta_bias.get();
+    scan.a = a_mat.get();
+    scan.b = bc.get();
+    scan.c = bc.get() + jamba_n;
+    scan.ld_b = scan.ld_c = 2 * jamba_n;
+    scan.d = d_inner.get();
+    scan.state = jamba_state.get();
+    const double scan_seconds = Time(iterations, [&] { return SelectiveScan(nullptr, scan); });
+    rows.push_back({"Selective scan, 2,048-token prefill × 8,192 channels × N 16", scan_seconds,
+                    (tokens * (4.0 * inner + 2 * jamba_n) + 2.0 * inner * jamba_n) * 4,
+                    4.0 * tokens * inner * jamba_n});
+  }
+
   // Mamba-2 decode step of a 2.7B-sized layer: 80 heads × 64 × N 128 of state, read and written.
   {
     const int32_t heads = 80, p = 64, n = 128;

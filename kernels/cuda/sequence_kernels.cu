@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda/sequence_kernels.h"
 #include "kernels/cuda/warp_math.cuh"
@@ -77,99 +78,217 @@ __device__ __forceinline__ float* SnapshotDst(const Rows& rows, const Snapshots&
   return rows.flat != nullptr ? rows.flat[i].block + rows.flat_offset : snaps.dst[i];
 }
 
+// The next snapshot of a row's list, with its position held in a register: the check after each
+// token is one comparison, and the list (kernel parameters, or the flat table in device memory)
+// is read only when a snapshot is taken. `after` is -1 past the end of the list.
+struct SnapshotCursor {
+  int index = 0;
+  int64_t after = -1;
+};
+__device__ __forceinline__ SnapshotCursor CursorAt(const Rows& rows, const Snapshots& snaps,
+                                                   int i) {
+  return {i, i < SnapshotCount(rows, snaps) ? SnapshotAfter(rows, snaps, i) : -1};
+}
+
 __device__ float Softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 __device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 
-// ---- causal conv1d: one thread per channel, the K-1 previous inputs in registers ----------
+// Tokens per tile of the convolution and the scans. A tile's inputs are all loaded before its
+// first token is computed, and its outputs stored after: the loads are then in flight together,
+// and a tile waits out one memory round trip where each token did (a token's loads could not be
+// issued before the previous token's stores, which might alias them).
+constexpr int kTile = 8;
 
+// ---- causal conv1d: one thread per channel, the K-1 previous inputs in registers ----------
+//
+// The width is a template argument: with a width known only at run time the window could not be
+// indexed in registers and lived in local memory.
+
+template <int K>
 __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= a.channels) return;
   const Rows rows = RowsOf(a);
-  const int K = a.kernel, C = a.channels;
-  float window[kMaxConvKernel];  // window[0 .. K-2]: the previous inputs, oldest first
+  const int C = a.channels;
+  float window[K];  // window[0 .. K-2]: the previous inputs, oldest first
+#pragma unroll
   for (int i = 0; i + 1 < K; ++i) window[i] = rows.state[int64_t{i} * C + c];
-  float w[kMaxConvKernel];
+  float w[K];
+#pragma unroll
   for (int i = 0; i < K; ++i) w[i] = a.weight[c * K + i];
   const float bias = a.bias != nullptr ? a.bias[c] : 0.0f;
-  int next = 0;
+  SnapshotCursor next = CursorAt(rows, snaps, 0);
   auto emit = [&](int64_t done) {
-    while (next < SnapshotCount(rows, snaps) && SnapshotAfter(rows, snaps, next) == done) {
-      float* dst = SnapshotDst(rows, snaps, next);
+    while (next.after == done) {
+      float* dst = SnapshotDst(rows, snaps, next.index);
+#pragma unroll
       for (int i = 0; i + 1 < K; ++i) dst[int64_t{i} * C + c] = window[i];
-      ++next;
+      next = CursorAt(rows, snaps, next.index + 1);
     }
   };
   emit(0);
-  for (int64_t t = rows.first; t < rows.first + rows.tokens; ++t) {
-    const float u = a.u[t * a.ld_u + c];
-    float s = bias;
-    for (int i = 0; i + 1 < K; ++i) s += w[i] * window[i];
-    s += w[K - 1] * u;
-    a.out[t * a.ld_out + c] = a.silu ? Silu(s) : s;
-    for (int i = 0; i + 2 < K; ++i) window[i] = window[i + 1];
-    if (K > 1) window[K - 2] = u;
-    emit(t - rows.first + 1);
+  const int64_t end = rows.first + rows.tokens;
+  for (int64_t t0 = rows.first; t0 < end; t0 += kTile) {
+    const int count = static_cast<int>(min(int64_t{kTile}, end - t0));
+    float u[kTile];
+#pragma unroll
+    for (int k = 0; k < kTile; ++k) u[k] = k < count ? a.u[(t0 + k) * a.ld_u + c] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kTile; ++k) {
+      if (k >= count) break;
+      float s = bias;
+#pragma unroll
+      for (int i = 0; i + 1 < K; ++i) s += w[i] * window[i];
+      s += w[K - 1] * u[k];
+      a.out[(t0 + k) * a.ld_out + c] = a.silu ? Silu(s) : s;
+#pragma unroll
+      for (int i = 0; i + 2 < K; ++i) window[i] = window[i + 1];
+      if constexpr (K > 1) window[K - 2] = u[k];
+      emit(t0 + k - rows.first + 1);
+    }
   }
+#pragma unroll
   for (int i = 0; i + 1 < K; ++i) rows.state[int64_t{i} * C + c] = window[i];
 }
 
+// The convolution kernel of width k, 1 ≤ k ≤ kMaxConvKernel.
+using ConvKernelFn = void (*)(CausalConvArgs, Snapshots);
+template <int... kWidths>
+ConvKernelFn ConvKernelOfWidth(int k, std::integer_sequence<int, kWidths...>) {
+  constexpr ConvKernelFn kernels[] = {ConvKernel<kWidths + 1>...};
+  return kernels[k - 1];
+}
+
 // ---- scans: one warp per recurrence row (a channel d, or a head's (h, p)), lanes over N ------
+//
+// A row's state is kStates floats per lane (state n = lane + 32·i). Per tile, lane k computes
+// token k's scalars (its step size, and for the SSD its decay: one softplus and exp per token,
+// not one per lane), every lane loads its states' B and C for the whole tile, then the warp runs
+// the tile's recurrence from registers, broadcasting token k's scalars from lane k. The
+// arithmetic per token is the one-token call's, in the same order: a scan of T tokens gives the
+// bits of T decode steps.
 
-constexpr int kMaxStatePerLane = 8;  // N ≤ 256
+constexpr int kMaxStatesPerLane = 8;  // N ≤ 256
+constexpr unsigned kFullMask = 0xffffffffu;
 
-// Copies the warp's row of state (held kMaxStatePerLane per lane, n = lane + 32·i) to `row`.
-__device__ void StoreRow(const float (&h)[kMaxStatePerLane], int32_t n_state, float* row) {
+// Copies the warp's row of state to `row`.
+template <int kStates>
+__device__ void StoreRow(const float (&h)[kStates], int32_t n_state, float* row) {
   const int lane = threadIdx.x % kWarp;
-  for (int i = 0; i < kMaxStatePerLane; ++i) {
+#pragma unroll
+  for (int i = 0; i < kStates; ++i) {
     const int n = lane + kWarp * i;
     if (n < n_state) row[n] = h[i];
   }
 }
 
+// The warp's row of state from `row`, 0 beyond n_state.
+template <int kStates>
+__device__ void LoadRow(const float* row, int32_t n_state, float (&h)[kStates]) {
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int i = 0; i < kStates; ++i) {
+    const int n = lane + kWarp * i;
+    h[i] = n < n_state ? row[n] : 0.0f;
+  }
+}
+
+// The lane's states of B (or C) for the tile's `count` tokens from t0: m[k][i] =
+// src[(t0 + k)·ld + lane + 32·i], 0 beyond the tile or n_state.
+template <int kStates, int kTokens>
+__device__ void LoadTile(const float* src, int64_t ld, int64_t t0, int count, int32_t n_state,
+                         float (&m)[kTokens][kStates]) {
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int k = 0; k < kTokens; ++k) {
+#pragma unroll
+    for (int i = 0; i < kStates; ++i) {
+      const int n = lane + kWarp * i;
+      m[k][i] = k < count && n < n_state ? src[(t0 + k) * ld + n] : 0.0f;
+    }
+  }
+}
+
+// Each of the tile's `count` partial sums added over the warp (WarpSum, as a one-token call adds
+// its one), token k's returned to lane k.
+template <int kTokens>
+__device__ float TileSums(const float (&acc)[kTokens], int count) {
+  const int lane = threadIdx.x % kWarp;
+  float mine = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kTokens; ++k) {
+    if (k < count) {
+      const float total = WarpSum(acc[k]);
+      if (lane == k) mine = total;
+    }
+  }
+  return mine;
+}
+
+template <int kStates, int kTokens>
 __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
   const int64_t d = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
   if (d >= a.inner) return;
   const Rows rows = RowsOf(a);
   const int lane = threadIdx.x % kWarp;
   const int32_t N = a.state_size;
-  float h[kMaxStatePerLane], A[kMaxStatePerLane];
-  for (int i = 0; i < kMaxStatePerLane; ++i) {
-    const int n = lane + kWarp * i;
-    h[i] = n < N ? rows.state[d * N + n] : 0.0f;
-    A[i] = n < N ? a.a[d * N + n] : 0.0f;
-  }
   const int64_t row_offset = d * N;
-  int next = 0;
+  float A[kStates];
+  LoadRow<kStates>(a.a + row_offset, N, A);
+  const float D = a.d[d], delta_bias = a.delta_bias[d];
+  float h[kStates];
+  SnapshotCursor next;
   auto emit = [&](int64_t done) {
-    while (next < SnapshotCount(rows, snaps) && SnapshotAfter(rows, snaps, next) == done) {
-      StoreRow(h, N, SnapshotDst(rows, snaps, next) + row_offset);
-      ++next;
+    while (next.after == done) {
+      StoreRow<kStates>(h, N, SnapshotDst(rows, snaps, next.index) + row_offset);
+      next = CursorAt(rows, snaps, next.index + 1);
     }
   };
-  emit(0);
-  for (int64_t t = rows.first; t < rows.first + rows.tokens; ++t) {
-    const float u = a.u[t * a.ld_u + d];
-    const float dt = Softplus(a.delta[t * a.ld_delta + d] + a.delta_bias[d]);
-    const float* bt = a.b + t * a.ld_b;
-    const float* ct = a.c + t * a.ld_c;
-    float acc = 0.0f;
-    for (int i = 0; i < kMaxStatePerLane; ++i) {
-      const int n = lane + kWarp * i;
-      if (n < N) {
-        h[i] = expf(dt * A[i]) * h[i] + dt * bt[n] * u;
-        acc += h[i] * ct[n];
+  const int64_t end = rows.first + rows.tokens;
+  int64_t t0 = rows.first;
+  do {
+    const int count = static_cast<int>(min(int64_t{kTokens}, end - t0));
+    float lane_dt = 0.0f, lane_u = 0.0f, lane_z = 0.0f;
+    if (lane < count) {
+      const int64_t t = t0 + lane;
+      lane_u = a.u[t * a.ld_u + d];
+      lane_dt = Softplus(a.delta[t * a.ld_delta + d] + delta_bias);
+      if (a.z != nullptr) lane_z = a.z[t * a.ld_z + d];
+    }
+    float b[kTokens][kStates], c[kTokens][kStates];
+    LoadTile<kStates, kTokens>(a.b, a.ld_b, t0, count, N, b);
+    LoadTile<kStates, kTokens>(a.c, a.ld_c, t0, count, N, c);
+    if (t0 == rows.first) {  // after the first tile's loads, so that they overlap the state's
+      LoadRow<kStates>(rows.state + row_offset, N, h);
+      next = CursorAt(rows, snaps, 0);
+      emit(0);
+    }
+    float acc[kTokens];
+#pragma unroll
+    for (int k = 0; k < kTokens; ++k) {
+      acc[k] = 0.0f;
+      if (k < count) {
+        const float dt = __shfl_sync(kFullMask, lane_dt, k);
+        const float u = __shfl_sync(kFullMask, lane_u, k);
+#pragma unroll
+        for (int i = 0; i < kStates; ++i) {
+          if (lane + kWarp * i < N) {
+            h[i] = expf(dt * A[i]) * h[i] + dt * b[k][i] * u;
+            acc[k] += h[i] * c[k][i];
+          }
+        }
+        emit(t0 + k - rows.first + 1);
       }
     }
-    acc = WarpSum(acc);
-    if (lane == 0) {
-      float y = acc + a.d[d] * u;
-      if (a.z != nullptr) y *= Silu(a.z[t * a.ld_z + d]);
-      a.y[t * a.ld_y + d] = y;
+    const float total = TileSums(acc, count);
+    if (lane < count) {
+      float y = total + D * lane_u;
+      if (a.z != nullptr) y *= Silu(lane_z);
+      a.y[(t0 + lane) * a.ld_y + d] = y;
     }
-    emit(t - rows.first + 1);
-  }
-  StoreRow(h, N, rows.state + row_offset);
+    t0 += kTokens;
+  } while (t0 < end);
+  StoreRow<kStates>(h, N, rows.state + row_offset);
 }
 
 __device__ float SsdDt(float raw, float bias, float dt_min, float dt_max) {
@@ -179,6 +298,7 @@ __device__ float SsdDt(float raw, float bias, float dt_min, float dt_max) {
   return dt;
 }
 
+template <int kStates, int kTokens>
 __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;  // h·P + p
   const int64_t H = a.heads, P = a.head_dim;
@@ -188,39 +308,86 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   const int64_t hd = row / P;
   const int64_t g = hd / (H / a.groups);
   const int32_t N = a.state_size;
-  float s[kMaxStatePerLane];
-  for (int i = 0; i < kMaxStatePerLane; ++i) {
-    const int n = lane + kWarp * i;
-    s[i] = n < N ? rows.state[row * N + n] : 0.0f;
-  }
-  int next = 0;
+  const float A = a.a[hd], D = a.d[hd], dt_bias = a.dt_bias[hd];
+  float s[kStates];
+  SnapshotCursor next;
   auto emit = [&](int64_t done) {
-    while (next < SnapshotCount(rows, snaps) && SnapshotAfter(rows, snaps, next) == done) {
-      StoreRow(s, N, SnapshotDst(rows, snaps, next) + row * N);
-      ++next;
+    while (next.after == done) {
+      StoreRow<kStates>(s, N, SnapshotDst(rows, snaps, next.index) + row * N);
+      next = CursorAt(rows, snaps, next.index + 1);
     }
   };
-  emit(0);
-  for (int64_t t = rows.first; t < rows.first + rows.tokens; ++t) {
-    const float dt = SsdDt(a.dt[t * a.ld_dt + hd], a.dt_bias[hd], a.dt_min, a.dt_max);
-    const float decay = expf(dt * a.a[hd]);
-    const float x = a.x[t * a.ld_x + row];
-    const float* bt = a.b + t * a.ld_b + g * N;
-    const float* ct = a.c + t * a.ld_c + g * N;
-    float acc = 0.0f;
-    for (int i = 0; i < kMaxStatePerLane; ++i) {
-      const int n = lane + kWarp * i;
-      if (n < N) {
-        s[i] = decay * s[i] + dt * x * bt[n];
-        acc += s[i] * ct[n];
+  const int64_t end = rows.first + rows.tokens;
+  int64_t t0 = rows.first;
+  do {
+    const int count = static_cast<int>(min(int64_t{kTokens}, end - t0));
+    float lane_dt = 0.0f, lane_decay = 0.0f, lane_x = 0.0f;
+    if (lane < count) {
+      const int64_t t = t0 + lane;
+      lane_x = a.x[t * a.ld_x + row];
+      lane_dt = SsdDt(a.dt[t * a.ld_dt + hd], dt_bias, a.dt_min, a.dt_max);
+      lane_decay = expf(lane_dt * A);
+    }
+    float b[kTokens][kStates], c[kTokens][kStates];
+    LoadTile<kStates, kTokens>(a.b + g * N, a.ld_b, t0, count, N, b);
+    LoadTile<kStates, kTokens>(a.c + g * N, a.ld_c, t0, count, N, c);
+    if (t0 == rows.first) {  // after the first tile's loads, so that they overlap the state's
+      LoadRow<kStates>(rows.state + row * N, N, s);
+      next = CursorAt(rows, snaps, 0);
+      emit(0);
+    }
+    float acc[kTokens];
+#pragma unroll
+    for (int k = 0; k < kTokens; ++k) {
+      acc[k] = 0.0f;
+      if (k < count) {
+        const float dt = __shfl_sync(kFullMask, lane_dt, k);
+        const float decay = __shfl_sync(kFullMask, lane_decay, k);
+        const float x = __shfl_sync(kFullMask, lane_x, k);
+#pragma unroll
+        for (int i = 0; i < kStates; ++i) {
+          if (lane + kWarp * i < N) {
+            s[i] = decay * s[i] + dt * x * b[k][i];
+            acc[k] += s[i] * c[k][i];
+          }
+        }
+        emit(t0 + k - rows.first + 1);
       }
     }
-    acc = WarpSum(acc);
-    if (lane == 0) a.y[t * a.ld_y + row] = acc + a.d[hd] * x;
-    emit(t - rows.first + 1);
-  }
-  StoreRow(s, N, rows.state + row * N);
+    const float total = TileSums(acc, count);
+    if (lane < count) a.y[(t0 + lane) * a.ld_y + row] = total + D * lane_x;
+    t0 += kTokens;
+  } while (t0 < end);
+  StoreRow<kStates>(s, N, rows.state + row * N);
 }
+
+// The scan kernel for a state of n floats per row: the fewest states per lane that hold it, with
+// tiles of kTile tokens (half that at 8 states per lane, so that B and C stay in registers), or
+// of one token where each row has one (decode): a tile costs registers, and a decode step, bound
+// by the state's bandwidth, wants the occupancy instead. A token's arithmetic is the same in all.
+template <typename Args>
+using ScanKernel = void (*)(Args, Snapshots);
+template <typename Args, template <int, int> class Pick, int kTokens>
+ScanKernel<Args> KernelWithTile(int32_t n) {
+  if (n <= kWarp) return Pick<1, kTokens>::kernel;
+  if (n <= 2 * kWarp) return Pick<2, kTokens>::kernel;
+  if (n <= 4 * kWarp) return Pick<4, kTokens>::kernel;
+  return Pick<kMaxStatesPerLane, (kTokens + 1) / 2>::kernel;
+}
+template <typename Args, template <int, int> class Pick>
+ScanKernel<Args> KernelFor(const Args& a) {
+  const bool one_token_per_row = a.state_table != nullptr ? a.sequences.count == 0 : a.tokens <= 1;
+  return one_token_per_row ? KernelWithTile<Args, Pick, 1>(a.state_size)
+                           : KernelWithTile<Args, Pick, kTile>(a.state_size);
+}
+template <int kStates, int kTokens>
+struct SelectiveScanPick {
+  static constexpr ScanKernel<SelectiveScanArgs> kernel = SelectiveScanKernel<kStates, kTokens>;
+};
+template <int kStates, int kTokens>
+struct SsdScanPick {
+  static constexpr ScanKernel<SsdScanArgs> kernel = SsdScanKernel<kStates, kTokens>;
+};
 
 // The grid of a recurrent op: `blocks` per sequence, one sequence per y index in a decode
 // batch (whose snapshot list must be empty: validated as one) or a varlen call (whose snapshots
@@ -256,7 +423,9 @@ cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& a) {
       !ToSnapshots(snapshots, a.tokens, a.kernel == 1, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  ConvKernel<<<grid, kThreads, 0, stream>>>(a, snaps);
+  const ConvKernelFn kernel =
+      ConvKernelOfWidth(a.kernel, std::make_integer_sequence<int, kMaxConvKernel>());
+  kernel<<<grid, kThreads, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }
 
@@ -265,12 +434,13 @@ cudaError_t SelectiveScan(cudaStream_t stream, const SelectiveScanArgs& a) {
   Snapshots snaps;
   dim3 grid;
   std::span<const StateSnapshot> snapshots;
-  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane ||
+  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatesPerLane ||
       !Grid(a, Blocks(a.inner, kWarpsPerBlock), &grid, &snapshots) ||
       !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  SelectiveScanKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
+  const ScanKernel<SelectiveScanArgs> kernel = KernelFor<SelectiveScanArgs, SelectiveScanPick>(a);
+  kernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }
 
@@ -280,12 +450,13 @@ cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& a) {
   Snapshots snaps;
   dim3 grid;
   std::span<const StateSnapshot> snapshots;
-  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatePerLane || a.groups < 1 ||
+  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatesPerLane || a.groups < 1 ||
       a.heads % a.groups != 0 || !Grid(a, Blocks(rows, kWarpsPerBlock), &grid, &snapshots) ||
       !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  SsdScanKernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
+  const ScanKernel<SsdScanArgs> kernel = KernelFor<SsdScanArgs, SsdScanPick>(a);
+  kernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }
 

@@ -8,9 +8,11 @@
 // its snapshots are not limited in number.
 //
 // Each call enqueues its work on `stream` and returns the launch error, or cudaErrorInvalidValue
-// for arguments the kernels cannot take. The scans here run the recurrence token by token (the
-// decode step's arithmetic) with the state spread over a warp's lanes; chunked SSD for long
-// prefills is still to come.
+// for arguments the kernels cannot take. The scans run the recurrence token by token with a
+// row's state spread over a warp's lanes, in tiles of tokens whose inputs are loaded together
+// before the tile is computed (one memory round trip per tile, not per token). Each token's
+// arithmetic is the one-token call's, so a prefill gives the bits of its decode steps. The
+// chunked SSD algorithm (token-parallel, on the tensor cores) is not used.
 #ifndef TANDEM_KERNELS_CUDA_SEQUENCE_KERNELS_H_
 #define TANDEM_KERNELS_CUDA_SEQUENCE_KERNELS_H_
 

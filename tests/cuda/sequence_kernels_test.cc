@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -26,11 +27,15 @@ using kernels::testing::Rng;
 using testing::ToDevice;
 using testing::ToHost;
 
-// Snapshot positions for a call of `tokens` tokens: the start, one inside, and the end.
+// Snapshot positions for a call of `tokens` tokens: the start; the end of the kernels' first
+// tile of 8 tokens and the token after it; the middle, twice (a list may name a position twice);
+// and the end.
 std::vector<int64_t> SnapshotPositions(int64_t tokens) {
-  std::vector<int64_t> at = {0};
-  if (tokens > 2) at.push_back(tokens / 2);
-  at.push_back(tokens);
+  std::vector<int64_t> at = {0, tokens};
+  for (int64_t inside : {int64_t{8}, int64_t{9}, tokens / 2, tokens / 2}) {
+    if (inside > 0 && inside < tokens) at.push_back(inside);
+  }
+  std::sort(at.begin(), at.end());
   return at;
 }
 
@@ -64,7 +69,7 @@ TEST(CudaSequenceKernelsTest, CausalConvMatchesReferenceWithSnapshots) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(1);
   for (int32_t channels : {1, 37, 300}) {
-    for (int32_t kernel : {1, 2, 4}) {
+    for (int32_t kernel : {1, 2, 4, 8}) {
       for (int64_t tokens : {1, 5, 40}) {
         const bool silu = (channels + tokens) % 2 == 0, bias = kernel != 2;
         const int64_t ld = channels + 3, state_floats = int64_t{kernel - 1} * channels;
@@ -108,8 +113,8 @@ TEST(CudaSequenceKernelsTest, SelectiveScanMatchesReferenceWithSnapshots) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(2);
   for (int32_t inner : {1, 5, 70}) {
-    for (int32_t n_state : {1, 16, 40}) {
-      for (int64_t tokens : {1, 9}) {
+    for (int32_t n_state : {1, 16, 40, 100, 256}) {  // 1, 2, 4 and 8 states per lane
+      for (int64_t tokens : {1, 9, 37}) {
         const bool gate = inner != 5;
         const int64_t ld = inner + 2, state_floats = int64_t{inner} * n_state;
         const auto u = rng.Uniform(tokens * ld), delta = rng.Uniform(tokens * ld, -3, 1),
@@ -169,8 +174,8 @@ TEST(CudaSequenceKernelsTest, SsdScanMatchesReferenceWithSnapshots) {
   for (int32_t heads : {2, 4}) {
     for (int32_t head_dim : {1, 8}) {
       for (int32_t groups : {1, 2}) {
-        for (int32_t n_state : {16, 64, 130}) {
-          for (int64_t tokens : {1, 11}) {
+        for (int32_t n_state : {16, 64, 128, 130}) {  // 1, 2, 4 and 8 states per lane
+          for (int64_t tokens : {1, 11, 37}) {
             const int64_t width = int64_t{heads} * head_dim;
             const int64_t state_floats = width * n_state, bc = int64_t{groups} * n_state;
             const auto x = rng.Uniform(tokens * width), dt = rng.Uniform(tokens * heads, -3, 1),

@@ -25,9 +25,12 @@ using testing::ToDevice;
 using testing::ToHost;
 
 // Prefills with snapshots (after 0 tokens, mid-way, at the end), decode rows, a one-token
-// sequence with a snapshot, and a prefill longer than a warp's stride.
+// sequence with a snapshot, and a prefill longer than a warp's stride and than the kernels'
+// tiles of 8 tokens, with snapshots at a tile's end, after it, twice at one position, and at the
+// end.
 const std::vector<int64_t> kLengths = {3, 1, 1, 6, 1, 40};
-const std::vector<std::vector<int64_t>> kSnapshotsAfter = {{0, 2}, {}, {}, {3, 6}, {1}, {17}};
+const std::vector<std::vector<int64_t>> kSnapshotsAfter = {{0, 2}, {}, {},
+                                                           {3, 6}, {1}, {8, 9, 17, 17, 40}};
 
 // The states, snapshot blocks and tables of one varlen call, on host and device.
 struct VarlenTables {
