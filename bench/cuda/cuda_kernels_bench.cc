@@ -467,11 +467,19 @@ int Main(int argc, char** argv) {
     DeviceBuffer<SampledToken> sampled_tokens = Filled<SampledToken>(sequences, SampledToken{});
     DeviceBuffer<float> scratch = Filled<float>(sequences * vocab, 0.0f);
     const double moved = static_cast<double>(sequences) * vocab * 4;
-    const double sampled = Time(iterations, [&] {
-      return SampleRows(nullptr, logits.get(), vocab, sequences, vocab, rules.get(), seen.get(), 0,
-                        scratch.get(), sampled_tokens.get());
-    });
-    rows.push_back({"Sample 64 rows × 128K vocabulary (T 0.7, top-p 0.9)", sampled, moved});
+    // With the blocks per row SampleRows picks (a cluster of several where the device has them
+    // and the rows leave multiprocessors idle), and with one block per row; then one row alone.
+    auto sample = [&](int64_t count, int blocks) {
+      return Time(iterations, [&] {
+        return SampleRows(nullptr, logits.get(), vocab, count, vocab, rules.get(), seen.get(), 0,
+                          scratch.get(), sampled_tokens.get(), blocks);
+      });
+    };
+    rows.push_back({"Sample 64 rows × 128K vocabulary (T 0.7, top-p 0.9)", sample(sequences, 0),
+                    moved});
+    rows.push_back({"the same, one block per row", sample(sequences, 1), moved});
+    rows.push_back({"Sample 1 row × 128K vocabulary", sample(1, 0), moved / sequences});
+    rows.push_back({"the same, one block", sample(1, 1), moved / sequences});
     const double argmax = Time(iterations, [&] {
       return ArgmaxRows(nullptr, logits.get(), vocab, sequences, vocab, tokens.get());
     });

@@ -1,7 +1,8 @@
-// Block-wide reductions for kernels that give one row to one block of kThreads threads (a
-// multiple of 32). Every thread of the block calls them together and gets the result. The
-// order of the additions is fixed by the thread count alone, so a row reduces to the same bits
-// on every run and whatever the other rows of the launch hold.
+// Block-wide reductions for kernels that give one row (or a block's part of one) to a block of
+// kThreads threads (a multiple of 32). Every thread of the block calls them together and gets the
+// result. Sums are of integers (fixed-point values where fractions are summed), and the other
+// reductions are maxima, so a row reduces to the same bits on every run, whatever the other
+// rows of the launch hold and whatever order the values are combined in.
 #ifndef TANDEM_KERNELS_CUDA_BLOCK_REDUCE_CUH_
 #define TANDEM_KERNELS_CUDA_BLOCK_REDUCE_CUH_
 
@@ -15,23 +16,23 @@ namespace tandem::kernels::cuda {
 template <int kThreads>
 struct BlockScratch {
   static constexpr int kWarps = kThreads / 32;
-  double sums[kWarps + 1];
+  uint64_t sums[kWarps + 1];
   int64_t ids[kThreads];
   float values[kThreads];
 };
 
 template <int kThreads>
-__device__ double BlockSum(double v, BlockScratch<kThreads>& s) {
+__device__ uint64_t BlockSum(uint64_t v, BlockScratch<kThreads>& s) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
   if (threadIdx.x % 32 == 0) s.sums[threadIdx.x / 32] = v;
   __syncthreads();
   if (threadIdx.x == 0) {
-    double total = 0;
+    uint64_t total = 0;
     for (int w = 0; w < BlockScratch<kThreads>::kWarps; ++w) total += s.sums[w];
     s.sums[BlockScratch<kThreads>::kWarps] = total;
   }
   __syncthreads();
-  const double total = s.sums[BlockScratch<kThreads>::kWarps];
+  const uint64_t total = s.sums[BlockScratch<kThreads>::kWarps];
   __syncthreads();  // everyone has read it before the next call writes
   return total;
 }
@@ -52,29 +53,42 @@ __device__ int64_t BlockMax(int64_t v, BlockScratch<kThreads>& s) {
   return best;
 }
 
-// Of the threads' (value, id) candidates (id < 0: none), the largest value, the lowest id among
-// equal ones; -1 when no thread has one.
+// A (value, id) candidate (id < 0: none), and which of two is the better: the larger value,
+// the lower id among equal ones.
+struct Candidate {
+  float value = 0.0f;
+  int64_t id = -1;
+};
+__device__ __forceinline__ Candidate Better(Candidate a, Candidate b) {
+  if (b.id < 0) return a;
+  if (a.id < 0 || b.value > a.value || (b.value == a.value && b.id < a.id)) return b;
+  return a;
+}
+
+// Of the threads' (value, id) candidates, the best (Better); id -1 when no thread has one.
 template <int kThreads>
-__device__ int64_t BlockBest(float value, int64_t id, BlockScratch<kThreads>& s) {
+__device__ Candidate BlockBestCandidate(float value, int64_t id, BlockScratch<kThreads>& s) {
   s.values[threadIdx.x] = value;
   s.ids[threadIdx.x] = id;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half >>= 1) {
     if (threadIdx.x < half) {
-      const float v = s.values[threadIdx.x + half];
-      const int64_t i = s.ids[threadIdx.x + half];
-      const int64_t mine = s.ids[threadIdx.x];
-      if (i >= 0 &&
-          (mine < 0 || v > s.values[threadIdx.x] || (v == s.values[threadIdx.x] && i < mine))) {
-        s.values[threadIdx.x] = v;
-        s.ids[threadIdx.x] = i;
-      }
+      const Candidate better = Better({s.values[threadIdx.x], s.ids[threadIdx.x]},
+                                      {s.values[threadIdx.x + half], s.ids[threadIdx.x + half]});
+      s.values[threadIdx.x] = better.value;
+      s.ids[threadIdx.x] = better.id;
     }
     __syncthreads();
   }
-  const int64_t best = s.ids[0];
+  const Candidate best{s.values[0], s.ids[0]};
   __syncthreads();
   return best;
+}
+
+// The best candidate's id alone.
+template <int kThreads>
+__device__ int64_t BlockBest(float value, int64_t id, BlockScratch<kThreads>& s) {
+  return BlockBestCandidate(value, id, s).id;
 }
 
 // kernels::ArgmaxRow of row[0, cols): each thread scans a strided part skipping NaN, the block

@@ -1,7 +1,10 @@
 // The device's sampling read-back (CudaOps::ReadBackSampled, cuda::SampleRows) against the
 // host's (Ops::ReadBackSampled, kernels::RowSampler): the same token for every rule on rows
 // whose cuts do not fall within rounding, degenerate rows included, the same logprobs to
-// rounding; and the same token on every run and in every batch.
+// rounding; and the same token on every run, in every batch and with any number of blocks per
+// row.
+#include "kernels/cuda/sampling_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -179,6 +182,54 @@ TEST(CudaSamplingTest, DegenerateAndTiedRowsFollowTheHostRule) {
   const std::vector<int32_t> want = Tokens(OnHost(b));
   EXPECT_EQ(want, (std::vector<int32_t>{2, 0, 1, 1, 1, 1}));
   EXPECT_EQ(Tokens(OnDevice(*ops, b)), want);
+}
+
+// cuda::SampleRows itself, with `blocks` blocks per row.
+std::vector<SampledToken> SampleWithBlocks(const Batch& b, int blocks) {
+  const auto logits = ToDevice(b.logits);
+  const auto rules = ToDevice(b.rules);
+  const auto seen = ToDevice(b.seen.empty() ? std::vector<PenaltyToken>(1) : b.seen);
+  auto scratch = ToDevice(std::vector<float>(b.rules.size() * static_cast<size_t>(b.cols)));
+  auto out = ToDevice(std::vector<SampledToken>(b.rules.size()));
+  const cudaError_t status = SampleRows(
+      nullptr, logits.get(), b.ld, static_cast<int64_t>(b.rules.size()), b.cols, rules.get(),
+      seen.get(), static_cast<int64_t>(b.seen.size()), scratch.get(), out.get(), blocks);
+  EXPECT_EQ(status, cudaSuccess) << cudaGetErrorString(status);
+  return testing::ToHost(out);
+}
+
+// A row shared by a cluster of blocks (sm_90) draws the same token, with the same logprobs bit for
+// bit, as a row in one block: the sums are of integers. (Without clusters, only one block.)
+TEST(CudaSamplingTest, AnyNumberOfBlocksPerRowGivesTheSameBits) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  const int most = MostSampleBlocksPerRow();
+  ASSERT_GE(most, 1);
+  for (int64_t cols : {1, 7, 5000, 70001}) {
+    SCOPED_TRACE(::testing::Message() << "vocabulary " << cols);
+    const Batch batch = RandomBatch(cols, static_cast<uint32_t>(cols) + 7);
+    const std::vector<SampledToken> one = SampleWithBlocks(batch, 1);
+    EXPECT_EQ(Tokens(one), Tokens(OnHost(batch)));
+    for (int blocks = 2; blocks <= most; blocks *= 2) {
+      const std::vector<SampledToken> shared = SampleWithBlocks(batch, blocks);
+      ASSERT_EQ(shared.size(), one.size());
+      for (size_t r = 0; r < one.size(); ++r) {
+        EXPECT_EQ(std::memcmp(&shared[r], &one[r], sizeof(SampledToken)), 0)
+            << blocks << " blocks, row " << r << ": token " << shared[r].token << " against "
+            << one[r].token;
+      }
+    }
+  }
+  // More blocks than the device can place are refused, not run wrongly.
+  const Batch batch = RandomBatch(7, 1);
+  const auto logits = ToDevice(batch.logits);
+  const auto rules = ToDevice(batch.rules);
+  const auto seen = ToDevice(batch.seen);
+  auto scratch = ToDevice(std::vector<float>(batch.rules.size() * 7));
+  auto out = ToDevice(std::vector<SampledToken>(batch.rules.size()));
+  EXPECT_EQ(SampleRows(nullptr, logits.get(), batch.ld, static_cast<int64_t>(batch.rules.size()), 7,
+                       rules.get(), seen.get(), static_cast<int64_t>(batch.seen.size()),
+                       scratch.get(), out.get(), most * 2),
+            cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -24,22 +24,23 @@ namespace {
 // DrawByThresholds' reductions as one loop each, in id order.
 class SerialRow {
  public:
-  explicit SerialRow(std::vector<float> weights) : w_(std::move(weights)) {}
+  explicit SerialRow(std::vector<float> weights)
+      : w_(std::move(weights)), bits_(FixedWeightBits(static_cast<int64_t>(w_.size()))) {}
   int64_t cols() const { return static_cast<int64_t>(w_.size()); }
   template <class Keep>
-  double Sum(Keep keep, bool count) {
-    double total = 0;
+  uint64_t Sum(Keep keep, bool count) {
+    uint64_t total = 0;
     for (int32_t i = 0; i < static_cast<int32_t>(w_.size()); ++i) {
-      if (keep(WeightKey(w_[i]), i)) total += count ? 1.0 : w_[i];
+      if (keep(WeightKey(w_[i]), i)) total += count ? 1 : FixedWeight(w_[i], bits_);
     }
     return total;
   }
   template <class Keep, class Bucket>
-  const double* BucketSums(Keep keep, bool count, Bucket bucket) {
-    for (double& sum : sums_) sum = 0;
+  const uint64_t* BucketSums(Keep keep, bool count, Bucket bucket) {
+    for (uint64_t& sum : sums_) sum = 0;
     for (int32_t i = 0; i < static_cast<int32_t>(w_.size()); ++i) {
       const uint32_t key = WeightKey(w_[i]);
-      if (keep(key, i)) sums_[bucket(key, i)] += count ? 1.0 : w_[i];
+      if (keep(key, i)) sums_[bucket(key, i)] += count ? 1 : FixedWeight(w_[i], bits_);
     }
     return sums_;
   }
@@ -54,7 +55,8 @@ class SerialRow {
 
  private:
   std::vector<float> w_;
-  double sums_[kSearchWays];
+  int bits_;
+  uint64_t sums_[kSearchWays];
 };
 
 // What a device's sampling kernel computes for an already penalised row: the degenerate rows'
@@ -148,6 +150,37 @@ TEST(SamplingTest, EqualLogitsAreRankedAndDrawnByIdOnBothPaths) {
   const SamplingRow half = Rule(1.0f, 0, 0.5f, 0.0f, 0.75);
   EXPECT_EQ(sampler.Draw(logits, half), 1);
   EXPECT_EQ(ThresholdSample(logits, half), 1);
+}
+
+TEST(SamplingTest, FixedPointWeightsRoundUpAndLeaveRoomForTheWholeRow) {
+  EXPECT_EQ(FixedWeightBits(1), 63);
+  EXPECT_EQ(FixedWeightBits(2), 62);
+  EXPECT_EQ(FixedWeightBits(131072), 46);
+  EXPECT_EQ(FixedWeightBits(131073), 45);
+  const int bits = FixedWeightBits(131072);
+  EXPECT_EQ(FixedWeight(1.0f, bits), uint64_t{1} << 46);
+  EXPECT_EQ(FixedWeight(0.75f, bits), uint64_t{3} << 44);
+  EXPECT_EQ(FixedWeight(0.0f, bits), 0u);
+  // 1 + 2^-23 of 2^-30: the last mantissa bit falls below the point, and rounds up.
+  EXPECT_EQ(FixedWeight(std::ldexp(1.0f + 0x1.0p-23f, -30), 40), (uint64_t{1} << 10) + 1);
+  // Positive weights far below the point, subnormal ones too, still count.
+  EXPECT_EQ(FixedWeight(1e-30f, bits), 1u);
+  EXPECT_EQ(FixedWeight(std::numeric_limits<float>::denorm_min(), bits), 1u);
+  // A whole row of ones reaches 2^63 and no further.
+  EXPECT_EQ(131072 * FixedWeight(1.0f, bits), uint64_t{1} << 63);
+  EXPECT_EQ(FixedFraction(0.5, 1000), 500u);
+  EXPECT_EQ(FixedFraction(std::numeric_limits<double>::quiet_NaN(), 1000), 0u);
+  EXPECT_EQ(FixedFraction(2.0, 1000), 1000u);
+}
+
+TEST(SamplingTest, AWeightBelowTheFixedPointIsStillDrawnFirstAtUniformZero) {
+  // Token 0's weight, e^-80 ≈ 1.8e-35, is far below the fixed point's 2^-62: rounded up, it still
+  // counts, and a draw of 0 takes it, as the sorting rule's draw does.
+  RowSampler sampler;
+  const std::vector<float> logits = {-80.0f, 0.0f};
+  const SamplingRow rule = Rule(1.0f, 0, 1.0f, 0.0f, 0.0);
+  EXPECT_EQ(sampler.Draw(logits, rule), 0);
+  EXPECT_EQ(ThresholdSample(logits, rule), 0);
 }
 
 TEST(SamplingTest, DegenerateRowsGiveTheirArgmaxOnBothPaths) {
