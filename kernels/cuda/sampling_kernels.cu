@@ -348,7 +348,7 @@ int SetUpSampling(int device) {
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)) ==
           cudaSuccess) {
     cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kMaxBlocksPerRow);
+    config.gridDim = dim3(kMaxBlocksPerRow * 16);  // a multiple of any cluster size it may answer
     config.blockDim = dim3(kThreads);
     config.dynamicSmemBytes = bytes;
     int size = 0;
@@ -380,11 +380,12 @@ cudaError_t Launch(cudaStream_t stream, const float* logits, int64_t ld, int64_t
   }
   if (blocks > most || rows * blocks > INT32_MAX) return cudaErrorInvalidValue;
   constexpr size_t bytes = sizeof(SampleShared<kThreads>);
-  if (blocks == 1) {
+  const auto one_block_per_row = [&] {
     SampleRowsKernel<kThreads, false><<<static_cast<unsigned>(rows), kThreads, bytes, stream>>>(
         logits, ld, cols, rules, seen, seen_count, scratch, out);
     return cudaGetLastError();
-  }
+  };
+  if (blocks == 1) return one_block_per_row();
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(rows * blocks));
   config.blockDim = dim3(kThreads);
@@ -397,8 +398,13 @@ cudaError_t Launch(cudaStream_t stream, const float* logits, int64_t ld, int64_t
   cluster.val.clusterDim.z = 1;
   config.attrs = &cluster;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, SampleRowsKernel<kThreads, true>, logits, ld, cols, rules,
-                            seen, seen_count, scratch, out);
+  const cudaError_t status = cudaLaunchKernelEx(&config, SampleRowsKernel<kThreads, true>, logits,
+                                                ld, cols, rules, seen, seen_count, scratch, out);
+  if (status == cudaSuccess || blocks_per_row > 0) return status;
+  // Clusters the device would not place after all (multiprocessors held by another process):
+  // one block per row draws the same tokens.
+  Handled(status);
+  return one_block_per_row();
 }
 
 bool LargeBlocksFit() { return sizeof(SampleShared<kSampleThreads>) <= BlockSharedMemoryLimit(); }
