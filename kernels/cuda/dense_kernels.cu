@@ -189,8 +189,9 @@ __device__ void LinearTile(const float* x, int64_t ld_x, int64_t m, const void* 
   }
 #pragma unroll
   for (int r = 0; r < kLinearRows; ++r) {
+    if (r >= rows) break;  // the tile's missing rows: no sums to add up (a decode step has one)
     float s = WarpSum(acc[r]);
-    if (lane == 0 && r < rows) {
+    if (lane == 0) {
       if constexpr (F == WeightFormat::kI8) s *= row_scales[j];
       y[(r0 + r) * ld_y + j] = s + (bias != nullptr ? bias[j] : 0.0f);
     }
@@ -294,8 +295,11 @@ __global__ void VectorLinearKernel(const float* x, int64_t ld_x, int64_t m, cons
     const int64_t j = j0 + c;
 #pragma unroll
     for (int r = 0; r < kLinearRows; ++r) {
+      // The tile's missing rows have no sums to add up: a batch-1 decode step skips 7 of 8 (each
+      // five shuffles), which were the tail of every warp's work.
+      if (r >= rows) break;
       const float s = WarpSum(acc[c][r]);
-      if (lane == 0 && r < rows && j < n) {
+      if (lane == 0 && j < n) {
         const float scaled = F == WeightFormat::kI8 ? s * row_scales[j] : s;
         y[(r0 + r) * ld_y + j] = scaled + (bias != nullptr ? bias[j] : 0.0f);
       }
