@@ -335,18 +335,11 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaBlocksPerMultiprocessor)
   MmaAttend<kHeadDim, kExact>(p, d, 0, 1);
 }
 
-// Both kernels take more than the 48 KB of shared memory a launch gets without asking; the
-// attribute is the function's, per device.
-template <typename Kernel>
-cudaError_t AllowSharedMemory(Kernel kernel, size_t bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(bytes));
-}
-
 template <int kHeadDim, bool kExact>
 cudaError_t Launch(cudaStream_t stream, const PartialAttentionArgs& a, const KeySplits& splits) {
   constexpr size_t bytes = MmaTile<kHeadDim>::kBytes;
-  const cudaError_t set = AllowSharedMemory(MmaAttentionKernel<kHeadDim, kExact>, bytes);
+  // More than the 48 KB of shared memory a launch gets without asking.
+  const cudaError_t set = AllowSharedMemory<MmaAttentionKernel<kHeadDim, kExact>>(bytes);
   if (set != cudaSuccess) return set;
   const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
   const dim3 grid(Blocks(virtual_rows, kMmaRows), static_cast<unsigned>(a.kv.num_kv_heads),
@@ -363,7 +356,7 @@ cudaError_t Launch(cudaStream_t stream, const PartialAttentionArgs& a, const Key
 template <int kHeadDim, bool kExact>
 cudaError_t LaunchVarlen(cudaStream_t stream, const AttentionArgs& a) {
   constexpr size_t bytes = MmaTile<kHeadDim>::kBytes;
-  const cudaError_t set = AllowSharedMemory(VarlenMmaAttentionKernel<kHeadDim, kExact>, bytes);
+  const cudaError_t set = AllowSharedMemory<VarlenMmaAttentionKernel<kHeadDim, kExact>>(bytes);
   if (set != cudaSuccess) return set;
   const dim3 grid(Blocks(a.max_seqlen * (a.heads / a.kv.num_kv_heads), kMmaRows),
                   static_cast<unsigned>(a.kv.num_kv_heads), static_cast<unsigned>(a.sequences));

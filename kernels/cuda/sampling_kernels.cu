@@ -335,18 +335,11 @@ int SetUpSampling(int device) {
     }
   }
   constexpr size_t bytes = sizeof(SampleShared<kThreads>);
-  if (Handled(cudaFuncSetAttribute(SampleRowsKernel<kThreads, false>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)) !=
-      cudaSuccess) {
-    return -1;
-  }
+  if (AllowSharedMemory<SampleRowsKernel<kThreads, false>>(bytes) != cudaSuccess) return -1;
   int blocks = 1;
   int clusters = 0;
   if (Handled(cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device)) == cudaSuccess &&
-      clusters != 0 &&
-      Handled(cudaFuncSetAttribute(SampleRowsKernel<kThreads, true>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)) ==
-          cudaSuccess) {
+      clusters != 0 && AllowSharedMemory<SampleRowsKernel<kThreads, true>>(bytes) == cudaSuccess) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(kMaxBlocksPerRow * 16);  // a multiple of any cluster size it may answer
     config.blockDim = dim3(kThreads);
