@@ -189,7 +189,11 @@ TANDEM_HOST_DEVICE int32_t DrawByThresholds(Row& row, const SamplingRow& rule) {
   RankCut top_p;
   if (rule.top_p < 1.0f) {
     const uint64_t total = row.Sum(in_top_k, /*count=*/false);
-    const uint64_t target = FixedFraction(static_cast<double>(rule.top_p), total);
+    // At least the first token's weight (a fixed weight is at least 1): a top_p so small that
+    // its share of the total rounds to 0 still keeps the most likely token, as the sorting rule
+    // does, where a target of 0 would keep the lowest id of weight 1, or nothing.
+    const uint64_t share = FixedFraction(static_cast<double>(rule.top_p), total);
+    const uint64_t target = share > 0 ? share : 1;
     top_p = CutWhereTotalReaches(row, in_top_k, /*count=*/false, target);
   }
   // Weights are relative to the most likely token (weight 1), so min_p is the cutoff itself.

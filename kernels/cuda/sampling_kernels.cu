@@ -238,16 +238,21 @@ __device__ int64_t BestBelow(const float* row, int64_t cols, float value, int64_
 }
 
 // kernels::ComputeLogprobs' log-normaliser, max + log Σ exp(l − max), with the exponentials
-// (each in (0, 1]) summed in fixed point like the weights.
+// (each in (0, 1]) summed in fixed point like the weights. A NaN anywhere makes it NaN, as it
+// does the host's double sum (an integer has no NaN to carry it).
 template <int kThreads, bool kCluster>
 __device__ double LogNormaliser(const float* row, int64_t cols, RowThreads<kThreads, kCluster>& t) {
   const double max_logit = t.Argmax(row, cols).value;
   const int bits = FixedWeightBits(cols);
   uint64_t total = 0;
+  bool nan = false;
   t.ForEach(row, cols, [&](float v, int64_t) {
-    total += __double2ull_ru(scalbn(exp(static_cast<double>(v) - max_logit), bits));
+    const double e = exp(static_cast<double>(v) - max_logit);
+    nan |= e != e;
+    total += __double2ull_ru(scalbn(e, bits));
   });
-  return max_logit + log(scalbn(static_cast<double>(t.Sum(total)), -bits));
+  const double sum = scalbn(static_cast<double>(t.Sum(total)), -bits);
+  return t.Any(nan) ? static_cast<double>(NAN) : max_logit + log(sum);
 }
 
 template <int kThreads, bool kCluster>
@@ -338,8 +343,14 @@ int SetUpSampling(int device) {
   if (AllowSharedMemory<SampleRowsKernel<kThreads, false>>(bytes) != cudaSuccess) return -1;
   int blocks = 1;
   int clusters = 0;
+  // The cluster kernel must have been compiled for sm_90 or later (elsewhere it traps): a build
+  // without a 9.x target, run on Hopper, has only PTX of an older architecture.
+  cudaFuncAttributes built = {};
   if (Handled(cudaDeviceGetAttribute(&clusters, cudaDevAttrClusterLaunch, device)) == cudaSuccess &&
-      clusters != 0 && AllowSharedMemory<SampleRowsKernel<kThreads, true>>(bytes) == cudaSuccess) {
+      clusters != 0 &&
+      Handled(cudaFuncGetAttributes(&built, SampleRowsKernel<kThreads, true>)) == cudaSuccess &&
+      built.binaryVersion >= 90 && built.ptxVersion >= 90 &&
+      AllowSharedMemory<SampleRowsKernel<kThreads, true>>(bytes) == cudaSuccess) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(kMaxBlocksPerRow * 16);  // a multiple of any cluster size it may answer
     config.blockDim = dim3(kThreads);

@@ -26,7 +26,7 @@ bool ToSnapshots(std::span<const StateSnapshot> in, int64_t tokens, bool empty_s
                  Snapshots* out) {
   if (in.size() > static_cast<size_t>(kMaxSnapshots)) return false;
   out->count = static_cast<int>(in.size());
-  int64_t previous = -1;
+  int64_t previous = 0;  // positions are counts of tokens: none is negative
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i].after_tokens < previous || in[i].after_tokens > tokens ||
         (in[i].dst == nullptr && !empty_state)) {

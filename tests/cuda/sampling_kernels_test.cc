@@ -178,10 +178,19 @@ TEST(CudaSamplingTest, DegenerateAndTiedRowsFollowTheHostRule) {
     rule.uniform = 0.75;
     rule.top_k = r == 4 ? 2 : 0;
     rule.top_p = r == 5 ? 0.5f : 1.0f;
+    rule.logprobs = true;
   }
-  const std::vector<int32_t> want = Tokens(OnHost(b));
-  EXPECT_EQ(want, (std::vector<int32_t>{2, 0, 1, 1, 1, 1}));
-  EXPECT_EQ(Tokens(OnDevice(*ops, b)), want);
+  const std::vector<SampledToken> want = OnHost(b), got = OnDevice(*ops, b);
+  EXPECT_EQ(Tokens(want), (std::vector<int32_t>{2, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(Tokens(got), Tokens(want));
+  // The logprobs too: NaN where the host's are (a NaN logit, an infinite maximum).
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (std::isnan(want[r].logprob)) {
+      EXPECT_TRUE(std::isnan(got[r].logprob)) << "row " << r << ": " << got[r].logprob;
+    } else {
+      EXPECT_NEAR(got[r].logprob, want[r].logprob, 1e-5) << "row " << r;
+    }
+  }
 }
 
 // cuda::SampleRows itself, with `blocks` blocks per row.

@@ -46,7 +46,7 @@ class SerialRow {
   }
   template <class Keep>
   int32_t MaxId(Keep keep) {
-    int32_t best = 0;
+    int32_t best = -1;  // none kept: what a device's maximum gives too
     for (int32_t i = 0; i < static_cast<int32_t>(w_.size()); ++i) {
       if (keep(WeightKey(w_[i]), i)) best = i;
     }
@@ -181,6 +181,19 @@ TEST(SamplingTest, AWeightBelowTheFixedPointIsStillDrawnFirstAtUniformZero) {
   const SamplingRow rule = Rule(1.0f, 0, 1.0f, 0.0f, 0.0);
   EXPECT_EQ(sampler.Draw(logits, rule), 0);
   EXPECT_EQ(ThresholdSample(logits, rule), 0);
+}
+
+TEST(SamplingTest, ATopPTooSmallForTheFixedPointStillKeepsTheMostLikelyToken) {
+  // top_p · total rounds to 0 in fixed point: the cut still keeps the most likely token (id 5,
+  // not the lowest id), as the sorting rule does.
+  RowSampler sampler;
+  std::vector<float> logits(131072, -4.6f);
+  logits[5] = 0.0f;
+  for (float top_p : {1e-20f, 1e-30f}) {
+    const SamplingRow rule = Rule(1.0f, 0, top_p, 0.0f, 0.3);
+    EXPECT_EQ(sampler.Draw(logits, rule), 5) << top_p;
+    EXPECT_EQ(ThresholdSample(logits, rule), 5) << top_p;
+  }
 }
 
 TEST(SamplingTest, DegenerateRowsGiveTheirArgmaxOnBothPaths) {
