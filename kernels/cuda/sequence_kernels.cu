@@ -209,20 +209,41 @@ __device__ void LoadTile(const float* src, int64_t ld, int64_t t0, int count, in
   }
 }
 
-// Each of the tile's `count` partial sums added over the warp (WarpSum, as a one-token call adds
-// its one), token k's returned to lane k.
+// A token's total over the warp, as TileSums hands it to a lane.
+struct TileSum {
+  float total;
+  int token;    // which of the tile's tokens (k)
+  bool stores;  // one lane per token: the one that writes it
+};
+
+// The tile's partial sums acc[k] each added over the warp, with WarpSum's additions: at each
+// step a lane adds its partner's (lane ^ offset) partial sum to its own, for every token alike,
+// so a token's total has the bits WarpSum gives it (a one-token call's). Where WarpSum keeps one
+// value throughout, the first steps here halve the values a lane holds (its bit of the offset
+// says which half it keeps and which it hands over): 9 shuffles for 8 tokens, where 8 WarpSums
+// take 40, which bounded the scans' throughput.
 template <int kTokens>
-__device__ float TileSums(const float (&acc)[kTokens], int count) {
+__device__ TileSum TileSums(const float (&acc)[kTokens]) {
   const int lane = threadIdx.x % kWarp;
-  float mine = 0.0f;
+  float v[kTokens];
 #pragma unroll
-  for (int k = 0; k < kTokens; ++k) {
-    if (k < count) {
-      const float total = WarpSum(acc[k]);
-      if (lane == k) mine = total;
+  for (int k = 0; k < kTokens; ++k) v[k] = acc[k];
+  int token = 0;
+  int offset = kWarp / 2;
+#pragma unroll
+  for (int n = kTokens; n > 1; n /= 2, offset /= 2) {
+    const int half = n / 2;
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float keep = upper ? v[i + half] : v[i];
+      const float give = upper ? v[i] : v[i + half];
+      v[i] = keep + __shfl_xor_sync(kFullMask, give, offset);
     }
+    if (upper) token += half;
   }
-  return mine;
+  for (; offset > 0; offset /= 2) v[0] += __shfl_xor_sync(kFullMask, v[0], offset);
+  return {v[0], token, lane % (kWarp / kTokens) == 0};
 }
 
 template <int kStates, int kTokens>
@@ -280,11 +301,13 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
         emit(t0 + k - rows.first + 1);
       }
     }
-    const float total = TileSums(acc, count);
-    if (lane < count) {
-      float y = total + D * lane_u;
-      if (a.z != nullptr) y *= Silu(lane_z);
-      a.y[(t0 + lane) * a.ld_y + d] = y;
+    const TileSum sum = TileSums(acc);
+    const float u = __shfl_sync(kFullMask, lane_u, sum.token);
+    const float z = __shfl_sync(kFullMask, lane_z, sum.token);
+    if (sum.stores && sum.token < count) {
+      float y = sum.total + D * u;
+      if (a.z != nullptr) y *= Silu(z);
+      a.y[(t0 + sum.token) * a.ld_y + d] = y;
     }
     t0 += kTokens;
   } while (t0 < end);
@@ -321,12 +344,15 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   int64_t t0 = rows.first;
   do {
     const int count = static_cast<int>(min(int64_t{kTokens}, end - t0));
-    float lane_dt = 0.0f, lane_decay = 0.0f, lane_x = 0.0f;
+    // dt·x is the recurrence's first product (dt · x · B associates as (dt · x) · B), so lane k
+    // forms it once and hands it over with the decay: two broadcasts per token.
+    float lane_dtx = 0.0f, lane_decay = 0.0f, lane_x = 0.0f;
     if (lane < count) {
       const int64_t t = t0 + lane;
       lane_x = a.x[t * a.ld_x + row];
-      lane_dt = SsdDt(a.dt[t * a.ld_dt + hd], dt_bias, a.dt_min, a.dt_max);
-      lane_decay = expf(lane_dt * A);
+      const float dt = SsdDt(a.dt[t * a.ld_dt + hd], dt_bias, a.dt_min, a.dt_max);
+      lane_decay = expf(dt * A);
+      lane_dtx = dt * lane_x;
     }
     float b[kTokens][kStates], c[kTokens][kStates];
     LoadTile<kStates, kTokens>(a.b + g * N, a.ld_b, t0, count, N, b);
@@ -341,21 +367,23 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
     for (int k = 0; k < kTokens; ++k) {
       acc[k] = 0.0f;
       if (k < count) {
-        const float dt = __shfl_sync(kFullMask, lane_dt, k);
         const float decay = __shfl_sync(kFullMask, lane_decay, k);
-        const float x = __shfl_sync(kFullMask, lane_x, k);
+        const float dtx = __shfl_sync(kFullMask, lane_dtx, k);
 #pragma unroll
         for (int i = 0; i < kStates; ++i) {
           if (lane + kWarp * i < N) {
-            s[i] = decay * s[i] + dt * x * b[k][i];
+            s[i] = decay * s[i] + dtx * b[k][i];
             acc[k] += s[i] * c[k][i];
           }
         }
         emit(t0 + k - rows.first + 1);
       }
     }
-    const float total = TileSums(acc, count);
-    if (lane < count) a.y[(t0 + lane) * a.ld_y + row] = total + D * lane_x;
+    const TileSum sum = TileSums(acc);
+    const float x = __shfl_sync(kFullMask, lane_x, sum.token);
+    if (sum.stores && sum.token < count) {
+      a.y[(t0 + sum.token) * a.ld_y + row] = sum.total + D * x;
+    }
     t0 += kTokens;
   } while (t0 < end);
   StoreRow<kStates>(s, N, rows.state + row * N);
