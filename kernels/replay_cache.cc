@@ -37,14 +37,19 @@ ReplayCache::Entry* ReplayCache::Find(const LaunchSignature& signature, uint64_t
 }
 
 void ReplayCache::ForgetUncaptured() {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    std::vector<Entry>& bucket = it->second;
-    const auto kept = std::remove_if(bucket.begin(), bucket.end(),
-                                     [](const Entry& e) { return e.graph == nullptr; });
-    tracked_ -= static_cast<size_t>(std::distance(kept, bucket.end()));
-    bucket.erase(kept, bucket.end());
-    it = bucket.empty() ? entries_.erase(it) : std::next(it);
-  }
+  const auto forget = [&](auto which) {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      std::vector<Entry>& bucket = it->second;
+      const auto kept = std::remove_if(bucket.begin(), bucket.end(), which);
+      tracked_ -= static_cast<size_t>(std::distance(kept, bucket.end()));
+      bucket.erase(kept, bucket.end());
+      it = bucket.empty() ? entries_.erase(it) : std::next(it);
+    }
+  };
+  // Refused signatures are kept, so that they are not captured (and refused) again, unless
+  // they alone fill the list.
+  forget([](const Entry& e) { return e.graph == nullptr && !e.refused; });
+  if (tracked_ >= limits_.tracked) forget([](const Entry& e) { return e.graph == nullptr; });
 }
 
 void ReplayCache::EvictLeastRecentlyUsedGraph() {

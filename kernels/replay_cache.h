@@ -29,8 +29,9 @@ class ReplayCache {
     // size it runs (up to --max-running, 32 by default) and Hydragen plan, so this covers the
     // steady state of a default server.
     size_t graphs = 64;
-    // Signatures remembered without a graph; past it the ones without a graph are forgotten.
-    // Each holds a copy of its signature (tens of KB for a deep model).
+    // Signatures remembered without a graph; past it the ones without a graph are forgotten
+    // (refused ones only when they alone fill it). Each holds a copy of its signature (tens of
+    // KB for a deep model).
     size_t tracked = 256;
   };
 

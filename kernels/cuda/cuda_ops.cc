@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -18,14 +19,18 @@
 namespace tandem::kernels::cuda {
 namespace {
 
-// The CudaOps whose pass this thread is recording, if any (one caller thread at a time).
+// The CudaOps whose pass this thread is recording, if any. One at a time: a CudaOps that opens a
+// recorded pass first sends any other's recording on this thread to its stream, so that a
+// block freed here never outlives the recorded calls that name it. A pass is recorded and
+// finished on one thread (CudaOps takes one caller thread at a time).
 thread_local CudaOps* recording_on_this_thread = nullptr;
 
 class DeviceMemorySource final : public MemorySource {
  public:
   void* Allocate(size_t bytes) override {
     void* p = nullptr;
-    return cudaMalloc(&p, bytes) == cudaSuccess ? p : nullptr;  // 256-byte aligned
+    // A failure is answered here (null: the workspace reports it), not by the next launch.
+    return Handled(cudaMalloc(&p, bytes)) == cudaSuccess ? p : nullptr;  // 256-byte aligned
   }
   void Release(void* p) override {
     // A recorded call may still name this block: it must reach the stream before the block goes
@@ -141,13 +146,22 @@ void CudaOps::Launch(const char* op, const Args&... args) {
   if (!pass_open_) {
     pass_open_ = true;
     recording_ = replay_ != nullptr;
-    if (recording_) recording_on_this_thread = this;
+    if (recording_) {
+      if (recording_on_this_thread != nullptr && recording_on_this_thread != this) {
+        recording_on_this_thread->StopRecording();
+      }
+      recording_on_this_thread = this;
+    }
   }
   if (!recording_) {
     Record(Kernel(stream_, args...), op);
     return;
   }
-  signature_.Add(static_cast<const void*>(op));  // a literal: its address names the op
+  // The launch function and the op's name (a literal: its address names it), then the
+  // arguments: two calls sign alike only if they run the same function on the same bytes.
+  static constexpr char kFunction = 0;  // one per instantiation: its address names Kernel
+  signature_.Add(static_cast<const void*>(&kFunction));
+  signature_.Add(static_cast<const void*>(op));
   (Sign(signature_, args), ...);
   calls_.Add([this, op, args...] {
     if (Ok()) Record(Kernel(stream_, args...), op);
@@ -216,7 +230,11 @@ void CudaOps::CaptureAndLaunch() {
     return;
   }
   replay_->Store(signature_, exec);
-  Record(cudaGraphLaunch(exec, stream_), "CUDA graph launch");
+  if (Handled(cudaGraphLaunch(exec, stream_)) != cudaSuccess) {
+    // As for a refused replay: nothing of it ran, so the calls run instead, and the graph goes.
+    replay_->Refuse(signature_);
+    calls_.RunAll();
+  }
 }
 
 std::string CudaOps::Synchronize() {
@@ -234,14 +252,20 @@ std::byte* CudaOps::Stage(size_t bytes) {
     // or freeing.
     StopRecording();
     Record(cudaStreamSynchronize(stream_), "upload staging");
+    // Room for the whole pass so far and this upload, so that the next pass of the same shape
+    // stages everything and can be recorded (a pass that overflows is never replayed).
+    const size_t needed = staged_ + bytes;
     staged_ = 0;
-    if (bytes > staging_capacity_) {
+    if (needed > staging_capacity_) {
       if (staging_ != nullptr) cudaFreeHost(staging_);
       staging_ = nullptr;
       staging_capacity_ = 0;
-      const size_t capacity = std::max<size_t>(bytes, size_t{1} << 20);
+      const size_t capacity = std::bit_ceil(std::max<size_t>(needed, size_t{1} << 20));
       void* pinned = nullptr;
-      if (cudaHostAlloc(&pinned, capacity, cudaHostAllocDefault) != cudaSuccess) return nullptr;
+      // Without it the upload goes from pageable memory (CopyToDevice); the failure is answered.
+      if (Handled(cudaHostAlloc(&pinned, capacity, cudaHostAllocDefault)) != cudaSuccess) {
+        return nullptr;
+      }
       staging_ = static_cast<std::byte*>(pinned);
       staging_capacity_ = capacity;
     }

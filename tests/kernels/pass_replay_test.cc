@@ -197,6 +197,24 @@ TEST_F(ReplayCacheTest, ForgetsSignaturesWithoutGraphsButNotGraphs) {
   EXPECT_TRUE(destroyed_.empty());
 }
 
+TEST_F(ReplayCacheTest, ARefusedSignatureOutlivesTheForgettingOfOneOffPasses) {
+  ReplayCache cache(&RecordDestroyed, {.graphs = 1, .tracked = 4});
+  const LaunchSignature refused = Signature(100);
+  cache.Decide(refused);
+  ASSERT_EQ(cache.Decide(refused).plan, ReplayCache::Plan::kCapture);
+  cache.Refuse(refused);
+  for (int64_t s = 0; s < 50; ++s) cache.Decide(Signature(s));  // one-off passes, forgotten
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(cache.Decide(refused).plan, ReplayCache::Plan::kRunEagerly);
+  // Refused signatures alone filling the list are forgotten too: it stays bounded.
+  for (int64_t s = 200; s < 210; ++s) {
+    cache.Decide(Signature(s));
+    cache.Decide(Signature(s));
+    cache.Refuse(Signature(s));
+  }
+  EXPECT_EQ(cache.Decide(Signature(100)).plan, ReplayCache::Plan::kRunEagerly);
+  EXPECT_EQ(cache.Decide(Signature(100)).plan, ReplayCache::Plan::kCapture);
+}
+
 TEST_F(ReplayCacheTest, ClearAndDestructionDestroyEveryGraph) {
   {
     ReplayCache cache(&RecordDestroyed);
