@@ -47,9 +47,9 @@ void ReplayCache::ForgetUncaptured() {
     }
   };
   // Refused signatures are kept, so that they are not captured (and refused) again, unless
-  // they alone fill the list.
+  // they and the graphs take more than half the list: new shapes need the room to be seen twice.
   forget([](const Entry& e) { return e.graph == nullptr && !e.refused; });
-  if (tracked_ >= limits_.tracked) forget([](const Entry& e) { return e.graph == nullptr; });
+  if (tracked_ > limits_.tracked / 2) forget([](const Entry& e) { return e.graph == nullptr; });
 }
 
 void ReplayCache::EvictLeastRecentlyUsedGraph() {

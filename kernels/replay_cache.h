@@ -30,8 +30,8 @@ class ReplayCache {
     // steady state of a default server.
     size_t graphs = 64;
     // Signatures remembered without a graph; past it the ones without a graph are forgotten
-    // (refused ones only when they alone fill it). Each holds a copy of its signature (tens of
-    // KB for a deep model).
+    // (refused ones only when they and the graphs take more than half of it). Each holds a copy
+    // of its signature (tens of KB for a deep model).
     size_t tracked = 256;
   };
 

@@ -172,7 +172,13 @@ void CudaOps::StopRecording() {
   if (!recording_) return;
   recording_ = false;
   if (recording_on_this_thread == this) recording_on_this_thread = nullptr;
+  // Possibly called for this object by another one's thread (see recording_on_this_thread):
+  // the calls launch on this object's device.
+  int current = device_;
+  Handled(cudaGetDevice(&current));
+  if (current != device_) Handled(cudaSetDevice(device_));
   calls_.RunAll();
+  if (current != device_) Handled(cudaSetDevice(current));
   calls_.Clear();
   signature_.Clear();
 }
@@ -241,6 +247,7 @@ std::string CudaOps::Synchronize() {
   FinishPass();
   Record(cudaStreamSynchronize(stream_), "synchronize");
   staged_ = 0;  // the stream has consumed every staged upload
+  pass_staged_ = 0;
   pass_open_ = false;
   return std::exchange(error_, std::string());
 }
@@ -253,13 +260,18 @@ std::byte* CudaOps::Stage(size_t bytes) {
     StopRecording();
     Record(cudaStreamSynchronize(stream_), "upload staging");
     // Room for the whole pass so far and this upload, so that the next pass of the same shape
-    // stages everything and can be recorded (a pass that overflows is never replayed).
-    const size_t needed = staged_ + bytes;
+    // stages everything and can be recorded (a pass that overflows is never replayed). Its
+    // uploads still to come are not known: the doubling of bit_ceil catches up in a pass or two.
+    const size_t needed = pass_staged_ + bytes;
     staged_ = 0;
     if (needed > staging_capacity_) {
       if (staging_ != nullptr) cudaFreeHost(staging_);
       staging_ = nullptr;
       staging_capacity_ = 0;
+      // Graphs captured with copies from the old buffer must never replay, even should a new
+      // buffer come back at the same address (their signatures would match). The stream has
+      // drained, so they can go.
+      if (replay_ != nullptr) replay_->Clear();
       const size_t capacity = std::bit_ceil(std::max<size_t>(needed, size_t{1} << 20));
       void* pinned = nullptr;
       // Without it the upload goes from pageable memory (CopyToDevice); the failure is answered.
@@ -271,7 +283,9 @@ std::byte* CudaOps::Stage(size_t bytes) {
     }
   }
   std::byte* at = staging_ + staged_;
-  staged_ = std::min(staging_capacity_, (staged_ + bytes + kAlign - 1) / kAlign * kAlign);
+  const size_t end = (staged_ + bytes + kAlign - 1) / kAlign * kAlign;
+  pass_staged_ += end - staged_;
+  staged_ = std::min(staging_capacity_, end);
   return at;
 }
 

@@ -205,7 +205,8 @@ class CudaOps final : public Ops {
   // Pinned host memory the uploads of a pass go through (tables, MoE's expert pointers).
   std::byte* staging_ = nullptr;
   size_t staging_capacity_ = 0;
-  size_t staged_ = 0;
+  size_t staged_ = 0;       // bytes of the buffer in use since the stream last drained it
+  size_t pass_staged_ = 0;  // bytes this pass has staged in all (what the buffer should hold)
   // MoE: the grouped kernels' tables of one layer's experts (their weight and scale pointers),
   // uploaded once and kept, keyed by the layer's array of matrices. The host copy tells a stale
   // entry (another model's layer at the same address) from a current one.

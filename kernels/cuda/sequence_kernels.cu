@@ -224,6 +224,8 @@ struct TileSum {
 // take 40, which bounded the scans' throughput.
 template <int kTokens>
 __device__ TileSum TileSums(const float (&acc)[kTokens]) {
+  static_assert(kTokens >= 1 && kTokens <= kWarp && (kTokens & (kTokens - 1)) == 0,
+                "the halving needs a power of two of tokens, at most a warp's lanes");
   const int lane = threadIdx.x % kWarp;
   float v[kTokens];
 #pragma unroll

@@ -215,6 +215,26 @@ TEST_F(ReplayCacheTest, ARefusedSignatureOutlivesTheForgettingOfOneOffPasses) {
   EXPECT_EQ(cache.Decide(Signature(100)).plan, ReplayCache::Plan::kCapture);
 }
 
+TEST_F(ReplayCacheTest, RefusedSignaturesLeaveRoomForNewShapesToBeCaptured) {
+  // Refused signatures filling all but one slot left two alternating shapes forgetting each
+  // other, eager forever.
+  ReplayCache cache(&RecordDestroyed, {.graphs = 1, .tracked = 8});
+  for (int64_t s = 100; s < 107; ++s) {
+    cache.Decide(Signature(s));
+    cache.Decide(Signature(s));
+    cache.Refuse(Signature(s));
+  }
+  int captures = 0;
+  for (int step = 0; step < 20; ++step) {
+    const LaunchSignature pass = Signature(step % 2);
+    if (cache.Decide(pass).plan == ReplayCache::Plan::kCapture) {
+      cache.Store(pass, FakeGraph(1 + step % 2));
+      ++captures;
+    }
+  }
+  EXPECT_GE(captures, 1);
+}
+
 TEST_F(ReplayCacheTest, ClearAndDestructionDestroyEveryGraph) {
   {
     ReplayCache cache(&RecordDestroyed);
