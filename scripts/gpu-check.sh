@@ -8,6 +8,10 @@
 #
 #   scripts/gpu-check.sh [--allow-no-device] [--sanitize]
 #
+# When a test binary fails, its failed tests run again one process each, and a test that took
+# the process down is named and the rest run without it: the report says which tests fail by
+# themselves, not only after another kernel's sticky fault.
+#
 # Exits non-zero when a test fails, when the build fails, or when no GPU is visible (unless
 # --allow-no-device: to check the script itself on a machine without one). --sanitize also runs
 # the kernel tests under compute-sanitizer (memcheck, then racecheck on the shared-memory
@@ -107,6 +111,56 @@ run_tests() {
       echo '```'
     fi
   } >>"$report"
+  ((rc == 0)) || isolate_failures "$name" "$@"
+}
+
+# After a failed run: one kernel's fault (an illegal address, a trap) is sticky and fails every
+# later test of the process, and a crash leaves the rest unrun. So each failed test runs again
+# alone, and a test that took the process down is named and the others run without it: the
+# report then says which tests fail by themselves. Costs device time only when something failed.
+isolate_failures() {
+  local name=$1
+  shift
+  local log=$out/$name.log
+  # The command's own --gtest_filter (positive part), to narrow it further.
+  local positive='*' negative='' arg
+  for arg in "$@"; do
+    if [[ $arg == --gtest_filter=* ]]; then
+      positive=${arg#--gtest_filter=}
+      if [[ $positive == *-* ]]; then
+        negative=${positive#*-}
+        positive=${positive%%-*}
+      fi
+    fi
+  done
+  {
+    echo
+    echo "### $name: the failures, one process each"
+    echo
+  } >>"$report"
+  local crashed
+  crashed=$(awk '/^\[ RUN      \] /{t=$4} /^\[( +OK|  FAILED|  SKIPPED) +\] /{t=""} END{print t}' \
+    "$log")
+  if [[ -n $crashed ]]; then
+    echo "- $crashed took the process down; the tests after it did not run: running them now" \
+      >>"$report"
+    local rest="$positive-${negative:+$negative:}$crashed"
+    "$@" --gtest_filter="$rest" >"$out/$name.without-crash.log" 2>&1
+    echo "    - without it: $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test' \
+      "$out/$name.without-crash.log" | tr '\n' ' ')" >>"$report"
+    log=$out/$name.without-crash.log
+  fi
+  local failed count=0
+  failed=$(grep -oE '^\[  FAILED  \] [^ ,]+(, where| \()' "$log" | awk '{print $4}' | sed 's/,$//' | sort -u)
+  for test in $failed; do
+    ((++count > 30)) && break
+    if "$@" --gtest_filter="$test" >"$out/$name.alone.log" 2>&1; then
+      echo "- $test: passes alone (failed after an earlier test's fault)" >>"$report"
+    else
+      echo "- $test: fails alone" >>"$report"
+      cat "$out/$name.alone.log" >>"$out/$name.alone-failures.log"
+    fi
+  done
 }
 
 run_tests cuda_kernels_test "$build/cuda_kernels_test"
