@@ -19,7 +19,9 @@ namespace tandem::engine {
 
 struct ComputeOptions {
   int threads = 0;  // CPU compute threads; 0 = one per core (a GPU ignores it)
-  // Batch-invariant CPU kernels (kernels::CpuOps::set_batch_invariant).
+  // Batch-invariant kernels (kernels::CpuOps::set_batch_invariant; on a GPU
+  // kernels::cuda::CudaOpsOptions::batch_invariant): a row's result does not depend on its batch
+  // nor on prefill against decode.
   bool batch_invariant = false;
   // A GPU's prefill GEMMs on its tensor cores (kernels::cuda::CudaOpsOptions): TF32 for fp32
   // weights, bf16/f16 activations for 16-bit weights. A multiple of the fp32 peak rate, for ~1e-3

@@ -28,6 +28,7 @@ class CudaDevice final : public ComputeDevice {
     kernels::cuda::CudaOpsOptions cuda_options;
     cuda_options.tensor_core_matmul = options.tensor_core_matmul;
     cuda_options.graphs = options.cuda_graphs;
+    cuda_options.batch_invariant = options.batch_invariant;
     std::unique_ptr<kernels::cuda::CudaOps> ops =
         kernels::cuda::CudaOps::Create(index_, cuda_options, &error);
     if (ops == nullptr) return absl::FailedPreconditionError(error);

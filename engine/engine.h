@@ -39,9 +39,10 @@ struct EngineConfig {
   // the engine, and the model must have been loaded with its weight_placer().
   ComputeDevice* device = nullptr;
   int threads = 0;  // CPU compute threads; 0 = one per core
-  // Batch-invariant kernels (kernels::CpuOps::set_batch_invariant) for the CPU backend the engine
-  // creates when given none: a cache hit, a shared batch or a preemption then leaves every logit
-  // bit-identical (up to Hydragen's LSE merge). Off trades that for faster prefill GEMMs.
+  // Batch-invariant kernels (ComputeOptions::batch_invariant) for the backend the engine creates
+  // when given none, on the CPU or a GPU: a cache hit, a shared batch or a preemption then
+  // leaves every logit bit-identical (up to Hydragen's LSE merge). Off trades that for faster
+  // prefill (and, on a GPU, key splits for long-context decode).
   bool batch_invariant = true;
   // Prefill GEMMs on a GPU's tensor cores (ComputeOptions::tensor_core_matmul): faster, and no
   // longer the CPU's logits to 1e-3. For the backend the engine creates when given none.

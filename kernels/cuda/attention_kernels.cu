@@ -269,7 +269,8 @@ int PartialAttentionSplits(const PartialAttentionArgs& a, int multiprocessors) {
 }
 
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a,
-                             const KeySplits& splits, TensorCorePrecision precision) {
+                             const KeySplits& splits, TensorCorePrecision precision,
+                             AttentionKernels kernels) {
   const int64_t items = a.rows * a.heads;
   if (items <= 0) return cudaSuccess;
   if (a.kv.head_dim <= 0 || a.kv.head_dim > kMaxHeadDim || a.kv.num_kv_heads <= 0 ||
@@ -277,8 +278,14 @@ cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a,
       (a.page_tables != nullptr && (a.key_begins == nullptr || a.key_ends == nullptr))) {
     return cudaErrorInvalidValue;
   }
-  if (MmaAttentionTakes(a)) return LaunchMmaAttention(stream, a, splits, precision);
-  if (PartialAttentionIsTiled(a)) {
+  const bool same_for_every_row = kernels == AttentionKernels::kSameForEveryRow;
+  if (same_for_every_row) {
+    if (splits.count != 1) return cudaErrorInvalidValue;
+    if (MmaAttentionFits(a)) return LaunchMmaAttention(stream, a, splits, precision);
+  } else if (MmaAttentionTakes(a)) {
+    return LaunchMmaAttention(stream, a, splits, precision);
+  }
+  if (!same_for_every_row && PartialAttentionIsTiled(a)) {
     if (splits.count != 1) return cudaErrorInvalidValue;
     const int64_t virtual_rows = items / a.kv.num_kv_heads;  // rows × query heads per KV head
     const dim3 grid(Blocks(virtual_rows, kTileQueries), static_cast<unsigned>(a.kv.num_kv_heads));
@@ -308,10 +315,18 @@ int DecodeAttentionSplits(const AttentionArgs& a, int multiprocessors) {
 }
 
 cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a, const KeySplits& splits,
-                            TensorCorePrecision precision) {
+                            TensorCorePrecision precision, AttentionKernels kernels) {
   const int64_t items = a.tokens * a.heads;
   if (items <= 0) return cudaSuccess;
   if (!RowTablesValid(a)) return cudaErrorInvalidValue;
+  if (kernels == AttentionKernels::kSameForEveryRow) {
+    if (splits.count != 1) return cudaErrorInvalidValue;
+    if (VarlenMmaAttentionFits(a)) return LaunchVarlenMmaAttention(stream, a, precision);
+    // The row kernel, as a prefill's rows take it where the tiles do not fit.
+    const RowAttention r =
+        RowsOver(RowKeys{.page_tables = a.page_tables, .positions = a.positions}, a.tokens, a);
+    return LaunchRowAttention(stream, r, splits);
+  }
   if (DecodeAttentionIsTiled(a)) {
     // Sequences with many rows (prefill chunks) attend tile by tile.
     if (splits.count == 1 && VarlenMmaAttentionTakes(a)) {

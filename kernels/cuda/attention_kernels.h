@@ -53,6 +53,13 @@ struct KeySplits {
 // work, ~1e-3 relative error per score: CudaOpsOptions::tensor_core_matmul opts in).
 enum class TensorCorePrecision { kFp32, kTf32 };
 
+// Which kernels a call may take. kFastest picks by the call's shape: tiles for many rows, key
+// splits to fill the GPU. kSameForEveryRow (the batch-invariant mode) sends every row through
+// one kernel, chosen by the model's shapes alone (the tensor-core tiles where they fit, else the
+// row kernel), with its keys unsplit: a row then gets the same bits whether it came in a
+// prefill chunk, a varlen pass, a decode batch or alone. Splits must be 1.
+enum class AttentionKernels { kFastest, kSameForEveryRow };
+
 cudaError_t WriteKv(cudaStream_t stream, const float* k, int64_t ld_k, const float* v, int64_t ld_v,
                     int64_t tokens, int64_t start_pos, const PagedKv& kv);
 // A decode batch: row r to positions[r] of page_tables[r] (device memory); kv gives the layout.
@@ -66,14 +73,18 @@ int PartialAttentionSplits(const PartialAttentionArgs& a, int multiprocessors);
 // Attention (causal over [0, pos]) is PartialAttention over [0, start_pos + rows) with `causal`.
 cudaError_t PartialAttention(cudaStream_t stream, const PartialAttentionArgs& a,
                              const KeySplits& splits = {},
-                             TensorCorePrecision precision = TensorCorePrecision::kFp32);
+                             TensorCorePrecision precision = TensorCorePrecision::kFp32,
+                             AttentionKernels kernels = AttentionKernels::kFastest);
 
 // Rows with their own tables (AttentionArgs::page_tables set): one launch for every row. With
 // the pass's sequences given (cu_seqlens, max_seqlen), a sequence's rows attend tile by tile.
+// Under kSameForEveryRow a decode batch must come as sequences of one row each (cu_seqlens
+// 0, 1, 2, …), so that its rows take the tiles a prefill's rows take.
 int DecodeAttentionSplits(const AttentionArgs& a, int multiprocessors);
 cudaError_t DecodeAttention(cudaStream_t stream, const AttentionArgs& a,
                             const KeySplits& splits = {},
-                            TensorCorePrecision precision = TensorCorePrecision::kFp32);
+                            TensorCorePrecision precision = TensorCorePrecision::kFp32,
+                            AttentionKernels kernels = AttentionKernels::kFastest);
 
 // `out` may be parts[0].out (same stride); unlike on the CPU, `lse` must not be a part's lse.
 cudaError_t MergeAttention(cudaStream_t stream, std::span<const AttentionPart> parts, int64_t rows,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/cuda/attention_kernels.h"
 #include "kernels/cuda/cublas_linear.h"
@@ -99,6 +100,7 @@ std::unique_ptr<CudaOps> CudaOps::Create(int device, const CudaOpsOptions& optio
   Handled(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
   std::unique_ptr<CudaOps> ops(new CudaOps(device, stream, std::max(multiprocessors, 1)));
   ops->tensor_core_matmul_ = options.tensor_core_matmul;
+  ops->batch_invariant_ = options.batch_invariant;
   if (options.graphs) ops->replay_ = std::make_unique<ReplayCache>(&DestroyGraph);
   // Without cuBLAS every product still has a kernel of ours: the reason is kept, not returned.
   std::shared_ptr<const CublasLibrary> library =
@@ -377,7 +379,8 @@ T* CudaOps::Upload(const T* host, size_t count, Workspace& ws) {
 void CudaOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
                      const float* bias, float* y, int64_t ld_y) {
   if (!Ok()) return;
-  if (cublas_ != nullptr && CublasLinear::Takes(m, w, ld_x, ld_y, tensor_core_matmul_)) {
+  if (!batch_invariant_ && cublas_ != nullptr &&
+      CublasLinear::Takes(m, w, ld_x, ld_y, tensor_core_matmul_)) {
     // cuBLAS captures into a graph like our kernels (its workspace is its own), as long as it
     // neither allocates nor waits there: its scratch grows now, outside any recorded call.
     if (cublas_->NeedsToGrow(tensor_core_matmul_, m, w)) StopRecording();
@@ -387,7 +390,7 @@ void CudaOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix
     ++cublas_linear_calls_;
     return;
   }
-  Launch<&cuda::Linear>("Linear", x, ld_x, m, w, bias, y, ld_y);
+  Launch<&cuda::Linear>("Linear", x, ld_x, m, w, bias, y, ld_y, batch_invariant_);
 }
 
 bool CudaOps::UploadIds(std::span<const int32_t> ids, const char* op) {
@@ -552,11 +555,11 @@ void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
                             a.ld_x);
   Launch<&cuda::GroupedLinear>("Moe gate_up", static_cast<const float*>(xin), a.ld_x, T,
                                static_cast<const int64_t*>(offsets), E, a.gate_up[0].format,
-                               gate_up, gate_up_scales, 2 * I, H, gu, 2 * I);
+                               gate_up, gate_up_scales, 2 * I, H, gu, 2 * I, batch_invariant_);
   GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, entries, I, gu, 2 * I);
   Launch<&cuda::GroupedLinear>("Moe down", static_cast<const float*>(gu), 2 * I, T,
                                static_cast<const int64_t*>(offsets), E, a.down[0].format, down,
-                               down_scales, H, I, yout, H);
+                               down_scales, H, I, yout, H, batch_invariant_);
   Launch<&cuda::MoeCombine>("Moe combine", static_cast<const float*>(yout), H,
                             static_cast<const int32_t*>(position),
                             static_cast<const float*>(weights), T, K, H, a.out, a.ld_out);
@@ -614,11 +617,33 @@ cuda::KeySplits SplitsFrom(Workspace& ws, int count, int64_t rows, int32_t heads
 }  // namespace
 
 void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
+  if (a.page_tables != nullptr && batch_invariant_) {
+    // A decode batch goes as sequences of one row each, so that its rows take the kernel a
+    // prefill's rows take (cuda::AttentionKernels::kSameForEveryRow).
+    AttentionArgs rows = a;
+    if (rows.cu_seqlens == nullptr && rows.tokens > 0) {
+      const size_t count = static_cast<size_t>(rows.tokens) + 1;
+      if (one_row_each_.size() < count) {
+        std::vector<int64_t> iota(std::max<size_t>(count, 256));
+        for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int64_t>(i);
+        StopRecording();  // recorded calls may name the buffer about to be freed
+        Record(one_row_each_.Upload(iota), "Attention (one row each)");
+        if (!Ok()) return;
+      }
+      rows.sequences = rows.tokens;
+      rows.cu_seqlens = one_row_each_.get();
+      rows.max_seqlen = 1;
+    }
+    Launch<&cuda::DecodeAttention>("Attention (rows with tables)", rows, cuda::KeySplits{},
+                                   tensor_core_precision(),
+                                   cuda::AttentionKernels::kSameForEveryRow);
+    return;
+  }
   if (a.page_tables != nullptr) {
     const cuda::KeySplits splits = SplitsFrom(ws, cuda::DecodeAttentionSplits(a, multiprocessors_),
                                               a.tokens, a.heads, a.kv.head_dim);
     Launch<&cuda::DecodeAttention>("Attention (rows with tables)", a, splits,
-                                   tensor_core_precision());
+                                   tensor_core_precision(), cuda::AttentionKernels::kFastest);
     return;
   }
   PartialAttentionArgs p;
@@ -638,10 +663,17 @@ void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
 }
 
 void CudaOps::PartialAttention(const PartialAttentionArgs& args, Workspace& ws) {
+  if (batch_invariant_) {
+    Launch<&cuda::PartialAttention>("PartialAttention", args, cuda::KeySplits{},
+                                    tensor_core_precision(),
+                                    cuda::AttentionKernels::kSameForEveryRow);
+    return;
+  }
   const cuda::KeySplits splits =
       SplitsFrom(ws, cuda::PartialAttentionSplits(args, multiprocessors_), args.rows, args.heads,
                  args.kv.head_dim);
-  Launch<&cuda::PartialAttention>("PartialAttention", args, splits, tensor_core_precision());
+  Launch<&cuda::PartialAttention>("PartialAttention", args, splits, tensor_core_precision(),
+                                  cuda::AttentionKernels::kFastest);
 }
 
 // The contract is PartialAttention's without a mask; every row reads the same pages. (Batching

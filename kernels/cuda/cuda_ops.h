@@ -55,6 +55,14 @@ struct CudaOpsOptions {
   // Record each pass and replay repeated ones from CUDA graphs (see above). Same results; fewer
   // launches from the host.
   bool graphs = false;
+  // Batch-invariant kernels: a row's result does not depend on what else shares its call, nor
+  // on whether it came through a prefill or a decode step, so a cache hit, a batch and a lone
+  // request give the same bits. Linear takes the decode kernel at every row count (no cuBLAS,
+  // no tiled GEMM); attention sends every row, decode rows too, through one kernel chosen by
+  // the model's shapes (cuda::AttentionKernels::kSameForEveryRow), keys unsplit; MoE's grouped
+  // products take their 8-row kernel. Costs prefill speed, and long-context decode at small
+  // batches (no key splits). Tensor cores (tensor_core_matmul) keep the Linear on our kernel.
+  bool batch_invariant = false;
 };
 
 class CudaOps final : public Ops {
@@ -77,6 +85,7 @@ class CudaOps final : public Ops {
   // Linear calls handed to cuBLAS so far (tests check which path a product took).
   int64_t cublas_linear_calls() const { return cublas_linear_calls_; }
   void set_tensor_core_matmul(bool on) { tensor_core_matmul_ = on; }
+  bool batch_invariant() const { return batch_invariant_; }
   bool tensor_core_matmul() const { return tensor_core_matmul_; }
   // The tiled attention's precision that tensor_core_matmul() asks for.
   TensorCorePrecision tensor_core_precision() const {
@@ -195,6 +204,10 @@ class CudaOps final : public Ops {
   std::string cublas_status_;
   int64_t cublas_linear_calls_ = 0;
   bool tensor_core_matmul_ = false;
+  bool batch_invariant_ = false;
+  // Under batch_invariant_, a decode batch's rows as sequences of one row each for the varlen
+  // attention (0, 1, 2, …): filled when it grows, read by every decode pass.
+  DeviceBuffer<int64_t> one_row_each_;
   // CUDA graphs (null when off). A pass is open from its first launch to the Synchronize that
   // ends its read-back; it is recorded from its start until FinishPass or StopRecording.
   std::unique_ptr<ReplayCache> replay_;

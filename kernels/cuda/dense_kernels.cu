@@ -412,8 +412,9 @@ __global__ void GroupedLinearKernel(const float* x, int64_t ld_x, const int64_t*
 
 template <WeightFormat F>
 cudaError_t LaunchLinear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
-                         const WeightMatrix& w, const float* bias, float* y, int64_t ld_y) {
-  if (m >= kTiledLinearMinRows) {
+                         const WeightMatrix& w, const float* bias, float* y, int64_t ld_y,
+                         bool same_for_every_row) {
+  if (!same_for_every_row && m >= kTiledLinearMinRows) {
     const dim3 grid(static_cast<unsigned>((w.rows + kTileCols - 1) / kTileCols),
                     static_cast<unsigned>((m + kTileRows - 1) / kTileRows));
     TiledLinearKernel<F><<<grid, kTileThreads, 0, stream>>>(x, ld_x, m, w.data, w.row_scales,
@@ -425,7 +426,7 @@ cudaError_t LaunchLinear(cudaStream_t stream, const float* x, int64_t ld_x, int6
   // int8 weights with several rows of x: each lane's 16 weights need 64 bytes of x per row, and
   // at 8 rows those x loads outweigh the weights' (measured on an H200: 8 × 4096 → 14336 took
   // 253 µs vectorised, 185 µs one element at a time; one row took 50 against 108).
-  const bool x_loads_dominate = F == WeightFormat::kI8 && m > 1;
+  const bool x_loads_dominate = !same_for_every_row && F == WeightFormat::kI8 && m > 1;
   const bool vectorised = w.cols % kWeightsPer16Bytes<F> == 0 && ld_x % 4 == 0 && Aligned(x, 16) &&
                           Aligned(w.data, 16) && !x_loads_dominate;
   if (vectorised) {
@@ -557,12 +558,12 @@ cudaError_t ArgmaxRows(cudaStream_t stream, const float* src, int64_t ld_src, in
 cudaError_t GroupedLinear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t max_rows,
                           const int64_t* offsets, int32_t groups, WeightFormat format,
                           const void* const* weights, const float* const* scales, int64_t n,
-                          int64_t k, float* y, int64_t ld_y) {
+                          int64_t k, float* y, int64_t ld_y, bool same_for_every_row) {
   if (max_rows <= 0 || groups <= 0 || n <= 0) return cudaSuccess;
   if (groups > 65535 || (format == WeightFormat::kI8 && scales == nullptr)) {
     return cudaErrorInvalidValue;
   }
-  const bool tiled = max_rows >= kTiledLinearMinRows;
+  const bool tiled = !same_for_every_row && max_rows >= kTiledLinearMinRows;
   const int64_t tile_rows = tiled ? kTileRows : kLinearRows;
   const int64_t cols_per_block = tiled ? kTileCols : kLinearWarps;
   const int64_t row_tiles = (max_rows + tile_rows - 1) / tile_rows;
@@ -583,7 +584,8 @@ cudaError_t GroupedLinear(cudaStream_t stream, const float* x, int64_t ld_x, int
 }
 
 cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
-                   const WeightMatrix& w, const float* bias, float* y, int64_t ld_y) {
+                   const WeightMatrix& w, const float* bias, float* y, int64_t ld_y,
+                   bool same_for_every_row) {
   if (m <= 0 || w.rows <= 0) return cudaSuccess;
   if ((m + kLinearRows - 1) / kLinearRows > 65535 ||
       (w.rows + kLinearWarps - 1) / kLinearWarps > INT32_MAX ||
@@ -592,7 +594,8 @@ cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
     return cudaErrorInvalidValue;
   }
   return WithFormat(w.format, [&](auto format) {
-    return LaunchLinear<decltype(format)::value>(stream, x, ld_x, m, w, bias, y, ld_y);
+    return LaunchLinear<decltype(format)::value>(stream, x, ld_x, m, w, bias, y, ld_y,
+                                                 same_for_every_row);
   });
 }
 

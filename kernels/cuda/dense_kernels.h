@@ -59,17 +59,22 @@ cudaError_t ArgmaxRows(cudaStream_t stream, const float* src, int64_t ld_src, in
 // k and the alignment allow: the memory-bound shape. From 16 rows (prefill), 64 × 64 output
 // tiles through shared memory, fp32 on the CUDA cores; CudaOps sends those through cuBLAS when
 // it can (cublas_linear.h), so this is the path without it and for 16-bit and int8 weights.
+// `same_for_every_row` (the batch-invariant mode): the decode kernel at every row count, chosen
+// by the weights' shape and the rows' alignment alone, so that a row's output is the same bits
+// whatever else is in the call (each of its sums is ordered by k alone).
 cudaError_t Linear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t m,
-                   const WeightMatrix& w, const float* bias, float* y, int64_t ld_y);
+                   const WeightMatrix& w, const float* bias, float* y, int64_t ld_y,
+                   bool same_for_every_row = false);
 
 // Linear for `groups` weight matrices at once (MoE experts, all [n, k] in `format`): group e
 // multiplies rows [offsets[e], offsets[e+1]) of x into the same rows of y. offsets [groups + 1],
 // weights [groups] (data pointers) and scales ([groups] row-scale pointers, int8 only) are
 // device memory; max_rows (host) bounds any group's rows and sizes the grid. No bias.
+// `same_for_every_row`: the 8-row kernel whatever max_rows is, as for Linear.
 cudaError_t GroupedLinear(cudaStream_t stream, const float* x, int64_t ld_x, int64_t max_rows,
                           const int64_t* offsets, int32_t groups, WeightFormat format,
                           const void* const* weights, const float* const* scales, int64_t n,
-                          int64_t k, float* y, int64_t ld_y);
+                          int64_t k, float* y, int64_t ld_y, bool same_for_every_row = false);
 
 }  // namespace tandem::kernels::cuda
 

@@ -390,26 +390,30 @@ bool HeadDimRuns(int32_t dh) {
 
 }  // namespace
 
-bool MmaAttentionTakes(const PartialAttentionArgs& a) {
-  const int32_t dh = a.kv.head_dim;
+bool MmaAttentionFits(const PartialAttentionArgs& a) {
   if (a.page_tables != nullptr || a.kv.num_kv_heads <= 0 || a.heads % a.kv.num_kv_heads != 0) {
     return false;
   }
-  const int64_t virtual_rows = a.rows * (a.heads / a.kv.num_kv_heads);
-  return HeadDimRuns(dh) && virtual_rows >= kMmaMinRows && a.ld_q % 4 == 0 && Aligned16(a.q) &&
+  return HeadDimRuns(a.kv.head_dim) && a.ld_q % 4 == 0 && Aligned16(a.q) &&
          a.kv.layer_offset % 4 == 0 && a.kv.num_kv_heads <= 65535;
 }
 
-bool VarlenMmaAttentionTakes(const AttentionArgs& a) {
+bool MmaAttentionTakes(const PartialAttentionArgs& a) {
+  return MmaAttentionFits(a) && a.rows * (a.heads / a.kv.num_kv_heads) >= kMmaMinRows;
+}
+
+bool VarlenMmaAttentionFits(const AttentionArgs& a) {
   if (a.sequences <= 0 || a.sequences > 65535 || a.cu_seqlens == nullptr ||
       a.page_tables == nullptr || a.positions == nullptr || a.kv.num_kv_heads <= 0 ||
       a.heads % a.kv.num_kv_heads != 0) {
     return false;
   }
-  const int32_t dh = a.kv.head_dim;
-  return HeadDimRuns(dh) && a.max_seqlen * (a.heads / a.kv.num_kv_heads) >= kMmaMinRows &&
-         a.ld_q % 4 == 0 && Aligned16(a.q) && a.kv.layer_offset % 4 == 0 &&
-         a.kv.num_kv_heads <= 65535;
+  return HeadDimRuns(a.kv.head_dim) && a.ld_q % 4 == 0 && Aligned16(a.q) &&
+         a.kv.layer_offset % 4 == 0 && a.kv.num_kv_heads <= 65535;
+}
+
+bool VarlenMmaAttentionTakes(const AttentionArgs& a) {
+  return VarlenMmaAttentionFits(a) && a.max_seqlen * (a.heads / a.kv.num_kv_heads) >= kMmaMinRows;
 }
 
 int MmaAttentionSplits(const PartialAttentionArgs& a, int multiprocessors) {

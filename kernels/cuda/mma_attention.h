@@ -18,6 +18,9 @@ namespace tandem::kernels::cuda {
 // head dim it is built for (64, 80, 96 or 128), 16-byte aligned query rows and K/V blocks, and
 // enough virtual rows (rows × query heads per KV head) to fill its tiles.
 bool MmaAttentionTakes(const PartialAttentionArgs& a);
+// The same without the rows needed to fill its tiles: whether it can take the call at all (the
+// batch-invariant mode sends every row through it, a decode row too).
+bool MmaAttentionFits(const PartialAttentionArgs& a);
 // Key splits for a call of few blocks over many keys (Hydragen's prefix: a few hundred rows over
 // thousands of keys), so that the GPU has blocks enough; 1 where it would not take the call.
 int MmaAttentionSplits(const PartialAttentionArgs& a, int multiprocessors);
@@ -26,6 +29,7 @@ cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& 
 // A varlen pass (AttentionArgs::cu_seqlens) whose sequences attend tile by tile: each sequence's
 // rows over its own pages, causal, in one launch (no splits: a pass's prefill rows are many).
 bool VarlenMmaAttentionTakes(const AttentionArgs& a);
+bool VarlenMmaAttentionFits(const AttentionArgs& a);
 cudaError_t LaunchVarlenMmaAttention(cudaStream_t stream, const AttentionArgs& a,
                                      TensorCorePrecision precision);
 

@@ -47,8 +47,7 @@ const std::vector<FlagSpec>& BenchFlags() {
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
       GpuGraphsFlagSpec(),
-      {"fast-kernels", false,
-       "not batch-invariant: faster prefill GEMMs, logits move by rounding with batch and cache"},
+      FastKernelsFlagSpec(),
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per step (default 512)"},
       {"prefill-chunk", true, "prompt tokens per sequence per step (default 256)"},
@@ -175,9 +174,10 @@ int RunBenchEngine(int argc, char** argv) {
     config.memory_bytes = static_cast<size_t>(gib * (1ull << 30));
     TANDEM_ASSIGN_OR_RETURN(int64_t threads, PositiveInt(*args, "threads", 0, 0));
     config.threads = static_cast<int>(std::min<int64_t>(threads, 1024));
-    config.batch_invariant = !args->Has("fast-kernels");
     TANDEM_ASSIGN_OR_RETURN(config.tensor_core_matmul,
                             ReadGpuTensorCores(*args, args->String("device").value_or("cpu")));
+    TANDEM_ASSIGN_OR_RETURN(config.batch_invariant,
+                            ReadBatchInvariant(*args, config.tensor_core_matmul));
     TANDEM_ASSIGN_OR_RETURN(config.cuda_graphs,
                             ReadGpuGraphs(*args, args->String("device").value_or("cpu")));
     TANDEM_ASSIGN_OR_RETURN(int64_t running, PositiveInt(*args, "max-running", 32));

@@ -65,6 +65,24 @@ absl::StatusOr<bool> ReadGpuTensorCores(const Args& args, const std::string& dev
   return ReadGpuSwitch(args, "gpu-tensor-cores", device);
 }
 
+FlagSpec FastKernelsFlagSpec() {
+  return {"fast-kernels", false,
+          "not batch-invariant: faster prefill (on a GPU: cuBLAS, tiled attention with key "
+          "splits), but a request's logprobs then move by rounding with its batch and with cache "
+          "hits (default: batch-invariant, a hit gives the bits of a miss)"};
+}
+
+absl::StatusOr<bool> ReadBatchInvariant(const Args& args, bool tensor_core_matmul) {
+  const bool fast = args.Has("fast-kernels");
+  if (tensor_core_matmul && !fast) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("gpu-tensor-cores"),
+                     " needs --fast-kernels: the default, batch-invariant kernels keep every "
+                     "product on our fp32 kernels"));
+  }
+  return !fast;
+}
+
 FlagSpec GpuGraphsFlagSpec() {
   return {"gpu-graphs", false,
           "on --device cuda, replay repeated passes (decode steps of the same batch size) from "

@@ -30,6 +30,14 @@ FlagSpec GpuTensorCoresFlagSpec();
 // where it would silently do nothing.
 absl::StatusOr<bool> ReadGpuTensorCores(const Args& args, const std::string& device);
 
+// --fast-kernels: the engine without batch-invariant kernels (engine::EngineConfig::
+// batch_invariant false), on either device.
+FlagSpec FastKernelsFlagSpec();
+// Whether the engine's kernels are batch-invariant (no --fast-kernels). InvalidArgument when
+// `tensor_core_matmul` (--gpu-tensor-cores) is on without --fast-kernels: the batch-invariant
+// kernels keep every product on our fp32 kernels, so the switch would silently do nothing.
+absl::StatusOr<bool> ReadBatchInvariant(const Args& args, bool tensor_core_matmul);
+
 // --gpu-graphs: repeated passes replayed from CUDA graphs (engine::ComputeOptions::cuda_graphs).
 FlagSpec GpuGraphsFlagSpec();
 // Whether the flag is on; InvalidArgument on the CPU, like ReadGpuTensorCores.

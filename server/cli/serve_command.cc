@@ -52,6 +52,7 @@ const std::vector<FlagSpec>& ServeFlags() {
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
       GpuGraphsFlagSpec(),
+      FastKernelsFlagSpec(),
       {"page-size", true, "tokens per KV page (default 16)"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per engine step (default 512)"},
@@ -246,6 +247,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   s.device = args.String("device").value_or("cpu");
   TANDEM_ASSIGN_OR_RETURN(e.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(e.cuda_graphs, ReadGpuGraphs(args, s.device));
+  TANDEM_ASSIGN_OR_RETURN(e.batch_invariant, ReadBatchInvariant(args, e.tensor_core_matmul));
   TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65536, 32));
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));
@@ -307,7 +309,9 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
   // Declared first, destroyed last: the model's weights and the engine's memory may be its.
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<engine::ComputeDevice> device,
                           OpenDevice(settings.device));
-  server::LogLine(server::LogLevel::kInfo, "device").Field("name", device->name());
+  server::LogLine(server::LogLevel::kInfo, "device")
+      .Field("name", device->name())
+      .Field("batch_invariant", settings.server.engine.batch_invariant);
   models::LoadOptions load = settings.load;
   load.placer = device->weight_placer();
   load.progress = [](const std::string& step) {

@@ -68,5 +68,19 @@ TEST_F(ServeFlagsTest, ImpossibleSettingsAreUsageErrorsNamingWhatWasWrong) {
   }
 }
 
+// --fast-kernels (and TANDEM_FAST_KERNELS) is read by serve on either device: a command that
+// fails on another setting names that one, not the switch.
+TEST_F(ServeFlagsTest, FastKernelsIsASwitchOfServe) {
+  const auto flag = RunTandem("serve --model " + Fixture("models/zamba2-tiny") +
+                              " --fast-kernels --memory-gib 0");
+  EXPECT_EQ(flag.exit_code, 2) << flag.err;
+  EXPECT_NE(flag.err.find("--memory-gib must be > 0"), std::string::npos) << flag.err;
+  // (--memory-gib 0 too, so that a serve that ignored the variable would exit, not serve.)
+  const auto env = RunTandem("serve --model " + Fixture("models/zamba2-tiny") + " --memory-gib 0",
+                             "TANDEM_FAST_KERNELS=perhaps");
+  EXPECT_EQ(env.exit_code, 2) << env.err;
+  EXPECT_NE(env.err.find("TANDEM_FAST_KERNELS"), std::string::npos) << env.err;
+}
+
 }  // namespace
 }  // namespace tandem

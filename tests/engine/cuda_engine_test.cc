@@ -253,6 +253,65 @@ TEST_P(CudaEngineTest, SeededSamplingOnTheDeviceIsReproducible) {
   }
 }
 
+// The engine's default, batch-invariant kernels on the GPU (Hydragen off, whose LSE merge
+// reorders sums): a turn that hits the prefix cache gives the bits of the same prompt run cold,
+// and requests served together give the bits of each served alone.
+TEST_P(CudaEngineTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto model = LoadOn(GetParam(), **gpu);
+  ASSERT_NE(model, nullptr);
+  const int32_t vocab = model->config().vocab_size;
+  EngineConfig config = Config(**gpu);
+  config.hydragen.enabled = false;
+  ASSERT_TRUE(config.batch_invariant);  // the default
+  auto fresh_engine = [&] {
+    auto engine = Engine::Create(*model, nullptr, config);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  };
+  auto run_alone = [&](const std::vector<int32_t>& prompt, int32_t new_tokens) {
+    auto engine = fresh_engine();
+    auto stream = engine->Submit(GreedyWithLogprobs(prompt, new_tokens));
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    return stream.ok() ? Drain(**stream) : Outcome{};
+  };
+
+  // Hit against miss: TwoTurns' second turn extends the first's conversation.
+  auto warm = fresh_engine();
+  ASSERT_NE(warm, nullptr);
+  const std::vector<Outcome> turns = TwoTurns(*warm, vocab, 6);
+  ASSERT_EQ(turns.size(), 2u);
+  ASSERT_GT(turns[1].finished.usage.cached_tokens, 0);
+  std::vector<int32_t> second = Tokens(45, 7, vocab);  // TwoTurns' prompts, rebuilt
+  second.insert(second.end(), turns[0].tokens.begin(), turns[0].tokens.end());
+  const std::vector<int32_t> message = Tokens(13, 8, vocab);
+  second.insert(second.end(), message.begin(), message.end());
+  const Outcome cold = run_alone(second, 6);
+  EXPECT_EQ(cold.finished.usage.cached_tokens, 0);
+  EXPECT_EQ(turns[1].tokens, cold.tokens);
+  EXPECT_TRUE(testing::SameLogprobs(turns[1].logprobs, cold.logprobs));
+
+  // Together against alone: three requests of different lengths in one batch.
+  auto together = fresh_engine();
+  ASSERT_NE(together, nullptr);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int r = 0; r < 3; ++r) {
+    prompts.push_back(Tokens(20 + 9 * r, 31 + r, vocab));
+    auto stream = together->Submit(GreedyWithLogprobs(prompts.back(), 5 + 3 * r));
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    streams.push_back(*std::move(stream));
+  }
+  for (int r = 0; r < 3; ++r) {
+    const Outcome batched = Drain(*streams[r]);
+    const Outcome alone = run_alone(prompts[r], 5 + 3 * r);
+    EXPECT_EQ(batched.tokens, alone.tokens) << r;
+    EXPECT_TRUE(testing::SameLogprobs(batched.logprobs, alone.logprobs)) << r;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CudaEngineTest,
                          ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny"),
                          testing::FixtureTestName);
