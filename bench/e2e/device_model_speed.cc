@@ -5,7 +5,9 @@
 // same run through its own backend: its copy bandwidth (a 1 GiB CopyRows; decode at batch 1
 // streams every weight once per token) and its GEMM rate (Linear at 2048³; prefill is
 // GEMM-bound). On a GPU, decode runs a second time with CUDA graphs (--gpu-graphs), whose
-// tokens must be the same. scripts/gpu-check.sh runs it with --device cuda. One markdown table,
+// tokens must be the same; and on either device prefill and decode run again with the
+// batch-invariant kernels (the engine's default), their speed against the fast ones' ("×" is
+// invariant ÷ fast). scripts/gpu-check.sh runs it with --device cuda. One markdown table,
 // one row per family and weight format.
 //
 //   device_model_speed [--device cuda] [--prefill-tokens 512] [--decode-tokens 64]
@@ -104,6 +106,10 @@ int Main(int argc, char** argv) {
   if (!device.ok()) return Fail("--device " + device_name, device.status());
   auto ops = (*device)->CreateOps({.threads = threads});
   if (!ops.ok()) return Fail("backend", ops.status());
+  // The engine's default kernels (batch-invariant: a cache hit gives the bits of a miss), timed
+  // against the fast ones Generate takes by default, in the same run.
+  auto invariant_ops = (*device)->CreateOps({.threads = threads, .batch_invariant = true});
+  if (!invariant_ops.ok()) return Fail("batch-invariant backend", invariant_ops.status());
   std::unique_ptr<kernels::Ops> graph_ops;
   if (!(*device)->on_host()) {
     auto created = (*device)->CreateOps({.threads = threads, .cuda_graphs = true});
@@ -122,9 +128,10 @@ int Main(int argc, char** argv) {
   std::printf(
       "| family | weights | params | weight MB | prefill tok/s (%lld) | prefill GFLOP/s | "
       "÷ Linear 2048³ | decode tok/s (batch 1) | weight GB/s | ÷ copy bandwidth | "
-      "decode tok/s, CUDA graphs | × |\n",
+      "decode tok/s, CUDA graphs | × | prefill tok/s, batch-invariant | × | "
+      "decode tok/s, batch-invariant | × |\n",
       static_cast<long long>(prefill_tokens));
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
   std::vector<int32_t> prompt(prefill_tokens);
   for (int64_t i = 0; i < prefill_tokens; ++i) prompt[i] = static_cast<int32_t>(3 + i * 7 % 16000);
@@ -172,6 +179,14 @@ int Main(int argc, char** argv) {
         graph_decode_best = std::min(graph_decode_best, result->decode_seconds / steps);
         graph_tokens = result->output_ids;
       }
+      double invariant_prefill_best = 1e30, invariant_decode_best = 1e30;
+      for (int rep = 0; rep < 3; ++rep) {
+        auto result = engine::Generate(m, **invariant_ops, **pools, prompt, options);
+        if (!result.ok()) return Fail(preset + " with batch-invariant kernels", result.status());
+        invariant_prefill_best = std::min(invariant_prefill_best, result->prefill_seconds);
+        const double steps = std::max<double>(1, result->output_ids.size() - 1.0);
+        invariant_decode_best = std::min(invariant_decode_best, result->decode_seconds / steps);
+      }
       if (graph_ops != nullptr && graph_tokens != tokens) {
         std::fprintf(stderr, "device_model_speed: %s: CUDA graphs decoded other tokens\n",
                      preset.c_str());
@@ -189,11 +204,14 @@ int Main(int argc, char** argv) {
                       decode_best / graph_decode_best);
         graphs = cell;
       }
-      std::printf("| %s | %s | %.1fM | %.0f | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f | %s |\n",
-                  family.c_str(), std::string(models::WeightStorageName(storage)).c_str(),
-                  f.params / 1e6, m.weight_bytes() / 1e6, prefill_tps, prefill_flops / 1e9,
-                  prefill_flops / gemm_rate, decode_tps, weight_rate / 1e9,
-                  weight_rate / bandwidth, graphs.c_str());
+      std::printf(
+          "| %s | %s | %.1fM | %.0f | %.0f | %.1f | %.2f | %.1f | %.1f | %.2f | %s | %.0f | %.2f | "
+          "%.1f | %.2f |\n",
+          family.c_str(), std::string(models::WeightStorageName(storage)).c_str(), f.params / 1e6,
+          m.weight_bytes() / 1e6, prefill_tps, prefill_flops / 1e9, prefill_flops / gemm_rate,
+          decode_tps, weight_rate / 1e9, weight_rate / bandwidth, graphs.c_str(),
+          prefill_tokens / invariant_prefill_best, prefill_best / invariant_prefill_best,
+          1.0 / invariant_decode_best, decode_best / invariant_decode_best);
       std::fflush(stdout);
     }
   }
