@@ -624,10 +624,12 @@ void CudaOps::Attention(const AttentionArgs& a, Workspace& ws) {
     if (rows.cu_seqlens == nullptr && rows.tokens > 0) {
       const size_t count = static_cast<size_t>(rows.tokens) + 1;
       if (one_row_each_.size() < count) {
+        const char* op = "Attention (one row each)";
         std::vector<int64_t> iota(std::max<size_t>(count, 256));
         for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int64_t>(i);
-        StopRecording();  // recorded calls may name the buffer about to be freed
-        Record(one_row_each_.Upload(iota), "Attention (one row each)");
+        if (!Reserve(one_row_each_, iota.size(), op)) return;  // stops any recording first
+        // On the stream, so that the attention launched next reads it written.
+        CopyToDevice(one_row_each_.get(), iota.data(), iota.size() * sizeof(int64_t), op);
         if (!Ok()) return;
       }
       rows.sequences = rows.tokens;

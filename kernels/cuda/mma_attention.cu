@@ -454,7 +454,9 @@ cudaError_t ForHeadDim(int32_t head_dim, TensorCorePrecision precision, Launcher
 
 cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& a,
                                const KeySplits& splits, TensorCorePrecision precision) {
-  if (!MmaAttentionTakes(a) || splits.count < 1 || splits.count > kMaxKeySplits ||
+  // Fits, not Takes: the batch-invariant mode sends rows too few to fill a tile here as well
+  // (the fast mode checks Takes before it calls).
+  if (!MmaAttentionFits(a) || splits.count < 1 || splits.count > kMaxKeySplits ||
       (splits.count > 1 && (splits.out == nullptr || splits.lse == nullptr))) {
     return cudaErrorInvalidValue;
   }
@@ -465,7 +467,7 @@ cudaError_t LaunchMmaAttention(cudaStream_t stream, const PartialAttentionArgs& 
 
 cudaError_t LaunchVarlenMmaAttention(cudaStream_t stream, const AttentionArgs& a,
                                      TensorCorePrecision precision) {
-  if (!VarlenMmaAttentionTakes(a)) return cudaErrorInvalidValue;
+  if (!VarlenMmaAttentionFits(a)) return cudaErrorInvalidValue;
   return ForHeadDim(a.kv.head_dim, precision, [&]<int kHeadDim, bool kExact>() {
     return LaunchVarlen<kHeadDim, kExact>(stream, a);
   });

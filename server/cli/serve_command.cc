@@ -248,7 +248,9 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(e.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(e.cuda_graphs, ReadGpuGraphs(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(e.batch_invariant, ReadBatchInvariant(args, e.tensor_core_matmul));
-  TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65536, 32));
+  // At most 65535: a decode batch is one grid row per sequence in the attention kernels (more
+  // would change its kernel, and the batch-invariant mode's bits).
+  TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65535, 32));
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.prefill_chunk, IntIn(args, "prefill-chunk", 1, 1 << 20, 256));
