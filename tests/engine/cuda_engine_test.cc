@@ -15,6 +15,7 @@
 #include "engine/compute_device.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
+#include "models/model_presets.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/engine/engine_test_util.h"
 
@@ -256,18 +257,13 @@ TEST_P(CudaEngineTest, SeededSamplingOnTheDeviceIsReproducible) {
 // The engine's default, batch-invariant kernels on the GPU (Hydragen off, whose LSE merge
 // reorders sums): a turn that hits the prefix cache gives the bits of the same prompt run cold,
 // and requests served together give the bits of each served alone.
-TEST_P(CudaEngineTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
-  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
-  auto gpu = ComputeDevice::Open("cuda");
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto model = LoadOn(GetParam(), **gpu);
-  ASSERT_NE(model, nullptr);
-  const int32_t vocab = model->config().vocab_size;
-  EngineConfig config = Config(**gpu);
+void ExpectHitIsMissAndBatchIsAlone(const models::Model& model, ComputeDevice& gpu) {
+  const int32_t vocab = model.config().vocab_size;
+  EngineConfig config = Config(gpu);
   config.hydragen.enabled = false;
   ASSERT_TRUE(config.batch_invariant);  // the default
   auto fresh_engine = [&] {
-    auto engine = Engine::Create(*model, nullptr, config);
+    auto engine = Engine::Create(model, nullptr, config);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return engine.ok() ? *std::move(engine) : nullptr;
   };
@@ -283,6 +279,7 @@ TEST_P(CudaEngineTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
   ASSERT_NE(warm, nullptr);
   const std::vector<Outcome> turns = TwoTurns(*warm, vocab, 6);
   ASSERT_EQ(turns.size(), 2u);
+  ASSERT_EQ(turns[1].finished.finish_reason, FinishReason::kLength) << turns[1].finished.error;
   ASSERT_GT(turns[1].finished.usage.cached_tokens, 0);
   std::vector<int32_t> second = Tokens(45, 7, vocab);  // TwoTurns' prompts, rebuilt
   second.insert(second.end(), turns[0].tokens.begin(), turns[0].tokens.end());
@@ -306,9 +303,35 @@ TEST_P(CudaEngineTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
   }
   for (int r = 0; r < 3; ++r) {
     const Outcome batched = Drain(*streams[r]);
+    ASSERT_EQ(batched.finished.finish_reason, FinishReason::kLength) << batched.finished.error;
     const Outcome alone = run_alone(prompts[r], 5 + 3 * r);
     EXPECT_EQ(batched.tokens, alone.tokens) << r;
     EXPECT_TRUE(testing::SameLogprobs(batched.logprobs, alone.logprobs)) << r;
+  }
+}
+
+// The fixtures' small heads take the row kernel.
+TEST_P(CudaEngineTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto model = LoadOn(GetParam(), **gpu);
+  ASSERT_NE(model, nullptr);
+  ExpectHitIsMissAndBatchIsAlone(*model, **gpu);
+}
+
+// The ~100M presets' heads (64 and 128 wide) take the tensor-core tiles, decode rows included.
+TEST(CudaEngineTilesTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  for (const char* preset : {"jamba-100m", "zamba2-100m"}) {
+    SCOPED_TRACE(preset);
+    models::LoadOptions load;
+    load.placer = (*gpu)->weight_placer();
+    auto model = models::RandomPresetModel(preset, 1, load);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ExpectHitIsMissAndBatchIsAlone(**model, **gpu);
   }
 }
 
