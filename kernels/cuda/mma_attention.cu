@@ -403,9 +403,10 @@ bool MmaAttentionTakes(const PartialAttentionArgs& a) {
 }
 
 bool VarlenMmaAttentionFits(const AttentionArgs& a) {
+  // max_seqlen sizes the grid: every sequence's rows must be within it.
   if (a.sequences <= 0 || a.sequences > 65535 || a.cu_seqlens == nullptr ||
       a.page_tables == nullptr || a.positions == nullptr || a.kv.num_kv_heads <= 0 ||
-      a.heads % a.kv.num_kv_heads != 0) {
+      a.heads % a.kv.num_kv_heads != 0 || a.max_seqlen < 1) {
     return false;
   }
   return HeadDimRuns(a.kv.head_dim) && a.ld_q % 4 == 0 && Aligned16(a.q) &&

@@ -16,6 +16,10 @@ __device__ __forceinline__ PartialAttentionArgs SequenceOf(const AttentionArgs& 
   const int64_t first = a.cu_seqlens[seq] - a.cu_seqlens[0];
   PartialAttentionArgs p;
   p.rows = a.cu_seqlens[seq + 1] - a.cu_seqlens[seq];
+  if (p.rows <= 0) {  // an empty sequence (last in the pass: its first row is past the tables)
+    p.rows = 0;
+    return p;
+  }
   p.start_pos = a.positions[first];
   p.causal = true;
   p.heads = a.heads;
