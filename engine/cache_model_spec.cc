@@ -53,6 +53,9 @@ absl::StatusOr<cache::ModelSpec> CacheModelSpecFor(const models::ModelConfig& c,
     spec.ffn.experts = c.num_experts;
     spec.ffn.top_k = c.experts_per_token;
     spec.ffn.expert_intermediate = c.intermediate_size;
+    spec.ffn.shared_intermediate = c.shared_mlp_intermediate;
+  } else if (c.shared_mlp_intermediate > 0) {
+    spec.ffn.intermediate = c.shared_mlp_intermediate;  // Granite without experts
   }
   if (c.family == models::Family::kZamba2) {
     // Every hybrid layer runs the shared block's MLP, its MLP adapter and its own H×H linear.

@@ -327,6 +327,10 @@ class Ops {
   // dst[r, 0:cols] += src[r, 0:cols] (a residual or adapter add).
   virtual void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                        int64_t ld_dst) = 0;
+  // x[r, 0:cols] *= factor, in place, each product rounded to fp32 (Granite's embedding,
+  // residual and logit multipliers: a scaled residual add is ScaleRows then AddRows, the two
+  // roundings of transformers' `residual + x * m`).
+  virtual void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) = 0;
   // Rows picked by index (`rows` is host memory, no index twice): dst[i] = src[rows[i]], and its
   // inverse dst[rows[i]] = src[i]. By default one CopyRows per row (ops.cc); a device backend
   // does it in one launch.

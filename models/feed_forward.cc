@@ -18,6 +18,19 @@ absl::StatusOr<GatedMlp> GatedMlp::Load(WeightStore& w, const std::string& p, in
   return mlp;
 }
 
+absl::StatusOr<GatedMlp> GatedMlp::LoadStacked(WeightStore& w, const std::string& p,
+                                               int32_t hidden, int32_t intermediate,
+                                               kernels::Activation act) {
+  GatedMlp mlp;
+  mlp.hidden_ = hidden;
+  mlp.intermediate_ = intermediate;
+  mlp.act_ = act;
+  TANDEM_ASSIGN_OR_RETURN(mlp.gate_up_,
+                          w.Matrix(p + "input_linear.weight", int64_t{2} * intermediate, hidden));
+  TANDEM_ASSIGN_OR_RETURN(mlp.down_, w.Matrix(p + "output_linear.weight", hidden, intermediate));
+  return mlp;
+}
+
 void GatedMlp::Forward(const ForwardContext& ctx, const float* x, float* out) const {
   ctx.ops.GatedMlp(act_, x, hidden_, ctx.rows, gate_up_, down_, out, hidden_, ctx.ws);
 }
@@ -28,6 +41,7 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const st
   moe.hidden_ = config.hidden_size;
   moe.intermediate_ = config.intermediate_size;
   moe.top_k_ = config.experts_per_token;
+  moe.renormalize_ = config.renormalize_experts;
   moe.act_ = config.ffn_activation;
   const int64_t h = config.hidden_size, i = config.intermediate_size;
   TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.weight", config.num_experts, h));
@@ -44,6 +58,22 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const st
   return moe;
 }
 
+absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadStacked(WeightStore& w,
+                                                               const std::string& p,
+                                                               const ModelConfig& config) {
+  MixtureOfExperts moe;
+  moe.hidden_ = config.hidden_size;
+  moe.intermediate_ = config.intermediate_size;
+  moe.top_k_ = config.experts_per_token;
+  moe.renormalize_ = config.renormalize_experts;
+  moe.act_ = config.ffn_activation;
+  const int64_t h = config.hidden_size, i = config.intermediate_size, e = config.num_experts;
+  TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.layer.weight", e, h));
+  TANDEM_ASSIGN_OR_RETURN(moe.gate_up_, w.Matrices(p + "input_linear.weight", e, 2 * i, h));
+  TANDEM_ASSIGN_OR_RETURN(moe.down_, w.Matrices(p + "output_linear.weight", e, h, i));
+  return moe;
+}
+
 void MixtureOfExperts::Forward(const ForwardContext& ctx, const float* x, float* out) const {
   kernels::MoeArgs args;
   args.tokens = ctx.rows;
@@ -51,7 +81,7 @@ void MixtureOfExperts::Forward(const ForwardContext& ctx, const float* x, float*
   args.intermediate = intermediate_;
   args.num_experts = static_cast<int32_t>(gate_up_.size());
   args.top_k = top_k_;
-  args.renormalize = false;  // Jamba keeps the top-k softmax weights as they are
+  args.renormalize = renormalize_;
   args.act = act_;
   args.x = x;
   args.ld_x = hidden_;

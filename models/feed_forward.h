@@ -1,5 +1,6 @@
-// Feed-forward parts of a decoder layer: the gated MLP down(act(gate·x) ⊙ up·x) and Jamba's
-// top-k mixture of such experts (softmax over all experts, top-k weights not renormalised).
+// Feed-forward parts of a decoder layer: the gated MLP down(act(gate·x) ⊙ up·x) and a top-k
+// mixture of such experts (Jamba: the top-k of a softmax over all experts, kept as they are;
+// Granite: a softmax over the k selected, i.e. renormalised).
 #ifndef TANDEM_MODELS_FEED_FORWARD_H_
 #define TANDEM_MODELS_FEED_FORWARD_H_
 
@@ -19,6 +20,11 @@ class GatedMlp {
   static absl::StatusOr<GatedMlp> Load(WeightStore& weights, const std::string& prefix,
                                        int32_t hidden, int32_t intermediate,
                                        kernels::Activation act);
+  // Granite's shared MLP: input_linear [2I, H] (gate ‖ up, already stacked) and
+  // output_linear [H, I] under `prefix`.
+  static absl::StatusOr<GatedMlp> LoadStacked(WeightStore& weights, const std::string& prefix,
+                                              int32_t hidden, int32_t intermediate,
+                                              kernels::Activation act);
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
@@ -31,15 +37,21 @@ class GatedMlp {
 
 class MixtureOfExperts {
  public:
-  // router.weight and experts.{e}.{gate,up,down}_proj.weight under `prefix`.
+  // router.weight and experts.{e}.{gate,up,down}_proj.weight under `prefix` (Jamba).
   static absl::StatusOr<MixtureOfExperts> Load(WeightStore& weights, const std::string& prefix,
                                                const ModelConfig& config);
+  // router.layer.weight [E, H] and every expert in two tensors under `prefix` (Granite):
+  // input_linear.weight [E, 2I, H] (gate ‖ up per expert), output_linear.weight [E, H, I].
+  static absl::StatusOr<MixtureOfExperts> LoadStacked(WeightStore& weights,
+                                                      const std::string& prefix,
+                                                      const ModelConfig& config);
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
   int32_t hidden_ = 0;
   int32_t intermediate_ = 0;
   int32_t top_k_ = 0;
+  bool renormalize_ = false;
   kernels::Activation act_ = kernels::Activation::kSilu;
   kernels::WeightMatrix router_;
   std::vector<kernels::WeightMatrix> gate_up_;

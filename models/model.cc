@@ -30,6 +30,8 @@ Names NamesFor(Family family) {
       // Original state-spaces checkpoints call it backbone.embedding.
       return {
           "backbone.embeddings.weight", {"backbone.embedding.weight"}, "backbone.norm_f.weight"};
+    case Family::kGraniteHybrid:
+      return {"model.embed_tokens.weight", {}, "model.norm.weight"};
   }
   return {};
 }
@@ -284,6 +286,27 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
                                 Mamba2Mixer::Load(w, bp + "mixer.", c, layer.spec.ssm_index));
         break;
       }
+      case Family::kGraniteHybrid: {
+        TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(base + "input_layernorm.weight", {h}));
+        if (layer.spec.mixer == MixerKind::kAttention) {
+          TANDEM_ASSIGN_OR_RETURN(
+              layer.attention,
+              AttentionLayer::Load(w, base + "self_attn.", c.attention, c.hidden_size));
+        } else {
+          TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
+                                  Mamba2Mixer::Load(w, base + "mamba.", c, layer.spec.ssm_index));
+        }
+        TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm,
+                                w.Get(base + "post_attention_layernorm.weight", {h}));
+        if (layer.spec.ffn == FfnKind::kMoe) {
+          TANDEM_ASSIGN_OR_RETURN(layer.moe,
+                                  MixtureOfExperts::LoadStacked(w, base + "block_sparse_moe.", c));
+        }
+        TANDEM_ASSIGN_OR_RETURN(
+            layer.shared_mlp, GatedMlp::LoadStacked(w, base + "shared_mlp.", c.hidden_size,
+                                                    c.shared_mlp_intermediate, c.ffn_activation));
+        break;
+      }
     }
     layers_.push_back(std::move(layer));
   }
@@ -398,6 +421,9 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   }
   float* hidden = ws.Floats(rows * h);
   ops.GatherRows(embed_, {ids, static_cast<size_t>(rows)}, hidden, h);
+  if (config_.embedding_multiplier != 1.0f) {
+    ops.ScaleRows(hidden, h, rows, h, config_.embedding_multiplier);
+  }
   // Zamba2's shared blocks read the original embedding at every hybrid layer.
   float* embedding = nullptr;
   if (config_.family == Family::kZamba2) {
@@ -436,6 +462,9 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   float* normed = ws.Floats(out_rows * h);
   ops.RmsNorm(selected, h, out_rows, h, final_norm_, config_.rms_norm_eps, normed, h);
   ops.Linear(normed, h, out_rows, lm_head_, nullptr, logits, v);
+  if (config_.logits_scaling != 1.0f) {
+    ops.ScaleRows(logits, v, out_rows, v, 1.0f / config_.logits_scaling);
+  }
 
   for (size_t s = 0; s < batch.size(); ++s) batch[s].state->tokens += segments[s].tokens;
   return absl::OkStatus();
@@ -448,7 +477,13 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
   const float eps = config_.rms_norm_eps;
   float* x = ctx.ws.Floats(rows * h);
   float* mixed = ctx.ws.Floats(rows * h);
-  auto add_into_hidden = [&](const float* delta) { ops.AddRows(delta, h, rows, h, hidden, h); };
+  // hidden += residual_multiplier · delta (Granite scales each branch; 1 elsewhere).
+  auto add_into_hidden = [&](float* delta) {
+    if (config_.residual_multiplier != 1.0f) {
+      ops.ScaleRows(delta, h, rows, h, config_.residual_multiplier);
+    }
+    ops.AddRows(delta, h, rows, h, hidden, h);
+  };
 
   if (layer.spec.zamba2_hybrid) {
     // h + linear(shared_block(h, e)) feeds the mixer's norm; the residual is h alone.
@@ -476,8 +511,16 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
     ops.RmsNorm(hidden, h, rows, h, layer.ffn_norm, eps, x, h);
     if (layer.moe) {
       layer.moe->Forward(ctx, x, mixed);
-    } else {
+    } else if (layer.mlp) {
       layer.mlp->Forward(ctx, x, mixed);
+    }
+    if (layer.shared_mlp && (layer.moe || layer.mlp)) {
+      // Granite: the experts' output plus the shared MLP's.
+      float* shared = ctx.ws.Floats(rows * h);
+      layer.shared_mlp->Forward(ctx, x, shared);
+      ops.AddRows(shared, h, rows, h, mixed, h);
+    } else if (layer.shared_mlp) {
+      layer.shared_mlp->Forward(ctx, x, mixed);
     }
     add_into_hidden(mixed);
   }

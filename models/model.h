@@ -110,6 +110,8 @@ class Model {
     const float* ffn_norm = nullptr;
     std::optional<GatedMlp> mlp;
     std::optional<MixtureOfExperts> moe;
+    // Granite: the MLP that runs beside the experts (or alone, in a model without experts).
+    std::optional<GatedMlp> shared_mlp;
     // Zamba2 hybrid layers: the shared block (by index), this position's adapters, `linear`.
     Zamba2Adapters adapters;
     kernels::WeightMatrix hybrid_linear;

@@ -58,13 +58,13 @@ class Fields {
   static int64_t UpperLimit(std::string_view key) {
     if (key == "vocab_size") return int64_t{1} << 24;
     if (key == "num_hidden_layers") return 4096;
-    if (key == "intermediate_size") return int64_t{1} << 20;
+    if (key == "intermediate_size" || key == "shared_intermediate_size") return int64_t{1} << 20;
     if (key == "mamba_expand" || key == "expand" || key == "mamba_d_conv" ||
         key == "conv_kernel") {
       return 64;
     }
     if (key == "hidden_size" || key == "attention_hidden_size" || key == "mamba_dt_rank" ||
-        key == "chunk_size") {
+        key == "chunk_size" || key == "mamba_chunk_size") {
       return int64_t{1} << 17;
     }
     return int64_t{1} << 14;  // head counts, head dims, groups, state sizes, experts, ranks
@@ -141,6 +141,25 @@ absl::Status RequireDivides(const Fields& f, const char* key, int64_t divisor,
     return f.Error(key, absl::StrCat("= ", divisor, " must divide ", what, " = ", value));
   }
   return absl::OkStatus();
+}
+
+// rope_theta, at the top level (transformers v4) or inside rope_parameters (v5).
+absl::StatusOr<double> RopeTheta(const Fields& f) {
+  if (f.Has("rope_parameters") && f.json()["rope_parameters"].is_object()) {
+    Fields rope(f.json()["rope_parameters"], f.source());
+    return rope.Number("rope_theta", 10000.0);
+  }
+  return f.Number("rope_theta", 10000.0);
+}
+
+// A multiplier of the residual stream or the logits: finite and positive.
+absl::StatusOr<float> PositiveScalar(const Fields& f, const char* key) {
+  double v;
+  TANDEM_ASSIGN_OR_RETURN(v, f.Number(key, 1.0));
+  if (!(v > 0) || !std::isfinite(static_cast<float>(v))) {
+    return f.Error(key, absl::StrCat("must be a positive finite number, found ", v));
+  }
+  return static_cast<float>(v);
 }
 
 absl::Status ParseCommon(const Fields& f, ModelConfig& c) {
@@ -320,13 +339,8 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   }
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim) / 2.0f);  // (dh/2)^-1/2
   TANDEM_ASSIGN_OR_RETURN(a.rope, f.Bool("use_mem_rope", false));
-  double theta = 10000.0;
-  if (f.Has("rope_parameters") && f.json()["rope_parameters"].is_object()) {
-    Fields rope(f.json()["rope_parameters"], f.source());
-    TANDEM_ASSIGN_OR_RETURN(theta, rope.Number("rope_theta", 10000.0));
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(theta, f.Number("rope_theta", 10000.0));
-  }
+  double theta;
+  TANDEM_ASSIGN_OR_RETURN(theta, RopeTheta(f));
   bool long_context;
   TANDEM_ASSIGN_OR_RETURN(long_context, f.Bool("use_long_context", false));
   if (long_context && a.rope) {
@@ -420,6 +434,139 @@ absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+
+// IBM Granite-4.0-H (transformers' GraniteMoeHybrid): Mamba-2 layers (HF Mamba2's mixer,
+// full-width gated norm) and attention layers without positional encoding by default, each
+// followed by top-k experts plus an always-on shared MLP (or the shared MLP alone), with the
+// muP-style multipliers of the embeddings, residual branches and logits.
+absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
+  c.family = Family::kGraniteHybrid;
+  const int32_t h = c.hidden_size;
+  double eps;
+  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-6));
+  c.rms_norm_eps = static_cast<float>(eps);
+  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
+  TANDEM_ASSIGN_OR_RETURN(c.embedding_multiplier, PositiveScalar(f, "embedding_multiplier"));
+  TANDEM_ASSIGN_OR_RETURN(c.residual_multiplier, PositiveScalar(f, "residual_multiplier"));
+  TANDEM_ASSIGN_OR_RETURN(c.logits_scaling, PositiveScalar(f, "logits_scaling"));
+  bool attention_bias;
+  TANDEM_ASSIGN_OR_RETURN(attention_bias, f.Bool("attention_bias", false));
+  if (attention_bias) {
+    return absl::UnimplementedError(absl::StrCat(
+        f.source(), ": field 'attention_bias' = true is not supported (no released Granite-4.0-H "
+                    "checkpoint has attention biases)"));
+  }
+
+  AttentionDims& a = c.attention;
+  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
+  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
+  TANDEM_RETURN_IF_ERROR(
+      RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads));
+  // transformers derives the head size from the hidden size; o_proj is [H, H].
+  TANDEM_RETURN_IF_ERROR(RequireDivides(f, "num_attention_heads", a.heads, "hidden_size", h));
+  a.head_dim = h / a.heads;
+  a.input_width = h;
+  double scale;
+  TANDEM_ASSIGN_OR_RETURN(scale, f.Number("attention_multiplier", 1.0));
+  if (!(scale > 0) || !std::isfinite(static_cast<float>(scale))) {
+    return f.Error("attention_multiplier",
+                   absl::StrCat("must be a positive finite number, found ", scale));
+  }
+  a.scale = static_cast<float>(scale);  // the softmax scale itself, not a factor of 1/sqrt(d)
+  std::string position;
+  TANDEM_ASSIGN_OR_RETURN(position, f.String("position_embedding_type", ""));
+  a.rope = position == "rope";  // transformers: anything else means no positional encoding
+  if (a.rope) {
+    if (f.Has("rope_scaling")) {
+      return absl::UnimplementedError(absl::StrCat(
+          f.source(), ": field 'rope_scaling' = ", f.json()["rope_scaling"].dump(),
+          " is not supported (tandem applies plain RoPE)"));
+    }
+    double theta;
+    TANDEM_ASSIGN_OR_RETURN(theta, RopeTheta(f));
+    a.rope_theta = static_cast<float>(theta);
+  }
+
+  Mamba2Dims& m = c.mamba2;
+  int32_t expand;
+  TANDEM_ASSIGN_OR_RETURN(expand, f.Positive("mamba_expand", 2));
+  m.inner = expand * h;
+  TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("mamba_n_heads", 128));
+  TANDEM_RETURN_IF_ERROR(
+      RequireDivides(f, "mamba_n_heads", m.heads, "mamba_expand·hidden_size", m.inner));
+  if (f.Has("mamba_d_head") && f.json()["mamba_d_head"].is_string()) {
+    std::string head;
+    TANDEM_ASSIGN_OR_RETURN(head, f.String("mamba_d_head", "auto"));
+    if (head != "auto") return f.Error("mamba_d_head", "must be an integer or \"auto\"");
+    m.head_dim = m.inner / m.heads;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(m.head_dim, f.Positive("mamba_d_head", m.inner / m.heads));
+  }
+  if (m.head_dim * m.heads != m.inner) {
+    return f.Error("mamba_d_head", absl::StrCat("= ", m.head_dim, " times mamba_n_heads = ",
+                                                m.heads, " must equal ", m.inner));
+  }
+  TANDEM_ASSIGN_OR_RETURN(m.groups, f.Positive("mamba_n_groups", 1));
+  TANDEM_RETURN_IF_ERROR(RequireDivides(f, "mamba_n_groups", m.groups, "mamba_n_heads", m.heads));
+  TANDEM_ASSIGN_OR_RETURN(m.state_size, f.Positive("mamba_d_state", 256));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
+  TANDEM_ASSIGN_OR_RETURN(m.chunk_size, f.Positive("mamba_chunk_size", 256));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_bias, f.Bool("mamba_conv_bias", true));
+  TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("mamba_proj_bias", false));
+  m.norm_groups = 1;  // transformers' GraniteMoeHybrid gated norm spans all channels
+  m.norm_eps = c.rms_norm_eps;
+  m.dt_min = 0.0f;  // transformers fixes time_step_limit at (0, inf): no clamp
+  m.dt_max = 0.0f;
+
+  int64_t experts;
+  TANDEM_ASSIGN_OR_RETURN(experts, f.Int("num_local_experts", 8));
+  if (experts < 0 || experts > Fields::UpperLimit("num_local_experts")) {
+    return f.Error("num_local_experts", absl::StrCat("must be in [0, ",
+                                                     Fields::UpperLimit("num_local_experts"),
+                                                     "], found ", experts));
+  }
+  c.num_experts = static_cast<int32_t>(experts);
+  if (c.num_experts > 0) {
+    TANDEM_ASSIGN_OR_RETURN(c.experts_per_token, f.Positive("num_experts_per_tok", 2));
+    if (c.experts_per_token > c.num_experts) {
+      return f.Error("num_experts_per_tok",
+                     absl::StrCat("= ", c.experts_per_token,
+                                  " exceeds num_local_experts = ", c.num_experts));
+    }
+    TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 11008));
+  }
+  c.renormalize_experts = true;
+  TANDEM_ASSIGN_OR_RETURN(c.shared_mlp_intermediate, f.Positive("shared_intermediate_size", 1024));
+
+  std::vector<std::string> types(static_cast<size_t>(c.num_layers), "mamba");
+  if (f.Has("layer_types")) {
+    const Json& list = f.json()["layer_types"];
+    if (!list.is_array() || static_cast<int64_t>(list.size()) != c.num_layers) {
+      return f.Error("layer_types", absl::StrCat("must list num_hidden_layers = ", c.num_layers,
+                                                 " entries of \"mamba\" / \"attention\""));
+    }
+    for (int32_t i = 0; i < c.num_layers; ++i) {
+      types[i] = list[i].is_string() ? list[i].get<std::string>() : list[i].dump();
+    }
+  }
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    LayerSpec layer;
+    if (types[i] == "attention") {
+      layer.mixer = MixerKind::kAttention;
+      layer.attention_index = c.num_attention_layers++;
+    } else if (types[i] == "mamba") {
+      layer.mixer = MixerKind::kMamba2;
+      layer.ssm_index = c.num_ssm_layers++;
+    } else {
+      return f.Error("layer_types", absl::StrCat("entry ", i, " is \"", types[i].substr(0, 32),
+                                                 "\"; expected \"mamba\" or \"attention\""));
+    }
+    layer.ffn = c.num_experts > 0 ? FfnKind::kMoe : FfnKind::kDense;
+    c.layers.push_back(layer);
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 std::string FamilyName(Family family) {
@@ -430,6 +577,8 @@ std::string FamilyName(Family family) {
       return "zamba2";
     case Family::kMamba2:
       return "mamba2";
+    case Family::kGraniteHybrid:
+      return "granitemoehybrid";
   }
   return "unknown";
 }
@@ -461,11 +610,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const s
     s = ParseZamba2(f, options, c);
   } else if (arch == "Mamba2ForCausalLM" || (arch.empty() && model_type == "mamba2")) {
     s = ParseMamba2(f, c);
+  } else if (arch == "GraniteMoeHybridForCausalLM" ||
+             (arch.empty() && model_type == "granitemoehybrid")) {
+    s = ParseGraniteHybrid(f, c);
   } else {
     return absl::UnimplementedError(absl::StrCat(
         source, ": architecture '", c.architecture.empty() ? "(none given)" : c.architecture,
-        "' is not supported; tandem runs JambaForCausalLM, Zamba2ForCausalLM and "
-        "Mamba2ForCausalLM"));
+        "' is not supported; tandem runs JambaForCausalLM, Zamba2ForCausalLM, "
+        "Mamba2ForCausalLM and GraniteMoeHybridForCausalLM"));
   }
   if (!s.ok()) return s;
   return c;

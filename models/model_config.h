@@ -15,7 +15,7 @@
 
 namespace tandem::models {
 
-enum class Family { kJamba, kZamba2, kMamba2 };
+enum class Family { kJamba, kZamba2, kMamba2, kGraniteHybrid };
 std::string FamilyName(Family family);
 
 enum class MixerKind { kAttention, kMamba1, kMamba2 };
@@ -96,6 +96,18 @@ struct ModelConfig {
   kernels::Activation ffn_activation = kernels::Activation::kSilu;
   int32_t num_experts = 0;
   int32_t experts_per_token = 0;
+  // Granite's router: softmax over the k selected logits (the top-k weights renormalised to sum
+  // to 1), where Jamba keeps the top-k of the softmax over every expert as they are.
+  bool renormalize_experts = false;
+  // Granite: an always-on gated MLP beside the experts (or alone, with no experts) in every
+  // layer; 0 = none.
+  int32_t shared_mlp_intermediate = 0;
+
+  // Granite's scalar multipliers (1 elsewhere): embeddings × embedding_multiplier, each
+  // sub-layer's output × residual_multiplier before its residual add, logits ÷ logits_scaling.
+  float embedding_multiplier = 1.0f;
+  float residual_multiplier = 1.0f;
+  float logits_scaling = 1.0f;
 
   // Zamba2 shared blocks.
   int32_t num_mem_blocks = 0;

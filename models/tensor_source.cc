@@ -44,8 +44,11 @@ absl::StatusOr<FloatTensor> RandomTensorSource::LoadFloat(std::string_view name,
   } else if (!matrix) {  // biases
     for (float& v : data) v = 0.02f * (2.0f * uniform() - 1.0f);
   } else {
+    // A depthwise conv's [C, 1, K] reads K values per output; a stack of matrices
+    // [count, rows, cols] (Granite's experts), cols.
     int64_t fan_in = 1;
     for (size_t i = 1; i < shape.size(); ++i) fan_in *= shape[i];
+    if (shape.size() == 3 && !EndsWith(name, "conv1d.weight")) fan_in = shape.back();
     // Embeddings are read one row at a time, not multiplied: keep their rows O(1).
     const float scale = EndsWith(name, "embed_tokens.weight") || EndsWith(name, "embeddings.weight")
                             ? 1.0f

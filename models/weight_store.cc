@@ -118,25 +118,48 @@ WeightFormat WeightStore::FormatFor(WeightStorage storage, DType stored) {
 
 absl::StatusOr<WeightMatrix> WeightStore::Matrix(const std::string& name, int64_t rows,
                                                  int64_t cols) {
-  absl::StatusOr<WeightMatrix> m = MatrixIn(storage_, name, rows, cols);
+  absl::StatusOr<WeightMatrix> m = MatrixIn(storage_, name, {rows, cols});
   if (!m.ok()) return m.status();
   return Placed(*m);
+}
+
+absl::StatusOr<std::vector<WeightMatrix>> WeightStore::Matrices(const std::string& name,
+                                                                int64_t count, int64_t rows,
+                                                                int64_t cols) {
+  absl::StatusOr<WeightMatrix> stacked = MatrixIn(storage_, name, {count, rows, cols});
+  if (!stacked.ok()) return stacked.status();
+  absl::StatusOr<WeightMatrix> placed = Placed(*stacked);
+  if (!placed.ok()) return placed.status();
+  const size_t matrix_bytes =
+      static_cast<size_t>(rows * cols) * kernels::WeightElementBytes(placed->format);
+  std::vector<WeightMatrix> views;
+  views.reserve(static_cast<size_t>(count));
+  for (int64_t e = 0; e < count; ++e) {
+    WeightMatrix view = *placed;
+    view.data = static_cast<const uint8_t*>(placed->data) + e * matrix_bytes;
+    if (placed->row_scales != nullptr) view.row_scales = placed->row_scales + e * rows;
+    view.rows = rows;
+    views.push_back(view);
+  }
+  return views;
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::Embedding(const std::string& name, int64_t rows,
                                                     int64_t cols) {
   absl::StatusOr<WeightMatrix> m = MatrixIn(
-      storage_ == WeightStorage::kInt8 ? WeightStorage::kAuto : storage_, name, rows, cols);
+      storage_ == WeightStorage::kInt8 ? WeightStorage::kAuto : storage_, name, {rows, cols});
   if (!m.ok()) return m.status();
   return Placed(*m);
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const std::string& name,
-                                                   int64_t rows, int64_t cols) {
+                                                   const std::vector<int64_t>& shape) {
   absl::StatusOr<DType> stored = source_.StoredDType(name);
   if (!stored.ok()) return stored.status();
   const WeightFormat format = FormatFor(storage, *stored);
-  const std::vector<int64_t> shape = {rows, cols};
+  const int64_t cols = shape.back();
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
   if (format == WeightFormat::kF32) {
     absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
     if (!t.ok()) return t.status();

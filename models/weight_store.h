@@ -61,6 +61,12 @@ class WeightStore {
   absl::StatusOr<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows,
                                                int64_t cols);
 
+  // `count` matrices [rows, cols] stored as one [count, rows, cols] tensor (Granite's experts),
+  // kept as one [count·rows, cols] matrix in the store's weight storage: one view per matrix.
+  absl::StatusOr<std::vector<kernels::WeightMatrix>> Matrices(const std::string& name,
+                                                              int64_t count, int64_t rows,
+                                                              int64_t cols);
+
   // An embedding table [rows, cols]: rows are gathered, not multiplied, so it is never int8.
   absl::StatusOr<kernels::WeightMatrix> Embedding(const std::string& name, int64_t rows,
                                                   int64_t cols);
@@ -97,8 +103,9 @@ class WeightStore {
  private:
   // The format a tensor stored as `stored` is kept in under `storage`.
   static kernels::WeightFormat FormatFor(WeightStorage storage, DType stored);
+  // The tensor `name` of `shape` as the matrix [product of all but the last dim, last dim].
   absl::StatusOr<kernels::WeightMatrix> MatrixIn(WeightStorage storage, const std::string& name,
-                                                 int64_t rows, int64_t cols);
+                                                 const std::vector<int64_t>& shape);
   // Where the layers read `host` from: itself, or its placed copy (after which, with a placer,
   // the host copies are freed: every public method returns placed tensors only).
   absl::StatusOr<const float*> Placed(const float* host, size_t floats);

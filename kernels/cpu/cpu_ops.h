@@ -54,6 +54,7 @@ class CpuOps : public Ops {
                   int64_t ld_out) override;
   void CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                 int64_t ld_dst) override;
+  void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) override;
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,

@@ -434,6 +434,10 @@ void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t co
   Launch<&cuda::AddRows>("AddRows", src, ld_src, rows, cols, dst, ld_dst);
 }
 
+void CudaOps::ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) {
+  Launch<&cuda::ScaleRows>("ScaleRows", x, ld_x, rows, cols, factor);
+}
+
 const void* CudaOps::TableBytes(const void* host, size_t bytes, Workspace& ws) {
   return Upload<std::byte>(static_cast<const std::byte*>(host), bytes, ws);
 }

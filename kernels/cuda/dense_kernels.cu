@@ -142,6 +142,16 @@ __global__ void RowsKernel(bool add, const float* src, int64_t ld_src, int64_t r
   }
 }
 
+__global__ void ScaleRowsKernel(float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                                float factor) {
+  const int64_t total = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    float& v = x[(e / cols) * ld_x + e % cols];
+    v = __fmul_rn(v, factor);
+  }
+}
+
 // One block per listed row: dst[i] = src[rows[i]] (gather) or dst[rows[i]] = src[i].
 __global__ void IndexedCopyKernel(bool scatter, const float* src, int64_t ld_src,
                                   const int32_t* rows, int64_t cols, float* dst, int64_t ld_dst) {
@@ -486,6 +496,16 @@ cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int6
 cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
                     int64_t cols, float* dst, int64_t ld_dst) {
   return LaunchRows(stream, true, src, ld_src, rows, cols, dst, ld_dst);
+}
+
+cudaError_t ScaleRows(cudaStream_t stream, float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                      float factor) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const int threads = 256;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((rows * cols + threads - 1) / threads, 65535));
+  ScaleRowsKernel<<<blocks, threads, 0, stream>>>(x, ld_x, rows, cols, factor);
+  return cudaGetLastError();
 }
 
 cudaError_t IndexedCopyRows(cudaStream_t stream, bool scatter, const float* src, int64_t ld_src,

@@ -26,6 +26,9 @@ cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int6
                      int64_t cols, float* dst, int64_t ld_dst);
 cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
                     int64_t cols, float* dst, int64_t ld_dst);
+// x[r, c] *= factor in place.
+cudaError_t ScaleRows(cudaStream_t stream, float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                      float factor);
 
 // `count` rows picked by index (device memory): dst[i] = src[rows[i]], or with `scatter`
 // dst[rows[i]] = src[i] (rows distinct).

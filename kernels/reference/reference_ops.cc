@@ -94,6 +94,12 @@ void ReferenceOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64
   }
 }
 
+void ReferenceOps::ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) x[r * ld_x + c] *= factor;
+  }
+}
+
 void ReferenceOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                            const float* weight, float eps, float* out, int64_t ld_out) {
   for (int64_t r = 0; r < rows; ++r) {

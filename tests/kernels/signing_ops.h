@@ -84,6 +84,10 @@ class SigningOps final : public Ops {
     Sign("CopyRows", src, ld_src, rows, cols, dst, ld_dst);
     inner_.CopyRows(src, ld_src, rows, cols, dst, ld_dst);
   }
+  void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) override {
+    Sign("ScaleRows", x, ld_x, rows, cols, factor);
+    inner_.ScaleRows(x, ld_x, rows, cols, factor);
+  }
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override {
     Sign("AddRows", src, ld_src, rows, cols, dst, ld_dst);

@@ -38,6 +38,8 @@ import torch
 import transformers
 from transformers import (
     GenerationConfig,
+    GraniteMoeHybridConfig,
+    GraniteMoeHybridForCausalLM,
     JambaConfig,
     JambaForCausalLM,
     Mamba2Config,
@@ -162,6 +164,45 @@ def mamba2_config():
     )
 
 
+def granite_config(layer_types, experts, rope, ngroups, proj_bias, tied):
+    """Granite-4.0-H shapes in miniature. Every multiplier is away from 1 and the attention
+    scale away from 1/sqrt(head_dim), so that a loader which ignores one is caught."""
+    return GraniteMoeHybridConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        num_hidden_layers=len(layer_types),
+        layer_types=layer_types,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=experts,
+        num_experts_per_tok=2,
+        intermediate_size=32,
+        shared_intermediate_size=48,
+        hidden_act="silu",
+        position_embedding_type="rope" if rope else None,
+        rope_theta=10000,
+        embedding_multiplier=3.0,
+        residual_multiplier=0.6,
+        attention_multiplier=0.125,
+        logits_scaling=2.5,
+        mamba_n_heads=8,
+        mamba_d_head="auto",
+        mamba_n_groups=ngroups,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        mamba_chunk_size=32,
+        mamba_conv_bias=True,
+        mamba_proj_bias=proj_bias,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=tied,
+        max_position_embeddings=4096,
+        pad_token_id=PAD_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+    )
+
+
 MODELS = {
     "jamba-tiny": dict(
         cls=JambaForCausalLM,
@@ -216,6 +257,38 @@ MODELS = {
         prompts=FULL_PROMPTS,
         tokenizer_files=["tokenizer.json"],
     ),
+    "granite-tiny": dict(
+        cls=GraniteMoeHybridForCausalLM,
+        config=lambda: granite_config(
+            ["mamba", "attention", "mamba", "mamba", "attention", "mamba"],
+            experts=4,
+            rope=False,
+            ngroups=2,
+            proj_bias=False,
+            tied=True,
+        ),
+        seed=401,
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        prompts=FULL_PROMPTS,
+        tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
+    ),
+    "granite-tiny-dense": dict(
+        cls=GraniteMoeHybridForCausalLM,
+        config=lambda: granite_config(
+            ["attention", "mamba", "mamba", "attention"],
+            experts=0,
+            rope=True,
+            ngroups=1,
+            proj_bias=True,
+            tied=False,
+        ),
+        seed=402,
+        save_dtype=torch.bfloat16,
+        max_shard_size=None,
+        prompts=SHORT_PROMPTS,
+        tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
+    ),
 }
 
 
@@ -262,9 +335,10 @@ def parameter_values(name, shape, rng, config):
         return rng.normal(0.0, 0.25, size=shape)
     if name.endswith("lm_head.weight"):
         return rng.normal(0.0, 2.0 / math.sqrt(fan_in), size=shape)
-    if len(shape) == 2:
-        # every other Linear (projections, experts, router, adapters, Zamba2 `linear`):
-        # unit-variance outputs for unit-variance inputs, so each sub-layer visibly matters.
+    if len(shape) == 2 or (len(shape) == 3 and leaf == "weight" and "_linear" in name):
+        # every other Linear (projections, experts, router, adapters, Zamba2 `linear`; Granite's
+        # experts, [E, out, in]): unit-variance outputs for unit-variance inputs, so each
+        # sub-layer visibly matters.
         return rng.normal(0.0, 1.0 / math.sqrt(fan_in), size=shape)
     raise ValueError(f"no initialisation rule for parameter {name} {shape}")
 
@@ -371,6 +445,7 @@ FLOAT64_PATCHED_MODULES = [
     "transformers.models.jamba.modeling_jamba",
     "transformers.models.zamba2.modeling_zamba2",
     "transformers.models.mamba2.modeling_mamba2",
+    "transformers.models.granitemoehybrid.modeling_granitemoehybrid",
 ]
 
 
@@ -419,7 +494,10 @@ def to_compute_dtype(model, dtype):
     model = model.double()
     for m in model.modules():
         if hasattr(m, "inv_freq") and hasattr(m, "rope_type"):
-            assert m.rope_type == "default" and type(m).__name__ == "Zamba2RotaryEmbedding", type(m)
+            assert m.rope_type == "default" and type(m).__name__ in (
+                "Zamba2RotaryEmbedding",
+                "GraniteMoeHybridRotaryEmbedding",
+            ), type(m)
             old = m.inv_freq  # transformers' float32 values, upcast by model.double()
             dim = 2 * old.numel()  # partial_rotary_factor 1: one frequency per pair of dims
             if ROPE_ANGLES == "float32":
@@ -505,6 +583,12 @@ def stepwise_logits(model, ids):
         from transformers.models.zamba2.modeling_zamba2 import Zamba2HybridDynamicCache as Cache
 
         cache_kw = "past_key_values"
+    elif isinstance(model, GraniteMoeHybridForCausalLM):
+        from transformers.models.granitemoehybrid.modeling_granitemoehybrid import (
+            HybridMambaAttentionDynamicCache as Cache,
+        )
+
+        cache_kw = "past_key_values"
     else:
         from transformers.models.mamba2.modeling_mamba2 import Mamba2Cache as Cache
 
@@ -558,6 +642,8 @@ class RoutingGap:
         for m in model.modules():
             if type(m).__name__ == "JambaSparseMoeBlock":
                 self.handles.append(m.router.register_forward_hook(self._hook(m.top_k)))
+            elif type(m).__name__ == "GraniteMoeHybridTopKGating":
+                self.handles.append(m.layer.register_forward_hook(self._hook(m.top_k)))
 
     def _hook(self, k):
         def hook(module, inputs, output):
@@ -788,6 +874,13 @@ def write_references(name, cls, ref, out_dir, prompts, checkpoint_dtype):
         )
     if cls is JambaForCausalLM:
         notes.append("Jamba: use_mamba_kernels=False (slow_forward path); attention has no positional encoding.")
+    if cls is GraniteMoeHybridForCausalLM:
+        notes.append(
+            "GraniteMoeHybrid (Granite-4.0-H): embeddings x embedding_multiplier, each mixer and FFN "
+            "output x residual_multiplier before its residual add, logits / logits_scaling, attention "
+            "softmax scale = attention_multiplier; the router takes a softmax over the k selected "
+            "logits; the gated RMSNorm is full-width over din; time_step_limit is fixed at (0, inf)."
+        )
     manifest = {
         "model": name,
         "model_dir": os.path.relpath(out_dir, REPO_ROOT),
@@ -828,7 +921,10 @@ def generate_existing(model_dir, name):
     model_dir = os.path.abspath(os.path.join(REPO_ROOT, model_dir))
     with open(os.path.join(model_dir, "config.json")) as f:
         arch = json.load(f)["architectures"][0]
-    cls = {c.__name__: c for c in (JambaForCausalLM, Zamba2ForCausalLM, Mamba2ForCausalLM)}[arch]
+    cls = {
+        c.__name__: c
+        for c in (JambaForCausalLM, Zamba2ForCausalLM, Mamba2ForCausalLM, GraniteMoeHybridForCausalLM)
+    }[arch]
     dtypes = {t[0] for t in checkpoint_tensors(model_dir).values()}
     assert len(dtypes) == 1, f"mixed checkpoint dtypes {dtypes}"
     checkpoint_dtype = {"F32": "float32", "BF16": "bfloat16"}[dtypes.pop()]
