@@ -509,18 +509,21 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
 
   if (layer.ffn_norm != nullptr) {
     ops.RmsNorm(hidden, h, rows, h, layer.ffn_norm, eps, x, h);
-    if (layer.moe) {
-      layer.moe->Forward(ctx, x, mixed);
-    } else if (layer.mlp) {
-      layer.mlp->Forward(ctx, x, mixed);
-    }
-    if (layer.shared_mlp && (layer.moe || layer.mlp)) {
-      // Granite: the experts' output plus the shared MLP's.
+    if (layer.shared_mlp && layer.moe) {
+      // Granite: the experts' output plus the shared MLP's. The shared MLP runs first: how
+      // much scratch the experts take depends on the routing, and every buffer taken after
+      // them would move from step to step (a device replays a step's launches only when their
+      // arguments stay put: kernels/cuda/cuda_ops.h).
       float* shared = ctx.ws.Floats(rows * h);
       layer.shared_mlp->Forward(ctx, x, shared);
+      layer.moe->Forward(ctx, x, mixed);
       ops.AddRows(shared, h, rows, h, mixed, h);
     } else if (layer.shared_mlp) {
       layer.shared_mlp->Forward(ctx, x, mixed);
+    } else if (layer.moe) {
+      layer.moe->Forward(ctx, x, mixed);
+    } else {
+      layer.mlp->Forward(ctx, x, mixed);
     }
     add_into_hidden(mixed);
   }

@@ -10,7 +10,7 @@ namespace tandem::engine {
 namespace {
 
 TEST(CacheModelSpecTest, BytesMatchTheModelsStateLayout) {
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny"}) {
+  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(TANDEM_TEST_DATA) + "/models/" + name;
     auto model = models::Model::Load(dir);
@@ -27,6 +27,21 @@ TEST(CacheModelSpecTest, BytesMatchTheModelsStateLayout) {
     EXPECT_GT(spec->fixed_flops_per_token(), 0);
     EXPECT_EQ(spec->attention_flops_per_key() > 0, (*model)->config().num_attention_layers > 0);
   }
+}
+
+TEST(CacheModelSpecTest, GraniteCountsItsSharedMlp) {
+  // With experts the shared MLP runs beside them in every layer; without, it is the layer's MLP.
+  auto moe = LoadCacheModelSpec(std::string(TANDEM_TEST_DATA) + "/models/granite-tiny");
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  EXPECT_EQ(moe->ffn.moe_layers, 6);
+  EXPECT_EQ(moe->ffn.experts, 4);
+  EXPECT_EQ(moe->ffn.expert_intermediate, 32);
+  EXPECT_EQ(moe->ffn.shared_intermediate, 48);
+  auto dense = LoadCacheModelSpec(std::string(TANDEM_TEST_DATA) + "/models/granite-tiny-dense");
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_EQ(dense->ffn.dense_layers, 4);
+  EXPECT_EQ(dense->ffn.moe_layers, 0);
+  EXPECT_EQ(dense->ffn.intermediate, 48);
 }
 
 TEST(CacheModelSpecTest, MissingDirectoryIsAnError) {

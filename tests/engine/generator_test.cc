@@ -36,7 +36,7 @@ std::unique_ptr<cache::ArenaAllocator> Arena(const models::Model& model, size_t 
 }
 
 TEST(GeneratorTest, GreedyOutputMatchesTheReferenceAndFreesEverything) {
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny"}) {
+  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
     SCOPED_TRACE(name);
     auto model = LoadModel(name);
     ASSERT_NE(model, nullptr);

@@ -23,7 +23,7 @@ using testing::SchedulerHarness;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
-const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny"};
+const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"};
 
 // Everything the tree holds, in allocator units: what pool usage returns to once idle.
 size_t CacheUnits(Scheduler& s, cache::Pool pool) {

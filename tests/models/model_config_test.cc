@@ -46,6 +46,92 @@ TEST(ModelConfigTest, Mamba2AcceptsPythonInfinityAndUsesFullWidthNorm) {
   EXPECT_EQ(c->num_attention_layers, 0);
 }
 
+TEST(ModelConfigTest, GraniteLayerTypesExpertsAndMultipliers) {
+  auto c = LoadModelConfig(testing::ModelDir("granite-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, Family::kGraniteHybrid);
+  ASSERT_EQ(c->num_layers, 6);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(c->layers[i].mixer == MixerKind::kAttention, i == 1 || i == 4) << i;
+    EXPECT_EQ(c->layers[i].ffn, FfnKind::kMoe) << i;
+  }
+  EXPECT_EQ(c->layers[4].attention_index, 1);
+  EXPECT_EQ(c->layers[5].ssm_index, 3);
+  EXPECT_EQ(c->num_experts, 4);
+  EXPECT_EQ(c->intermediate_size, 32);
+  EXPECT_EQ(c->shared_mlp_intermediate, 48);
+  EXPECT_TRUE(c->renormalize_experts);
+  EXPECT_FLOAT_EQ(c->embedding_multiplier, 3.0f);
+  EXPECT_FLOAT_EQ(c->residual_multiplier, 0.6f);
+  EXPECT_FLOAT_EQ(c->logits_scaling, 2.5f);
+  EXPECT_FLOAT_EQ(c->attention.scale, 0.125f);  // attention_multiplier, not 1/sqrt(16)
+  EXPECT_EQ(c->attention.head_dim, 16);
+  EXPECT_FALSE(c->attention.rope);
+  EXPECT_EQ(c->mamba2.groups, 2);
+  EXPECT_EQ(c->mamba2.norm_groups, 1);  // full-width gated norm, as transformers
+  EXPECT_TRUE(c->tie_word_embeddings);
+
+  auto dense = LoadModelConfig(testing::ModelDir("granite-tiny-dense"));
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_EQ(dense->num_experts, 0);
+  EXPECT_EQ(dense->layers[0].ffn, FfnKind::kDense);
+  EXPECT_TRUE(dense->attention.rope);
+  EXPECT_TRUE(dense->mamba2.proj_bias);
+}
+
+TEST(ModelConfigTest, GraniteRefusesWhatItCannotRunByName) {
+  const nlohmann::json base = {{"architectures", {"GraniteMoeHybridForCausalLM"}},
+                               {"vocab_size", 100},
+                               {"hidden_size", 32},
+                               {"num_hidden_layers", 2},
+                               {"layer_types", {"mamba", "attention"}},
+                               {"num_attention_heads", 4},
+                               {"num_key_value_heads", 2},
+                               {"num_local_experts", 0},
+                               {"shared_intermediate_size", 64},
+                               {"mamba_n_heads", 4},
+                               {"mamba_d_state", 8}};
+  auto ok = ParseModelConfig(base, "config.json");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->mamba2.head_dim, 16);  // "auto": expand · H / heads
+  EXPECT_EQ(ok->layers[1].attention_index, 0);
+
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+  };
+  const Case cases[] = {
+      {"layer_types", {"mamba", "linear"}},
+      {"layer_types", {"mamba"}},
+      {"attention_bias", true},
+      {"logits_scaling", 0},
+      {"residual_multiplier", -1.0},
+      {"num_local_experts", -2},
+      {"mamba_d_head", 5},
+      {"mamba_d_head", "half"},
+      {"num_attention_heads", 5},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = base;
+    j[c.field] = c.value;
+    auto bad = ParseModelConfig(j, "config.json");
+    ASSERT_FALSE(bad.ok()) << c.field << " = " << c.value.dump();
+    EXPECT_NE(bad.status().message().find(c.field), std::string::npos) << bad.status();
+  }
+  nlohmann::json experts = base;
+  experts["num_local_experts"] = 2;
+  experts["num_experts_per_tok"] = 3;
+  auto too_many = ParseModelConfig(experts, "config.json");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.status().message().find("num_experts_per_tok"), std::string::npos);
+  nlohmann::json scaled = base;
+  scaled["position_embedding_type"] = "rope";
+  scaled["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  auto yarn = ParseModelConfig(scaled, "config.json");
+  ASSERT_FALSE(yarn.ok());
+  EXPECT_NE(yarn.status().message().find("rope_scaling"), std::string::npos);
+}
+
 TEST(ModelConfigTest, JsonTextKeepsInfinityInsideStrings) {
   auto j = ParseJsonText(R"({"a": "Infinity NaN", "b": [-Infinity, NaN]})", "test.json");
   ASSERT_TRUE(j.ok()) << j.status();
