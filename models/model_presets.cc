@@ -60,14 +60,48 @@ nlohmann::json Mamba2100M() {
           {"chunk_size", 256}};
 }
 
+// Granite-4.0-H-Tiny's proportions at ~100M: attention in 2 of 12 layers (no positional
+// encoding), 16 experts top-4 beside a shared MLP, and the checkpoints' multipliers.
+nlohmann::json Granite100M() {
+  std::vector<std::string> types(12, "mamba");
+  types[5] = types[11] = "attention";
+  return {{"architectures", {"GraniteMoeHybridForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 12},
+          {"layer_types", types},
+          {"num_attention_heads", 12},
+          {"num_key_value_heads", 4},
+          {"num_local_experts", 16},
+          {"num_experts_per_tok", 4},
+          {"intermediate_size", 256},
+          {"shared_intermediate_size", 512},
+          {"position_embedding_type", "nope"},
+          {"embedding_multiplier", 12.0},
+          {"residual_multiplier", 0.22},
+          {"attention_multiplier", 0.015625},
+          {"logits_scaling", 6.0},
+          {"mamba_n_heads", 24},
+          {"mamba_d_head", 64},
+          {"mamba_n_groups", 1},
+          {"mamba_d_state", 128},
+          {"mamba_d_conv", 4},
+          {"mamba_expand", 2},
+          {"mamba_chunk_size", 256},
+          {"tie_word_embeddings", true}};
+}
+
 }  // namespace
 
-std::vector<std::string> ModelPresetNames() { return {"jamba-100m", "zamba2-100m", "mamba2-100m"}; }
+std::vector<std::string> ModelPresetNames() {
+  return {"jamba-100m", "zamba2-100m", "mamba2-100m", "granite-100m"};
+}
 
 absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
   if (name == "jamba-100m") return Jamba100M();
   if (name == "zamba2-100m") return Zamba2100M();
   if (name == "mamba2-100m") return Mamba2100M();
+  if (name == "granite-100m") return Granite100M();
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown model preset '", name, "' (known: ", absl::StrJoin(ModelPresetNames(), ", "), ")"));
 }

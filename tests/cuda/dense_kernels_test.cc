@@ -181,6 +181,12 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
     // Columns past `cols` keep their values: the strides are honoured.
     ASSERT_TRUE(AllClose(ToHost(ddst), want, 0.0f, 0.0f)) << (add ? "add" : "copy");
   }
+  // A scale is one rounded product per element, bit for bit the host's.
+  std::vector<float> want = dst0;
+  auto ddst = ToDevice(dst0);
+  ReferenceOps().ScaleRows(want.data(), ld_dst, rows, cols, 1.0f / 6.0f);
+  ASSERT_CUDA_OK(ScaleRows(nullptr, ddst.get(), ld_dst, rows, cols, 1.0f / 6.0f));
+  ASSERT_TRUE(AllClose(ToHost(ddst), want, 0.0f, 0.0f)) << "scale";
 }
 
 // Arguments the kernels cannot take are refused before launch, not run.

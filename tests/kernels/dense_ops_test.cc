@@ -291,6 +291,13 @@ TEST(CpuOpsTest, RowGatherCopyAndAddMatchReference) {
   CpuOps(2).AddRows(src.data(), ld_src, rows, cols, got.data(), ld_dst);
   ASSERT_EQ(got, want);
   EXPECT_EQ(got[5], dst[5] + src[5]);
+  want = dst;
+  got = dst;
+  ReferenceOps().ScaleRows(want.data(), ld_dst, rows, cols, 0.22f);
+  CpuOps(2).ScaleRows(got.data(), ld_dst, rows, cols, 0.22f);
+  ASSERT_EQ(got, want);
+  EXPECT_EQ(got[ld_dst + 5], dst[ld_dst + 5] * 0.22f);
+  EXPECT_EQ(got[cols], dst[cols]);  // past `cols` untouched
 }
 
 }  // namespace

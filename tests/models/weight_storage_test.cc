@@ -247,5 +247,46 @@ TEST(WeightStorageTest, StacksKeepASharedStoredFormatUnderAuto) {
   EXPECT_EQ(embedding->format, kernels::WeightFormat::kF32);
 }
 
+// Granite stores each layer's experts as one [E, rows, cols] tensor: every storage gives one
+// view per expert, over the right rows and, for int8, the right row scales.
+TEST(WeightStorageTest, StackedExpertTensorsGiveOneViewPerMatrix) {
+  FixedTensors source;
+  std::vector<float> values(2 * 3 * 4);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 7.0f;
+  source.Add("experts", {2, 3, 4}, values);
+  for (WeightStorage storage :
+       {WeightStorage::kAuto, WeightStorage::kBF16, WeightStorage::kInt8}) {
+    SCOPED_TRACE(std::string(models::WeightStorageName(storage)));
+    models::WeightStore store(source, storage);
+    auto experts = store.Matrices("experts", 2, 3, 4);
+    ASSERT_TRUE(experts.ok()) << experts.status();
+    ASSERT_EQ(experts->size(), 2u);
+    const float tolerance = storage == WeightStorage::kInt8 ? 16.0f / 127 : 0.0f;
+    for (int64_t e = 0; e < 2; ++e) {
+      EXPECT_EQ((*experts)[e].rows, 3);
+      EXPECT_EQ((*experts)[e].cols, 4);
+      for (int64_t r = 0; r < 3; ++r) {
+        for (int64_t c = 0; c < 4; ++c) {
+          EXPECT_NEAR((*experts)[e].At(r, c), values[(e * 3 + r) * 4 + c], tolerance)
+              << e << "," << r << "," << c;
+        }
+      }
+    }
+    EXPECT_EQ(store.parameters(), values.size());
+  }
+}
+
+TEST(WeightStorageTest, StackedExpertTensorOfAnotherShapeIsRefusedByName) {
+  auto checkpoint = models::Checkpoint::Open(ModelDir("granite-tiny"));
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  models::CheckpointTensorSource source(*std::move(checkpoint));
+  models::WeightStore store(source, WeightStorage::kAuto);
+  const std::string name = "model.layers.0.block_sparse_moe.input_linear.weight";
+  EXPECT_TRUE(store.Matrices(name, 4, 64, 64).ok());  // [E, 2·I, H]
+  auto wrong = store.Matrices(name, 4, 32, 64);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find(name), std::string::npos) << wrong.status();
+}
+
 }  // namespace
 }  // namespace tandem::testing
