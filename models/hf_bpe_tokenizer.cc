@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "models/byte_level.h"
+#include "models/split_patterns.h"
 #include "models/status_macros.h"
 #include "models/tokenizer_bpe_model.h"
 #include "models/unicode_utf8.h"
@@ -50,8 +53,19 @@ struct Metaspace {
   bool split = true;
 };
 
+// One pre-tokenizer of the pipeline: Metaspace (SentencePiece conversions), a Split by one of
+// the known regexes, or ByteLevel (each byte to its character of GPT-2's alphabet, after an
+// optional prefix space and GPT-2's regex split).
+struct PreTokenizerStep {
+  enum Kind { kMetaspace, kSplit, kByteLevel } kind = kMetaspace;
+  Metaspace metaspace;
+  SplitPattern pattern = SplitPattern::kGpt2;  // kSplit
+  bool add_prefix_space = false;               // kByteLevel
+  bool use_regex = true;                       // kByteLevel
+};
+
 struct DecoderStep {
-  enum Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace } kind;
+  enum Kind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace, kByteLevel } kind;
   std::string a, b;  // Replace: a -> b. Strip: a = content (one character). Metaspace: a = rep.
   size_t start = 0, stop = 0;
   PrependScheme prepend = PrependScheme::kAlways;
@@ -228,7 +242,7 @@ class HfBpeTokenizer final : public Tokenizer {
   AddedTokenMatcher raw_matcher_;         // added tokens with normalized = false
   AddedTokenMatcher normalized_matcher_;  // added tokens with normalized = true
   std::vector<NormalizerStep> normalizers_;
-  std::vector<Metaspace> pre_tokenizers_;
+  std::vector<PreTokenizerStep> pre_tokenizers_;
   std::vector<DecoderStep> decoders_;
   bool has_decoder_ = false;
   std::vector<int32_t> prefix_ids_, suffix_ids_;
@@ -314,8 +328,32 @@ std::string HfBpeTokenizer::Normalize(std::string_view text, std::vector<TextRan
 void HfBpeTokenizer::PreTokenize(std::string_view text, size_t offset,
                                  std::vector<std::string>* words) const {
   std::vector<std::string> current = {std::string(text)};
-  for (const Metaspace& m : pre_tokenizers_) {
+  std::vector<std::string_view> split;
+  for (const PreTokenizerStep& step : pre_tokenizers_) {
     std::vector<std::string> next;
+    if (step.kind != PreTokenizerStep::kMetaspace) {
+      for (std::string& piece : current) {
+        if (step.kind == PreTokenizerStep::kByteLevel && step.add_prefix_space &&
+            piece.compare(0, 1, " ") != 0) {
+          piece = " " + piece;
+        }
+        split.clear();
+        if (step.kind == PreTokenizerStep::kSplit) {
+          SplitWithPattern(step.pattern, piece, &split);
+        } else if (step.use_regex) {
+          SplitWithPattern(SplitPattern::kGpt2, piece, &split);
+        } else {
+          split.push_back(piece);
+        }
+        for (std::string_view s : split) {
+          next.push_back(step.kind == PreTokenizerStep::kByteLevel ? ByteLevelEncode(s)
+                                                                    : std::string(s));
+        }
+      }
+      current = std::move(next);
+      continue;
+    }
+    const Metaspace& m = step.metaspace;
     for (std::string& piece : current) {
       std::string s = absl::StrReplaceAll(piece, {{" ", m.replacement}});
       const bool starts = s.compare(0, m.replacement.size(), m.replacement) == 0;
@@ -430,6 +468,18 @@ std::vector<std::string> HfBpeTokenizer::RunDecoders(std::vector<std::string> to
         }
         flush();
         tokens = std::move(out);
+        break;
+      }
+      case DecoderStep::kByteLevel: {
+        // Each token's characters back to the bytes they stand for (a token with a character
+        // outside the alphabet keeps its own UTF-8); the whole as one string, ill-formed
+        // UTF-8 replaced, as `tokenizers` does. A single token's bytes are returned raw: a
+        // character may span tokens, and the streaming detokenizer joins them.
+        std::string bytes;
+        for (const std::string& t : tokens) {
+          if (!ByteLevelDecode(t, &bytes)) bytes += t;
+        }
+        tokens.assign(1, per_token ? std::move(bytes) : Utf8Lossy(bytes));
         break;
       }
       case DecoderStep::kFuse:
@@ -642,6 +692,15 @@ class HfBpeLoader {
       for (const json& e : list) TANDEM_RETURN_IF_ERROR(LoadPreTokenizer(e));
       return absl::OkStatus();
     }
+    if (type == "Split") return LoadSplit(p);
+    if (type == "ByteLevel") {
+      PreTokenizerStep step;
+      step.kind = PreTokenizerStep::kByteLevel;
+      TANDEM_RETURN_IF_ERROR(ReadBool(p, "add_prefix_space", true, &step.add_prefix_space));
+      TANDEM_RETURN_IF_ERROR(ReadBool(p, "use_regex", true, &step.use_regex));
+      t_->pre_tokenizers_.push_back(step);
+      return absl::OkStatus();
+    }
     if (type != "Metaspace") return Unsupported("pre_tokenizer", p);
     Metaspace m;
     if (!Get(p, "replacement").is_string() || p["replacement"].get<std::string>().empty()) {
@@ -652,7 +711,39 @@ class HfBpeLoader {
     if (!scheme.ok()) return Bad(scheme.status().message());
     m.prepend = *scheme;
     TANDEM_RETURN_IF_ERROR(ReadBool(p, "split", true, &m.split));
-    t_->pre_tokenizers_.push_back(std::move(m));
+    PreTokenizerStep step;
+    step.metaspace = std::move(m);
+    t_->pre_tokenizers_.push_back(std::move(step));
+    return absl::OkStatus();
+  }
+
+  // A Split by a regex we know. Each known pattern matches every character, so keeping the
+  // matches as pieces ("Isolated") and keeping only them ("Removed" with invert) agree.
+  absl::Status LoadSplit(const json& p) {
+    const json& pattern = Get(p, "pattern");
+    if (!pattern.is_object() || !Get(pattern, "Regex").is_string()) {
+      return Bad("Split pre_tokenizer: only a Regex pattern is supported");
+    }
+    const std::string regex = pattern["Regex"].get<std::string>();
+    const std::optional<SplitPattern> known = RecognizeSplitPattern(regex);
+    if (!known.has_value()) {
+      return absl::UnimplementedError(absl::StrCat(
+          path_, ": unsupported Split pre_tokenizer pattern \"", regex.substr(0, 200),
+          "\" (tandem knows GPT-2's, Llama 3's and Qwen2's)"));
+    }
+    const std::string behavior = p.value("behavior", "");
+    bool invert = false;
+    TANDEM_RETURN_IF_ERROR(ReadBool(p, "invert", false, &invert));
+    if (!((behavior == "Isolated" && !invert) || (behavior == "Removed" && invert))) {
+      return absl::UnimplementedError(absl::StrCat(
+          path_, ": unsupported Split pre_tokenizer behavior \"", behavior.substr(0, 40),
+          "\" with invert ", invert ? "true" : "false",
+          " (supported: Isolated, or Removed with invert)"));
+    }
+    PreTokenizerStep step;
+    step.kind = PreTokenizerStep::kSplit;
+    step.pattern = *known;
+    t_->pre_tokenizers_.push_back(step);
     return absl::OkStatus();
   }
 
@@ -745,6 +836,8 @@ class HfBpeLoader {
       if (s.a.empty()) return Bad("Replace decoder has an empty pattern");
     } else if (type == "ByteFallback") {
       s.kind = DecoderStep::kByteFallback;
+    } else if (type == "ByteLevel") {
+      s.kind = DecoderStep::kByteLevel;
     } else if (type == "Fuse") {
       s.kind = DecoderStep::kFuse;
     } else if (type == "Strip") {

@@ -368,7 +368,7 @@ TEST(TokenizerLoadTest, TruncatedOrCorruptTokenizerJson) {
   j["model"]["byte_fallback"] = "yes";
   bad.push_back(j.dump());
   j = parsed;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+  j["pre_tokenizer"] = {{"type", "Digits"}, {"individual_digits", true}};
   bad.push_back(j.dump());
   j = parsed;
   j["decoder"]["decoders"][3]["start"] = -1;
