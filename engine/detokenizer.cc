@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/byte_level.h"
 #include "models/unicode_utf8.h"
 
 namespace tandem::engine {
@@ -51,7 +52,8 @@ bool StartsWithSpace(const std::string& s) {
 
 }  // namespace
 
-DetokenizerVocab::DetokenizerVocab(const models::Tokenizer& tokenizer) : tokenizer_(&tokenizer) {
+DetokenizerVocab::DetokenizerVocab(const models::Tokenizer& tokenizer)
+    : tokenizer_(&tokenizer), byte_stream_(tokenizer.decodes_as_byte_stream()) {
   const models::Tokenizer& t = tokenizer;
   kind_.assign(std::max(t.vocab_size(), 0), kOrdinary);
   for (int32_t id = 0; id < t.vocab_size(); ++id) {
@@ -140,6 +142,13 @@ void Detokenizer::StartAfterPrompt(absl::Span<const int32_t> prompt) {
 
 void Detokenizer::Add(int32_t id, std::string* delta) {
   if (Dropped(id)) return;
+  if (vocab_->byte_stream()) {
+    stream_bytes_ += tok_.TokenBytes(id);
+    const size_t settled = models::SettledUtf8Prefix(stream_bytes_);
+    *delta += models::Utf8Lossy(std::string_view(stream_bytes_).substr(0, settled));
+    stream_bytes_.erase(0, settled);
+    return;
+  }
   const bool is_byte = vocab_->ByteOf(id) >= 0;
   if (!head_done_) {
     head_.push_back(id);
@@ -205,6 +214,11 @@ void Detokenizer::EmitRunChunks(bool final, std::string* delta) {
 }
 
 void Detokenizer::Flush(std::string* delta) {
+  if (vocab_->byte_stream()) {
+    *delta += models::Utf8Lossy(stream_bytes_);
+    stream_bytes_.clear();
+    return;
+  }
   if (!head_done_) {
     const std::string text = tok_.Decode(head_, false);
     if (text.empty()) return;

@@ -19,6 +19,10 @@
 // replaces only the offending bytes, so its runs are emitted code point by code point. Which of
 // the two a tokenizer does is probed once, from its Decode.
 //
+// Byte-level BPE tokenizers (models::Tokenizer::decodes_as_byte_stream) need none of this: their
+// Decode is the lossy UTF-8 of all the tokens' bytes, so the output is one byte stream, emitted
+// as far as later bytes cannot change it (a token may end inside a character).
+//
 // Ids outside the vocabulary are ignored (as Decode ignores them); with skip_special_tokens the
 // special ids are ignored too.
 #ifndef TANDEM_ENGINE_DETOKENIZER_H_
@@ -53,6 +57,8 @@ class DetokenizerVocab {
   }
   // Whether byte runs may be emitted per code point (else: held until the run ends).
   bool streams_byte_runs() const { return streams_byte_runs_; }
+  // Whether the whole output is one byte stream (a byte-level BPE).
+  bool byte_stream() const { return byte_stream_; }
   bool has_anchor() const { return anchor_ >= 0; }
 
  private:
@@ -68,6 +74,7 @@ class DetokenizerVocab {
   int32_t anchor_ = -1;
   std::string anchor_text_;
   bool streams_byte_runs_ = false;
+  bool byte_stream_ = false;
 };
 
 class Detokenizer {
@@ -116,6 +123,8 @@ class Detokenizer {
   std::vector<int32_t> run_ids_;
   std::string run_bytes_;
   size_t run_emitted_ = 0;
+  // Byte-stream tokenizers: bytes that may still be part of a character.
+  std::string stream_bytes_;
 };
 
 }  // namespace tandem::engine

@@ -107,4 +107,22 @@ std::string Utf8Lossy(std::string_view bytes) {
   return out;
 }
 
+size_t SettledUtf8Prefix(std::string_view bytes) {
+  size_t settled = 0;
+  for (size_t i = 0; i < bytes.size();) {
+    size_t n = Utf8SequenceLength(bytes, i);
+    if (n == 0) {
+      n = MaximalSubpart(bytes, i);
+      // A subpart that reaches the end may yet complete: wait for the next byte.
+      if (i + n == bytes.size() && static_cast<unsigned char>(bytes[i]) >= 0xC2 &&
+          static_cast<unsigned char>(bytes[i]) <= 0xF4) {
+        return settled;
+      }
+    }
+    i += n;
+    settled = i;
+  }
+  return settled;
+}
+
 }  // namespace tandem::models

@@ -22,6 +22,11 @@ bool ByteLevelDecode(std::string_view token, std::string* bytes);
 // (Unicode's recommended practice, as Rust's String::from_utf8_lossy does).
 std::string Utf8Lossy(std::string_view bytes);
 
+// The length of the longest prefix of `bytes` whose Utf8Lossy rendering no later byte can
+// change: all but a trailing proper prefix of a well-formed sequence. Utf8Lossy of the prefix,
+// then of the rest once more bytes have come, concatenate to Utf8Lossy of the whole.
+size_t SettledUtf8Prefix(std::string_view bytes);
+
 }  // namespace tandem::models
 
 #endif  // TANDEM_MODELS_BYTE_LEVEL_H_

@@ -215,6 +215,9 @@ class HfBpeTokenizer final : public Tokenizer {
   }
   std::string TokenBytes(int32_t id) const override;
   bool strips_leading_space() const override { return strips_leading_space_; }
+  bool decodes_as_byte_stream() const override {
+    return has_decoder_ && decoders_.size() == 1 && decoders_[0].kind == DecoderStep::kByteLevel;
+  }
   int32_t PieceToId(std::string_view piece) const override {
     if (auto it = added_by_content_.find(AV(piece)); it != added_by_content_.end())
       return it->second;

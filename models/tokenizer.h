@@ -76,6 +76,11 @@ class Tokenizer {
   // strips_leading_space().
   virtual std::string TokenBytes(int32_t id) const = 0;
   virtual bool strips_leading_space() const = 0;
+  // Whether Decode(ids) is exactly the concatenated TokenBytes of the ids it keeps, with
+  // ill-formed UTF-8 replaced by maximal subparts (models/byte_level.h, Utf8Lossy): true for a
+  // byte-level BPE, whose tokens split characters anywhere. A streaming decoder can then treat
+  // the output as one byte stream.
+  virtual bool decodes_as_byte_stream() const { return false; }
 
   // Id of a vocabulary entry or added token, -1 when absent.
   virtual int32_t PieceToId(std::string_view piece) const = 0;
