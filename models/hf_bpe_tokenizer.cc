@@ -18,6 +18,7 @@
 #include "models/split_patterns.h"
 #include "models/status_macros.h"
 #include "models/tokenizer_bpe_model.h"
+#include "models/unicode_nfc.h"
 #include "models/unicode_utf8.h"
 #include "nlohmann/json.hpp"
 
@@ -40,7 +41,7 @@ struct AddedToken {
 };
 
 struct NormalizerStep {
-  enum Kind { kPrepend, kReplace, kStrip } kind;
+  enum Kind { kPrepend, kReplace, kStrip, kNfc } kind;
   std::string a, b;  // Prepend: a = prefix. Replace: a -> b.
   bool left = false, right = false;
 };
@@ -295,6 +296,9 @@ std::string Normalized(std::string text, const std::vector<NormalizerStep>& step
         text = std::move(out);
         break;
       }
+      case NormalizerStep::kNfc:
+        text = NfcNormalize(text, align);
+        break;
       case NormalizerStep::kStrip: {
         size_t begin = 0, end = text.size();
         if (s.left) {
@@ -667,6 +671,8 @@ class HfBpeLoader {
       s.kind = NormalizerStep::kStrip;
       s.left = n.value("strip_left", n.value("left", true));
       s.right = n.value("strip_right", n.value("right", true));
+    } else if (type == "NFC") {
+      s.kind = NormalizerStep::kNfc;
     } else {
       return Unsupported("normalizer", n);
     }

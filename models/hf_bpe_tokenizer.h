@@ -8,7 +8,8 @@
 //                    normalized; single_word with an approximate word-character test);
 //                    EncodeWithPlainRanges skips special ones that touch a plain range, as
 //                    split_special_tokens does, tracing ranges through the normalizer;
-//   normalizer       null, Sequence, Prepend, Replace (string pattern), Strip;
+//   normalizer       null, Sequence, Prepend, Replace (string pattern), Strip, NFC
+//                    (models/unicode_nfc.h);
 //   pre_tokenizer    null, Metaspace (prepend_scheme always/first/never or the older
 //                    add_prefix_space, split), Split by GPT-2's, Llama 3's or Qwen2's regex
 //                    (Isolated, or Removed with invert: models/split_patterns.h), ByteLevel

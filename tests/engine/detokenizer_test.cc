@@ -239,7 +239,8 @@ TEST_P(DetokenizerPropertyTest, AfterAPromptTheDeltasExtendThePromptText) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, DetokenizerPropertyTest,
                          ::testing::Values("sp", "hf", "legacy", "var", "bytelevel-gpt2",
-                                           "bytelevel-llama3", "bytelevel-qwen"),
+                                           "bytelevel-llama3", "bytelevel-qwen",
+                                           "bytelevel-neox"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -15,6 +15,7 @@
 #include "models/split_patterns.h"
 #include "models/tokenizer.h"
 #include "models/unicode_classes.h"
+#include "models/unicode_nfc.h"
 #include "models/unicode_utf8.h"
 #include "nlohmann/json.hpp"
 #include "tests/models/tokenizer_fixtures.h"
@@ -133,7 +134,38 @@ TEST_P(ByteLevelFixtureTest, TokenBytesReassembleDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, ByteLevelFixtureTest,
-                         ::testing::Values("gpt2", "llama3", "qwen"));
+                         ::testing::Values("gpt2", "llama3", "qwen", "neox"));
+
+// NFC against the `tokenizers` library's NFC of every fixture text: hundreds of them with
+// marks to reorder, compose, or leave blocked.
+TEST(UnicodeNfcTest, MatchesTheTokenizersLibrary) {
+  int changed = 0, failures = 0;
+  for (const json& row : Rows()) {
+    if (!row.contains("text")) continue;
+    const std::string text = row["text"].get<std::string>();
+    const std::string want = row.contains("nfc") ? row["nfc"].get<std::string>() : text;
+    changed += want != text;
+    const std::string got = NfcNormalize(text);
+    if (got != want && ++failures <= 10) {
+      ADD_FAILURE() << json(text).dump() << " -> " << json(got).dump() << ", want "
+                    << json(want).dump();
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(changed, 250);
+}
+
+TEST(UnicodeNfcTest, AlignmentTracesComposedCharactersToAllTheirBytes) {
+  const std::string text = "xe\u0301y";  // e + combining acute: 1 + 2 bytes -> é (2 bytes)
+  std::vector<TextRange> align;
+  for (size_t i = 0; i < text.size(); ++i) align.push_back({i, i + 1});
+  const std::string nfc = NfcNormalize(text, &align);
+  EXPECT_EQ(nfc, "x\u00E9y");
+  ASSERT_EQ(align.size(), nfc.size());
+  EXPECT_EQ(align[1].begin, 1u);
+  EXPECT_EQ(align[2].end, 4u);  // é stands for bytes [1, 4)
+  EXPECT_EQ(align[3].begin, 4u);
+}
 
 std::vector<std::string> Split(SplitPattern pattern, std::string_view text) {
   std::vector<std::string_view> pieces;

@@ -9,9 +9,12 @@
   ignore_merges, a BOS template, role markers as special tokens.
 - tiny-bytelevel-qwen/tokenizer.json: Qwen2's regex (single digits) written as Removed +
   invert, and a ByteLevel pre-tokenizer that adds a prefix space to every piece.
+- tiny-bytelevel-neox/tokenizer.json: GPT-NeoX's (state-spaces' Mamba-2 checkpoints): an NFC
+  normalizer before GPT-2's pipeline, and whitespace runs as normalized added tokens.
 - bytelevel-fixtures.jsonl: for the test strings of make_tokenizer_fixtures.py (plus role-marker
-  chats), each tokenizer's ids with and without special tokens and its decodes; then random id
-  sequences (partial and invalid UTF-8 among them) with their decodes.
+  chats and Unicode normalization cases), each tokenizer's ids with and without special tokens
+  and its decodes, and the text's NFC form where it differs; then random id sequences (partial
+  and invalid UTF-8 among them) with their decodes.
 
 Each tokenizer is a 1024-token BPE trained by `tokenizers` itself on the licence texts
 make_tokenizer_fixtures.py reads. Same venv as that script (README.md); deterministic.
@@ -22,7 +25,17 @@ import os
 import random
 
 import tokenizers
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 from make_tokenizer_fixtures import OUT, dump_jsonl, make_strings, read_corpus, write_json
 
@@ -42,6 +55,30 @@ ROLE_CHATS = [
     "1234567 12 3\u0663\u0664\u0665\u0666 \u2167\u2168 \u00bd\u00bd",
     "a\r\n\r\nb  \n\n  c\t\n\t d \u3000\u3000e",
 ]
+
+# Where NFC does something: decomposed and out-of-order marks, singletons, composition
+# exclusions, Hangul jamo, and marks newer than the tokenizers library's Unicode data.
+NFC_CASES = [
+    "e\u0301", "E\u0301\u0327", "a\u0327\u0301", "\u0344", "\u212B", "\u2126", "\uF900", "\u0958",
+    "\u1E9B\u0323", "\u1100\u1161\u11A8", "\uAC00\u11A8", "\u1100\u1161 \u1100", "o\u0308\u0304",
+    "\u00F6\u0304", "a\u0898\u0301", "\u0D4A", "\u0D46\u0D3E", "\u0B47\u0B3E", "\u1026\u102E",
+    "q\u0307\u0323", "\u00C5\u0301x", "\u0301\u0301a", "\u0F73", "\U0001D15E", "\u2ADC", "\u05D9\u05B4",
+]
+
+
+def nfc_strings(rng, n):
+    """Random letters and marks, so that reordering and (blocked) composition meet."""
+    bases = "aeiouAEOnNcCsSzZ\u0391\u03b1\u0415\u0435\u05d0\u0627\u0915\u1100\u1161\u11a8\uac00 "
+    marks = ["\u0300", "\u0301", "\u0302", "\u0303", "\u0308", "\u0323", "\u0327", "\u0328", "\u0331",
+             "\u0345", "\u05b4", "\u093c", "\u094d", "\u0334", "\u0898", "\u1ab0", "\u3099", "\u0f71"]
+    out = []
+    for _ in range(n):
+        s = ""
+        for _ in range(rng.randint(1, 8)):
+            s += rng.choice(bases) if rng.random() < 0.45 else rng.choice(marks)
+        out.append(s)
+    return out
+
 
 TOKENIZERS = {
     "gpt2": dict(
@@ -77,11 +114,23 @@ TOKENIZERS = {
         ignore_merges=False,
         post=processors.ByteLevel(trim_offsets=False),
     ),
+    "neox": dict(
+        dir="tiny-bytelevel-neox",
+        normalizer=normalizers.NFC(),
+        pre=pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        specials=["<|endoftext|>", "<|padding|>"],
+        # GPT-NeoX also lists whitespace runs as added tokens matched in normalized text.
+        added=[AddedToken("   ", normalized=True), AddedToken("\t\t", normalized=True)],
+        ignore_merges=False,
+        post=processors.ByteLevel(trim_offsets=False),
+    ),
 }
 
 
 def train(spec, lines):
     tok = Tokenizer(models.BPE(ignore_merges=spec["ignore_merges"]))
+    if "normalizer" in spec:
+        tok.normalizer = spec["normalizer"]
     tok.pre_tokenizer = spec["pre"]
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -91,6 +140,8 @@ def train(spec, lines):
         show_progress=False,
     )
     tok.train_from_iterator(lines, trainer)
+    if "added" in spec:
+        tok.add_tokens(spec["added"])
     tok.post_processor = spec["post"]
     return tok
 
@@ -125,8 +176,12 @@ def main():
         with open(path, encoding="utf-8") as f:
             write_json(path, json.load(f))
     rows = []
-    for text in make_strings(lines, 3000) + ROLE_CHATS:
+    nfc = normalizers.NFC()
+    rng = random.Random(23)
+    for text in make_strings(lines, 3000) + ROLE_CHATS + NFC_CASES + nfc_strings(rng, 400):
         row = {"text": text}
+        if nfc.normalize_str(text) != text:
+            row["nfc"] = nfc.normalize_str(text)
         for name, tok in toks.items():
             ids = tok.encode(text, add_special_tokens=False).ids
             row[name] = ids
