@@ -35,14 +35,19 @@ void GatedMlp::Forward(const ForwardContext& ctx, const float* x, float* out) co
   ctx.ops.GatedMlp(act_, x, hidden_, ctx.rows, gate_up_, down_, out, hidden_, ctx.ws);
 }
 
-absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const std::string& p,
-                                                        const ModelConfig& config) {
+MixtureOfExperts MixtureOfExperts::Shaped(const ModelConfig& config) {
   MixtureOfExperts moe;
   moe.hidden_ = config.hidden_size;
   moe.intermediate_ = config.intermediate_size;
   moe.top_k_ = config.experts_per_token;
   moe.renormalize_ = config.renormalize_experts;
   moe.act_ = config.ffn_activation;
+  return moe;
+}
+
+absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const std::string& p,
+                                                        const ModelConfig& config) {
+  MixtureOfExperts moe = Shaped(config);
   const int64_t h = config.hidden_size, i = config.intermediate_size;
   TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.weight", config.num_experts, h));
   for (int32_t e = 0; e < config.num_experts; ++e) {
@@ -61,12 +66,7 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const st
 absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadStacked(WeightStore& w,
                                                                const std::string& p,
                                                                const ModelConfig& config) {
-  MixtureOfExperts moe;
-  moe.hidden_ = config.hidden_size;
-  moe.intermediate_ = config.intermediate_size;
-  moe.top_k_ = config.experts_per_token;
-  moe.renormalize_ = config.renormalize_experts;
-  moe.act_ = config.ffn_activation;
+  MixtureOfExperts moe = Shaped(config);
   const int64_t h = config.hidden_size, i = config.intermediate_size, e = config.num_experts;
   TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.layer.weight", e, h));
   TANDEM_ASSIGN_OR_RETURN(moe.gate_up_, w.Matrices(p + "input_linear.weight", e, 2 * i, h));

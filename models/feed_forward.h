@@ -48,6 +48,9 @@ class MixtureOfExperts {
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
+  // The dimensions and routing rule from `config`, without weights.
+  static MixtureOfExperts Shaped(const ModelConfig& config);
+
   int32_t hidden_ = 0;
   int32_t intermediate_ = 0;
   int32_t top_k_ = 0;

@@ -249,14 +249,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
     switch (c.family) {
       case Family::kJamba: {
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(base + "input_layernorm.weight", {h}));
-        if (layer.spec.mixer == MixerKind::kAttention) {
-          TANDEM_ASSIGN_OR_RETURN(
-              layer.attention,
-              AttentionLayer::Load(w, base + "self_attn.", c.attention, c.hidden_size));
-        } else {
-          TANDEM_ASSIGN_OR_RETURN(layer.mamba1,
-                                  Mamba1Mixer::Load(w, base + "mamba.", c, layer.spec.ssm_index));
-        }
+        TANDEM_RETURN_IF_ERROR(LoadMixer(w, base + "self_attn.", base + "mamba.", layer));
         TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm, w.Get(base + "pre_ff_layernorm.weight", {h}));
         if (layer.spec.ffn == FfnKind::kMoe) {
           TANDEM_ASSIGN_OR_RETURN(layer.moe, MixtureOfExperts::Load(w, base + "feed_forward.", c));
@@ -288,14 +281,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
       }
       case Family::kGraniteHybrid: {
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(base + "input_layernorm.weight", {h}));
-        if (layer.spec.mixer == MixerKind::kAttention) {
-          TANDEM_ASSIGN_OR_RETURN(
-              layer.attention,
-              AttentionLayer::Load(w, base + "self_attn.", c.attention, c.hidden_size));
-        } else {
-          TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
-                                  Mamba2Mixer::Load(w, base + "mamba.", c, layer.spec.ssm_index));
-        }
+        TANDEM_RETURN_IF_ERROR(LoadMixer(w, base + "self_attn.", base + "mamba.", layer));
         TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm,
                                 w.Get(base + "post_attention_layernorm.weight", {h}));
         if (layer.spec.ffn == FfnKind::kMoe) {
@@ -330,6 +316,29 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
                      absl::StrJoin(unused.begin(), unused.begin() + shown, ", ")));
   }
   progress("done");
+  return absl::OkStatus();
+}
+
+absl::Status Model::LoadMixer(WeightStore& w, const std::string& attention_prefix,
+                             const std::string& ssm_prefix, DecoderLayer& layer) const {
+  const ModelConfig& c = config_;
+  switch (layer.spec.mixer) {
+    case MixerKind::kAttention: {
+      TANDEM_ASSIGN_OR_RETURN(layer.attention, AttentionLayer::Load(w, attention_prefix,
+                                                                    c.attention, c.hidden_size));
+      break;
+    }
+    case MixerKind::kMamba1: {
+      TANDEM_ASSIGN_OR_RETURN(layer.mamba1,
+                              Mamba1Mixer::Load(w, ssm_prefix, c, layer.spec.ssm_index));
+      break;
+    }
+    case MixerKind::kMamba2: {
+      TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
+                              Mamba2Mixer::Load(w, ssm_prefix, c, layer.spec.ssm_index));
+      break;
+    }
+  }
   return absl::OkStatus();
 }
 

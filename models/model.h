@@ -120,6 +120,10 @@ class Model {
   Model(ModelConfig config, int32_t page_tokens)
       : config_(std::move(config)), layout_(config_, page_tokens) {}
   absl::Status LoadWeights(const LoadOptions& options);
+  // The layer's mixer, as its spec says: attention under `attention_prefix`, or the SSM mixer
+  // under `ssm_prefix` (Jamba and Granite layers hold one or the other).
+  absl::Status LoadMixer(WeightStore& w, const std::string& attention_prefix,
+                         const std::string& ssm_prefix, DecoderLayer& layer) const;
   absl::Status Validate(std::span<const SequenceInput> batch) const;
   void RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float* h,
                 const float* embedding) const;

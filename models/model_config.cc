@@ -152,7 +152,8 @@ absl::StatusOr<double> RopeTheta(const Fields& f) {
   return f.Number("rope_theta", 10000.0);
 }
 
-// A multiplier of the residual stream or the logits: finite and positive.
+// A multiplier (of the residual stream, the logits, the attention scores): finite and positive,
+// 1 when absent.
 absl::StatusOr<float> PositiveScalar(const Fields& f, const char* key) {
   double v;
   TANDEM_ASSIGN_OR_RETURN(v, f.Number(key, 1.0));
@@ -467,13 +468,8 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   TANDEM_RETURN_IF_ERROR(RequireDivides(f, "num_attention_heads", a.heads, "hidden_size", h));
   a.head_dim = h / a.heads;
   a.input_width = h;
-  double scale;
-  TANDEM_ASSIGN_OR_RETURN(scale, f.Number("attention_multiplier", 1.0));
-  if (!(scale > 0) || !std::isfinite(static_cast<float>(scale))) {
-    return f.Error("attention_multiplier",
-                   absl::StrCat("must be a positive finite number, found ", scale));
-  }
-  a.scale = static_cast<float>(scale);  // the softmax scale itself, not a factor of 1/sqrt(d)
+  // The softmax scale itself, not a factor of 1/sqrt(head_dim).
+  TANDEM_ASSIGN_OR_RETURN(a.scale, PositiveScalar(f, "attention_multiplier"));
   std::string position;
   TANDEM_ASSIGN_OR_RETURN(position, f.String("position_embedding_type", ""));
   a.rope = position == "rope";  // transformers: anything else means no positional encoding

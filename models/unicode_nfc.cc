@@ -34,9 +34,9 @@ constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount *
 
 uint8_t CombiningClass(char32_t cp) {
   if (cp < 0x300) return 0;
-  const auto it = std::lower_bound(
-      std::begin(kCombiningClasses), std::end(kCombiningClasses), cp,
-      [](const CombiningClassRange& r, char32_t c) { return r.last < c; });
+  const auto it =
+      std::lower_bound(std::begin(kCombiningClasses), std::end(kCombiningClasses), cp,
+                       [](const CombiningClassRange& r, char32_t c) { return r.last < c; });
   return it != std::end(kCombiningClasses) && it->first <= cp ? it->ccc : 0;
 }
 
@@ -60,7 +60,8 @@ void Decompose(char32_t cp, TextRange from, std::vector<Char>* out) {
     out->push_back({cp, from});
     return;
   }
-  for (uint8_t i = 0; i < it->length; ++i) out->push_back({kDecompositionPool[it->start + i], from});
+  for (uint8_t i = 0; i < it->length; ++i)
+    out->push_back({kDecompositionPool[it->start + i], from});
 }
 
 // The primary composite of a pair, or 0.
@@ -78,9 +79,8 @@ char32_t Compose(char32_t first, char32_t second) {
       [](const Composition& c, std::pair<char32_t, char32_t> key) {
         return c.first < key.first || (c.first == key.first && c.second < key.second);
       });
-  return it != std::end(kCompositions) && it->first == first && it->second == second
-             ? it->composite
-             : 0;
+  return it != std::end(kCompositions) && it->first == first && it->second == second ? it->composite
+                                                                                     : 0;
 }
 
 TextRange Union(TextRange a, TextRange b) {

@@ -76,14 +76,14 @@ TEST_P(ByteLevelFixtureTest, EncodeAndDecodeMatchPython) {
           row.contains(which + "_skip") ? row[which + "_skip"].get<std::string>() : want_dec;
       auto ids = tok->Encode(text, /*add_special_tokens=*/false);
       if (!ids.ok() || *ids != want) {
-        fail("Encode(" + json(text).dump() + ") = " +
-             (ids.ok() ? Show(*ids) : ids.status().ToString()) + ", want " + Show(want));
+        fail("Encode(" + json(text).dump() +
+             ") = " + (ids.ok() ? Show(*ids) : ids.status().ToString()) + ", want " + Show(want));
       }
       auto special = tok->Encode(text, /*add_special_tokens=*/true);
       if (!special.ok() || *special != want_special) {
-        fail("Encode(" + json(text).dump() + ", special) = " +
-             (special.ok() ? Show(*special) : special.status().ToString()) + ", want " +
-             Show(want_special));
+        fail("Encode(" + json(text).dump() +
+             ", special) = " + (special.ok() ? Show(*special) : special.status().ToString()) +
+             ", want " + Show(want_special));
       }
       if (const std::string got = tok->Decode(want, false); got != want_dec) {
         fail("Decode(" + Show(want) + ") = " + json(got).dump() + ", want " +
@@ -176,7 +176,8 @@ std::vector<std::string> Split(SplitPattern pattern, std::string_view text) {
 TEST(SplitPatternTest, Gpt2KeepsOneSpaceForTheNextWord) {
   EXPECT_THAT(Split(SplitPattern::kGpt2, "Hello  world's 123x!!\n\n"),
               ElementsAre("Hello", " ", " world", "'s", " 123", "x", "!!", "\n\n"));
-  EXPECT_THAT(Split(SplitPattern::kGpt2, "it'S \tgo"), ElementsAre("it", "'", "S", " ", "\t", "go"));
+  EXPECT_THAT(Split(SplitPattern::kGpt2, "it'S \tgo"),
+              ElementsAre("it", "'", "S", " ", "\t", "go"));
 }
 
 TEST(SplitPatternTest, Llama3GroupsDigitsInThreesAndNewlinesWithSpaces) {
@@ -184,7 +185,8 @@ TEST(SplitPatternTest, Llama3GroupsDigitsInThreesAndNewlinesWithSpaces) {
               ElementsAre("I", "'M", " ", "123", "456", "7", " ok", ".\n\n", " ", " x"));
   EXPECT_THAT(Split(SplitPattern::kLlama3SingleDigits, "v12"), ElementsAre("v", "1", "2"));
   // \s*[\r\n]+ ends at the run's last newline; a tab may prefix a word, a newline may not.
-  EXPECT_THAT(Split(SplitPattern::kLlama3, "a \n \tb\nc"), ElementsAre("a", " \n", " ", "\tb", "\n", "c"));
+  EXPECT_THAT(Split(SplitPattern::kLlama3, "a \n \tb\nc"),
+              ElementsAre("a", " \n", " ", "\tb", "\n", "c"));
   // (?i:'s) also takes U+017F LONG S, which case-folds to s.
   EXPECT_THAT(Split(SplitPattern::kLlama3, "it'\u017F"), ElementsAre("it", "'\u017F"));
 }
@@ -216,7 +218,7 @@ TEST(ByteLevelTest, EveryByteRoundTripsThroughItsCharacter) {
   std::string back;
   ASSERT_TRUE(ByteLevelDecode(mapped, &back));
   EXPECT_EQ(back, all);
-  EXPECT_EQ(ByteLevelEncode(" "), "\u0120");  // GPT-2's Ġ
+  EXPECT_EQ(ByteLevelEncode(" "), "\u0120");   // GPT-2's Ġ
   EXPECT_EQ(ByteLevelEncode("\n"), "\u010A");  // Ċ
   EXPECT_EQ(ByteLevelEncode("a"), "a");
   std::string untouched = "x";
@@ -228,9 +230,15 @@ TEST(ByteLevelTest, LossyUtf8ReplacesMaximalSubparts) {
   // The expectations are Python's bytes.decode("utf-8", "replace"), which follows the same
   // practice as Rust's from_utf8_lossy.
   EXPECT_EQ(Utf8Lossy("\xE2\x82"), "\uFFFD");
-  EXPECT_EQ(Utf8Lossy("\xF0\x80" "abc"), "\uFFFD\uFFFD" "abc");
+  EXPECT_EQ(Utf8Lossy("\xF0\x80"
+                      "abc"),
+            "\uFFFD\uFFFD"
+            "abc");
   EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), "\uFFFD\uFFFD\uFFFD");
-  EXPECT_EQ(Utf8Lossy("a\xFF\xFE" "b"), "a\uFFFD\uFFFD" "b");
+  EXPECT_EQ(Utf8Lossy("a\xFF\xFE"
+                      "b"),
+            "a\uFFFD\uFFFD"
+            "b");
   EXPECT_EQ(Utf8Lossy("\xF4\x90\x80\x80"), "\uFFFD\uFFFD\uFFFD\uFFFD");
   EXPECT_EQ(Utf8Lossy("\xE2\x82\xE2\x82\xAC"), "\uFFFD\u20AC");
 }
