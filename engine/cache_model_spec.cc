@@ -44,7 +44,7 @@ absl::StatusOr<cache::ModelSpec> CacheModelSpecFor(const models::ModelConfig& c,
 
   spec.ffn.hidden = h;
   spec.ffn.intermediate = c.intermediate_size;
-  spec.ffn.matrices = 3;
+  spec.ffn.matrices = c.ffn_gated ? 3 : 2;
   for (const models::LayerSpec& layer : c.layers) {
     if (layer.ffn == models::FfnKind::kDense) ++spec.ffn.dense_layers;
     if (layer.ffn == models::FfnKind::kMoe) ++spec.ffn.moe_layers;

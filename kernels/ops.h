@@ -26,7 +26,8 @@
 
 namespace tandem::kernels {
 
-enum class Activation { kSilu, kGelu };
+// kReluSquared: relu(x)², Nemotron-H's MLP activation ("relu2").
+enum class Activation { kSilu, kGelu, kReluSquared };
 
 // Where to copy a layer's recurrent state during a multi-token call: the state after the first
 // `after_tokens` tokens of the call (0 = the state passed in) is written to `dst`, which has the
@@ -371,6 +372,9 @@ class Ops {
   // positions, reading the table on the host: a device backend overrides it.
   virtual void RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,
                       const int64_t* positions, float theta);
+
+  // x[r,c] = act(x[r,c]), in place (a plain, ungated MLP's activation).
+  virtual void Activate(Activation act, float* x, int64_t ld_x, int64_t rows, int64_t cols) = 0;
 
   // out[r,c] = act(gate[r,c]) · up[r,c].
   virtual void GatedActivation(Activation act, const float* gate, int64_t ld_gate,

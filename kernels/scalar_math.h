@@ -19,8 +19,19 @@ inline float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 // Exact (erf) GELU, as torch.nn.functional.gelu with approximate='none'.
 inline float Gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
 
+// relu(x)², as torch's relu followed by square: the product of the rounded relu with itself.
+inline float ReluSquared(float x) { return x > 0.0f ? x * x : 0.0f; }
+
 inline float Activate(Activation act, float x) {
-  return act == Activation::kSilu ? Silu(x) : Gelu(x);
+  switch (act) {
+    case Activation::kSilu:
+      return Silu(x);
+    case Activation::kGelu:
+      return Gelu(x);
+    case Activation::kReluSquared:
+      return ReluSquared(x);
+  }
+  return x;
 }
 
 // Mamba-2 dt after bias and softplus, clamped to [dt_min, dt_max]; dt_max ≤ 0 or +inf means no

@@ -35,6 +35,29 @@ void GatedMlp::Forward(const ForwardContext& ctx, const float* x, float* out) co
   ctx.ops.GatedMlp(act_, x, hidden_, ctx.rows, gate_up_, down_, out, hidden_, ctx.ws);
 }
 
+absl::StatusOr<PlainMlp> PlainMlp::Load(WeightStore& w, const std::string& p, int32_t hidden,
+                                        int32_t intermediate, kernels::Activation act,
+                                        bool bias) {
+  PlainMlp mlp;
+  mlp.hidden_ = hidden;
+  mlp.intermediate_ = intermediate;
+  mlp.act_ = act;
+  TANDEM_ASSIGN_OR_RETURN(mlp.up_, w.Matrix(p + "up_proj.weight", intermediate, hidden));
+  TANDEM_ASSIGN_OR_RETURN(mlp.down_, w.Matrix(p + "down_proj.weight", hidden, intermediate));
+  if (bias) {
+    TANDEM_ASSIGN_OR_RETURN(mlp.up_bias_, w.Get(p + "up_proj.bias", {intermediate}));
+    TANDEM_ASSIGN_OR_RETURN(mlp.down_bias_, w.Get(p + "down_proj.bias", {hidden}));
+  }
+  return mlp;
+}
+
+void PlainMlp::Forward(const ForwardContext& ctx, const float* x, float* out) const {
+  float* h = ctx.ws.Floats(ctx.rows * intermediate_);
+  ctx.ops.Linear(x, hidden_, ctx.rows, up_, up_bias_, h, intermediate_);
+  ctx.ops.Activate(act_, h, intermediate_, ctx.rows, intermediate_);
+  ctx.ops.Linear(h, intermediate_, ctx.rows, down_, down_bias_, out, hidden_);
+}
+
 MixtureOfExperts MixtureOfExperts::Shaped(const ModelConfig& config) {
   MixtureOfExperts moe;
   moe.hidden_ = config.hidden_size;

@@ -35,6 +35,26 @@ class GatedMlp {
   kernels::WeightMatrix down_;     // [H, I]
 };
 
+// Nemotron-H's MLP: down(act(up·x + b_up)) + b_down, no gate.
+class PlainMlp {
+ public:
+  // up_proj.weight [I, H] and down_proj.weight [H, I] (+ their biases when `bias`) under
+  // `prefix`.
+  static absl::StatusOr<PlainMlp> Load(WeightStore& weights, const std::string& prefix,
+                                       int32_t hidden, int32_t intermediate,
+                                       kernels::Activation act, bool bias);
+  void Forward(const ForwardContext& ctx, const float* x, float* out) const;
+
+ private:
+  int32_t hidden_ = 0;
+  int32_t intermediate_ = 0;
+  kernels::Activation act_ = kernels::Activation::kReluSquared;
+  kernels::WeightMatrix up_;    // [I, H]
+  kernels::WeightMatrix down_;  // [H, I]
+  const float* up_bias_ = nullptr;
+  const float* down_bias_ = nullptr;
+};
+
 class MixtureOfExperts {
  public:
   // router.weight and experts.{e}.{gate,up,down}_proj.weight under `prefix` (Jamba).

@@ -32,6 +32,10 @@ Names NamesFor(Family family) {
           "backbone.embeddings.weight", {"backbone.embedding.weight"}, "backbone.norm_f.weight"};
     case Family::kGraniteHybrid:
       return {"model.embed_tokens.weight", {}, "model.norm.weight"};
+    case Family::kNemotronH:
+      // Hub checkpoints (and transformers 5's saves) use backbone.*; a v5 model's own module
+      // names, model.*, are accepted too.
+      return {"backbone.embeddings.weight", {"model.embeddings.weight"}, "backbone.norm_f.weight"};
   }
   return {};
 }
@@ -209,9 +213,13 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
   for (const std::string& alt : names.embed_alternatives) {
     if (!w.Has(embed_name) && w.Has(alt)) embed_name = alt;
   }
+  // Nemotron-H's tensors all sit under the root its embedding was found under.
+  const std::string root = embed_name.substr(0, embed_name.find('.') + 1);
+  const std::string final_norm =
+      c.family == Family::kNemotronH ? root + "norm_f.weight" : names.final_norm;
   progress("embeddings");
   TANDEM_ASSIGN_OR_RETURN(embed_, w.Embedding(embed_name, v, h));
-  TANDEM_ASSIGN_OR_RETURN(final_norm_, w.Get(names.final_norm, {h}));
+  TANDEM_ASSIGN_OR_RETURN(final_norm_, w.Get(final_norm, {h}));
   if (c.tie_word_embeddings && w.storage() != WeightStorage::kInt8) {
     lm_head_ = embed_;
   } else if (c.tie_word_embeddings) {
@@ -293,6 +301,23 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
                                                     c.shared_mlp_intermediate, c.ffn_activation));
         break;
       }
+      case Family::kNemotronH: {
+        // One norm and one module per layer: a mixer, or (MixerKind::kNone) an MLP, which runs
+        // as the layer's feed-forward part under the same norm.
+        const std::string bp = absl::StrCat(root, "layers.", i, ".");
+        const float* norm = nullptr;
+        TANDEM_ASSIGN_OR_RETURN(norm, w.Get(bp + "norm.weight", {h}));
+        if (layer.spec.mixer == MixerKind::kNone) {
+          layer.ffn_norm = norm;
+          TANDEM_ASSIGN_OR_RETURN(
+              layer.plain_mlp, PlainMlp::Load(w, bp + "mixer.", c.hidden_size,
+                                              c.intermediate_size, c.ffn_activation, c.ffn_bias));
+        } else {
+          layer.input_norm = norm;
+          TANDEM_RETURN_IF_ERROR(LoadMixer(w, bp + "mixer.", bp + "mixer.", layer));
+        }
+        break;
+      }
     }
     layers_.push_back(std::move(layer));
   }
@@ -338,6 +363,8 @@ absl::Status Model::LoadMixer(WeightStore& w, const std::string& attention_prefi
                               Mamba2Mixer::Load(w, ssm_prefix, c, layer.spec.ssm_index));
       break;
     }
+    case MixerKind::kNone:
+      break;
   }
   return absl::OkStatus();
 }
@@ -494,7 +521,9 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
     ops.AddRows(delta, h, rows, h, hidden, h);
   };
 
-  if (layer.spec.zamba2_hybrid) {
+  if (layer.spec.mixer == MixerKind::kNone) {
+    // A feed-forward layer alone (Nemotron-H): only the second half below.
+  } else if (layer.spec.zamba2_hybrid) {
     // h + linear(shared_block(h, e)) feeds the mixer's norm; the residual is h alone.
     float* shared = ctx.ws.Floats(rows * h);
     shared_blocks_[layer.spec.shared_block].Forward(ctx, hidden, embedding, layer.adapters,
@@ -507,14 +536,16 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
     ops.RmsNorm(hidden, h, rows, h, layer.input_norm, eps, x, h);
   }
 
-  if (layer.attention) {
-    layer.attention->Forward(ctx, x, nullptr, layer.spec.attention_index, mixed);
-  } else if (layer.mamba1) {
-    layer.mamba1->Forward(ctx, x, mixed);
-  } else {
-    layer.mamba2->Forward(ctx, x, mixed);
+  if (layer.spec.mixer != MixerKind::kNone) {
+    if (layer.attention) {
+      layer.attention->Forward(ctx, x, nullptr, layer.spec.attention_index, mixed);
+    } else if (layer.mamba1) {
+      layer.mamba1->Forward(ctx, x, mixed);
+    } else {
+      layer.mamba2->Forward(ctx, x, mixed);
+    }
+    add_into_hidden(mixed);
   }
-  add_into_hidden(mixed);
 
   if (layer.ffn_norm != nullptr) {
     ops.RmsNorm(hidden, h, rows, h, layer.ffn_norm, eps, x, h);
@@ -531,6 +562,8 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
       layer.shared_mlp->Forward(ctx, x, mixed);
     } else if (layer.moe) {
       layer.moe->Forward(ctx, x, mixed);
+    } else if (layer.plain_mlp) {
+      layer.plain_mlp->Forward(ctx, x, mixed);
     } else {
       layer.mlp->Forward(ctx, x, mixed);
     }

@@ -1,5 +1,6 @@
 #include "models/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -163,10 +164,12 @@ absl::StatusOr<float> PositiveScalar(const Fields& f, const char* key) {
   return static_cast<float>(v);
 }
 
-absl::Status ParseCommon(const Fields& f, ModelConfig& c) {
+// `layers_fallback`: what num_hidden_layers is when absent (a family that lists its layers).
+absl::Status ParseCommon(const Fields& f, ModelConfig& c,
+                         std::optional<int64_t> layers_fallback = std::nullopt) {
   TANDEM_ASSIGN_OR_RETURN(c.vocab_size, f.Positive("vocab_size"));
   TANDEM_ASSIGN_OR_RETURN(c.hidden_size, f.Positive("hidden_size"));
-  TANDEM_ASSIGN_OR_RETURN(c.num_layers, f.Positive("num_hidden_layers"));
+  TANDEM_ASSIGN_OR_RETURN(c.num_layers, f.Positive("num_hidden_layers", layers_fallback));
   int64_t bos = -1, pad = -1;
   TANDEM_ASSIGN_OR_RETURN(bos, f.Int("bos_token_id", -1));
   TANDEM_ASSIGN_OR_RETURN(pad, f.Int("pad_token_id", -1));
@@ -563,6 +566,139 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   }
   return absl::OkStatus();
 }
+
+// NVIDIA Nemotron-H (transformers' NemotronH): a stack of single-purpose blocks, each
+// norm → one of {Mamba-2 mixer, attention without positional encoding, ungated relu² MLP} →
+// residual add, listed by hybrid_override_pattern ("M", "*", "-") or layers_block_type.
+absl::Status ParseNemotronH(const Fields& f, ModelConfig& c) {
+  c.family = Family::kNemotronH;
+  const int32_t h = c.hidden_size;
+  double eps;
+  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("layer_norm_epsilon", 1e-5));
+  c.rms_norm_eps = static_cast<float>(eps);
+  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+
+  // The layer list: the hub's pattern string, or transformers v5's list (either names).
+  std::vector<MixerKind> kinds;
+  if (f.Has("hybrid_override_pattern")) {
+    std::string pattern;
+    TANDEM_ASSIGN_OR_RETURN(pattern, f.String("hybrid_override_pattern", ""));
+    for (size_t i = 0; i < pattern.size(); ++i) {
+      const char k = pattern[i];
+      if (k == 'M') {
+        kinds.push_back(MixerKind::kMamba2);
+      } else if (k == '*') {
+        kinds.push_back(MixerKind::kAttention);
+      } else if (k == '-') {
+        kinds.push_back(MixerKind::kNone);
+      } else if (k == 'E') {
+        return absl::UnimplementedError(absl::StrCat(
+            f.source(), ": field 'hybrid_override_pattern' has mixture-of-experts layers ('E' at ",
+            i, ", Nemotron 3), which tandem does not run yet"));
+      } else {
+        return f.Error("hybrid_override_pattern",
+                       absl::StrCat("has '", std::string(1, k), "' at ", i,
+                                    "; expected M (Mamba-2), * (attention) or - (MLP)"));
+      }
+    }
+  } else {
+    const char* key = f.Has("layers_block_type") ? "layers_block_type" : "layer_types";
+    if (!f.Has(key) || !f.json()[key].is_array()) {
+      return f.Error("hybrid_override_pattern",
+                     "is missing (and no layers_block_type list is given instead)");
+    }
+    for (const Json& e : f.json()[key]) {
+      const std::string t = e.is_string() ? e.get<std::string>() : e.dump();
+      if (t == "mamba" || t == "linear_attention") {
+        kinds.push_back(MixerKind::kMamba2);
+      } else if (t == "attention" || t == "full_attention") {
+        kinds.push_back(MixerKind::kAttention);
+      } else if (t == "mlp") {
+        kinds.push_back(MixerKind::kNone);
+      } else if (t == "moe") {
+        return absl::UnimplementedError(absl::StrCat(
+            f.source(), ": field '", key,
+            "' has mixture-of-experts layers (Nemotron 3), which tandem does not run yet"));
+      } else {
+        return f.Error(key, absl::StrCat("has \"", t.substr(0, 32), "\"; expected mamba, "
+                                         "attention or mlp (or their v5 names)"));
+      }
+    }
+  }
+  if (static_cast<int64_t>(kinds.size()) != c.num_layers) {
+    return f.Error("num_hidden_layers", absl::StrCat("= ", c.num_layers, " but the layer list has ",
+                                                     kinds.size(), " entries"));
+  }
+
+  AttentionDims& a = c.attention;
+  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
+  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", 8));
+  TANDEM_RETURN_IF_ERROR(
+      RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads));
+  const char* head_dim_key = f.Has("head_dim") ? "head_dim" : "attention_head_dim";
+  TANDEM_ASSIGN_OR_RETURN(a.head_dim, f.Positive(head_dim_key, h / a.heads > 0 ? h / a.heads : 1));
+  a.input_width = h;
+  a.rope = false;  // position comes from the Mamba layers
+  a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  bool attention_bias;
+  TANDEM_ASSIGN_OR_RETURN(attention_bias, f.Bool("attention_bias", false));
+  if (attention_bias) {
+    return absl::UnimplementedError(absl::StrCat(
+        f.source(), ": field 'attention_bias' = true is not supported (no released Nemotron-H "
+                    "checkpoint has attention biases)"));
+  }
+
+  Mamba2Dims& m = c.mamba2;
+  TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("mamba_num_heads", 128));
+  TANDEM_ASSIGN_OR_RETURN(m.head_dim, f.Positive("mamba_head_dim", 64));
+  m.inner = m.heads * m.head_dim;
+  TANDEM_ASSIGN_OR_RETURN(m.groups, f.Positive("n_groups", 8));
+  TANDEM_RETURN_IF_ERROR(RequireDivides(f, "n_groups", m.groups, "mamba_num_heads", m.heads));
+  TANDEM_ASSIGN_OR_RETURN(m.state_size, f.Positive("ssm_state_size", 128));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_kernel, f.Positive("conv_kernel", 4));
+  TANDEM_ASSIGN_OR_RETURN(m.chunk_size, f.Positive("chunk_size", 128));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_bias, f.Bool("use_conv_bias", true));
+  TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("use_bias", false));
+  std::string mamba_act;
+  TANDEM_ASSIGN_OR_RETURN(mamba_act, f.String("mamba_hidden_act", "silu"));
+  if (mamba_act != "silu" && mamba_act != "swish") {
+    return f.Error("mamba_hidden_act",
+                   absl::StrCat("names '", mamba_act, "'; the Mamba-2 mixer runs silu only"));
+  }
+  m.norm_groups = m.groups;  // grouped gated norm (group size inner / n_groups)
+  m.norm_eps = c.rms_norm_eps;
+  // No dt clamp, as the model was trained (mamba_ssm's default dt_limit) and as transformers'
+  // own recurrent step runs; transformers 5's chunked prefill alone clamps at time_step_min.
+  m.dt_min = 0.0f;
+  m.dt_max = 0.0f;
+
+  std::string mlp_act;
+  TANDEM_ASSIGN_OR_RETURN(mlp_act, f.String("mlp_hidden_act", "relu2"));
+  if (mlp_act == "relu2") {
+    c.ffn_activation = kernels::Activation::kReluSquared;
+  } else if (mlp_act == "silu" || mlp_act == "gelu") {
+    c.ffn_activation = mlp_act == "silu" ? kernels::Activation::kSilu : kernels::Activation::kGelu;
+  } else {
+    return f.Error("mlp_hidden_act", absl::StrCat("names an unsupported activation '", mlp_act,
+                                                  "' (supported: relu2, silu, gelu)"));
+  }
+  c.ffn_gated = false;
+  TANDEM_ASSIGN_OR_RETURN(c.ffn_bias, f.Bool("mlp_bias", false));
+  const bool has_mlp = std::find(kinds.begin(), kinds.end(), MixerKind::kNone) != kinds.end();
+  if (has_mlp) {
+    TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size"));
+  }
+
+  for (MixerKind kind : kinds) {
+    LayerSpec layer;
+    layer.mixer = kind;
+    if (kind == MixerKind::kAttention) layer.attention_index = c.num_attention_layers++;
+    if (kind == MixerKind::kMamba2) layer.ssm_index = c.num_ssm_layers++;
+    layer.ffn = kind == MixerKind::kNone ? FfnKind::kDense : FfnKind::kNone;
+    c.layers.push_back(layer);
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 std::string FamilyName(Family family) {
@@ -575,6 +711,8 @@ std::string FamilyName(Family family) {
       return "mamba2";
     case Family::kGraniteHybrid:
       return "granitemoehybrid";
+    case Family::kNemotronH:
+      return "nemotron_h";
   }
   return "unknown";
 }
@@ -597,7 +735,16 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const s
 
   ModelConfig c;
   c.architecture = arch.empty() ? model_type : arch;
-  if (absl::Status s = ParseCommon(f, c); !s.ok()) return s;
+  // Nemotron-H lists its layers; transformers 5 writes no num_hidden_layers beside the list.
+  std::optional<int64_t> listed_layers;
+  if (arch == "NemotronHForCausalLM" || (arch.empty() && model_type == "nemotron_h")) {
+    if (f.Has("hybrid_override_pattern") && json["hybrid_override_pattern"].is_string()) {
+      listed_layers = static_cast<int64_t>(json["hybrid_override_pattern"].size());
+    } else if (f.Has("layers_block_type") && json["layers_block_type"].is_array()) {
+      listed_layers = static_cast<int64_t>(json["layers_block_type"].size());
+    }
+  }
+  if (absl::Status s = ParseCommon(f, c, listed_layers); !s.ok()) return s;
 
   absl::Status s;
   if (arch == "JambaForCausalLM" || (arch.empty() && model_type == "jamba")) {
@@ -609,11 +756,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const s
   } else if (arch == "GraniteMoeHybridForCausalLM" ||
              (arch.empty() && model_type == "granitemoehybrid")) {
     s = ParseGraniteHybrid(f, c);
+  } else if (arch == "NemotronHForCausalLM" || (arch.empty() && model_type == "nemotron_h")) {
+    s = ParseNemotronH(f, c);
   } else {
     return absl::UnimplementedError(absl::StrCat(
         source, ": architecture '", c.architecture.empty() ? "(none given)" : c.architecture,
         "' is not supported; tandem runs JambaForCausalLM, Zamba2ForCausalLM, "
-        "Mamba2ForCausalLM and GraniteMoeHybridForCausalLM"));
+        "Mamba2ForCausalLM, GraniteMoeHybridForCausalLM and NemotronHForCausalLM"));
   }
   if (!s.ok()) return s;
   return c;

@@ -15,10 +15,11 @@
 
 namespace tandem::models {
 
-enum class Family { kJamba, kZamba2, kMamba2, kGraniteHybrid };
+enum class Family { kJamba, kZamba2, kMamba2, kGraniteHybrid, kNemotronH };
 std::string FamilyName(Family family);
 
-enum class MixerKind { kAttention, kMamba1, kMamba2 };
+// kNone: a layer that is a feed-forward block alone (Nemotron-H's MLP layers).
+enum class MixerKind { kAttention, kMamba1, kMamba2, kNone };
 enum class FfnKind { kNone, kDense, kMoe };
 
 struct AttentionDims {
@@ -91,9 +92,12 @@ struct ModelConfig {
   Mamba1Dims mamba1;
   Mamba2Dims mamba2;
 
-  // Feed-forward (Jamba dense MLP and experts; Zamba2's shared-block MLP).
+  // Feed-forward (Jamba dense MLP and experts; Zamba2's shared-block MLP; Nemotron-H's MLP
+  // layers, which are ungated: down(act(up·x)), with biases when ffn_bias).
   int32_t intermediate_size = 0;
   kernels::Activation ffn_activation = kernels::Activation::kSilu;
+  bool ffn_gated = true;
+  bool ffn_bias = false;
   int32_t num_experts = 0;
   int32_t experts_per_token = 0;
   // Granite's router: softmax over the k selected logits (the top-k weights renormalised to sum

@@ -91,10 +91,31 @@ nlohmann::json Granite100M() {
           {"tie_word_embeddings", true}};
 }
 
+// Nemotron-H-8B's proportions at ~100M: Mamba-2 and MLP layers alternating, attention in 2 of
+// 20 layers, relu² MLPs 4× wide, 8 B/C groups.
+nlohmann::json NemotronH100M() {
+  return {{"architectures", {"NemotronHForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 20},
+          {"hybrid_override_pattern", "M-M-M*-M-M-M-M*-M-M-"},
+          {"num_attention_heads", 12},
+          {"num_key_value_heads", 4},
+          {"head_dim", 64},
+          {"mamba_num_heads", 24},
+          {"mamba_head_dim", 64},
+          {"n_groups", 8},
+          {"ssm_state_size", 128},
+          {"conv_kernel", 4},
+          {"chunk_size", 128},
+          {"intermediate_size", 3072},
+          {"mlp_hidden_act", "relu2"}};
+}
+
 }  // namespace
 
 std::vector<std::string> ModelPresetNames() {
-  return {"jamba-100m", "zamba2-100m", "mamba2-100m", "granite-100m"};
+  return {"jamba-100m", "zamba2-100m", "mamba2-100m", "granite-100m", "nemotron-h-100m"};
 }
 
 absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
@@ -102,6 +123,7 @@ absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
   if (name == "zamba2-100m") return Zamba2100M();
   if (name == "mamba2-100m") return Mamba2100M();
   if (name == "granite-100m") return Granite100M();
+  if (name == "nemotron-h-100m") return NemotronH100M();
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown model preset '", name, "' (known: ", absl::StrJoin(ModelPresetNames(), ", "), ")"));
 }

@@ -15,7 +15,7 @@
 
 namespace tandem::models {
 
-// "jamba-100m", "zamba2-100m", "mamba2-100m", "granite-100m".
+// "jamba-100m", "zamba2-100m", "mamba2-100m", "granite-100m", "nemotron-h-100m".
 std::vector<std::string> ModelPresetNames();
 // config.json contents of a preset; INVALID_ARGUMENT naming the known presets otherwise.
 absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name);

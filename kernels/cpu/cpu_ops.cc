@@ -204,7 +204,24 @@ void CpuOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate,
 #pragma omp simd
         for (int64_t c = 0; c < cols; ++c) o[c] = FastSilu(g[c]) * u[c];
       } else {
-        for (int64_t c = 0; c < cols; ++c) o[c] = Gelu(g[c]) * u[c];
+        for (int64_t c = 0; c < cols; ++c) o[c] = kernels::Activate(act, g[c]) * u[c];
+      }
+    }
+  });
+}
+
+void CpuOps::Activate(Activation act, float* x, int64_t ld_x, int64_t rows, int64_t cols) {
+  pool_.ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* __restrict row = x + r * ld_x;
+      if (act == Activation::kSilu) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) row[c] = FastSilu(row[c]);
+      } else if (act == Activation::kReluSquared) {
+#pragma omp simd
+        for (int64_t c = 0; c < cols; ++c) row[c] = ReluSquared(row[c]);
+      } else {
+        for (int64_t c = 0; c < cols; ++c) row[c] = kernels::Activate(act, row[c]);
       }
     }
   });

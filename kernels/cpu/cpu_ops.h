@@ -64,6 +64,7 @@ class CpuOps : public Ops {
                     int64_t ld_out) override;
   void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
             int64_t start_pos, float theta) override;
+  void Activate(Activation act, float* x, int64_t ld_x, int64_t rows, int64_t cols) override;
   void GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                        int64_t ld_up, int64_t rows, int64_t cols, float* out,
                        int64_t ld_out) override;

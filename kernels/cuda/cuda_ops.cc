@@ -469,6 +469,10 @@ void CudaOps::RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_
   Launch<&cuda::Rope>("RopeAt", x, ld_x, rows, heads, head_dim, int64_t{0}, positions, theta);
 }
 
+void CudaOps::Activate(Activation act, float* x, int64_t ld_x, int64_t rows, int64_t cols) {
+  Launch<&cuda::Activate>("Activate", act, x, ld_x, rows, cols);
+}
+
 void CudaOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate, const float* up,
                               int64_t ld_up, int64_t rows, int64_t cols, float* out,
                               int64_t ld_out) {

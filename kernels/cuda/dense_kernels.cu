@@ -38,6 +38,19 @@ __device__ float BlockSum(float v) {
 
 __device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ float Gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+// The product rounded on its own, as the host's (no contraction to speak of here: nothing to add).
+__device__ float ReluSquared(float x) { return x > 0.0f ? __fmul_rn(x, x) : 0.0f; }
+__device__ float Activated(Activation act, float x) {
+  switch (act) {
+    case Activation::kSilu:
+      return Silu(x);
+    case Activation::kGelu:
+      return Gelu(x);
+    case Activation::kReluSquared:
+      return ReluSquared(x);
+  }
+  return x;
+}
 
 // One block per row.
 __global__ void RmsNormKernel(const float* x, int64_t ld_x, int64_t dim, const float* weight,
@@ -91,7 +104,7 @@ __global__ void RopeKernel(float* x, int64_t ld_x, int32_t head_dim, int64_t sta
   v[i + half] = b * c + a * s;
 }
 
-__global__ void GatedActivationKernel(bool silu, const float* gate, int64_t ld_gate,
+__global__ void GatedActivationKernel(Activation act, const float* gate, int64_t ld_gate,
                                       const float* up, int64_t ld_up, int64_t rows, int64_t cols,
                                       float* out, int64_t ld_out) {
   const int64_t total = rows * cols;
@@ -99,7 +112,17 @@ __global__ void GatedActivationKernel(bool silu, const float* gate, int64_t ld_g
        e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = e / cols, c = e % cols;
     const float g = gate[r * ld_gate + c];
-    out[r * ld_out + c] = (silu ? Silu(g) : Gelu(g)) * up[r * ld_up + c];
+    out[r * ld_out + c] = Activated(act, g) * up[r * ld_up + c];
+  }
+}
+
+__global__ void ActivateKernel(Activation act, float* x, int64_t ld_x, int64_t rows,
+                               int64_t cols) {
+  const int64_t total = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    float& v = x[(e / cols) * ld_x + e % cols];
+    v = Activated(act, v);
   }
 }
 
@@ -561,8 +584,18 @@ cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* ga
   const int threads = 256;
   const unsigned blocks =
       static_cast<unsigned>(std::min<int64_t>((total + threads - 1) / threads, 65535));
-  GatedActivationKernel<<<blocks, threads, 0, stream>>>(act == Activation::kSilu, gate, ld_gate, up,
-                                                        ld_up, rows, cols, out, ld_out);
+  GatedActivationKernel<<<blocks, threads, 0, stream>>>(act, gate, ld_gate, up, ld_up, rows, cols,
+                                                        out, ld_out);
+  return cudaGetLastError();
+}
+
+cudaError_t Activate(cudaStream_t stream, Activation act, float* x, int64_t ld_x, int64_t rows,
+                     int64_t cols) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  const int threads = 256;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((rows * cols + threads - 1) / threads, 65535));
+  ActivateKernel<<<blocks, threads, 0, stream>>>(act, x, ld_x, rows, cols);
   return cudaGetLastError();
 }
 

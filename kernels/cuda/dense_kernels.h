@@ -49,6 +49,9 @@ cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, in
                  int32_t head_dim, int64_t start_pos, const int64_t* positions, float theta);
 
 // out may be gate (same row stride).
+// x[r, c] = act(x[r, c]) in place.
+cudaError_t Activate(cudaStream_t stream, Activation act, float* x, int64_t ld_x, int64_t rows,
+                     int64_t cols);
 cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* gate,
                             int64_t ld_gate, const float* up, int64_t ld_up, int64_t rows,
                             int64_t cols, float* out, int64_t ld_out);

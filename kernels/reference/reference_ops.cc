@@ -145,12 +145,18 @@ void ReferenceOps::Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, i
   }
 }
 
+void ReferenceOps::Activate(Activation act, float* x, int64_t ld_x, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) x[r * ld_x + c] = kernels::Activate(act, x[r * ld_x + c]);
+  }
+}
+
 void ReferenceOps::GatedActivation(Activation act, const float* gate, int64_t ld_gate,
                                    const float* up, int64_t ld_up, int64_t rows, int64_t cols,
                                    float* out, int64_t ld_out) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
-      out[r * ld_out + c] = Activate(act, gate[r * ld_gate + c]) * up[r * ld_up + c];
+      out[r * ld_out + c] = kernels::Activate(act, gate[r * ld_gate + c]) * up[r * ld_up + c];
     }
   }
 }

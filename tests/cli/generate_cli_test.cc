@@ -49,7 +49,8 @@ TEST(GenerateCliTest, JsonWithPromptIdsAndLogitsDump) {
 // family (the len007 case of each reference; none of its tokens is EOS, so none stops early).
 TEST(GenerateCliTest, GreedyGenerationReproducesTransformersForEveryFamily) {
   for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "granite-tiny-dense"}) {
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "granite-tiny-dense",
+        "nemotron-h-tiny"}) {
     SCOPED_TRACE(name);
     auto manifest = tandem::models::ReadJsonFile(std::string(TANDEM_TEST_DATA) + "/reference/" +
                                                  name + "/manifest.json");

@@ -181,6 +181,16 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
     // Columns past `cols` keep their values: the strides are honoured.
     ASSERT_TRUE(AllClose(ToHost(ddst), want, 0.0f, 0.0f)) << (add ? "add" : "copy");
   }
+  // Activations in place against the host's formulas (relu² exactly).
+  for (Activation act : {Activation::kSilu, Activation::kGelu, Activation::kReluSquared}) {
+    std::vector<float> host = dst0;
+    for (float& v : host) v -= 0.5f;
+    auto dev = ToDevice(host);
+    ReferenceOps().Activate(act, host.data(), ld_dst, rows, cols);
+    ASSERT_CUDA_OK(Activate(nullptr, act, dev.get(), ld_dst, rows, cols));
+    const float tolerance = act == Activation::kReluSquared ? 0.0f : 1e-6f;
+    ASSERT_TRUE(AllClose(ToHost(dev), host, tolerance, tolerance)) << static_cast<int>(act);
+  }
   // A scale is one rounded product per element, bit for bit the host's.
   std::vector<float> want = dst0;
   auto ddst = ToDevice(dst0);

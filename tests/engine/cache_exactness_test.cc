@@ -158,7 +158,8 @@ void RunSessions(const std::string& name, int32_t page_tokens, int64_t prefill_c
 
 TEST(CacheExactnessTest, HitEqualsMissOnTheReferenceBackend) {
   uint32_t seed = 1;
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
+  for (const char* name :
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
     for (int64_t chunk : {int64_t{7}, int64_t{50}}) {
       RunSessions(name, 16, chunk, Backend::kReference, 1e-5, seed++);
     }
@@ -171,7 +172,8 @@ TEST(CacheExactnessTest, HitEqualsMissOnTheReferenceBackend) {
 // a miss; Hydragen's LSE merge of shared-prefix and suffix parts rounds differently from one pass.
 TEST(CacheExactnessTest, HitIsBitIdenticalToMissOnTheCpuBackendWithoutHydragen) {
   uint32_t seed = 11;
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
+  for (const char* name :
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
     for (int64_t chunk : {int64_t{7}, int64_t{32}, int64_t{50}}) {
       RunSessions(name, 16, chunk, Backend::kCpu, 0.0, seed++, /*hydragen=*/false);
     }
@@ -200,7 +202,8 @@ TEST(CacheExactnessTest, HitEqualsMissOnTheCpuBackendWithHydragen) {
 // Tokens must still be identical.
 TEST(CacheExactnessTest, HitEqualsMissWithinRoundingOnTheFastCpuMode) {
   uint32_t seed = 51;
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
+  for (const char* name :
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
     for (int64_t chunk : {int64_t{7}, int64_t{50}}) {
       RunSessions(name, 16, chunk, Backend::kCpuFast, 2.5e-4, seed++);
     }

@@ -10,7 +10,8 @@ namespace tandem::engine {
 namespace {
 
 TEST(CacheModelSpecTest, BytesMatchTheModelsStateLayout) {
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
+  for (const char* name :
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(TANDEM_TEST_DATA) + "/models/" + name;
     auto model = models::Model::Load(dir);

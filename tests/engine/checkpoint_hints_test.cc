@@ -23,7 +23,8 @@ using testing::SchedulerHarness;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
-const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"};
+const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
+                                  "nemotron-h-tiny"};
 
 std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());

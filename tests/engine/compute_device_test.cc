@@ -86,7 +86,8 @@ std::unique_ptr<models::Model> LoadOn(const std::string& name, ComputeDevice* de
 // uploads a pass makes grow with its batch.
 TEST(ComputeDeviceTest, APassMakesAsManyOpCallsAndUploadsForSixSequencesAsForTwo) {
   HostDevice device;
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
+  for (const char* name :
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
     SCOPED_TRACE(name);
     auto model = LoadOn(name, &device);
     ASSERT_NE(model, nullptr);
@@ -179,7 +180,8 @@ TEST_P(HostDeviceGenerateTest, GivesTheCpusTokensAndLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HostDeviceGenerateTest,
-                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"),
+                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
+                                           "nemotron-h-tiny"),
                          testing::FixtureTestName);
 
 EngineConfig SmallConfig(ComputeDevice* device) {

@@ -337,7 +337,8 @@ TEST(CudaEngineTilesTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaEngineTest,
-                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"),
+                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
+                                           "nemotron-h-tiny"),
                          testing::FixtureTestName);
 
 }  // namespace

@@ -110,7 +110,8 @@ TEST_P(CudaModelTest, PrefillAndDecodeMatchTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaModelTest,
-                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"),
+                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
+                                           "nemotron-h-tiny"),
                          testing::FixtureTestName);
 
 }  // namespace

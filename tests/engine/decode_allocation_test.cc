@@ -45,7 +45,8 @@ namespace tandem {
 namespace {
 
 TEST(DecodeAllocationTest, SteadyStateDecodeStepsDoNotAllocate) {
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
+  for (const char* name :
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
     SCOPED_TRACE(name);
     auto model = models::Model::Load(std::string(TANDEM_TEST_DATA) + "/models/" + name);
     ASSERT_TRUE(model.ok()) << model.status();

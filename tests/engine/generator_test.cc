@@ -36,7 +36,8 @@ std::unique_ptr<cache::ArenaAllocator> Arena(const models::Model& model, size_t 
 }
 
 TEST(GeneratorTest, GreedyOutputMatchesTheReferenceAndFreesEverything) {
-  for (const char* name : {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"}) {
+  for (const char* name :
+       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
     SCOPED_TRACE(name);
     auto model = LoadModel(name);
     ASSERT_NE(model, nullptr);

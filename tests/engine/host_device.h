@@ -101,6 +101,10 @@ class SeparateMemoryOps final : public kernels::Ops {
                 int64_t ld_dst) override {
     inner_->CopyRows(src, ld_src, rows, cols, dst, ld_dst);
   }
+  void Activate(kernels::Activation act, float* x, int64_t ld_x, int64_t rows,
+                int64_t cols) override {
+    inner_->Activate(act, x, ld_x, rows, cols);
+  }
   void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) override {
     inner_->ScaleRows(x, ld_x, rows, cols, factor);
   }

@@ -23,7 +23,8 @@ using testing::SchedulerHarness;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
-const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"};
+const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
+                                  "nemotron-h-tiny"};
 
 // Everything the tree holds, in allocator units: what pool usage returns to once idle.
 size_t CacheUnits(Scheduler& s, cache::Pool pool) {

@@ -291,6 +291,19 @@ TEST(CpuOpsTest, RowGatherCopyAndAddMatchReference) {
   CpuOps(2).AddRows(src.data(), ld_src, rows, cols, got.data(), ld_dst);
   ASSERT_EQ(got, want);
   EXPECT_EQ(got[5], dst[5] + src[5]);
+  for (Activation act : {Activation::kSilu, Activation::kGelu, Activation::kReluSquared}) {
+    want = dst;
+    got = dst;
+    for (float& v : want) v -= 0.5f;  // both signs, for relu²
+    got = want;
+    ReferenceOps().Activate(act, want.data(), ld_dst, rows, cols);
+    CpuOps(2).Activate(act, got.data(), ld_dst, rows, cols);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-6f * (1.0f + std::fabs(want[i]))) << static_cast<int>(act);
+    }
+  }
+  EXPECT_EQ(ReluSquared(-0.5f), 0.0f);
+  EXPECT_EQ(ReluSquared(3.0f), 9.0f);
   want = dst;
   got = dst;
   ReferenceOps().ScaleRows(want.data(), ld_dst, rows, cols, 0.22f);

@@ -84,6 +84,10 @@ class SigningOps final : public Ops {
     Sign("CopyRows", src, ld_src, rows, cols, dst, ld_dst);
     inner_.CopyRows(src, ld_src, rows, cols, dst, ld_dst);
   }
+  void Activate(Activation act, float* x, int64_t ld_x, int64_t rows, int64_t cols) override {
+    Sign("Activate", act, x, ld_x, rows, cols);
+    inner_.Activate(act, x, ld_x, rows, cols);
+  }
   void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) override {
     Sign("ScaleRows", x, ld_x, rows, cols, factor);
     inner_.ScaleRows(x, ld_x, rows, cols, factor);

@@ -155,7 +155,8 @@ TEST_P(DecodeReplayTest, AnotherBatchSizeMakesOtherCalls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecodeReplayTest,
-                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny"),
+                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
+                                           "nemotron-h-tiny"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            for (char& c : name) {

@@ -132,6 +132,72 @@ TEST(ModelConfigTest, GraniteRefusesWhatItCannotRunByName) {
   EXPECT_NE(yarn.status().message().find("rope_scaling"), std::string::npos);
 }
 
+TEST(ModelConfigTest, NemotronHLayersFromTheListOrThePattern) {
+  auto c = LoadModelConfig(testing::ModelDir("nemotron-h-tiny"));  // transformers 5's list
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, Family::kNemotronH);
+  const MixerKind want[] = {MixerKind::kMamba2, MixerKind::kAttention, MixerKind::kNone,
+                            MixerKind::kMamba2, MixerKind::kNone,      MixerKind::kAttention,
+                            MixerKind::kMamba2, MixerKind::kNone};
+  ASSERT_EQ(c->num_layers, 8);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(c->layers[i].mixer, want[i]) << i;
+    EXPECT_EQ(c->layers[i].ffn == FfnKind::kDense, want[i] == MixerKind::kNone) << i;
+  }
+  EXPECT_EQ(c->num_ssm_layers, 3);
+  EXPECT_EQ(c->num_attention_layers, 2);
+  EXPECT_EQ(c->mamba2.inner, 128);  // heads × head dim, not expand × hidden
+  EXPECT_EQ(c->mamba2.norm_groups, 2);
+  EXPECT_FLOAT_EQ(c->mamba2.dt_min, 0.0f);
+  EXPECT_EQ(c->ffn_activation, kernels::Activation::kReluSquared);
+  EXPECT_FALSE(c->ffn_gated);
+  EXPECT_TRUE(c->ffn_bias);
+  EXPECT_FLOAT_EQ(c->attention.scale, 0.25f);
+  EXPECT_FALSE(c->attention.rope);
+
+  // The hub's form: a pattern string and num_hidden_layers.
+  nlohmann::json hub = {{"architectures", {"NemotronHForCausalLM"}},
+                        {"vocab_size", 100},
+                        {"hidden_size", 32},
+                        {"num_hidden_layers", 4},
+                        {"hybrid_override_pattern", "M-*M"},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},
+                        {"head_dim", 8},
+                        {"mamba_num_heads", 4},
+                        {"mamba_head_dim", 16},
+                        {"n_groups", 2},
+                        {"ssm_state_size", 8},
+                        {"intermediate_size", 64}};
+  auto parsed = ParseModelConfig(hub, "config.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->layers[1].mixer, MixerKind::kNone);
+  EXPECT_EQ(parsed->layers[2].attention_index, 0);
+  EXPECT_EQ(parsed->layers[3].ssm_index, 1);
+
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* named;
+  };
+  const Case cases[] = {
+      {"hybrid_override_pattern", "M-E*", "mixture-of-experts"},
+      {"hybrid_override_pattern", "M-x*", "hybrid_override_pattern"},
+      {"num_hidden_layers", 5, "num_hidden_layers"},
+      {"mamba_hidden_act", "gelu", "mamba_hidden_act"},
+      {"mlp_hidden_act", "tanh", "mlp_hidden_act"},
+      {"n_groups", 3, "n_groups"},
+      {"attention_bias", true, "attention_bias"},
+  };
+  for (const Case& k : cases) {
+    nlohmann::json j = hub;
+    j[k.field] = k.value;
+    auto bad = ParseModelConfig(j, "config.json");
+    ASSERT_FALSE(bad.ok()) << k.field;
+    EXPECT_NE(bad.status().message().find(k.named), std::string::npos) << bad.status();
+  }
+}
+
 TEST(ModelConfigTest, JsonTextKeepsInfinityInsideStrings) {
   auto j = ParseJsonText(R"({"a": "Infinity NaN", "b": [-Infinity, NaN]})", "test.json");
   ASSERT_TRUE(j.ok()) << j.status();

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Builds the Nemotron-H fixtures (tests/data/models/nemotron-h-tiny and its references).
+
+transformers 4.57.1, which make_fixtures.py is pinned to, has no NemotronH; 5.24.0 has. So these
+come from a venv of their own (requirements-nemotron.txt) and reuse make_fixtures.py's parameter
+rules, prompts, float64 computation and manifest format.
+
+One change from transformers 5.24.0 as shipped, recorded in the manifest: its chunked prefill
+clamps dt at time_step_min while its recurrent decode step does not, so the two disagree
+wherever softplus(dt) < time_step_min (these fixtures' dt biases put some heads there). The
+reference runs both without the clamp, as the model was trained (mamba_ssm's default dt_limit)
+and as tandem runs it; the cached-decode cross-check then holds.
+"""
+
+import json
+import os
+import sys
+
+import torch
+from transformers import NemotronHConfig, NemotronHForCausalLM
+
+import make_fixtures as mf
+
+mf.FLOAT64_PATCHED_MODULES = ["transformers.models.nemotron_h.modeling_nemotron_h"]
+
+DT_NOTE = (
+    "NemotronH: transformers 5.24.0's chunked prefill clamps dt at time_step_min but its "
+    "recurrent decode step does not; these references run both without the clamp (each Mamba-2 "
+    "mixer's time_step_limit set to (0, inf)), as the model was trained and as tandem runs it. "
+    "The gated RMSNorm is grouped (n_groups groups of din/n_groups channels); attention has no "
+    "positional encoding; MLP layers are up -> relu^2 -> down, ungated."
+)
+
+
+def nemotron_config():
+    return NemotronHConfig(
+        vocab_size=mf.VOCAB,
+        hidden_size=64,
+        hybrid_override_pattern="M*-M-*M-",
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        intermediate_size=96,
+        mlp_hidden_act="relu2",
+        mlp_bias=True,
+        ssm_state_size=16,
+        mamba_num_heads=8,
+        mamba_head_dim=16,
+        n_groups=2,
+        conv_kernel=4,
+        chunk_size=32,
+        use_conv_bias=True,
+        use_bias=True,
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=False,
+        max_position_embeddings=4096,
+        pad_token_id=mf.PAD_ID,
+        bos_token_id=mf.BOS_ID,
+        eos_token_id=mf.EOS_ID,
+    )
+
+
+MODELS = {
+    "nemotron-h-tiny": dict(
+        cls=NemotronHForCausalLM,
+        config=nemotron_config,
+        seed=501,
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        prompts=mf.FULL_PROMPTS,
+        tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
+    ),
+}
+
+
+def without_dt_clamp(model):
+    for m in model.modules():
+        if type(m).__name__ == "NemotronHMamba2Mixer":
+            m.time_step_limit = (0.0, float("inf"))
+    return model
+
+
+_build_model = mf.build_model
+
+
+def build_model(name, spec):
+    return without_dt_clamp(_build_model(name, spec))
+
+
+def load_float32(cls, model_dir):
+    model, info = cls.from_pretrained(
+        model_dir, dtype=torch.float32, attn_implementation="eager", output_loading_info=True
+    )
+    for key in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
+        assert not info.get(key), f"{model_dir}: {key} = {info[key]}"
+    return without_dt_clamp(model.eval())
+
+
+@torch.no_grad()
+def stepwise_logits(model, ids):
+    """transformers' own cached path, one token per call (its recurrent Mamba-2 step)."""
+    rows = []
+    cache = None
+    with mf.compute_precision(model.dtype):
+        for tok in ids:
+            out = model(input_ids=torch.tensor([[tok]], dtype=torch.long), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            rows.append(out.logits[0, -1].to(torch.float64).numpy())
+    return mf.np.stack(rows)
+
+
+def main():
+    mf.build_model = build_model
+    mf.load_float32 = load_float32
+    mf.stepwise_logits = stepwise_logits
+    mf.COMPUTE_DTYPE = torch.float64
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    names = sys.argv[1:] or list(MODELS)
+    for name in names:
+        spec = MODELS[name]
+        out_dir = mf.generate(name, spec)
+        mf.copy_tokenizer(name, spec, out_dir)
+        manifest_path = os.path.join(mf.REFERENCE_DIR, name, "manifest.json")
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        manifest["notes"].append(DT_NOTE)
+        manifest["dt_clamp_of_reference"] = "none (time_step_limit (0, inf) in prefill and decode)"
+        with open(manifest_path, "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
