@@ -128,6 +128,7 @@ bool Detokenizer::Dropped(int32_t id) const {
 }
 
 void Detokenizer::StartAfterPrompt(absl::Span<const int32_t> prompt) {
+  if (vocab_->byte_stream()) return;  // no head, no first-token rule: nothing to carry over
   std::vector<int32_t> kept;
   for (int32_t id : prompt) {
     if (!Dropped(id)) kept.push_back(id);

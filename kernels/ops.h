@@ -332,6 +332,9 @@ class Ops {
   // residual and logit multipliers: a scaled residual add is ScaleRows then AddRows, the two
   // roundings of transformers' `residual + x * m`).
   virtual void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) = 0;
+  // x[r, 0:cols] /= divisor, in place, each quotient rounded (Granite's logits ÷ logits_scaling:
+  // a division, not a product with the rounded reciprocal, to round as transformers does).
+  virtual void DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float divisor) = 0;
   // Rows picked by index (`rows` is host memory, no index twice): dst[i] = src[rows[i]], and its
   // inverse dst[rows[i]] = src[i]. By default one CopyRows per row (ops.cc); a device backend
   // does it in one launch.

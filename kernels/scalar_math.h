@@ -19,8 +19,8 @@ inline float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 // Exact (erf) GELU, as torch.nn.functional.gelu with approximate='none'.
 inline float Gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
 
-// relu(x)², as torch's relu followed by square: the product of the rounded relu with itself.
-inline float ReluSquared(float x) { return x > 0.0f ? x * x : 0.0f; }
+// relu(x)², as torch's relu followed by square (NaN stays NaN, as torch's relu keeps it).
+inline float ReluSquared(float x) { return x > 0.0f || x != x ? x * x : 0.0f; }
 
 inline float Activate(Activation act, float x) {
   switch (act) {

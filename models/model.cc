@@ -499,7 +499,7 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   ops.RmsNorm(selected, h, out_rows, h, final_norm_, config_.rms_norm_eps, normed, h);
   ops.Linear(normed, h, out_rows, lm_head_, nullptr, logits, v);
   if (config_.logits_scaling != 1.0f) {
-    ops.ScaleRows(logits, v, out_rows, v, 1.0f / config_.logits_scaling);
+    ops.DivideRows(logits, v, out_rows, v, config_.logits_scaling);
   }
 
   for (size_t s = 0; s < batch.size(); ++s) batch[s].state->tokens += segments[s].tokens;

@@ -567,6 +567,21 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+// The key a Nemotron-H config lists its layers under (the hub's pattern string, or transformers
+// 5's list under either name), and how many it lists.
+const char* NemotronHLayerKey(const Fields& f) {
+  if (f.Has("hybrid_override_pattern")) return "hybrid_override_pattern";
+  return f.Has("layers_block_type") ? "layers_block_type" : "layer_types";
+}
+std::optional<int64_t> NemotronHListedLayers(const Fields& f) {
+  const char* key = NemotronHLayerKey(f);
+  if (!f.Has(key)) return std::nullopt;
+  const Json& v = f.json()[key];
+  if (v.is_string()) return static_cast<int64_t>(v.get_ref<const std::string&>().size());
+  if (v.is_array()) return static_cast<int64_t>(v.size());
+  return std::nullopt;
+}
+
 // NVIDIA Nemotron-H (transformers' NemotronH): a stack of single-purpose blocks, each
 // norm → one of {Mamba-2 mixer, attention without positional encoding, ungated relu² MLP} →
 // residual add, listed by hybrid_override_pattern ("M", "*", "-") or layers_block_type.
@@ -602,7 +617,7 @@ absl::Status ParseNemotronH(const Fields& f, ModelConfig& c) {
       }
     }
   } else {
-    const char* key = f.Has("layers_block_type") ? "layers_block_type" : "layer_types";
+    const char* key = NemotronHLayerKey(f);
     if (!f.Has(key) || !f.json()[key].is_array()) {
       return f.Error("hybrid_override_pattern",
                      "is missing (and no layers_block_type list is given instead)");
@@ -738,11 +753,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const s
   // Nemotron-H lists its layers; transformers 5 writes no num_hidden_layers beside the list.
   std::optional<int64_t> listed_layers;
   if (arch == "NemotronHForCausalLM" || (arch.empty() && model_type == "nemotron_h")) {
-    if (f.Has("hybrid_override_pattern") && json["hybrid_override_pattern"].is_string()) {
-      listed_layers = static_cast<int64_t>(json["hybrid_override_pattern"].size());
-    } else if (f.Has("layers_block_type") && json["layers_block_type"].is_array()) {
-      listed_layers = static_cast<int64_t>(json["layers_block_type"].size());
-    }
+    listed_layers = NemotronHListedLayers(f);
   }
   if (absl::Status s = ParseCommon(f, c, listed_layers); !s.ok()) return s;
 

@@ -123,6 +123,16 @@ void CpuOps::ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float
   });
 }
 
+void CpuOps::DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float divisor) {
+  pool_.ParallelFor(rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* __restrict row = x + r * ld_x;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) row[c] /= divisor;
+    }
+  });
+}
+
 void CpuOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,
                      float eps, float* out, int64_t ld_out) {
   pool_.ParallelFor(rows, RowGrain(dim), [&](int64_t r0, int64_t r1) {

@@ -55,6 +55,7 @@ class CpuOps : public Ops {
   void CopyRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                 int64_t ld_dst) override;
   void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) override;
+  void DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float divisor) override;
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override;
   void RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim, const float* weight,

@@ -435,7 +435,11 @@ void CudaOps::AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t co
 }
 
 void CudaOps::ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) {
-  Launch<&cuda::ScaleRows>("ScaleRows", x, ld_x, rows, cols, factor);
+  Launch<&cuda::ScaleRows>("ScaleRows", x, ld_x, rows, cols, factor, false);
+}
+
+void CudaOps::DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float divisor) {
+  Launch<&cuda::ScaleRows>("DivideRows", x, ld_x, rows, cols, divisor, true);
 }
 
 const void* CudaOps::TableBytes(const void* host, size_t bytes, Workspace& ws) {

@@ -129,6 +129,7 @@ class CudaOps final : public Ops {
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override;
   void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) override;
+  void DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float divisor) override;
   void GatherRowsAt(const float* src, int64_t ld_src, std::span<const int32_t> rows, int64_t cols,
                     float* dst, int64_t ld_dst) override;
   void ScatterRowsTo(const float* src, int64_t ld_src, std::span<const int32_t> rows, int64_t cols,

@@ -39,7 +39,7 @@ __device__ float BlockSum(float v) {
 __device__ float Silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ float Gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
 // The product rounded on its own, as the host's (no contraction to speak of here: nothing to add).
-__device__ float ReluSquared(float x) { return x > 0.0f ? __fmul_rn(x, x) : 0.0f; }
+__device__ float ReluSquared(float x) { return x > 0.0f || x != x ? __fmul_rn(x, x) : 0.0f; }
 __device__ float Activated(Activation act, float x) {
   switch (act) {
     case Activation::kSilu:
@@ -166,12 +166,12 @@ __global__ void RowsKernel(bool add, const float* src, int64_t ld_src, int64_t r
 }
 
 __global__ void ScaleRowsKernel(float* x, int64_t ld_x, int64_t rows, int64_t cols,
-                                float factor) {
+                                float factor, bool divide) {
   const int64_t total = rows * cols;
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
        e += int64_t{gridDim.x} * blockDim.x) {
     float& v = x[(e / cols) * ld_x + e % cols];
-    v = __fmul_rn(v, factor);
+    v = divide ? __fdiv_rn(v, factor) : __fmul_rn(v, factor);
   }
 }
 
@@ -522,12 +522,12 @@ cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64
 }
 
 cudaError_t ScaleRows(cudaStream_t stream, float* x, int64_t ld_x, int64_t rows, int64_t cols,
-                      float factor) {
+                      float factor, bool divide) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   const int threads = 256;
   const unsigned blocks =
       static_cast<unsigned>(std::min<int64_t>((rows * cols + threads - 1) / threads, 65535));
-  ScaleRowsKernel<<<blocks, threads, 0, stream>>>(x, ld_x, rows, cols, factor);
+  ScaleRowsKernel<<<blocks, threads, 0, stream>>>(x, ld_x, rows, cols, factor, divide);
   return cudaGetLastError();
 }
 

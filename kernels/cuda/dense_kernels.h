@@ -26,9 +26,9 @@ cudaError_t CopyRows(cudaStream_t stream, const float* src, int64_t ld_src, int6
                      int64_t cols, float* dst, int64_t ld_dst);
 cudaError_t AddRows(cudaStream_t stream, const float* src, int64_t ld_src, int64_t rows,
                     int64_t cols, float* dst, int64_t ld_dst);
-// x[r, c] *= factor in place.
+// x[r, c] *= factor in place, or with `divide` x[r, c] /= factor (IEEE division).
 cudaError_t ScaleRows(cudaStream_t stream, float* x, int64_t ld_x, int64_t rows, int64_t cols,
-                      float factor);
+                      float factor, bool divide);
 
 // `count` rows picked by index (device memory): dst[i] = src[rows[i]], or with `scatter`
 // dst[rows[i]] = src[i] (rows distinct).
@@ -48,10 +48,10 @@ cudaError_t GatedRmsNorm(cudaStream_t stream, const float* y, int64_t ld_y, cons
 cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, int32_t heads,
                  int32_t head_dim, int64_t start_pos, const int64_t* positions, float theta);
 
-// out may be gate (same row stride).
 // x[r, c] = act(x[r, c]) in place.
 cudaError_t Activate(cudaStream_t stream, Activation act, float* x, int64_t ld_x, int64_t rows,
                      int64_t cols);
+// out may be gate (same row stride).
 cudaError_t GatedActivation(cudaStream_t stream, Activation act, const float* gate,
                             int64_t ld_gate, const float* up, int64_t ld_up, int64_t rows,
                             int64_t cols, float* out, int64_t ld_out);

@@ -100,6 +100,13 @@ void ReferenceOps::ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols,
   }
 }
 
+void ReferenceOps::DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                              float divisor) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) x[r * ld_x + c] /= divisor;
+  }
+}
+
 void ReferenceOps::RmsNorm(const float* x, int64_t ld_x, int64_t rows, int64_t dim,
                            const float* weight, float eps, float* out, int64_t ld_out) {
   for (int64_t r = 0; r < rows; ++r) {

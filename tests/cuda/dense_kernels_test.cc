@@ -191,12 +191,15 @@ TEST(CudaDenseKernelsTest, RowGatherCopyAndAddMatchReference) {
     const float tolerance = act == Activation::kReluSquared ? 0.0f : 1e-6f;
     ASSERT_TRUE(AllClose(ToHost(dev), host, tolerance, tolerance)) << static_cast<int>(act);
   }
-  // A scale is one rounded product per element, bit for bit the host's.
+  // A scale is one rounded product (or quotient) per element, bit for bit the host's.
   std::vector<float> want = dst0;
   auto ddst = ToDevice(dst0);
   ReferenceOps().ScaleRows(want.data(), ld_dst, rows, cols, 1.0f / 6.0f);
-  ASSERT_CUDA_OK(ScaleRows(nullptr, ddst.get(), ld_dst, rows, cols, 1.0f / 6.0f));
+  ASSERT_CUDA_OK(ScaleRows(nullptr, ddst.get(), ld_dst, rows, cols, 1.0f / 6.0f, false));
   ASSERT_TRUE(AllClose(ToHost(ddst), want, 0.0f, 0.0f)) << "scale";
+  ReferenceOps().DivideRows(want.data(), ld_dst, rows, cols, 6.0f);
+  ASSERT_CUDA_OK(ScaleRows(nullptr, ddst.get(), ld_dst, rows, cols, 6.0f, true));
+  ASSERT_TRUE(AllClose(ToHost(ddst), want, 0.0f, 0.0f)) << "divide";
 }
 
 // Arguments the kernels cannot take are refused before launch, not run.

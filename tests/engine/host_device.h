@@ -108,6 +108,9 @@ class SeparateMemoryOps final : public kernels::Ops {
   void ScaleRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float factor) override {
     inner_->ScaleRows(x, ld_x, rows, cols, factor);
   }
+  void DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float divisor) override {
+    inner_->DivideRows(x, ld_x, rows, cols, divisor);
+  }
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override {
     inner_->AddRows(src, ld_src, rows, cols, dst, ld_dst);

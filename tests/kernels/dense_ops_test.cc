@@ -303,6 +303,7 @@ TEST(CpuOpsTest, RowGatherCopyAndAddMatchReference) {
     }
   }
   EXPECT_EQ(ReluSquared(-0.5f), 0.0f);
+  EXPECT_TRUE(std::isnan(ReluSquared(std::nanf(""))));  // as torch: relu keeps NaN
   EXPECT_EQ(ReluSquared(3.0f), 9.0f);
   want = dst;
   got = dst;
@@ -310,6 +311,12 @@ TEST(CpuOpsTest, RowGatherCopyAndAddMatchReference) {
   CpuOps(2).ScaleRows(got.data(), ld_dst, rows, cols, 0.22f);
   ASSERT_EQ(got, want);
   EXPECT_EQ(got[ld_dst + 5], dst[ld_dst + 5] * 0.22f);
+  want = dst;
+  got = dst;
+  ReferenceOps().DivideRows(want.data(), ld_dst, rows, cols, 6.0f);
+  CpuOps(2).DivideRows(got.data(), ld_dst, rows, cols, 6.0f);
+  ASSERT_EQ(got, want);
+  EXPECT_EQ(got[ld_dst + 5], dst[ld_dst + 5] / 6.0f);
   EXPECT_EQ(got[cols], dst[cols]);  // past `cols` untouched
 }
 

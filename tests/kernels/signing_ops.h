@@ -92,6 +92,10 @@ class SigningOps final : public Ops {
     Sign("ScaleRows", x, ld_x, rows, cols, factor);
     inner_.ScaleRows(x, ld_x, rows, cols, factor);
   }
+  void DivideRows(float* x, int64_t ld_x, int64_t rows, int64_t cols, float divisor) override {
+    Sign("DivideRows", x, ld_x, rows, cols, divisor);
+    inner_.DivideRows(x, ld_x, rows, cols, divisor);
+  }
   void AddRows(const float* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                int64_t ld_dst) override {
     Sign("AddRows", src, ld_src, rows, cols, dst, ld_dst);

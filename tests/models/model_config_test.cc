@@ -172,6 +172,18 @@ TEST(ModelConfigTest, NemotronHLayersFromTheListOrThePattern) {
   auto parsed = ParseModelConfig(hub, "config.json");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->layers[1].mixer, MixerKind::kNone);
+  // Without num_hidden_layers the list says how many (pattern characters, or list entries).
+  for (const char* key : {"hybrid_override_pattern", "layer_types"}) {
+    nlohmann::json listed = hub;
+    listed.erase("num_hidden_layers");
+    if (std::string(key) == "layer_types") {
+      listed.erase("hybrid_override_pattern");
+      listed["layer_types"] = {"mamba", "mlp", "attention", "mamba"};
+    }
+    auto counted = ParseModelConfig(listed, "config.json");
+    ASSERT_TRUE(counted.ok()) << key << ": " << counted.status();
+    EXPECT_EQ(counted->num_layers, 4) << key;
+  }
   EXPECT_EQ(parsed->layers[2].attention_index, 0);
   EXPECT_EQ(parsed->layers[3].ssm_index, 1);
 
