@@ -164,6 +164,26 @@ absl::StatusOr<float> PositiveScalar(const Fields& f, const char* key) {
   return static_cast<float>(v);
 }
 
+// num_attention_heads and num_key_value_heads (absent: `kv_fallback`, or as many as the query
+// heads), the latter dividing the former (GQA).
+absl::Status ReadAttentionHeads(const Fields& f, std::optional<int64_t> kv_fallback,
+                                AttentionDims& a) {
+  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
+  TANDEM_ASSIGN_OR_RETURN(a.kv_heads,
+                          f.Positive("num_key_value_heads", kv_fallback.value_or(a.heads)));
+  return RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads);
+}
+
+// attention_bias = true, which no released checkpoint of `family` has, refused by name.
+absl::Status RefuseAttentionBias(const Fields& f, const char* family) {
+  bool attention_bias;
+  TANDEM_ASSIGN_OR_RETURN(attention_bias, f.Bool("attention_bias", false));
+  if (!attention_bias) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrCat(f.source(), ": field 'attention_bias' = true is not supported (no released ",
+                   family, " checkpoint has attention biases)"));
+}
+
 // `layers_fallback`: what num_hidden_layers is when absent (a family that lists its layers).
 absl::Status ParseCommon(const Fields& f, ModelConfig& c,
                          std::optional<int64_t> layers_fallback = std::nullopt) {
@@ -189,13 +209,7 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
 
   AttentionDims& a = c.attention;
-  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
-  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
-  if (absl::Status s =
-          RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads);
-      !s.ok()) {
-    return s;
-  }
+  TANDEM_RETURN_IF_ERROR(ReadAttentionHeads(f, std::nullopt, a));
   if (f.Has("head_dim")) {
     TANDEM_ASSIGN_OR_RETURN(a.head_dim, f.Positive("head_dim"));
   } else {
@@ -322,13 +336,7 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   m.dt_max = 0.0f;
 
   AttentionDims& a = c.attention;
-  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
-  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
-  if (absl::Status s =
-          RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads);
-      !s.ok()) {
-    return s;
-  }
+  TANDEM_RETURN_IF_ERROR(ReadAttentionHeads(f, std::nullopt, a));
   TANDEM_ASSIGN_OR_RETURN(a.input_width, f.Positive("attention_hidden_size", int64_t{2} * h));
   if (a.input_width != 2 * h) {
     return f.Error("attention_hidden_size",
@@ -454,19 +462,10 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(c.embedding_multiplier, PositiveScalar(f, "embedding_multiplier"));
   TANDEM_ASSIGN_OR_RETURN(c.residual_multiplier, PositiveScalar(f, "residual_multiplier"));
   TANDEM_ASSIGN_OR_RETURN(c.logits_scaling, PositiveScalar(f, "logits_scaling"));
-  bool attention_bias;
-  TANDEM_ASSIGN_OR_RETURN(attention_bias, f.Bool("attention_bias", false));
-  if (attention_bias) {
-    return absl::UnimplementedError(absl::StrCat(
-        f.source(), ": field 'attention_bias' = true is not supported (no released Granite-4.0-H "
-                    "checkpoint has attention biases)"));
-  }
+  TANDEM_RETURN_IF_ERROR(RefuseAttentionBias(f, "Granite-4.0-H"));
 
   AttentionDims& a = c.attention;
-  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
-  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", a.heads));
-  TANDEM_RETURN_IF_ERROR(
-      RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads));
+  TANDEM_RETURN_IF_ERROR(ReadAttentionHeads(f, std::nullopt, a));
   // transformers derives the head size from the hidden size; o_proj is [H, H].
   TANDEM_RETURN_IF_ERROR(RequireDivides(f, "num_attention_heads", a.heads, "hidden_size", h));
   a.head_dim = h / a.heads;
@@ -646,22 +645,13 @@ absl::Status ParseNemotronH(const Fields& f, ModelConfig& c) {
   }
 
   AttentionDims& a = c.attention;
-  TANDEM_ASSIGN_OR_RETURN(a.heads, f.Positive("num_attention_heads", 32));
-  TANDEM_ASSIGN_OR_RETURN(a.kv_heads, f.Positive("num_key_value_heads", 8));
-  TANDEM_RETURN_IF_ERROR(
-      RequireDivides(f, "num_key_value_heads", a.kv_heads, "num_attention_heads", a.heads));
+  TANDEM_RETURN_IF_ERROR(ReadAttentionHeads(f, 8, a));
   const char* head_dim_key = f.Has("head_dim") ? "head_dim" : "attention_head_dim";
   TANDEM_ASSIGN_OR_RETURN(a.head_dim, f.Positive(head_dim_key, h / a.heads > 0 ? h / a.heads : 1));
   a.input_width = h;
   a.rope = false;  // position comes from the Mamba layers
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-  bool attention_bias;
-  TANDEM_ASSIGN_OR_RETURN(attention_bias, f.Bool("attention_bias", false));
-  if (attention_bias) {
-    return absl::UnimplementedError(absl::StrCat(
-        f.source(), ": field 'attention_bias' = true is not supported (no released Nemotron-H "
-                    "checkpoint has attention biases)"));
-  }
+  TANDEM_RETURN_IF_ERROR(RefuseAttentionBias(f, "Nemotron-H"));
 
   Mamba2Dims& m = c.mamba2;
   TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("mamba_num_heads", 128));
