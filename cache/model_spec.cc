@@ -114,7 +114,10 @@ double FfnFlops(const FfnDims& f) {
   double total = f.dense_layers * (2.0 * f.matrices * h * f.intermediate);
   if (f.moe_layers > 0) {
     const double ie = f.expert_intermediate > 0 ? f.expert_intermediate : f.intermediate;
-    const double per = 2.0 * h * f.experts + f.top_k * 2.0 * f.matrices * h * ie +
+    // Experts on a latent width pay its two projections instead of their full width.
+    const double width = f.expert_width > 0 ? f.expert_width : h;
+    const double latent = f.expert_width > 0 ? 2.0 * 2.0 * h * width : 0.0;
+    const double per = 2.0 * h * f.experts + f.top_k * 2.0 * f.matrices * width * ie + latent +
                        2.0 * f.matrices * h * f.shared_intermediate;
     total += f.moe_layers * per;
   }

@@ -54,7 +54,10 @@ struct FfnDims {
   int64_t experts = 0;
   int64_t top_k = 0;
   int64_t expert_intermediate = 0;  // per-expert I; defaults to `intermediate` when 0
-  int64_t shared_intermediate = 0;  // Granite's shared expert; 0 = none
+  int64_t shared_intermediate = 0;  // Granite's shared MLP, Nemotron 3's shared expert; 0 = none
+  // The experts' input width when they run on a latent projection of the hidden state
+  // (Nemotron 3's moe_latent_size); 0 = hidden.
+  int64_t expert_width = 0;
 };
 
 struct ModelSpec {

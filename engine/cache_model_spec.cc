@@ -52,8 +52,9 @@ absl::StatusOr<cache::ModelSpec> CacheModelSpecFor(const models::ModelConfig& c,
   if (spec.ffn.moe_layers > 0) {
     spec.ffn.experts = c.num_experts;
     spec.ffn.top_k = c.experts_per_token;
-    spec.ffn.expert_intermediate = c.intermediate_size;
+    spec.ffn.expert_intermediate = c.expert_intermediate_size;
     spec.ffn.shared_intermediate = c.shared_mlp_intermediate;
+    spec.ffn.expert_width = c.expert_latent_size;
   } else if (c.shared_mlp_intermediate > 0) {
     spec.ffn.intermediate = c.shared_mlp_intermediate;  // Granite without experts
   }

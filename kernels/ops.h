@@ -250,20 +250,49 @@ struct AttentionPart {
   const float* lse = nullptr;  int64_t ld_lse = 0;  // [rows, heads]
 };
 
-// Top-k mixture of experts with gated-MLP experts: out[t] = Σ_j w_j · Expert_{e_j}(x[t]).
-// Weights are the top-k of softmax(router · x) over all experts; `renormalize` rescales the k
-// weights to sum to 1 (Granite) instead of keeping them as they are (Jamba).
+// How a router turns one token's logits into its k experts and their weights.
+//  - kSoftmax (Jamba, Granite): p = softmax(logits) over every expert; the k largest p.
+//  - kSigmoid (Nemotron 3, after DeepSeek-V3): p = sigmoid(logits). The choice ranks p + bias
+//    (a per-expert correction learned for load balance, `bias`, may be null), and only among
+//    the `top_groups` of `groups` equal groups of experts whose two best biased scores sum
+//    highest. The weights are the unbiased p of the chosen.
+// Either way the k are chosen by descending score, the lower index first on ties (groups too);
+// `renormalize` then divides the k weights by their sum (sigmoid: the sum + 1e-20, as
+// transformers does), and every weight is multiplied by `scale`.
+struct MoeRouting {
+  enum class Score { kSoftmax, kSigmoid };
+  Score score = Score::kSoftmax;
+  bool renormalize = false;
+  const float* bias = nullptr;  // [E], in the backend's memory (kSigmoid only)
+  int32_t groups = 1;           // divides E; each group then holds at least two experts
+  int32_t top_groups = 1;
+  float scale = 1.0f;
+};
+
+// At most this many expert groups (MoeRouting::groups): a router keeps its groups' choice in a
+// 64-bit mask.
+inline constexpr int32_t kMaxMoeGroups = 64;
+
+// Top-k mixture of experts: out[t] = Σ_j w_j · Expert_{e_j}(x[t]), the experts and weights from
+// `routing` over router · route_x[t]. An expert is a gated MLP, down(act(gate·x) ⊙ up·x), or,
+// when !gated, a plain one, down(act(up·x)) (Nemotron 3).
 struct MoeArgs {
   int64_t tokens = 0;
-  int32_t hidden = 0;
+  int32_t hidden = 0;  // the experts' input and output width
   int32_t intermediate = 0;
   int32_t num_experts = 0;
   int32_t top_k = 0;
-  bool renormalize = false;
+  MoeRouting routing;
+  bool gated = true;
   Activation act = Activation::kSilu;
   const float* x = nullptr;  int64_t ld_x = 0;  // [T, hidden]
-  WeightMatrix router;  // [E, hidden]
-  const WeightMatrix* gate_up = nullptr;  // per expert [2·intermediate, hidden], rows gate ‖ up
+  // The router's input when it is not `x` (Nemotron 3 routes on the hidden state and runs its
+  // experts on a smaller projection of it): [T, router.cols]. Null: x.
+  const float* route_x = nullptr;  int64_t ld_route_x = 0;
+  WeightMatrix router;  // [E, router input width]
+  // Per expert: [2·intermediate, hidden], rows gate ‖ up; when !gated, up alone [intermediate,
+  // hidden].
+  const WeightMatrix* gate_up = nullptr;
   const WeightMatrix* down = nullptr;  // per expert [hidden, intermediate]
   float* out = nullptr;  int64_t ld_out = 0;  // [T, hidden]
 };

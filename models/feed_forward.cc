@@ -61,9 +61,11 @@ void PlainMlp::Forward(const ForwardContext& ctx, const float* x, float* out) co
 MixtureOfExperts MixtureOfExperts::Shaped(const ModelConfig& config) {
   MixtureOfExperts moe;
   moe.hidden_ = config.hidden_size;
-  moe.intermediate_ = config.intermediate_size;
+  moe.width_ = config.expert_latent_size > 0 ? config.expert_latent_size : config.hidden_size;
+  moe.intermediate_ = config.expert_intermediate_size;
   moe.top_k_ = config.experts_per_token;
-  moe.renormalize_ = config.renormalize_experts;
+  moe.routing_ = config.expert_routing;
+  moe.gated_ = config.ffn_gated;
   moe.act_ = config.ffn_activation;
   return moe;
 }
@@ -71,7 +73,7 @@ MixtureOfExperts MixtureOfExperts::Shaped(const ModelConfig& config) {
 absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const std::string& p,
                                                         const ModelConfig& config) {
   MixtureOfExperts moe = Shaped(config);
-  const int64_t h = config.hidden_size, i = config.intermediate_size;
+  const int64_t h = config.hidden_size, i = config.expert_intermediate_size;
   TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.weight", config.num_experts, h));
   for (int32_t e = 0; e < config.num_experts; ++e) {
     const std::string ep = absl::StrCat(p, "experts.", e, ".");
@@ -90,21 +92,56 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadStacked(WeightStore& w,
                                                                const std::string& p,
                                                                const ModelConfig& config) {
   MixtureOfExperts moe = Shaped(config);
-  const int64_t h = config.hidden_size, i = config.intermediate_size, e = config.num_experts;
+  const int64_t h = config.hidden_size, i = config.expert_intermediate_size, e = config.num_experts;
   TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.layer.weight", e, h));
   TANDEM_ASSIGN_OR_RETURN(moe.gate_up_, w.Matrices(p + "input_linear.weight", e, 2 * i, h));
   TANDEM_ASSIGN_OR_RETURN(moe.down_, w.Matrices(p + "output_linear.weight", e, h, i));
   return moe;
 }
 
+absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadNemotronH(WeightStore& w,
+                                                                 const std::string& p,
+                                                                 const ModelConfig& config) {
+  MixtureOfExperts moe = Shaped(config);
+  const int64_t h = config.hidden_size, i = config.expert_intermediate_size, e = config.num_experts;
+  const int64_t width = moe.width_;
+  TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "gate.weight", e, h));
+  TANDEM_ASSIGN_OR_RETURN(moe.routing_.bias, w.Get(p + "gate.e_score_correction_bias", {e}));
+  if (w.Has(p + "experts.up_proj")) {
+    TANDEM_ASSIGN_OR_RETURN(moe.gate_up_, w.Matrices(p + "experts.up_proj", e, i, width));
+    TANDEM_ASSIGN_OR_RETURN(moe.down_, w.Matrices(p + "experts.down_proj", e, width, i));
+  } else {
+    for (int64_t x = 0; x < e; ++x) {
+      const std::string ep = absl::StrCat(p, "experts.", x, ".");
+      kernels::WeightMatrix up;
+      kernels::WeightMatrix down;
+      TANDEM_ASSIGN_OR_RETURN(up, w.Matrix(ep + "up_proj.weight", i, width));
+      TANDEM_ASSIGN_OR_RETURN(down, w.Matrix(ep + "down_proj.weight", width, i));
+      moe.gate_up_.push_back(up);
+      moe.down_.push_back(down);
+    }
+  }
+  if (config.expert_latent_size > 0) {
+    TANDEM_ASSIGN_OR_RETURN(moe.to_latent_, w.Matrix(p + "fc1_latent_proj.weight", width, h));
+    TANDEM_ASSIGN_OR_RETURN(moe.from_latent_, w.Matrix(p + "fc2_latent_proj.weight", h, width));
+    if (config.ffn_bias) {
+      TANDEM_ASSIGN_OR_RETURN(moe.to_latent_bias_, w.Get(p + "fc1_latent_proj.bias", {width}));
+      TANDEM_ASSIGN_OR_RETURN(moe.from_latent_bias_, w.Get(p + "fc2_latent_proj.bias", {h}));
+    }
+  }
+  return moe;
+}
+
 void MixtureOfExperts::Forward(const ForwardContext& ctx, const float* x, float* out) const {
+  const bool latent = to_latent_.data != nullptr;
   kernels::MoeArgs args;
   args.tokens = ctx.rows;
-  args.hidden = hidden_;
+  args.hidden = width_;
   args.intermediate = intermediate_;
   args.num_experts = static_cast<int32_t>(gate_up_.size());
   args.top_k = top_k_;
-  args.renormalize = renormalize_;
+  args.routing = routing_;
+  args.gated = gated_;
   args.act = act_;
   args.x = x;
   args.ld_x = hidden_;
@@ -113,7 +150,21 @@ void MixtureOfExperts::Forward(const ForwardContext& ctx, const float* x, float*
   args.down = down_.data();
   args.out = out;
   args.ld_out = hidden_;
+  if (latent) {
+    // The router reads the hidden state; the experts, its projection.
+    float* projected = ctx.ws.Floats(ctx.rows * width_);
+    ctx.ops.Linear(x, hidden_, ctx.rows, to_latent_, to_latent_bias_, projected, width_);
+    args.route_x = x;
+    args.ld_route_x = hidden_;
+    args.x = projected;
+    args.ld_x = width_;
+    args.out = ctx.ws.Floats(ctx.rows * width_);
+    args.ld_out = width_;
+  }
   ctx.ops.Moe(args, ctx.ws);
+  if (latent) {
+    ctx.ops.Linear(args.out, width_, ctx.rows, from_latent_, from_latent_bias_, out, hidden_);
+  }
 }
 
 }  // namespace tandem::models

@@ -1,6 +1,7 @@
-// Feed-forward parts of a decoder layer: the gated MLP down(act(gate·x) ⊙ up·x) and a top-k
-// mixture of such experts (Jamba: the top-k of a softmax over all experts, kept as they are;
-// Granite: a softmax over the k selected, i.e. renormalised).
+// Feed-forward parts of a decoder layer: the gated MLP down(act(gate·x) ⊙ up·x), the plain one
+// down(act(up·x)), and a top-k mixture of experts of either kind (Jamba: the top-k of a softmax
+// over all experts, kept as they are; Granite: renormalised; Nemotron 3: sigmoid-scored, plain
+// experts, kernels::MoeRouting).
 #ifndef TANDEM_MODELS_FEED_FORWARD_H_
 #define TANDEM_MODELS_FEED_FORWARD_H_
 
@@ -65,20 +66,35 @@ class MixtureOfExperts {
   static absl::StatusOr<MixtureOfExperts> LoadStacked(WeightStore& weights,
                                                       const std::string& prefix,
                                                       const ModelConfig& config);
+  // Nemotron 3's routed experts under `prefix`: gate.weight [E, H] and
+  // gate.e_score_correction_bias [E]; each expert's up_proj [I, W] and down_proj [W, I], as
+  // experts.{e}.{up,down}_proj.weight (the hub's checkpoints) or stacked as experts.up_proj
+  // [E, I, W] and experts.down_proj [E, W, I] (transformers 5's names); W is the latent width,
+  // with fc1_latent_proj [W, H] and fc2_latent_proj [H, W] (+ biases when ffn_bias), or H.
+  static absl::StatusOr<MixtureOfExperts> LoadNemotronH(WeightStore& weights,
+                                                        const std::string& prefix,
+                                                        const ModelConfig& config);
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
   // The dimensions and routing rule from `config`, without weights.
   static MixtureOfExperts Shaped(const ModelConfig& config);
 
-  int32_t hidden_ = 0;
+  int32_t hidden_ = 0;  // the layer's input and output width
+  int32_t width_ = 0;   // the experts' (the latent projection's, when there is one)
   int32_t intermediate_ = 0;
   int32_t top_k_ = 0;
-  bool renormalize_ = false;
+  kernels::MoeRouting routing_;
+  bool gated_ = true;
   kernels::Activation act_ = kernels::Activation::kSilu;
   kernels::WeightMatrix router_;
-  std::vector<kernels::WeightMatrix> gate_up_;
+  std::vector<kernels::WeightMatrix> gate_up_;  // or up alone, when !gated_
   std::vector<kernels::WeightMatrix> down_;
+  // Nemotron 3's latent projection, hidden → width_ before the experts and back after.
+  kernels::WeightMatrix to_latent_;
+  kernels::WeightMatrix from_latent_;
+  const float* to_latent_bias_ = nullptr;
+  const float* from_latent_bias_ = nullptr;
 };
 
 }  // namespace tandem::models

@@ -307,7 +307,15 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         const std::string bp = absl::StrCat(root, "layers.", i, ".");
         const float* norm = nullptr;
         TANDEM_ASSIGN_OR_RETURN(norm, w.Get(bp + "norm.weight", {h}));
-        if (layer.spec.mixer == MixerKind::kNone) {
+        if (layer.spec.ffn == FfnKind::kMoe) {
+          layer.ffn_norm = norm;
+          TANDEM_ASSIGN_OR_RETURN(layer.moe,
+                                  MixtureOfExperts::LoadNemotronH(w, bp + "mixer.", c));
+          TANDEM_ASSIGN_OR_RETURN(
+              layer.shared_expert,
+              PlainMlp::Load(w, bp + "mixer.shared_experts.", c.hidden_size,
+                             c.shared_mlp_intermediate, c.ffn_activation, c.ffn_bias));
+        } else if (layer.spec.mixer == MixerKind::kNone) {
           layer.ffn_norm = norm;
           TANDEM_ASSIGN_OR_RETURN(
               layer.plain_mlp, PlainMlp::Load(w, bp + "mixer.", c.hidden_size,
@@ -331,6 +339,9 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
       continue;
     }
     if (c.tie_word_embeddings && name == "lm_head.weight") continue;
+    // Nemotron 3's multi-token-prediction layers draft tokens for speculative decoding, which
+    // tandem does not do; the model's own layers decode without them.
+    if (c.family == Family::kNemotronH && name.starts_with("mtp.")) continue;
     unused.push_back(name);
   }
   if (!unused.empty()) {
@@ -549,13 +560,18 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
 
   if (layer.ffn_norm != nullptr) {
     ops.RmsNorm(hidden, h, rows, h, layer.ffn_norm, eps, x, h);
-    if (layer.shared_mlp && layer.moe) {
-      // Granite: the experts' output plus the shared MLP's. The shared MLP runs first: how
-      // much scratch the experts take depends on the routing, and every buffer taken after
-      // them would move from step to step (a device replays a step's launches only when their
-      // arguments stay put: kernels/cuda/cuda_ops.h).
+    if (layer.moe && (layer.shared_mlp || layer.shared_expert)) {
+      // Granite's experts beside its shared MLP, Nemotron 3's beside its shared expert: the
+      // sum of the two. The shared part runs first: how much scratch the experts take depends
+      // on the routing, and every buffer taken after them would move from step to step (a
+      // device replays a step's launches only when their arguments stay put:
+      // kernels/cuda/cuda_ops.h).
       float* shared = ctx.ws.Floats(rows * h);
-      layer.shared_mlp->Forward(ctx, x, shared);
+      if (layer.shared_mlp) {
+        layer.shared_mlp->Forward(ctx, x, shared);
+      } else {
+        layer.shared_expert->Forward(ctx, x, shared);
+      }
       layer.moe->Forward(ctx, x, mixed);
       ops.AddRows(shared, h, rows, h, mixed, h);
     } else if (layer.shared_mlp) {

@@ -112,8 +112,9 @@ class Model {
     std::optional<MixtureOfExperts> moe;
     // Granite: the MLP that runs beside the experts (or alone, in a model without experts).
     std::optional<GatedMlp> shared_mlp;
-    // Nemotron-H's MLP layers (ungated).
+    // Nemotron-H's MLP layers (ungated), and the shared expert beside Nemotron 3's experts.
     std::optional<PlainMlp> plain_mlp;
+    std::optional<PlainMlp> shared_expert;
     // Zamba2 hybrid layers: the shared block (by index), this position's adapters, `linear`.
     Zamba2Adapters adapters;
     kernels::WeightMatrix hybrid_linear;

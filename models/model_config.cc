@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/moe_routing.h"
 #include "models/json_file.h"
 #include "models/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -59,7 +60,10 @@ class Fields {
   static int64_t UpperLimit(std::string_view key) {
     if (key == "vocab_size") return int64_t{1} << 24;
     if (key == "num_hidden_layers") return 4096;
-    if (key == "intermediate_size" || key == "shared_intermediate_size") return int64_t{1} << 20;
+    if (key == "intermediate_size" || key == "shared_intermediate_size" ||
+        key == "moe_intermediate_size" || key == "moe_shared_expert_intermediate_size") {
+      return int64_t{1} << 20;
+    }
     if (key == "mamba_expand" || key == "expand" || key == "mamba_d_conv" ||
         key == "conv_kernel") {
       return 64;
@@ -266,6 +270,7 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
     return f.Error("num_experts_per_tok", absl::StrCat("= ", c.experts_per_token, " exceeds ",
                                                        experts_key, " = ", c.num_experts));
   }
+  c.expert_intermediate_size = c.intermediate_size;
 
   for (int32_t i = 0; i < c.num_layers; ++i) {
     LayerSpec layer;
@@ -534,7 +539,8 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
     }
     TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 11008));
   }
-  c.renormalize_experts = true;
+  c.expert_intermediate_size = c.intermediate_size;
+  c.expert_routing.renormalize = true;
   TANDEM_ASSIGN_OR_RETURN(c.shared_mlp_intermediate, f.Positive("shared_intermediate_size", 1024));
 
   std::vector<std::string> types(static_cast<size_t>(c.num_layers), "mamba");
@@ -581,9 +587,110 @@ std::optional<int64_t> NemotronHListedLayers(const Fields& f) {
   return std::nullopt;
 }
 
+// One Nemotron-H block's kind: a mixer, or a feed-forward part alone (MLP or experts).
+struct NemotronHBlock {
+  MixerKind mixer = MixerKind::kNone;
+  FfnKind ffn = FfnKind::kNone;
+};
+
+// The layer list: the hub's pattern string, or transformers v5's list (under either name).
+absl::StatusOr<std::vector<NemotronHBlock>> ParseNemotronHBlocks(const Fields& f) {
+  std::vector<NemotronHBlock> blocks;
+  if (f.Has("hybrid_override_pattern")) {
+    std::string pattern;
+    TANDEM_ASSIGN_OR_RETURN(pattern, f.String("hybrid_override_pattern", ""));
+    for (size_t i = 0; i < pattern.size(); ++i) {
+      const char k = pattern[i];
+      if (k == 'M') {
+        blocks.push_back({MixerKind::kMamba2, FfnKind::kNone});
+      } else if (k == '*') {
+        blocks.push_back({MixerKind::kAttention, FfnKind::kNone});
+      } else if (k == '-') {
+        blocks.push_back({MixerKind::kNone, FfnKind::kDense});
+      } else if (k == 'E') {
+        blocks.push_back({MixerKind::kNone, FfnKind::kMoe});
+      } else {
+        return f.Error("hybrid_override_pattern",
+                       absl::StrCat("has '", std::string(1, k), "' at ", i,
+                                    "; expected M (Mamba-2), * (attention), - (MLP) or E "
+                                    "(experts)"));
+      }
+    }
+    return blocks;
+  }
+  const char* key = NemotronHLayerKey(f);
+  if (!f.Has(key) || !f.json()[key].is_array()) {
+    return f.Error("hybrid_override_pattern",
+                   "is missing (and no layers_block_type list is given instead)");
+  }
+  for (const Json& e : f.json()[key]) {
+    const std::string t = e.is_string() ? e.get<std::string>() : e.dump();
+    if (t == "mamba" || t == "linear_attention") {
+      blocks.push_back({MixerKind::kMamba2, FfnKind::kNone});
+    } else if (t == "attention" || t == "full_attention") {
+      blocks.push_back({MixerKind::kAttention, FfnKind::kNone});
+    } else if (t == "mlp") {
+      blocks.push_back({MixerKind::kNone, FfnKind::kDense});
+    } else if (t == "moe") {
+      blocks.push_back({MixerKind::kNone, FfnKind::kMoe});
+    } else {
+      return f.Error(key, absl::StrCat("has \"", t.substr(0, 32), "\"; expected mamba, "
+                                       "attention, mlp or moe (or their v5 names)"));
+    }
+  }
+  return blocks;
+}
+
+// Nemotron 3's expert layers: n_routed_experts plain (up → act → down) experts, picked by a
+// sigmoid router with a correction bias (in groups, weights renormalised and scaled), beside one
+// plain shared expert; the routed experts may run on a latent projection of the hidden state.
+absl::Status ParseNemotronHExperts(const Fields& f, ModelConfig& c) {
+  const char* experts_key =
+      f.Has("num_local_experts") && !f.Has("n_routed_experts") ? "num_local_experts"
+                                                                : "n_routed_experts";
+  TANDEM_ASSIGN_OR_RETURN(c.num_experts, f.Positive(experts_key));
+  TANDEM_ASSIGN_OR_RETURN(c.experts_per_token, f.Positive("num_experts_per_tok"));
+  TANDEM_ASSIGN_OR_RETURN(c.expert_intermediate_size, f.Positive("moe_intermediate_size"));
+  TANDEM_ASSIGN_OR_RETURN(c.shared_mlp_intermediate,
+                          f.Positive("moe_shared_expert_intermediate_size"));
+  int64_t shared_experts;
+  TANDEM_ASSIGN_OR_RETURN(shared_experts, f.Int("n_shared_experts", 1));
+  if (shared_experts != 1) {
+    // transformers' NemotronH builds exactly one shared expert whatever this says.
+    return f.Error("n_shared_experts", absl::StrCat("= ", shared_experts,
+                                                    "; Nemotron-H layers have one shared expert"));
+  }
+  if (f.Has("moe_latent_size")) {
+    TANDEM_ASSIGN_OR_RETURN(c.expert_latent_size, f.Positive("moe_latent_size"));
+  }
+  kernels::MoeRouting& r = c.expert_routing;
+  r.score = kernels::MoeRouting::Score::kSigmoid;
+  TANDEM_ASSIGN_OR_RETURN(r.renormalize, f.Bool("norm_topk_prob", true));
+  TANDEM_ASSIGN_OR_RETURN(r.groups, f.Positive("n_group", 1));
+  TANDEM_ASSIGN_OR_RETURN(r.top_groups, f.Positive("topk_group", 1));
+  double scale;
+  TANDEM_ASSIGN_OR_RETURN(scale, f.Number("routed_scaling_factor", 1.0));
+  if (!(scale > 0.0) || !std::isfinite(scale)) {
+    return f.Error("routed_scaling_factor", absl::StrCat("must be a positive finite number, found ",
+                                                         f.json()["routed_scaling_factor"].dump()));
+  }
+  r.scale = static_cast<float>(scale);
+  if (!kernels::RoutingFits(r, c.num_experts, c.experts_per_token)) {
+    return f.Error("n_group",
+                   absl::StrCat("= ", r.groups, " with topk_group = ", r.top_groups,
+                                " cannot route ", c.experts_per_token, " of ", c.num_experts,
+                                " experts: n_group must divide them into groups of two or more "
+                                "(at most ", kernels::kMaxMoeGroups,
+                                " groups), topk_group be in [1, n_group], and the chosen groups "
+                                "hold num_experts_per_tok"));
+  }
+  return absl::OkStatus();
+}
+
 // NVIDIA Nemotron-H (transformers' NemotronH): a stack of single-purpose blocks, each
-// norm → one of {Mamba-2 mixer, attention without positional encoding, ungated relu² MLP} →
-// residual add, listed by hybrid_override_pattern ("M", "*", "-") or layers_block_type.
+// norm → one of {Mamba-2 mixer, attention without positional encoding, ungated relu² MLP,
+// Nemotron 3's experts} → residual add, listed by hybrid_override_pattern ("M", "*", "-", "E")
+// or layers_block_type.
 absl::Status ParseNemotronH(const Fields& f, ModelConfig& c) {
   c.family = Family::kNemotronH;
   const int32_t h = c.hidden_size;
@@ -592,56 +699,11 @@ absl::Status ParseNemotronH(const Fields& f, ModelConfig& c) {
   c.rms_norm_eps = static_cast<float>(eps);
   TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
 
-  // The layer list: the hub's pattern string, or transformers v5's list (either names).
-  std::vector<MixerKind> kinds;
-  if (f.Has("hybrid_override_pattern")) {
-    std::string pattern;
-    TANDEM_ASSIGN_OR_RETURN(pattern, f.String("hybrid_override_pattern", ""));
-    for (size_t i = 0; i < pattern.size(); ++i) {
-      const char k = pattern[i];
-      if (k == 'M') {
-        kinds.push_back(MixerKind::kMamba2);
-      } else if (k == '*') {
-        kinds.push_back(MixerKind::kAttention);
-      } else if (k == '-') {
-        kinds.push_back(MixerKind::kNone);
-      } else if (k == 'E') {
-        return absl::UnimplementedError(absl::StrCat(
-            f.source(), ": field 'hybrid_override_pattern' has mixture-of-experts layers ('E' at ",
-            i, ", Nemotron 3), which tandem does not run yet"));
-      } else {
-        return f.Error("hybrid_override_pattern",
-                       absl::StrCat("has '", std::string(1, k), "' at ", i,
-                                    "; expected M (Mamba-2), * (attention) or - (MLP)"));
-      }
-    }
-  } else {
-    const char* key = NemotronHLayerKey(f);
-    if (!f.Has(key) || !f.json()[key].is_array()) {
-      return f.Error("hybrid_override_pattern",
-                     "is missing (and no layers_block_type list is given instead)");
-    }
-    for (const Json& e : f.json()[key]) {
-      const std::string t = e.is_string() ? e.get<std::string>() : e.dump();
-      if (t == "mamba" || t == "linear_attention") {
-        kinds.push_back(MixerKind::kMamba2);
-      } else if (t == "attention" || t == "full_attention") {
-        kinds.push_back(MixerKind::kAttention);
-      } else if (t == "mlp") {
-        kinds.push_back(MixerKind::kNone);
-      } else if (t == "moe") {
-        return absl::UnimplementedError(absl::StrCat(
-            f.source(), ": field '", key,
-            "' has mixture-of-experts layers (Nemotron 3), which tandem does not run yet"));
-      } else {
-        return f.Error(key, absl::StrCat("has \"", t.substr(0, 32), "\"; expected mamba, "
-                                         "attention or mlp (or their v5 names)"));
-      }
-    }
-  }
-  if (static_cast<int64_t>(kinds.size()) != c.num_layers) {
+  std::vector<NemotronHBlock> blocks;
+  TANDEM_ASSIGN_OR_RETURN(blocks, ParseNemotronHBlocks(f));
+  if (static_cast<int64_t>(blocks.size()) != c.num_layers) {
     return f.Error("num_hidden_layers", absl::StrCat("= ", c.num_layers, " but the layer list has ",
-                                                     kinds.size(), " entries"));
+                                                     blocks.size(), " entries"));
   }
 
   AttentionDims& a = c.attention;
@@ -689,17 +751,21 @@ absl::Status ParseNemotronH(const Fields& f, ModelConfig& c) {
   }
   c.ffn_gated = false;
   TANDEM_ASSIGN_OR_RETURN(c.ffn_bias, f.Bool("mlp_bias", false));
-  const bool has_mlp = std::find(kinds.begin(), kinds.end(), MixerKind::kNone) != kinds.end();
-  if (has_mlp) {
+  auto any = [&](FfnKind ffn) {
+    return std::any_of(blocks.begin(), blocks.end(),
+                       [&](const NemotronHBlock& b) { return b.ffn == ffn; });
+  };
+  if (any(FfnKind::kDense)) {
     TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size"));
   }
+  if (any(FfnKind::kMoe)) TANDEM_RETURN_IF_ERROR(ParseNemotronHExperts(f, c));
 
-  for (MixerKind kind : kinds) {
+  for (const NemotronHBlock& block : blocks) {
     LayerSpec layer;
-    layer.mixer = kind;
-    if (kind == MixerKind::kAttention) layer.attention_index = c.num_attention_layers++;
-    if (kind == MixerKind::kMamba2) layer.ssm_index = c.num_ssm_layers++;
-    layer.ffn = kind == MixerKind::kNone ? FfnKind::kDense : FfnKind::kNone;
+    layer.mixer = block.mixer;
+    layer.ffn = block.ffn;
+    if (block.mixer == MixerKind::kAttention) layer.attention_index = c.num_attention_layers++;
+    if (block.mixer == MixerKind::kMamba2) layer.ssm_index = c.num_ssm_layers++;
     c.layers.push_back(layer);
   }
   return absl::OkStatus();

@@ -93,18 +93,24 @@ struct ModelConfig {
   Mamba2Dims mamba2;
 
   // Feed-forward (Jamba dense MLP and experts; Zamba2's shared-block MLP; Nemotron-H's MLP
-  // layers, which are ungated: down(act(up·x)), with biases when ffn_bias).
+  // layers and experts, which are ungated: down(act(up·x)), with biases when ffn_bias, the
+  // experts excepted).
   int32_t intermediate_size = 0;
   kernels::Activation ffn_activation = kernels::Activation::kSilu;
   bool ffn_gated = true;
   bool ffn_bias = false;
   int32_t num_experts = 0;
   int32_t experts_per_token = 0;
-  // Granite's router: softmax over the k selected logits (the top-k weights renormalised to sum
-  // to 1), where Jamba keeps the top-k of the softmax over every expert as they are.
-  bool renormalize_experts = false;
-  // Granite: an always-on gated MLP beside the experts (or alone, with no experts) in every
-  // layer; 0 = none.
+  int32_t expert_intermediate_size = 0;  // each expert's I
+  // How the router picks experts (kernels/ops.h; a correction bias, when the rule has one, is a
+  // weight of each layer's). Jamba keeps the top-k of a softmax over every expert as they are;
+  // Granite renormalises them; Nemotron 3 scores by sigmoid, in groups, scaled.
+  kernels::MoeRouting expert_routing;
+  // Nemotron 3: the experts run on a projection of the hidden state to this width, projected
+  // back after (0 = no projection).
+  int32_t expert_latent_size = 0;
+  // An always-on MLP beside the experts (Granite's gated one, which also runs alone in a model
+  // without experts; Nemotron 3's plain shared expert): its intermediate size, 0 = none.
   int32_t shared_mlp_intermediate = 0;
 
   // Granite's scalar multipliers (1 elsewhere): embeddings × embedding_multiplier, each

@@ -112,10 +112,36 @@ nlohmann::json NemotronH100M() {
           {"mlp_hidden_act", "relu2"}};
 }
 
+// Nemotron 3 Nano's proportions (hidden 2688, 52 layers, 128 experts of which 6 run, beside a
+// shared expert of twice their width, weights ×2.5) at 100M-scale: expert layers between the
+// Mamba-2 ones, attention every sixth or seventh layer, 16 experts of which 4 run.
+nlohmann::json Nemotron3100M() {
+  return {{"architectures", {"NemotronHForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"hybrid_override_pattern", "MEMEM*EMEMEM*EMEMEME"},
+          {"num_attention_heads", 12},
+          {"num_key_value_heads", 2},
+          {"head_dim", 64},
+          {"mamba_num_heads", 24},
+          {"mamba_head_dim", 64},
+          {"n_groups", 8},
+          {"ssm_state_size", 128},
+          {"conv_kernel", 4},
+          {"chunk_size", 128},
+          {"n_routed_experts", 16},
+          {"num_experts_per_tok", 4},
+          {"moe_intermediate_size", 256},
+          {"moe_shared_expert_intermediate_size", 512},
+          {"routed_scaling_factor", 2.5},
+          {"mlp_hidden_act", "relu2"}};
+}
+
 }  // namespace
 
 std::vector<std::string> ModelPresetNames() {
-  return {"jamba-100m", "zamba2-100m", "mamba2-100m", "granite-100m", "nemotron-h-100m"};
+  return {"jamba-100m",   "zamba2-100m",     "mamba2-100m",
+          "granite-100m", "nemotron-h-100m", "nemotron3-100m"};
 }
 
 absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
@@ -124,6 +150,7 @@ absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
   if (name == "mamba2-100m") return Mamba2100M();
   if (name == "granite-100m") return Granite100M();
   if (name == "nemotron-h-100m") return NemotronH100M();
+  if (name == "nemotron3-100m") return Nemotron3100M();
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown model preset '", name, "' (known: ", absl::StrJoin(ModelPresetNames(), ", "), ")"));
 }

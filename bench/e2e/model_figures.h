@@ -25,8 +25,9 @@ inline ModelFigures Estimate(const models::Model& model) {
   double inactive = 0;
   for (const models::LayerSpec& layer : c.layers) {
     if (layer.ffn == models::FfnKind::kMoe) {
-      inactive +=
-          static_cast<double>(c.num_experts - c.experts_per_token) * 3 * c.hidden_size * c.intermediate_size;
+      const double width = c.expert_latent_size > 0 ? c.expert_latent_size : c.hidden_size;
+      inactive += static_cast<double>(c.num_experts - c.experts_per_token) *
+                  (c.ffn_gated ? 3 : 2) * width * c.expert_intermediate_size;
     }
   }
   const double lm_head = vocab_matrix;

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/fast_math.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/moe_routing.h"
 #include "kernels/scalar_math.h"
 
 namespace tandem::kernels {
@@ -240,13 +241,18 @@ void CpuOps::Activate(Activation act, float* x, int64_t ld_x, int64_t rows, int6
 void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int64_t T = a.tokens, H = a.hidden, I = a.intermediate;
   const int32_t E = a.num_experts, K = a.top_k;
+  const int64_t up_rows = a.gated ? 2 * I : I;
   float* logits = ws.Floats(T * E);
-  Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
+  if (a.route_x != nullptr) {
+    Linear(a.route_x, a.ld_route_x, T, a.router, nullptr, logits, E);
+  } else {
+    Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
+  }
   int32_t* experts = ws.Array<int32_t>(T * K);
   float* weights = ws.Floats(T * K);
   pool_.ParallelFor(T, 64, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      RouteTopK(logits + t * E, E, K, a.renormalize, experts + t * K, weights + t * K);
+      RouteToken(logits + t * E, E, K, a.routing, experts + t * K, weights + t * K);
     }
   });
   // Bucket the (token, weight) pairs by expert, tokens in increasing order within a bucket.
@@ -268,7 +274,7 @@ void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
   int64_t max_rows = 0;
   for (int32_t e = 0; e < E; ++e) max_rows = std::max(max_rows, offset[e + 1] - offset[e]);
   float* xin = ws.Floats(max_rows * H);
-  float* gu = ws.Floats(max_rows * 2 * I);
+  float* gu = ws.Floats(max_rows * up_rows);
   float* yout = ws.Floats(max_rows * H);
   for (int64_t t = 0; t < T; ++t) std::fill(a.out + t * a.ld_out, a.out + t * a.ld_out + H, 0.0f);
   for (int32_t e = 0; e < E; ++e) {
@@ -283,9 +289,13 @@ void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
       src = xin;
       ld_src = H;
     }
-    Linear(src, ld_src, cnt, a.gate_up[e], nullptr, gu, 2 * I);
-    GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, cnt, I, gu, 2 * I);
-    Linear(gu, 2 * I, cnt, a.down[e], nullptr, yout, H);
+    Linear(src, ld_src, cnt, a.gate_up[e], nullptr, gu, up_rows);
+    if (a.gated) {
+      GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, cnt, I, gu, 2 * I);
+    } else {
+      Activate(a.act, gu, I, cnt, I);
+    }
+    Linear(gu, up_rows, cnt, a.down[e], nullptr, yout, H);
     // Rows within an expert belong to distinct tokens, so the scatter parallelises safely.
     pool_.ParallelFor(cnt, RowGrain(H), [&](int64_t q0, int64_t q1) {
       for (int64_t r = q0; r < q1; ++r) {

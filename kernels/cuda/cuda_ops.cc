@@ -76,6 +76,14 @@ void Sign(LaunchSignature& signature, const KeySplits& splits) {
   signature.Add(splits.out);
   signature.Add(splits.lse);
 }
+void Sign(LaunchSignature& signature, const MoeRouting& routing) {
+  signature.Add(static_cast<int>(routing.score));
+  signature.Add(routing.renormalize);
+  signature.Add(routing.bias);
+  signature.Add(routing.groups);
+  signature.Add(routing.top_groups);
+  signature.Add(routing.scale);
+}
 void Sign(LaunchSignature& signature, const PartList& list) {
   signature.Add(list.count);
   for (size_t i = 0; i < list.count; ++i) signature.Add(list.parts[i]);
@@ -537,6 +545,7 @@ bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count, const vo
 void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int64_t T = a.tokens, H = a.hidden, I = a.intermediate;
   const int32_t E = a.num_experts, K = a.top_k;
+  const int64_t up_rows = a.gated ? 2 * I : I;
   if (!Ok() || T <= 0) return;
   const void* const* gate_up = nullptr;
   const void* const* down = nullptr;
@@ -547,29 +556,38 @@ void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
     return;
   }
   float* logits = ws.Floats(T * E);
-  Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
+  if (a.route_x != nullptr) {
+    Linear(a.route_x, a.ld_route_x, T, a.router, nullptr, logits, E);
+  } else {
+    Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
+  }
   const int64_t entries = T * K;
   int32_t* chosen = ws.Array<int32_t>(entries);
   float* weights = ws.Floats(entries);
   int64_t* offsets = ws.Array<int64_t>(E + 1);
   int32_t* rows = ws.Array<int32_t>(entries);
   int32_t* position = ws.Array<int32_t>(entries);
-  Launch<&cuda::MoeRoute>("Moe route", static_cast<const float*>(logits), T, E, K, a.renormalize,
+  Launch<&cuda::MoeRoute>("Moe route", static_cast<const float*>(logits), T, E, K, a.routing,
                           chosen, weights);
   Launch<&cuda::MoeBucket>("Moe bucket", static_cast<const int32_t*>(chosen), T, E, K, offsets,
                            rows, position);
   // The bucketed rows (expert e's at [offsets[e], offsets[e+1])); an expert has at most T.
   float* xin = ws.Floats(entries * a.ld_x);
-  float* gu = ws.Floats(entries * 2 * I);
+  float* gu = ws.Floats(entries * up_rows);
   float* yout = ws.Floats(entries * H);
   const WeightMatrix tokens = WeightMatrix::F32(a.x, T, a.ld_x);
   Launch<&cuda::GatherRows>("Moe gather", tokens, static_cast<const int32_t*>(rows), entries, xin,
                             a.ld_x);
   Launch<&cuda::GroupedLinear>("Moe gate_up", static_cast<const float*>(xin), a.ld_x, T,
                                static_cast<const int64_t*>(offsets), E, a.gate_up[0].format,
-                               gate_up, gate_up_scales, 2 * I, H, gu, 2 * I, batch_invariant_);
-  GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, entries, I, gu, 2 * I);
-  Launch<&cuda::GroupedLinear>("Moe down", static_cast<const float*>(gu), 2 * I, T,
+                               gate_up, gate_up_scales, up_rows, H, gu, up_rows,
+                               batch_invariant_);
+  if (a.gated) {
+    GatedActivation(a.act, gu, 2 * I, gu + I, 2 * I, entries, I, gu, 2 * I);
+  } else {
+    Activate(a.act, gu, I, entries, I);
+  }
+  Launch<&cuda::GroupedLinear>("Moe down", static_cast<const float*>(gu), up_rows, T,
                                static_cast<const int64_t*>(offsets), E, a.down[0].format, down,
                                down_scales, H, I, yout, H, batch_invariant_);
   Launch<&cuda::MoeCombine>("Moe combine", static_cast<const float*>(yout), H,

@@ -3,40 +3,20 @@
 #include <cmath>
 
 #include "kernels/cuda/moe_kernels.h"
+#include "kernels/moe_routing.h"
 #include "kernels/cuda/warp_math.cuh"
 
 namespace tandem::kernels::cuda {
 namespace {
 
-// One thread per token: experts and top_k are small, and the repeated arg-max keeps the
-// reference's order of choice exactly.
+// One thread per token: experts and top_k are small, and RouteToken is the host backends' own
+// code, so the device picks the experts they pick.
 __global__ void MoeRouteKernel(const float* logits, int64_t tokens, int32_t experts, int32_t top_k,
-                               bool renormalize, int32_t* chosen, float* weights) {
+                               MoeRouting routing, int32_t* chosen, float* weights) {
   const int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (t >= tokens) return;
-  const float* row = logits + t * experts;
-  int32_t* mine = chosen + t * top_k;
-  float* w = weights + t * top_k;
-  float max_logit = -INFINITY;
-  for (int32_t e = 0; e < experts; ++e) max_logit = fmaxf(max_logit, row[e]);
-  float sum = 0.0f;
-  for (int32_t e = 0; e < experts; ++e) sum += expf(row[e] - max_logit);
-  float total = 0.0f;
-  for (int32_t j = 0; j < top_k; ++j) {
-    int32_t best = -1;
-    for (int32_t e = 0; e < experts; ++e) {
-      bool taken = false;
-      for (int32_t i = 0; i < j; ++i) taken |= mine[i] == e;
-      if (taken) continue;
-      if (best < 0 || row[e] > row[best]) best = e;
-    }
-    mine[j] = best;
-    w[j] = expf(row[best] - max_logit) / sum;
-    total += w[j];
-  }
-  if (renormalize) {
-    for (int32_t j = 0; j < top_k; ++j) w[j] /= total;
-  }
+  RouteToken(logits + t * experts, experts, top_k, routing, chosen + t * top_k,
+             weights + t * top_k);
 }
 
 // One block; thread e owns expert e: it counts its entries, and after the offsets are summed,
@@ -87,13 +67,15 @@ __global__ void MoeCombineKernel(const float* y, int64_t ld_y, const int32_t* po
 }  // namespace
 
 cudaError_t MoeRoute(cudaStream_t stream, const float* logits, int64_t tokens, int32_t experts,
-                     int32_t top_k, bool renormalize, int32_t* chosen, float* weights) {
+                     int32_t top_k, const MoeRouting& routing, int32_t* chosen,
+                     float* weights) {
   if (tokens <= 0) return cudaSuccess;
-  if (experts < 1 || experts > kMaxMoeExperts || top_k < 1 || top_k > experts) {
+  if (experts < 1 || experts > kMaxMoeExperts || top_k < 1 || top_k > experts ||
+      !RoutingFits(routing, experts, top_k)) {
     return cudaErrorInvalidValue;
   }
   MoeRouteKernel<<<Blocks(tokens, 128), 128, 0, stream>>>(logits, tokens, experts, top_k,
-                                                          renormalize, chosen, weights);
+                                                          routing, chosen, weights);
   return cudaGetLastError();
 }
 

@@ -9,16 +9,17 @@
 
 #include <cstdint>
 
+#include "kernels/ops.h"
+
 namespace tandem::kernels::cuda {
 
 inline constexpr int kMaxMoeExperts = 1024;
 
-// Per token: softmax over its `experts` router logits, the top_k by repeated arg-max (higher
-// probability first, the lower expert on ties), their probabilities as weights, rescaled to sum
-// to 1 when `renormalize` (the rule of the reference backend's RouteTopK). chosen and weights
-// are [tokens, top_k].
+// Per token: its top_k experts and their weights by `routing` (kernels/moe_routing.h, the host
+// backends' code) from its `experts` router logits. chosen and weights are [tokens, top_k];
+// routing.bias, when set, is device memory.
 cudaError_t MoeRoute(cudaStream_t stream, const float* logits, int64_t tokens, int32_t experts,
-                     int32_t top_k, bool renormalize, int32_t* chosen, float* weights);
+                     int32_t top_k, const MoeRouting& routing, int32_t* chosen, float* weights);
 
 // Buckets the tokens·top_k choices by expert, in token order inside each expert: expert e's
 // entries are [offsets[e], offsets[e+1]) (offsets has experts + 1 values), rows[i] is the token

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/decode_batch.h"
+#include "kernels/moe_routing.h"
 #include "kernels/scalar_math.h"
 
 namespace tandem::kernels {
@@ -29,35 +30,6 @@ void EmitSnapshots(std::span<const StateSnapshot> snaps, size_t* next, int64_t d
 
 }  // namespace
 
-void RouteTopK(const float* logits, int32_t num_experts, int32_t top_k, bool renormalize,
-               int32_t* experts, float* weights) {
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (int32_t e = 0; e < num_experts; ++e) max_logit = std::max(max_logit, logits[e]);
-  float sum = 0.0f;
-  for (int32_t e = 0; e < num_experts; ++e) sum += std::exp(logits[e] - max_logit);
-  // Selection by repeated arg-max: descending probability, lower index first on ties. A chosen
-  // expert is recognised by scanning the k already chosen (k is small), so no allocation.
-  auto taken = [&](int32_t e, int32_t chosen) {
-    for (int32_t i = 0; i < chosen; ++i) {
-      if (experts[i] == e) return true;
-    }
-    return false;
-  };
-  float total = 0.0f;
-  for (int32_t j = 0; j < top_k; ++j) {
-    int32_t best = -1;
-    for (int32_t e = 0; e < num_experts; ++e) {
-      if (taken(e, j)) continue;
-      if (best < 0 || logits[e] > logits[best]) best = e;
-    }
-    experts[j] = best;
-    weights[j] = std::exp(logits[best] - max_logit) / sum;
-    total += weights[j];
-  }
-  if (renormalize) {
-    for (int32_t j = 0; j < top_k; ++j) weights[j] /= total;
-  }
-}
 
 void ReferenceOps::Linear(const float* x, int64_t ld_x, int64_t m, const WeightMatrix& w,
                           const float* bias, float* y, int64_t ld_y) {
@@ -182,19 +154,28 @@ void ReferenceOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_
 
 void ReferenceOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int64_t H = a.hidden, I = a.intermediate;
+  const int64_t up_rows = a.gated ? 2 * I : I;
+  const float* route_x = a.route_x != nullptr ? a.route_x : a.x;
+  const int64_t ld_route_x = a.route_x != nullptr ? a.ld_route_x : a.ld_x;
   std::vector<float> logits(a.num_experts);
   std::vector<int32_t> experts(a.top_k);
   std::vector<float> weights(a.top_k);
-  std::vector<float> gu(2 * I), h(I), y(H);
+  std::vector<float> gu(up_rows), h(I), y(H);
   for (int64_t t = 0; t < a.tokens; ++t) {
     const float* xt = a.x + t * a.ld_x;
-    Linear(xt, H, 1, a.router, nullptr, logits.data(), a.num_experts);
-    RouteTopK(logits.data(), a.num_experts, a.top_k, a.renormalize, experts.data(), weights.data());
+    Linear(route_x + t * ld_route_x, a.router.cols, 1, a.router, nullptr, logits.data(),
+           a.num_experts);
+    RouteToken(logits.data(), a.num_experts, a.top_k, a.routing, experts.data(), weights.data());
     std::vector<double> acc(H, 0.0);
     for (int32_t j = 0; j < a.top_k; ++j) {
       const int32_t e = experts[j];
-      Linear(xt, H, 1, a.gate_up[e], nullptr, gu.data(), 2 * I);
-      GatedActivation(a.act, gu.data(), 2 * I, gu.data() + I, 2 * I, 1, I, h.data(), I);
+      Linear(xt, H, 1, a.gate_up[e], nullptr, gu.data(), up_rows);
+      if (a.gated) {
+        GatedActivation(a.act, gu.data(), 2 * I, gu.data() + I, 2 * I, 1, I, h.data(), I);
+      } else {
+        Activate(a.act, gu.data(), I, 1, I);
+        std::copy(gu.begin(), gu.end(), h.begin());
+      }
       Linear(h.data(), I, 1, a.down[e], nullptr, y.data(), H);
       for (int64_t c = 0; c < H; ++c) acc[c] += static_cast<double>(weights[j]) * y[c];
     }

@@ -53,12 +53,6 @@ class ReferenceOps : public Ops {
                       int64_t ld_lse) override;
 };
 
-// The router's choice for one token: the top-k experts of softmax(logits) over all experts, by
-// descending probability, ties broken towards the lower expert index; weights renormalised to sum
-// to 1 when `renormalize`. Shared by every CPU backend so they route identically.
-void RouteTopK(const float* logits, int32_t num_experts, int32_t top_k, bool renormalize,
-               int32_t* experts, float* weights);
-
 }  // namespace tandem::kernels
 
 #endif  // TANDEM_KERNELS_REFERENCE_REFERENCE_OPS_H_

@@ -74,7 +74,7 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
     a.intermediate = I;
     a.num_experts = E;
     a.top_k = K;
-    a.renormalize = renormalize;
+    a.routing.renormalize = renormalize;
     a.x = x.data();
     a.ld_x = ld_x;
     a.router = router->host;
@@ -110,6 +110,72 @@ TEST_P(CudaOpsFormatTest, GatedMlpAndMoeMatchReference) {
   std::reverse(device_gu.begin(), device_gu.end());
   std::reverse(device_down.begin(), device_down.end());
   run_moe(T, false);
+}
+
+// Nemotron 3's layer: plain experts on a latent input narrower than the router's, picked by
+// sigmoid scores with a correction bias (read on the device) in groups, scaled.
+TEST_P(CudaOpsFormatTest, UngatedSigmoidRoutedMoeMatchesReference) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewOps();
+  ASSERT_NE(ops, nullptr);
+  Workspace ws(1 << 20, &ops->activation_memory()), host_ws;
+  Rng rng(2);
+  const int64_t H = 48, L = 24, I = 20, kMaxTokens = 40;
+  const int32_t E = 8, K = 3;
+  const std::vector<float> hidden = rng.Uniform(kMaxTokens * H);
+  const std::vector<float> latent = rng.Uniform(kMaxTokens * L);
+  const std::vector<float> bias = rng.Uniform(E, -0.3f, 0.3f);
+  auto d_hidden = ToDevice(hidden), d_latent = ToDevice(latent), d_bias = ToDevice(bias);
+  std::vector<std::unique_ptr<DeviceWeights>> experts_up, experts_down;
+  std::vector<WeightMatrix> host_up, host_down, device_up, device_down;
+  for (int32_t e = 0; e < E; ++e) {
+    experts_up.push_back(Make(GetParam(), I, L, 40 + e));
+    experts_down.push_back(Make(GetParam(), L, I, 50 + e));
+    host_up.push_back(experts_up.back()->host);
+    host_down.push_back(experts_down.back()->host);
+    device_up.push_back(experts_up.back()->device);
+    device_down.push_back(experts_down.back()->device);
+  }
+  const auto router = Make(WeightFormat::kF32, E, H, 60);
+  for (int64_t tokens : {int64_t{5}, kMaxTokens}) {
+    MoeArgs a;
+    a.tokens = tokens;
+    a.hidden = L;
+    a.intermediate = I;
+    a.num_experts = E;
+    a.top_k = K;
+    a.routing.score = MoeRouting::Score::kSigmoid;
+    a.routing.renormalize = true;
+    a.routing.bias = bias.data();
+    a.routing.groups = 4;
+    a.routing.top_groups = 2;
+    a.routing.scale = 2.5f;
+    a.gated = false;
+    a.act = Activation::kReluSquared;
+    a.x = latent.data();
+    a.ld_x = L;
+    a.route_x = hidden.data();
+    a.ld_route_x = H;
+    a.router = router->host;
+    a.gate_up = host_up.data();
+    a.down = host_down.data();
+    a.ld_out = L;
+    std::vector<float> want(tokens * L, 0.0f);
+    a.out = want.data();
+    ReferenceOps().Moe(a, host_ws);
+    auto out = ToDevice(std::vector<float>(tokens * L, 7.0f));
+    a.routing.bias = d_bias.get();
+    a.x = d_latent.get();
+    a.route_x = d_hidden.get();
+    a.router = router->device;
+    a.gate_up = device_up.data();
+    a.down = device_down.data();
+    a.out = out.get();
+    ws.Reset();
+    ops->Moe(a, ws);
+    ASSERT_EQ(ops->Synchronize(), "");
+    EXPECT_TRUE(AllClose(ToHost(out), want, 1e-4f, 1e-4f)) << tokens << " tokens";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CudaOpsFormatTest,

@@ -1,5 +1,5 @@
 // The device half of MoE routing (kernels/cuda/moe_kernels.h): the top-k choice against the
-// reference's RouteTopK, the stable bucketing by expert, and the combination in token order.
+// host's RouteToken, the stable bucketing by expert, and the combination in token order.
 // Skips without a CUDA device.
 #include "kernels/cuda/moe_kernels.h"
 
@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "kernels/reference/reference_ops.h"
+#include "kernels/moe_routing.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/kernels/test_util.h"
 
@@ -19,23 +19,36 @@ using kernels::testing::Rng;
 using testing::ToDevice;
 using testing::ToHost;
 
-TEST(CudaMoeKernelsTest, RouteChoosesWhatTheReferenceChooses) {
+TEST(CudaMoeKernelsTest, RouteChoosesWhatTheHostChooses) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   const int64_t tokens = 37;
-  const int32_t experts = 16, top_k = 2;
+  const int32_t experts = 16, top_k = 3;
   std::vector<float> logits = Rng(3).Uniform(tokens * experts, -4, 4);
   logits[5 * experts + 3] = logits[5 * experts + 9] = 10.0f;  // a tie: the lower expert first
-  for (bool renormalize : {false, true}) {
+  const std::vector<float> bias = Rng(4).Uniform(experts, -0.5f, 0.5f);
+  auto dbias = ToDevice(bias);
+  std::vector<MoeRouting> routings(3);
+  routings[1].renormalize = true;
+  MoeRouting& sigmoid = routings[2];  // Nemotron 3's
+  sigmoid.score = MoeRouting::Score::kSigmoid;
+  sigmoid.renormalize = true;
+  sigmoid.groups = 4;
+  sigmoid.top_groups = 2;
+  sigmoid.scale = 2.5f;
+  for (MoeRouting routing : routings) {
+    const bool biased = routing.score == MoeRouting::Score::kSigmoid;
     std::vector<int32_t> want_chosen(tokens * top_k);
     std::vector<float> want_weights(tokens * top_k);
+    if (biased) routing.bias = bias.data();
     for (int64_t t = 0; t < tokens; ++t) {
-      RouteTopK(logits.data() + t * experts, experts, top_k, renormalize,
-                want_chosen.data() + t * top_k, want_weights.data() + t * top_k);
+      RouteToken(logits.data() + t * experts, experts, top_k, routing,
+                 want_chosen.data() + t * top_k, want_weights.data() + t * top_k);
     }
+    if (biased) routing.bias = dbias.get();
     auto dlogits = ToDevice(logits);
     auto dchosen = ToDevice(std::vector<int32_t>(tokens * top_k, -1));
     auto dweights = ToDevice(std::vector<float>(tokens * top_k, 0.0f));
-    ASSERT_CUDA_OK(MoeRoute(nullptr, dlogits.get(), tokens, experts, top_k, renormalize,
+    ASSERT_CUDA_OK(MoeRoute(nullptr, dlogits.get(), tokens, experts, top_k, routing,
                             dchosen.get(), dweights.get()));
     EXPECT_EQ(ToHost(dchosen), want_chosen);
     EXPECT_TRUE(AllClose(ToHost(dweights), want_weights, 1e-6f, 1e-5f));

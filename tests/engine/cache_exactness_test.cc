@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "models/hydragen_config.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/fixture_families.h"
 
 namespace tandem::engine {
 namespace {
@@ -158,8 +159,7 @@ void RunSessions(const std::string& name, int32_t page_tokens, int64_t prefill_c
 
 TEST(CacheExactnessTest, HitEqualsMissOnTheReferenceBackend) {
   uint32_t seed = 1;
-  for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     for (int64_t chunk : {int64_t{7}, int64_t{50}}) {
       RunSessions(name, 16, chunk, Backend::kReference, 1e-5, seed++);
     }
@@ -172,8 +172,7 @@ TEST(CacheExactnessTest, HitEqualsMissOnTheReferenceBackend) {
 // a miss; Hydragen's LSE merge of shared-prefix and suffix parts rounds differently from one pass.
 TEST(CacheExactnessTest, HitIsBitIdenticalToMissOnTheCpuBackendWithoutHydragen) {
   uint32_t seed = 11;
-  for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     for (int64_t chunk : {int64_t{7}, int64_t{32}, int64_t{50}}) {
       RunSessions(name, 16, chunk, Backend::kCpu, 0.0, seed++, /*hydragen=*/false);
     }
@@ -202,8 +201,7 @@ TEST(CacheExactnessTest, HitEqualsMissOnTheCpuBackendWithHydragen) {
 // Tokens must still be identical.
 TEST(CacheExactnessTest, HitEqualsMissWithinRoundingOnTheFastCpuMode) {
   uint32_t seed = 51;
-  for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     for (int64_t chunk : {int64_t{7}, int64_t{50}}) {
       RunSessions(name, 16, chunk, Backend::kCpuFast, 2.5e-4, seed++);
     }

@@ -5,13 +5,13 @@
 
 #include "gtest/gtest.h"
 #include "models/model.h"
+#include "tests/fixture_families.h"
 
 namespace tandem::engine {
 namespace {
 
 TEST(CacheModelSpecTest, BytesMatchTheModelsStateLayout) {
-  for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(TANDEM_TEST_DATA) + "/models/" + name;
     auto model = models::Model::Load(dir);

@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/fixture_families.h"
 
 namespace tandem::engine {
 namespace {
@@ -23,8 +24,6 @@ using testing::SchedulerHarness;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
-const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
-                                  "nemotron-h-tiny"};
 
 std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -64,7 +63,7 @@ Outcome SecondAfterFirst(const models::Model& model, const Request& first, const
 // Calls `test` with each fixture family's model.
 template <typename Test>
 void ForEachFamily(Test test) {
-  for (const char* name : kFamilies) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = LoadFixtureModel(name);
     ASSERT_NE(model, nullptr);

@@ -16,6 +16,7 @@
 #include "tests/models/model_test_util.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "kernels/cuda/device_info.h"
+#include "tests/fixture_families.h"
 #endif
 
 namespace tandem::engine {
@@ -86,8 +87,7 @@ std::unique_ptr<models::Model> LoadOn(const std::string& name, ComputeDevice* de
 // uploads a pass makes grow with its batch.
 TEST(ComputeDeviceTest, APassMakesAsManyOpCallsAndUploadsForSixSequencesAsForTwo) {
   HostDevice device;
-  for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = LoadOn(name, &device);
     ASSERT_NE(model, nullptr);
@@ -180,8 +180,7 @@ TEST_P(HostDeviceGenerateTest, GivesTheCpusTokensAndLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HostDeviceGenerateTest,
-                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
-                                           "nemotron-h-tiny"),
+                         ::testing::ValuesIn(tandem::testing::kFamilyFixtures),
                          testing::FixtureTestName);
 
 EngineConfig SmallConfig(ComputeDevice* device) {

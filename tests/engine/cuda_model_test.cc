@@ -18,6 +18,7 @@
 #include "models/model.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/fixture_families.h"
 
 namespace tandem::engine {
 namespace {
@@ -110,8 +111,7 @@ TEST_P(CudaModelTest, PrefillAndDecodeMatchTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaModelTest,
-                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
-                                           "nemotron-h-tiny"),
+                         ::testing::ValuesIn(tandem::testing::kFamilyFixtures),
                          testing::FixtureTestName);
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backends.h"
 #include "models/model.h"
+#include "tests/fixture_families.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};
@@ -45,8 +46,7 @@ namespace tandem {
 namespace {
 
 TEST(DecodeAllocationTest, SteadyStateDecodeStepsDoNotAllocate) {
-  for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = models::Model::Load(std::string(TANDEM_TEST_DATA) + "/models/" + name);
     ASSERT_TRUE(model.ok()) << model.status();

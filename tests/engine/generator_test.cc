@@ -11,6 +11,7 @@
 #include "kernels/backends.h"
 #include "models/json_file.h"
 #include "models/model.h"
+#include "tests/fixture_families.h"
 
 namespace tandem::engine {
 namespace {
@@ -36,8 +37,7 @@ std::unique_ptr<cache::ArenaAllocator> Arena(const models::Model& model, size_t 
 }
 
 TEST(GeneratorTest, GreedyOutputMatchesTheReferenceAndFreesEverything) {
-  for (const char* name :
-       {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny"}) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = LoadModel(name);
     ASSERT_NE(model, nullptr);

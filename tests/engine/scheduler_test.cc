@@ -11,6 +11,7 @@
 #include "models/json_file.h"
 #include "models/tokenizer.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/fixture_families.h"
 
 namespace tandem::engine {
 namespace {
@@ -23,8 +24,6 @@ using testing::SchedulerHarness;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
-const char* const kFamilies[] = {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
-                                  "nemotron-h-tiny"};
 
 // Everything the tree holds, in allocator units: what pool usage returns to once idle.
 size_t CacheUnits(Scheduler& s, cache::Pool pool) {
@@ -44,7 +43,7 @@ TEST(SchedulerStatsTest, MemoryUsageRatioCountsSequencesNotTheCache) {
 }
 
 TEST(SchedulerTest, MatchesTheTransformersGreedyTokensForEveryFamily) {
-  for (const char* name : kFamilies) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = LoadFixtureModel(name);
     ASSERT_NE(model, nullptr);
@@ -66,7 +65,7 @@ TEST(SchedulerTest, MatchesTheTransformersGreedyTokensForEveryFamily) {
 }
 
 TEST(SchedulerTest, BatchedRequestsGiveTheirSoloOutputs) {
-  for (const char* name : kFamilies) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = LoadFixtureModel(name);
     ASSERT_NE(model, nullptr);
@@ -124,7 +123,7 @@ TEST(SchedulerTest, OutputAloneEqualsOutputInABatchOf32) {
 // Turn 2 of a conversation restores turn 1's state (the checkpoint after its last computed
 // token) and must produce exactly what a cold run produces.
 TEST(SchedulerTest, MultiTurnCacheHitEqualsMiss) {
-  for (const char* name : kFamilies) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = LoadFixtureModel(name);
     ASSERT_NE(model, nullptr);
@@ -167,7 +166,7 @@ TEST(SchedulerTest, MultiTurnCacheHitEqualsMiss) {
 // state at the branch point; C, which shares the same prefix, then restores it. The branch
 // position (37) is inside a page and inside an SSD chunk.
 TEST(SchedulerTest, BranchPointCheckpointIsTakenInPrefillAndReused) {
-  for (const char* name : kFamilies) {
+  for (const std::string& name : tandem::testing::kFamilyFixtures) {
     SCOPED_TRACE(name);
     auto model = LoadFixtureModel(name);
     ASSERT_NE(model, nullptr);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/moe_routing.h"
 #include "kernels/reference/reference_ops.h"
 #include "kernels/scalar_math.h"
 #include "tests/kernels/test_util.h"
@@ -60,33 +61,97 @@ TEST(ReferenceOpsTest, RopeRotatesHalves) {
   EXPECT_NEAR(x[3], std::sin(0.03f), 1e-6);
 }
 
-TEST(ReferenceOpsTest, MoeRoutesTopKWithAndWithoutRenormalisation) {
+MoeRouting Softmax(bool renormalize) {
+  MoeRouting r;
+  r.renormalize = renormalize;
+  return r;
+}
+
+TEST(MoeRoutingTest, SoftmaxTopKWithAndWithoutRenormalisation) {
   float logits[] = {0.0f, 2.0f, 1.0f, 2.0f};
   int32_t e[2];
   float w[2];
-  RouteTopK(logits, 4, 2, false, e, w);
+  RouteToken(logits, 4, 2, Softmax(false), e, w);
   EXPECT_EQ(e[0], 1);  // tie with expert 3: lower index first
   EXPECT_EQ(e[1], 3);
   const float z = 1 + 2 * std::exp(2.0f) + std::exp(1.0f);
   EXPECT_NEAR(w[0], std::exp(2.0f) / z, 1e-6);
-  RouteTopK(logits, 4, 2, true, e, w);
+  RouteToken(logits, 4, 2, Softmax(true), e, w);
   EXPECT_NEAR(w[0], 0.5f, 1e-6);
   EXPECT_NEAR(w[1], 0.5f, 1e-6);
 }
 
-TEST(ReferenceOpsTest, RouteTopKHandlesManyExperts) {
+TEST(MoeRoutingTest, SoftmaxHandlesManyExperts) {
   std::vector<float> logits(100, 0.0f);
   logits[70] = 3.0f;
   logits[99] = 2.0f;
   logits[3] = 2.0f;
   int32_t e[3];
   float w[3];
-  RouteTopK(logits.data(), 100, 3, true, e, w);
+  RouteToken(logits.data(), 100, 3, Softmax(true), e, w);
   EXPECT_EQ(e[0], 70);
   EXPECT_EQ(e[1], 3);
   EXPECT_EQ(e[2], 99);
   EXPECT_NEAR(w[0] + w[1] + w[2], 1.0f, 1e-6);
   EXPECT_NEAR(w[1], w[2], 1e-7);
+}
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// Nemotron 3's router, worked by hand: 8 experts in 4 groups of 2, the best 2 groups allowed.
+TEST(MoeRoutingTest, SigmoidChoosesByBiasedScoreWithinTheBestGroups) {
+  //                 group 0      group 1      group 2      group 3
+  float logits[] = {3.0f, -3.0f, 0.5f, 0.4f, 0.2f, 0.1f, 2.5f, -4.0f};
+  float bias[] = {0.0f, 0.0f, 0.0f, 0.0f, 0.9f, 0.9f, 0.0f, 0.0f};
+  MoeRouting r;
+  r.score = MoeRouting::Score::kSigmoid;
+  r.bias = bias;
+  r.groups = 4;
+  r.top_groups = 2;
+  // Group scores (two best biased scores summed): g0 σ(3)+σ(-3) = 1, g1 ≈ 1.22,
+  // g2 ≈ 2.90 (the bias lifts it), g3 ≈ 0.94. Allowed: g2 and g1.
+  int32_t e[3];
+  float w[3];
+  RouteToken(logits, 8, 3, r, e, w);
+  EXPECT_EQ(e[0], 4);  // σ(0.2)+0.9: expert 0 (σ(3)) ranks higher but its group is not allowed
+  EXPECT_EQ(e[1], 5);
+  EXPECT_EQ(e[2], 2);
+  // The weights are the unbiased sigmoids.
+  EXPECT_FLOAT_EQ(w[0], Sigmoid(0.2f));
+  EXPECT_FLOAT_EQ(w[2], Sigmoid(0.5f));
+
+  r.renormalize = true;
+  r.scale = 2.5f;
+  RouteToken(logits, 8, 3, r, e, w);
+  const float sum = Sigmoid(0.2f) + Sigmoid(0.1f) + Sigmoid(0.5f);
+  EXPECT_NEAR(w[0], 2.5f * Sigmoid(0.2f) / sum, 1e-6);
+  EXPECT_NEAR(w[0] + w[1] + w[2], 2.5f, 1e-5);
+
+  // One group, no bias: the plain top-k of the sigmoids.
+  r.bias = nullptr;
+  r.groups = 1;
+  r.top_groups = 1;
+  RouteToken(logits, 8, 2, r, e, w);
+  EXPECT_EQ(e[0], 0);
+  EXPECT_EQ(e[1], 6);
+}
+
+TEST(MoeRoutingTest, FitsOnlyWholeGroupsWithRoomForK) {
+  MoeRouting r;
+  EXPECT_TRUE(RoutingFits(r, 8, 8));
+  EXPECT_FALSE(RoutingFits(r, 8, 9));
+  r.top_groups = 2;
+  EXPECT_FALSE(RoutingFits(r, 8, 2));  // two of one group
+  r.groups = 4;
+  r.top_groups = 2;
+  EXPECT_TRUE(RoutingFits(r, 8, 4));
+  EXPECT_FALSE(RoutingFits(r, 8, 5));  // two groups of two hold four
+  EXPECT_FALSE(RoutingFits(r, 10, 2));  // 4 does not divide 10
+  r.groups = 8;
+  r.top_groups = 1;
+  EXPECT_FALSE(RoutingFits(r, 8, 1));  // groups of one: no two best
+  r.groups = 128;
+  EXPECT_FALSE(RoutingFits(r, 256, 1));  // more groups than a mask holds
 }
 
 class LinearTest : public ::testing::TestWithParam<std::tuple<int, int, int, GemmImpl>> {};
@@ -232,7 +297,7 @@ TEST(CpuOpsTest, MoeMatchesReference) {
         args.intermediate = I;
         args.num_experts = E;
         args.top_k = top_k;
-        args.renormalize = renorm;
+        args.routing.renormalize = renorm;
         args.x = x.data();
         args.ld_x = H + 1;
         args.router = WeightMatrix::F32(router.data(), E, H);
@@ -249,6 +314,60 @@ TEST(CpuOpsTest, MoeMatchesReference) {
         EXPECT_TRUE(AllClose(got, want, 1e-5f, 1e-5f))
             << tokens << " tokens, k=" << top_k << " renorm=" << renorm;
       }
+    }
+  }
+}
+
+// Nemotron 3's layer: plain (ungated) experts on a latent input narrower than the router's,
+// sigmoid routing with a correction bias, groups and a scale.
+TEST(CpuOpsTest, UngatedSigmoidRoutedMoeOnASeparateRouterInputMatchesReference) {
+  Rng rng(13);
+  const int H = 24, L = 10, I = 7, E = 8;
+  std::vector<std::vector<float>> up(E), down(E);
+  std::vector<WeightMatrix> up_ptr(E), down_ptr(E);
+  for (int e = 0; e < E; ++e) {
+    up[e] = rng.Uniform(I * L);
+    down[e] = rng.Uniform(L * I);
+    up_ptr[e] = WeightMatrix::F32(up[e].data(), I, L);
+    down_ptr[e] = WeightMatrix::F32(down[e].data(), L, I);
+  }
+  const auto router = rng.Uniform(E * H, -1, 1);
+  const auto bias = rng.Uniform(E, -0.3f, 0.3f);
+  for (int tokens : {1, 5, 40}) {
+    for (int groups : {1, 4}) {
+      auto hidden = rng.Uniform(tokens * H);
+      auto latent = rng.Uniform(tokens * (L + 3));
+      MoeArgs args;
+      args.tokens = tokens;
+      args.hidden = L;
+      args.intermediate = I;
+      args.num_experts = E;
+      args.top_k = 3;
+      args.routing.score = MoeRouting::Score::kSigmoid;
+      args.routing.renormalize = true;
+      args.routing.bias = bias.data();
+      args.routing.groups = groups;
+      args.routing.top_groups = groups == 1 ? 1 : 2;
+      args.routing.scale = 2.5f;
+      args.gated = false;
+      args.act = Activation::kReluSquared;
+      args.x = latent.data();
+      args.ld_x = L + 3;
+      args.route_x = hidden.data();
+      args.ld_route_x = H;
+      args.router = WeightMatrix::F32(router.data(), E, H);
+      args.gate_up = up_ptr.data();
+      args.down = down_ptr.data();
+      args.ld_out = L;
+      std::vector<float> want(tokens * L), got(tokens * L);
+      Workspace ws;
+      args.out = want.data();
+      ReferenceOps().Moe(args, ws);
+      ws.Reset();
+      args.out = got.data();
+      CpuOps(2).Moe(args, ws);
+      EXPECT_TRUE(AllClose(got, want, 1e-5f, 1e-5f)) << tokens << " tokens, " << groups
+                                                      << " groups";
     }
   }
 }

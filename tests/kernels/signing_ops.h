@@ -152,8 +152,10 @@ class SigningOps final : public Ops {
     inner_.GatedActivation(act, gate, ld_gate, up, ld_up, rows, cols, out, ld_out);
   }
   void Moe(const MoeArgs& a, Workspace& ws) override {
-    Sign("Moe", a.tokens, a.hidden, a.intermediate, a.num_experts, a.top_k, a.renormalize, a.act,
-         a.x, a.ld_x, a.router, a.gate_up, a.down, a.out, a.ld_out);
+    const MoeRouting& r = a.routing;
+    Sign("Moe", a.tokens, a.hidden, a.intermediate, a.num_experts, a.top_k, r.score, r.renormalize,
+         r.bias, r.groups, r.top_groups, r.scale, a.gated, a.act, a.x, a.ld_x, a.route_x,
+         a.ld_route_x, a.router, a.gate_up, a.down, a.out, a.ld_out);
     inner_.Moe(a, ws);
   }
   void CausalConv1d(const CausalConvArgs& args) override {

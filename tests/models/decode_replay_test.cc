@@ -16,6 +16,7 @@
 #include "kernels/ops.h"
 #include "tests/kernels/signing_ops.h"
 #include "tests/models/model_test_util.h"
+#include "tests/fixture_families.h"
 
 namespace tandem::models {
 namespace {
@@ -155,8 +156,7 @@ TEST_P(DecodeReplayTest, AnotherBatchSizeMakesOtherCalls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecodeReplayTest,
-                         ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny",
-                                           "nemotron-h-tiny"),
+                         ::testing::ValuesIn(tandem::testing::kFamilyFixtures),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            for (char& c : name) {

@@ -60,7 +60,7 @@ TEST(ModelConfigTest, GraniteLayerTypesExpertsAndMultipliers) {
   EXPECT_EQ(c->num_experts, 4);
   EXPECT_EQ(c->intermediate_size, 32);
   EXPECT_EQ(c->shared_mlp_intermediate, 48);
-  EXPECT_TRUE(c->renormalize_experts);
+  EXPECT_TRUE(c->expert_routing.renormalize);
   EXPECT_FLOAT_EQ(c->embedding_multiplier, 3.0f);
   EXPECT_FLOAT_EQ(c->residual_multiplier, 0.6f);
   EXPECT_FLOAT_EQ(c->logits_scaling, 2.5f);
@@ -193,7 +193,7 @@ TEST(ModelConfigTest, NemotronHLayersFromTheListOrThePattern) {
     const char* named;
   };
   const Case cases[] = {
-      {"hybrid_override_pattern", "M-E*", "mixture-of-experts"},
+      {"hybrid_override_pattern", "M-E*", "n_routed_experts"},  // experts, but none described
       {"hybrid_override_pattern", "M-x*", "hybrid_override_pattern"},
       {"num_hidden_layers", 5, "num_hidden_layers"},
       {"mamba_hidden_act", "gelu", "mamba_hidden_act"},
@@ -208,6 +208,84 @@ TEST(ModelConfigTest, NemotronHLayersFromTheListOrThePattern) {
     ASSERT_FALSE(bad.ok()) << k.field;
     EXPECT_NE(bad.status().message().find(k.named), std::string::npos) << bad.status();
   }
+}
+
+TEST(ModelConfigTest, NemotronHExpertLayers) {
+  auto c = LoadModelConfig(testing::ModelDir("nemotron3-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  // linear_attention, moe, full_attention, linear_attention, mlp, moe, linear_attention, moe
+  const FfnKind want[] = {FfnKind::kNone,  FfnKind::kMoe,  FfnKind::kNone, FfnKind::kNone,
+                          FfnKind::kDense, FfnKind::kMoe,  FfnKind::kNone, FfnKind::kMoe};
+  ASSERT_EQ(c->num_layers, 8);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(c->layers[i].ffn, want[i]) << i;
+    if (want[i] != FfnKind::kNone) EXPECT_EQ(c->layers[i].mixer, MixerKind::kNone) << i;
+  }
+  EXPECT_EQ(c->num_experts, 8);
+  EXPECT_EQ(c->experts_per_token, 3);
+  EXPECT_EQ(c->expert_intermediate_size, 48);
+  EXPECT_EQ(c->intermediate_size, 96);  // the MLP layer's
+  EXPECT_EQ(c->shared_mlp_intermediate, 80);
+  EXPECT_EQ(c->expert_latent_size, 32);
+  EXPECT_EQ(c->expert_routing.score, kernels::MoeRouting::Score::kSigmoid);
+  EXPECT_TRUE(c->expert_routing.renormalize);
+  EXPECT_EQ(c->expert_routing.groups, 4);
+  EXPECT_EQ(c->expert_routing.top_groups, 2);
+  EXPECT_FLOAT_EQ(c->expert_routing.scale, 2.5f);
+
+  nlohmann::json hub = {{"architectures", {"NemotronHForCausalLM"}},
+                        {"vocab_size", 100},
+                        {"hidden_size", 32},
+                        {"hybrid_override_pattern", "MEM*E"},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},
+                        {"head_dim", 8},
+                        {"mamba_num_heads", 4},
+                        {"mamba_head_dim", 16},
+                        {"n_groups", 2},
+                        {"ssm_state_size", 8},
+                        {"n_routed_experts", 16},
+                        {"num_experts_per_tok", 4},
+                        {"moe_intermediate_size", 24},
+                        {"moe_shared_expert_intermediate_size", 48},
+                        {"n_group", 1},
+                        {"topk_group", 1},
+                        {"routed_scaling_factor", 2.5}};
+  auto parsed = ParseModelConfig(hub, "config.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->num_layers, 5);
+  EXPECT_EQ(parsed->expert_latent_size, 0);  // Nemotron 3 Nano: no projection
+  EXPECT_EQ(parsed->layers[1].ffn, FfnKind::kMoe);
+  EXPECT_EQ(parsed->layers[3].attention_index, 0);
+  EXPECT_EQ(parsed->intermediate_size, 0);  // no MLP layer: not required
+
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* named;
+  };
+  const Case cases[] = {
+      {"n_group", 3, "n_group"},            // 3 does not divide 16
+      {"n_group", 16, "n_group"},           // groups of one
+      {"topk_group", 2, "n_group"},         // more groups chosen than there are
+      {"num_experts_per_tok", 17, "n_group"},
+      {"n_shared_experts", 2, "n_shared_experts"},
+      {"routed_scaling_factor", 0, "routed_scaling_factor"},
+      {"moe_intermediate_size", 0, "moe_intermediate_size"},
+      {"moe_latent_size", -4, "moe_latent_size"},
+  };
+  for (const Case& k : cases) {
+    nlohmann::json j = hub;
+    j[k.field] = k.value;
+    auto bad = ParseModelConfig(j, "config.json");
+    ASSERT_FALSE(bad.ok()) << k.field;
+    EXPECT_NE(bad.status().message().find(k.named), std::string::npos) << bad.status();
+  }
+  // Four groups of four, the best two allowed: room for eight.
+  nlohmann::json grouped = hub;
+  grouped["n_group"] = 4;
+  grouped["topk_group"] = 2;
+  EXPECT_TRUE(ParseModelConfig(grouped, "config.json").ok());
 }
 
 TEST(ModelConfigTest, JsonTextKeepsInfinityInsideStrings) {

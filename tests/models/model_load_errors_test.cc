@@ -123,7 +123,8 @@ TEST_F(ModelLoadErrorsTest, MissingShardIsNamed) {
 
 TEST_F(ModelLoadErrorsTest, EveryFixtureLoads) {
   for (const char* name : {"jamba-tiny", "jamba-tiny-projbias", "zamba2-tiny", "zamba2-tiny-1block",
-                           "mamba2-tiny", "granite-tiny", "granite-tiny-dense", "nemotron-h-tiny"}) {
+                           "mamba2-tiny", "granite-tiny", "granite-tiny-dense", "nemotron-h-tiny",
+                           "nemotron3-tiny", "nemotron3-tiny-nolatent"}) {
     auto model = models::Model::Load(ModelDir(name));
     EXPECT_TRUE(model.ok()) << name << ": " << model.status();
   }

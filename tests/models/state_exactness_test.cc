@@ -302,7 +302,8 @@ TEST_P(StateExactnessTest, BadTokensAndMissingPagesAreErrorsThatLeaveStateUntouc
 std::vector<ExactnessCase> AllCases() {
   std::vector<ExactnessCase> cases;
   for (const char* model : {"jamba-tiny", "zamba2-tiny", "zamba2-tiny-1block", "mamba2-tiny",
-                            "granite-tiny", "granite-tiny-dense", "nemotron-h-tiny"}) {
+                            "granite-tiny", "granite-tiny-dense", "nemotron-h-tiny",
+                            "nemotron3-tiny"}) {
     for (const char* backend : {"cpu", "cpu_invariant", "reference"}) {
       cases.push_back({model, backend});
     }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Builds the Nemotron-H fixtures (tests/data/models/nemotron-h-tiny and its references).
+"""Builds the Nemotron-H fixtures (tests/data/models/nemotron-h-tiny, the Nemotron 3 ones with
+mixture-of-experts layers, nemotron3-tiny and nemotron3-tiny-nolatent, and their references).
 
 transformers 4.57.1, which make_fixtures.py is pinned to, has no NemotronH; 5.24.0 has. So these
 come from a venv of their own (requirements-nemotron.txt) and reuse make_fixtures.py's parameter
@@ -60,6 +61,49 @@ def nemotron_config():
     )
 
 
+def nemotron3_config(latent):
+    """Nemotron 3: expert layers ('E') among the rest, with every routing feature switched on
+    (groups, a correction bias, renormalised and scaled weights) and, with `latent`, the experts
+    on a projection of the hidden state (Nemotron 3 Super; Nano has none)."""
+    config = NemotronHConfig(
+        vocab_size=mf.VOCAB,
+        hidden_size=64,
+        hybrid_override_pattern="ME*M-EME" if latent else "ME*EM",
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        intermediate_size=96,
+        mlp_hidden_act="relu2",
+        mlp_bias=latent,
+        n_routed_experts=8,
+        num_experts_per_tok=3,
+        moe_intermediate_size=48,
+        moe_shared_expert_intermediate_size=80,
+        moe_latent_size=32 if latent else None,
+        n_group=4,
+        topk_group=2,
+        norm_topk_prob=True,
+        routed_scaling_factor=2.5,
+        ssm_state_size=16,
+        mamba_num_heads=8,
+        mamba_head_dim=16,
+        n_groups=2,
+        conv_kernel=4,
+        chunk_size=32,
+        use_conv_bias=True,
+        use_bias=False,
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=False,
+        max_position_embeddings=4096,
+        pad_token_id=mf.PAD_ID,
+        bos_token_id=mf.BOS_ID,
+        eos_token_id=mf.EOS_ID,
+    )
+    # The experts one by one in float64 (the default grouped matmul takes no float64).
+    config._experts_implementation = "eager"
+    return config
+
+
 MODELS = {
     "nemotron-h-tiny": dict(
         cls=NemotronHForCausalLM,
@@ -70,7 +114,53 @@ MODELS = {
         prompts=mf.FULL_PROMPTS,
         tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
     ),
+    "nemotron3-tiny": dict(
+        cls=NemotronHForCausalLM,
+        config=lambda: nemotron3_config(latent=True),
+        seed=502,
+        save_dtype=torch.float32,
+        max_shard_size=None,
+        prompts=mf.FULL_PROMPTS,
+        tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
+    ),
+    "nemotron3-tiny-nolatent": dict(
+        cls=NemotronHForCausalLM,
+        config=lambda: nemotron3_config(latent=False),
+        seed=503,
+        save_dtype=torch.bfloat16,
+        max_shard_size=None,
+        prompts=mf.SHORT_PROMPTS,
+        tokenizer_files=["tokenizer.json", "tokenizer_config.json"],
+    ),
 }
+
+MOE_NOTE = (
+    "Nemotron 3 expert layers: the router (gate.weight, fp32 as transformers keeps it) scores "
+    "by sigmoid, adds e_score_correction_bias (random here, zero in a fresh model) for the "
+    "choice, picks among the topk_group best of n_group groups, renormalises and scales the "
+    "weights; experts are up -> relu^2 -> down, beside one shared expert."
+)
+
+_parameter_values = mf.parameter_values
+
+
+def parameter_values(name, shape, rng, config):
+    # transformers 5 keeps every expert's matrix in one [E, out, in] parameter.
+    if len(shape) == 3 and name.rsplit(".", 1)[-1] in ("up_proj", "down_proj"):
+        return mf.np.asarray(rng.normal(0.0, 1.0 / mf.math.sqrt(shape[-1]), size=shape))
+    return _parameter_values(name, shape, rng, config)
+
+
+def with_correction_biases(model, seed):
+    """The routers' correction biases are buffers, not parameters: randomize() leaves them at
+    zero, which would leave the biased choice untested."""
+    rng = mf.np.random.default_rng(seed + 1)
+    with torch.no_grad():
+        for name, buf in sorted(model.named_buffers(), key=lambda kv: kv[0]):
+            if name.endswith("e_score_correction_bias"):
+                values = rng.normal(0.0, 0.3, size=tuple(buf.shape))
+                buf.copy_(torch.from_numpy(values).to(buf.dtype))
+    return model
 
 
 def without_dt_clamp(model):
@@ -84,12 +174,16 @@ _build_model = mf.build_model
 
 
 def build_model(name, spec):
-    return without_dt_clamp(_build_model(name, spec))
+    return without_dt_clamp(with_correction_biases(_build_model(name, spec), spec["seed"]))
 
 
 def load_float32(cls, model_dir):
     model, info = cls.from_pretrained(
-        model_dir, dtype=torch.float32, attn_implementation="eager", output_loading_info=True
+        model_dir,
+        dtype=torch.float32,
+        attn_implementation="eager",
+        experts_implementation="eager",
+        output_loading_info=True,
     )
     for key in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
         assert not info.get(key), f"{model_dir}: {key} = {info[key]}"
@@ -113,6 +207,7 @@ def main():
     mf.build_model = build_model
     mf.load_float32 = load_float32
     mf.stepwise_logits = stepwise_logits
+    mf.parameter_values = parameter_values
     mf.COMPUTE_DTYPE = torch.float64
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -125,6 +220,8 @@ def main():
         with open(manifest_path) as f:
             manifest = json.load(f)
         manifest["notes"].append(DT_NOTE)
+        if name.startswith("nemotron3"):
+            manifest["notes"].append(MOE_NOTE)
         manifest["dt_clamp_of_reference"] = "none (time_step_limit (0, inf) in prefill and decode)"
         with open(manifest_path, "w") as f:
             json.dump(manifest, f, indent=1)
