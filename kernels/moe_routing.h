@@ -1,6 +1,8 @@
 // One token's routing (MoeRouting, kernels/ops.h): its k experts and their weights from its
-// router logits. One definition for every backend, host and device alike, so that they all pick
-// the same experts: a different choice is not a rounding difference but a different output.
+// router logits. One definition for every backend, host and device alike, so that they all apply
+// the same rule: a different choice is not a rounding difference but a different output. (A
+// device's expf may round differently from the host's by an ulp or two, which only an exact tie
+// of scores within that could expose.)
 // Plain inline code only: CUDA code includes this header too.
 #ifndef TANDEM_KERNELS_MOE_ROUTING_H_
 #define TANDEM_KERNELS_MOE_ROUTING_H_

@@ -256,6 +256,8 @@ struct AttentionPart {
 //    (a per-expert correction learned for load balance, `bias`, may be null), and only among
 //    the `top_groups` of `groups` equal groups of experts whose two best biased scores sum
 //    highest. The weights are the unbiased p of the chosen.
+// The rule must fit the experts (kernels/moe_routing.h's RoutingFits: config parsing checks it;
+// the CUDA backend refuses a call that does not).
 // Either way the k are chosen by descending score, the lower index first on ties (groups too);
 // `renormalize` then divides the k weights by their sum (sigmoid: the sum + 1e-20, as
 // transformers does), and every weight is multiplied by `scale`.

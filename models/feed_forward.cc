@@ -105,7 +105,9 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadNemotronH(WeightStore& w,
   MixtureOfExperts moe = Shaped(config);
   const int64_t h = config.hidden_size, i = config.expert_intermediate_size, e = config.num_experts;
   const int64_t width = moe.width_;
-  TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "gate.weight", e, h));
+  // The choice ranks near-equal sigmoids by a small bias: the router keeps the checkpoint's
+  // precision under any --weight-dtype, as transformers keeps it in fp32.
+  TANDEM_ASSIGN_OR_RETURN(moe.router_, w.ExactMatrix(p + "gate.weight", e, h));
   TANDEM_ASSIGN_OR_RETURN(moe.routing_.bias, w.Get(p + "gate.e_score_correction_bias", {e}));
   if (w.Has(p + "experts.up_proj")) {
     TANDEM_ASSIGN_OR_RETURN(moe.gate_up_, w.Matrices(p + "experts.up_proj", e, i, width));

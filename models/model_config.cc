@@ -670,8 +670,8 @@ absl::Status ParseNemotronHExperts(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(r.top_groups, f.Positive("topk_group", 1));
   double scale;
   TANDEM_ASSIGN_OR_RETURN(scale, f.Number("routed_scaling_factor", 1.0));
-  if (!(scale > 0.0) || !std::isfinite(scale)) {
-    return f.Error("routed_scaling_factor", absl::StrCat("must be a positive finite number, found ",
+  if (!(scale > 0.0) || !std::isfinite(static_cast<float>(scale))) {
+    return f.Error("routed_scaling_factor", absl::StrCat("must be a positive finite float, found ",
                                                          f.json()["routed_scaling_factor"].dump()));
   }
   r.scale = static_cast<float>(scale);

@@ -123,6 +123,13 @@ absl::StatusOr<WeightMatrix> WeightStore::Matrix(const std::string& name, int64_
   return Placed(*m);
 }
 
+absl::StatusOr<WeightMatrix> WeightStore::ExactMatrix(const std::string& name, int64_t rows,
+                                                      int64_t cols) {
+  absl::StatusOr<WeightMatrix> m = MatrixIn(WeightStorage::kAuto, name, {rows, cols});
+  if (!m.ok()) return m.status();
+  return Placed(*m);
+}
+
 absl::StatusOr<std::vector<WeightMatrix>> WeightStore::Matrices(const std::string& name,
                                                                 int64_t count, int64_t rows,
                                                                 int64_t cols) {

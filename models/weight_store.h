@@ -61,6 +61,12 @@ class WeightStore {
   absl::StatusOr<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows,
                                                int64_t cols);
 
+  // The [rows, cols] matrix `name` in the checkpoint's own format (kAuto) whatever the store's
+  // storage: a matrix whose rounding would change decisions rather than values (Nemotron 3's
+  // router, which transformers keeps in fp32 even in a bf16 model).
+  absl::StatusOr<kernels::WeightMatrix> ExactMatrix(const std::string& name, int64_t rows,
+                                                    int64_t cols);
+
   // `count` matrices [rows, cols] stored as one [count, rows, cols] tensor (Granite's experts),
   // kept as one [count·rows, cols] matrix in the store's weight storage: one view per matrix.
   absl::StatusOr<std::vector<kernels::WeightMatrix>> Matrices(const std::string& name,

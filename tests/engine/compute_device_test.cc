@@ -13,10 +13,10 @@
 #include "tests/engine/engine_test_util.h"
 #include "tests/engine/host_device.h"
 #include "tests/kernels/signing_ops.h"
+#include "tests/fixture_families.h"
 #include "tests/models/model_test_util.h"
 #ifdef TANDEM_HAVE_CUDA
 #include "kernels/cuda/device_info.h"
-#include "tests/fixture_families.h"
 #endif
 
 namespace tandem::engine {

@@ -271,6 +271,7 @@ TEST(ModelConfigTest, NemotronHExpertLayers) {
       {"num_experts_per_tok", 17, "n_group"},
       {"n_shared_experts", 2, "n_shared_experts"},
       {"routed_scaling_factor", 0, "routed_scaling_factor"},
+      {"routed_scaling_factor", 1e39, "routed_scaling_factor"},  // no float holds it
       {"moe_intermediate_size", 0, "moe_intermediate_size"},
       {"moe_latent_size", -4, "moe_latent_size"},
   };
