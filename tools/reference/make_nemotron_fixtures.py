@@ -33,11 +33,13 @@ DT_NOTE = (
 )
 
 
-def nemotron_config():
-    return NemotronHConfig(
+def tiny_nemotron_h(pattern, **overrides):
+    """The tiny Nemotron-H every fixture shares (Mamba-2 8 heads x 16 in 2 groups, attention 4q/2kv
+    x 16, relu2 MLPs of 96), with `pattern` for its layers and `overrides` on top."""
+    fields = dict(
         vocab_size=mf.VOCAB,
         hidden_size=64,
-        hybrid_override_pattern="M*-M-*M-",
+        hybrid_override_pattern=pattern,
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
@@ -59,22 +61,22 @@ def nemotron_config():
         bos_token_id=mf.BOS_ID,
         eos_token_id=mf.EOS_ID,
     )
+    fields.update(overrides)
+    return NemotronHConfig(**fields)
+
+
+def nemotron_config():
+    return tiny_nemotron_h("M*-M-*M-")
 
 
 def nemotron3_config(latent):
     """Nemotron 3: expert layers ('E') among the rest, with every routing feature switched on
     (groups, a correction bias, renormalised and scaled weights) and, with `latent`, the experts
     on a projection of the hidden state (Nemotron 3 Super; Nano has none)."""
-    config = NemotronHConfig(
-        vocab_size=mf.VOCAB,
-        hidden_size=64,
-        hybrid_override_pattern="ME*M-EME" if latent else "ME*EM",
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        intermediate_size=96,
-        mlp_hidden_act="relu2",
+    config = tiny_nemotron_h(
+        "ME*M-EME" if latent else "ME*EM",
         mlp_bias=latent,
+        use_bias=False,
         n_routed_experts=8,
         num_experts_per_tok=3,
         moe_intermediate_size=48,
@@ -84,20 +86,6 @@ def nemotron3_config(latent):
         topk_group=2,
         norm_topk_prob=True,
         routed_scaling_factor=2.5,
-        ssm_state_size=16,
-        mamba_num_heads=8,
-        mamba_head_dim=16,
-        n_groups=2,
-        conv_kernel=4,
-        chunk_size=32,
-        use_conv_bias=True,
-        use_bias=False,
-        layer_norm_epsilon=1e-5,
-        tie_word_embeddings=False,
-        max_position_embeddings=4096,
-        pad_token_id=mf.PAD_ID,
-        bos_token_id=mf.BOS_ID,
-        eos_token_id=mf.EOS_ID,
     )
     # The experts one by one in float64 (the default grouped matmul takes no float64).
     config._experts_implementation = "eager"
