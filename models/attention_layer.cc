@@ -51,10 +51,18 @@ void AttentionLayer::Forward(const ForwardContext& ctx, const float* x, const Qk
   float* q = qkv;
   float* k = q + q_width;
   float* v = k + kv_width;
-  if (dims_.rope) {
+  if (dims_.rope && (dims_.rope_dims == 0 || dims_.rope_dims == dims_.head_dim)) {
     ops.RopeAt(q, width, rows, dims_.heads, dims_.head_dim, ctx.row_positions, dims_.rope_theta);
     ops.RopeAt(k, width, rows, dims_.kv_heads, dims_.head_dim, ctx.row_positions,
                dims_.rope_theta);
+  } else if (dims_.rope) {
+    // Partial RoPE (Bamba): each head's first rope_dims dimensions are a RoPE head of that
+    // width (same frequencies, same rotate-half pairing), the rest pass through. One call per
+    // head: the few attention layers of these models make it cheap.
+    for (int32_t head = 0; head < dims_.heads + dims_.kv_heads; ++head) {
+      ops.RopeAt(q + int64_t{head} * dims_.head_dim, width, rows, 1, dims_.rope_dims,
+                 ctx.row_positions, dims_.rope_theta);
+    }
   }
   ops.WriteKvAt(k, width, v, width, rows, ctx.row_page_tables, ctx.row_positions,
                 ctx.layout.KvView(attention_index, nullptr));

@@ -25,6 +25,7 @@ Names NamesFor(Family family) {
     case Family::kJamba:
       return {"model.embed_tokens.weight", {}, "model.final_layernorm.weight"};
     case Family::kZamba2:
+    case Family::kBamba:
       return {"model.embed_tokens.weight", {}, "model.final_layernorm.weight"};
     case Family::kMamba2:
       // Original state-spaces checkpoints call it backbone.embedding.
@@ -255,7 +256,8 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
     layer.spec = c.layers[i];
     const std::string base = absl::StrCat("model.layers.", i, ".");
     switch (c.family) {
-      case Family::kJamba: {
+      case Family::kJamba:
+      case Family::kBamba: {  // Bamba: Jamba's layer names, Mamba-2 mixers, dense MLPs
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(base + "input_layernorm.weight", {h}));
         TANDEM_RETURN_IF_ERROR(LoadMixer(w, base + "self_attn.", base + "mamba.", layer));
         TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm, w.Get(base + "pre_ff_layernorm.weight", {h}));

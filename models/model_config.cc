@@ -400,6 +400,38 @@ absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelCon
   return absl::OkStatus();
 }
 
+// A number of time_step_limit: JSON's, or transformers 5's {"__float__": "Infinity"} (what it
+// writes for a float JSON has no literal for).
+std::optional<double> LimitNumber(const Json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_object() && v.contains("__float__") && v["__float__"].is_string()) {
+    const std::string& text = v["__float__"].get_ref<const std::string&>();
+    if (text == "Infinity" || text == "inf") return std::numeric_limits<double>::infinity();
+  }
+  return std::nullopt;
+}
+
+// time_step_limit [min, max], the clamp of dt after softplus, into m.dt_min / m.dt_max (absent:
+// no clamp).
+absl::Status ReadTimeStepLimit(const Fields& f, Mamba2Dims& m) {
+  if (!f.Has("time_step_limit")) return absl::OkStatus();
+  const Json& lim = f.json()["time_step_limit"];
+  const bool pair = lim.is_array() && lim.size() == 2;
+  const std::optional<double> lo = pair ? LimitNumber(lim[0]) : std::nullopt;
+  const std::optional<double> hi = pair ? LimitNumber(lim[1]) : std::nullopt;
+  if (!lo || !hi) {
+    return f.Error("time_step_limit", absl::StrCat("must be [min, max], found ", lim.dump()));
+  }
+  if (*lo < 0 || *hi < *lo) {
+    return f.Error("time_step_limit",
+                   absl::StrCat("must satisfy 0 <= min <= max, found ", lim.dump()));
+  }
+  m.dt_min = static_cast<float>(*lo);
+  // Infinity (read as DBL_MAX) or anything beyond float range means no upper clamp.
+  m.dt_max = *hi >= std::numeric_limits<float>::max() ? 0.0f : static_cast<float>(*hi);
+  return absl::OkStatus();
+}
+
 absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
   c.family = Family::kMamba2;
   double eps;
@@ -428,20 +460,7 @@ absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("use_bias", false));
   m.norm_groups = 1;  // transformers' Mamba2 gated norm spans all channels
   m.norm_eps = c.rms_norm_eps;
-  if (f.Has("time_step_limit")) {
-    const Json& lim = f.json()["time_step_limit"];
-    if (!lim.is_array() || lim.size() != 2 || !lim[0].is_number() || !lim[1].is_number()) {
-      return f.Error("time_step_limit", absl::StrCat("must be [min, max], found ", lim.dump()));
-    }
-    const double lo = lim[0].get<double>(), hi = lim[1].get<double>();
-    if (lo < 0 || hi < lo) {
-      return f.Error("time_step_limit",
-                     absl::StrCat("must satisfy 0 <= min <= max, found ", lim.dump()));
-    }
-    m.dt_min = static_cast<float>(lo);
-    // Infinity (read as DBL_MAX) or anything beyond float range means no upper clamp.
-    m.dt_max = hi >= std::numeric_limits<float>::max() ? 0.0f : static_cast<float>(hi);
-  }
+  TANDEM_RETURN_IF_ERROR(ReadTimeStepLimit(f, m));
   for (int32_t i = 0; i < c.num_layers; ++i) {
     LayerSpec layer;
     layer.mixer = MixerKind::kMamba2;
@@ -451,6 +470,50 @@ absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+
+// The Mamba-2 dimensions under the mamba_* names that Bamba and its descendant Granite-4.0-H
+// share (mamba_d_head may be "auto": inner / heads).
+absl::Status ReadMambaPrefixedDims(const Fields& f, int32_t h, Mamba2Dims& m) {
+  int32_t expand;
+  TANDEM_ASSIGN_OR_RETURN(expand, f.Positive("mamba_expand", 2));
+  m.inner = expand * h;
+  TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("mamba_n_heads", 128));
+  TANDEM_RETURN_IF_ERROR(
+      RequireDivides(f, "mamba_n_heads", m.heads, "mamba_expand·hidden_size", m.inner));
+  if (f.Has("mamba_d_head") && f.json()["mamba_d_head"].is_string()) {
+    std::string head;
+    TANDEM_ASSIGN_OR_RETURN(head, f.String("mamba_d_head", "auto"));
+    if (head != "auto") return f.Error("mamba_d_head", "must be an integer or \"auto\"");
+    m.head_dim = m.inner / m.heads;
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(m.head_dim, f.Positive("mamba_d_head", m.inner / m.heads));
+  }
+  if (m.head_dim * m.heads != m.inner) {
+    return f.Error("mamba_d_head", absl::StrCat("= ", m.head_dim, " times mamba_n_heads = ",
+                                                m.heads, " must equal ", m.inner));
+  }
+  TANDEM_ASSIGN_OR_RETURN(m.groups, f.Positive("mamba_n_groups", 1));
+  TANDEM_RETURN_IF_ERROR(RequireDivides(f, "mamba_n_groups", m.groups, "mamba_n_heads", m.heads));
+  TANDEM_ASSIGN_OR_RETURN(m.state_size, f.Positive("mamba_d_state", 256));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
+  TANDEM_ASSIGN_OR_RETURN(m.chunk_size, f.Positive("mamba_chunk_size", 256));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_bias, f.Bool("mamba_conv_bias", true));
+  TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("mamba_proj_bias", false));
+  return absl::OkStatus();
+}
+
+// Plain RoPE's theta into `a` (a rope_scaling is refused by name: tandem applies plain RoPE).
+absl::Status ReadPlainRope(const Fields& f, AttentionDims& a) {
+  if (f.Has("rope_scaling")) {
+    return absl::UnimplementedError(absl::StrCat(f.source(), ": field 'rope_scaling' = ",
+                                                 f.json()["rope_scaling"].dump(),
+                                                 " is not supported (tandem applies plain RoPE)"));
+  }
+  double theta;
+  TANDEM_ASSIGN_OR_RETURN(theta, RopeTheta(f));
+  a.rope_theta = static_cast<float>(theta);
+  return absl::OkStatus();
+}
 
 // IBM Granite-4.0-H (transformers' GraniteMoeHybrid): Mamba-2 layers (HF Mamba2's mixer,
 // full-width gated norm) and attention layers without positional encoding by default, each
@@ -480,43 +543,10 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   std::string position;
   TANDEM_ASSIGN_OR_RETURN(position, f.String("position_embedding_type", ""));
   a.rope = position == "rope";  // transformers: anything else means no positional encoding
-  if (a.rope) {
-    if (f.Has("rope_scaling")) {
-      return absl::UnimplementedError(absl::StrCat(
-          f.source(), ": field 'rope_scaling' = ", f.json()["rope_scaling"].dump(),
-          " is not supported (tandem applies plain RoPE)"));
-    }
-    double theta;
-    TANDEM_ASSIGN_OR_RETURN(theta, RopeTheta(f));
-    a.rope_theta = static_cast<float>(theta);
-  }
+  if (a.rope) TANDEM_RETURN_IF_ERROR(ReadPlainRope(f, a));
 
   Mamba2Dims& m = c.mamba2;
-  int32_t expand;
-  TANDEM_ASSIGN_OR_RETURN(expand, f.Positive("mamba_expand", 2));
-  m.inner = expand * h;
-  TANDEM_ASSIGN_OR_RETURN(m.heads, f.Positive("mamba_n_heads", 128));
-  TANDEM_RETURN_IF_ERROR(
-      RequireDivides(f, "mamba_n_heads", m.heads, "mamba_expand·hidden_size", m.inner));
-  if (f.Has("mamba_d_head") && f.json()["mamba_d_head"].is_string()) {
-    std::string head;
-    TANDEM_ASSIGN_OR_RETURN(head, f.String("mamba_d_head", "auto"));
-    if (head != "auto") return f.Error("mamba_d_head", "must be an integer or \"auto\"");
-    m.head_dim = m.inner / m.heads;
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(m.head_dim, f.Positive("mamba_d_head", m.inner / m.heads));
-  }
-  if (m.head_dim * m.heads != m.inner) {
-    return f.Error("mamba_d_head", absl::StrCat("= ", m.head_dim, " times mamba_n_heads = ",
-                                                m.heads, " must equal ", m.inner));
-  }
-  TANDEM_ASSIGN_OR_RETURN(m.groups, f.Positive("mamba_n_groups", 1));
-  TANDEM_RETURN_IF_ERROR(RequireDivides(f, "mamba_n_groups", m.groups, "mamba_n_heads", m.heads));
-  TANDEM_ASSIGN_OR_RETURN(m.state_size, f.Positive("mamba_d_state", 256));
-  TANDEM_ASSIGN_OR_RETURN(m.conv_kernel, f.Positive("mamba_d_conv", 4));
-  TANDEM_ASSIGN_OR_RETURN(m.chunk_size, f.Positive("mamba_chunk_size", 256));
-  TANDEM_ASSIGN_OR_RETURN(m.conv_bias, f.Bool("mamba_conv_bias", true));
-  TANDEM_ASSIGN_OR_RETURN(m.proj_bias, f.Bool("mamba_proj_bias", false));
+  TANDEM_RETURN_IF_ERROR(ReadMambaPrefixedDims(f, h, m));
   m.norm_groups = 1;  // transformers' GraniteMoeHybrid gated norm spans all channels
   m.norm_eps = c.rms_norm_eps;
   m.dt_min = 0.0f;  // transformers fixes time_step_limit at (0, inf): no clamp
@@ -585,6 +615,80 @@ std::optional<int64_t> NemotronHListedLayers(const Fields& f) {
   if (v.is_string()) return static_cast<int64_t>(v.get_ref<const std::string&>().size());
   if (v.is_array()) return static_cast<int64_t>(v.size());
   return std::nullopt;
+}
+
+// IBM's Bamba (transformers' Bamba, Granite-4.0-H's parent): Mamba-2 layers (grouped gated
+// norm) and, at attn_layer_indices, attention layers with RoPE over the first half of each head,
+// every layer followed by a gated MLP.
+absl::Status ParseBamba(const Fields& f, ModelConfig& c) {
+  c.family = Family::kBamba;
+  const int32_t h = c.hidden_size;
+  double eps;
+  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-5));
+  c.rms_norm_eps = static_cast<float>(eps);
+  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
+  TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 14336));
+  bool mlp_bias;
+  TANDEM_ASSIGN_OR_RETURN(mlp_bias, f.Bool("mlp_bias", false));
+  if (mlp_bias) {
+    return absl::UnimplementedError(absl::StrCat(
+        f.source(), ": field 'mlp_bias' = true is not supported (no released Bamba checkpoint "
+                    "has MLP biases)"));
+  }
+  TANDEM_RETURN_IF_ERROR(RefuseAttentionBias(f, "Bamba"));
+
+  AttentionDims& a = c.attention;
+  TANDEM_RETURN_IF_ERROR(ReadAttentionHeads(f, 8, a));
+  TANDEM_ASSIGN_OR_RETURN(a.head_dim, f.Positive("head_dim", h / a.heads > 0 ? h / a.heads : 1));
+  a.input_width = h;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  a.rope = true;
+  TANDEM_RETURN_IF_ERROR(ReadPlainRope(f, a));
+  // transformers fixes Bamba's partial_rotary_factor at 0.5, whatever the config says.
+  a.rope_dims = a.head_dim / 2;
+  if (a.rope_dims < 2 || a.rope_dims % 2 != 0) {
+    return f.Error("head_dim", absl::StrCat("= ", a.head_dim,
+                                            " leaves no even half to rotate (Bamba's RoPE covers "
+                                            "the first half of each head)"));
+  }
+
+  Mamba2Dims& m = c.mamba2;
+  TANDEM_RETURN_IF_ERROR(ReadMambaPrefixedDims(f, h, m));
+  m.norm_groups = m.groups;  // grouped gated norm (group size inner / mamba_n_groups)
+  m.norm_eps = c.rms_norm_eps;
+  TANDEM_RETURN_IF_ERROR(ReadTimeStepLimit(f, m));
+
+  std::vector<bool> attention(static_cast<size_t>(c.num_layers), false);
+  if (f.Has("attn_layer_indices")) {
+    const Json& list = f.json()["attn_layer_indices"];
+    if (!list.is_array()) {
+      return f.Error("attn_layer_indices", absl::StrCat("must be a list of layer indices, found ",
+                                                        list.dump().substr(0, 64)));
+    }
+    for (const Json& e : list) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= c.num_layers) {
+        return f.Error("attn_layer_indices",
+                       absl::StrCat("holds ", e.dump().substr(0, 32),
+                                    "; expected layer indices in [0, num_hidden_layers = ",
+                                    c.num_layers, ")"));
+      }
+      attention[static_cast<size_t>(e.get<int64_t>())] = true;
+    }
+  }
+  for (int32_t i = 0; i < c.num_layers; ++i) {
+    LayerSpec layer;
+    if (attention[static_cast<size_t>(i)]) {
+      layer.mixer = MixerKind::kAttention;
+      layer.attention_index = c.num_attention_layers++;
+    } else {
+      layer.mixer = MixerKind::kMamba2;
+      layer.ssm_index = c.num_ssm_layers++;
+    }
+    layer.ffn = FfnKind::kDense;
+    c.layers.push_back(layer);
+  }
+  return absl::OkStatus();
 }
 
 // One Nemotron-H block's kind: a mixer, or a feed-forward part alone (MLP or experts).
@@ -784,6 +888,8 @@ std::string FamilyName(Family family) {
       return "granitemoehybrid";
     case Family::kNemotronH:
       return "nemotron_h";
+    case Family::kBamba:
+      return "bamba";
   }
   return "unknown";
 }
@@ -825,11 +931,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& json, const s
     s = ParseGraniteHybrid(f, c);
   } else if (arch == "NemotronHForCausalLM" || (arch.empty() && model_type == "nemotron_h")) {
     s = ParseNemotronH(f, c);
+  } else if (arch == "BambaForCausalLM" || (arch.empty() && model_type == "bamba")) {
+    s = ParseBamba(f, c);
   } else {
     return absl::UnimplementedError(absl::StrCat(
         source, ": architecture '", c.architecture.empty() ? "(none given)" : c.architecture,
         "' is not supported; tandem runs JambaForCausalLM, Zamba2ForCausalLM, "
-        "Mamba2ForCausalLM, GraniteMoeHybridForCausalLM and NemotronHForCausalLM"));
+        "Mamba2ForCausalLM, GraniteMoeHybridForCausalLM, NemotronHForCausalLM and "
+        "BambaForCausalLM"));
   }
   if (!s.ok()) return s;
   return c;

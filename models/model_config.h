@@ -15,7 +15,7 @@
 
 namespace tandem::models {
 
-enum class Family { kJamba, kZamba2, kMamba2, kGraniteHybrid, kNemotronH };
+enum class Family { kJamba, kZamba2, kMamba2, kGraniteHybrid, kNemotronH, kBamba };
 std::string FamilyName(Family family);
 
 // kNone: a layer that is a feed-forward block alone (Nemotron-H's MLP layers).
@@ -29,6 +29,9 @@ struct AttentionDims {
   int32_t input_width = 0;  // H (Jamba) or 2H (Zamba2's concat(hidden, embedding))
   bool rope = false;
   float rope_theta = 10000.0f;
+  // Dimensions RoPE rotates at the start of each head, the rest passing through (Bamba rotates
+  // half); 0 = all of head_dim.
+  int32_t rope_dims = 0;
   float scale = 1.0f;  // softmax scale
 };
 

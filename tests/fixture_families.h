@@ -12,7 +12,8 @@ namespace tandem::testing {
 // suites that check behaviour (exactness, scheduling, devices) run each. The variants of a
 // family's options (biases, dtypes, block counts) only need the parity and loading suites.
 inline const std::vector<std::string> kFamilyFixtures = {
-    "jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "nemotron-h-tiny", "nemotron3-tiny"};
+    "jamba-tiny",      "zamba2-tiny",    "mamba2-tiny", "granite-tiny",
+    "nemotron-h-tiny", "nemotron3-tiny", "bamba-tiny"};
 
 }  // namespace tandem::testing
 

@@ -50,7 +50,7 @@ TEST(GenerateCliTest, JsonWithPromptIdsAndLogitsDump) {
 TEST(GenerateCliTest, GreedyGenerationReproducesTransformersForEveryFamily) {
   for (const char* name :
        {"jamba-tiny", "zamba2-tiny", "mamba2-tiny", "granite-tiny", "granite-tiny-dense",
-        "nemotron-h-tiny", "nemotron3-tiny", "nemotron3-tiny-nolatent"}) {
+        "nemotron-h-tiny", "nemotron3-tiny", "nemotron3-tiny-nolatent", "bamba-tiny"}) {
     SCOPED_TRACE(name);
     auto manifest = tandem::models::ReadJsonFile(std::string(TANDEM_TEST_DATA) + "/reference/" +
                                                  name + "/manifest.json");

@@ -289,6 +289,71 @@ TEST(ModelConfigTest, NemotronHExpertLayers) {
   EXPECT_TRUE(ParseModelConfig(grouped, "config.json").ok());
 }
 
+TEST(ModelConfigTest, BambaLayersHalfRotaryAndTimeStepLimit) {
+  auto c = LoadModelConfig(testing::ModelDir("bamba-tiny"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, Family::kBamba);
+  ASSERT_EQ(c->num_layers, 5);
+  for (int i = 0; i < 5; ++i) {
+    const bool attention = i == 1 || i == 4;  // attn_layer_indices
+    EXPECT_EQ(c->layers[i].mixer, attention ? MixerKind::kAttention : MixerKind::kMamba2) << i;
+    EXPECT_EQ(c->layers[i].ffn, FfnKind::kDense) << i;
+  }
+  EXPECT_EQ(c->layers[4].attention_index, 1);
+  EXPECT_EQ(c->layers[3].ssm_index, 2);
+  EXPECT_TRUE(c->attention.rope);
+  EXPECT_EQ(c->attention.head_dim, 16);
+  EXPECT_EQ(c->attention.rope_dims, 8);  // half of each head
+  EXPECT_EQ(c->mamba2.inner, 128);
+  EXPECT_EQ(c->mamba2.head_dim, 16);  // "auto": inner / heads
+  EXPECT_EQ(c->mamba2.norm_groups, 2);
+  // transformers 5 writes the limit's infinity as {"__float__": "Infinity"}: no clamp.
+  EXPECT_FLOAT_EQ(c->mamba2.dt_min, 0.0f);
+  EXPECT_FLOAT_EQ(c->mamba2.dt_max, 0.0f);
+
+  nlohmann::json hub = {{"architectures", {"BambaForCausalLM"}},
+                        {"vocab_size", 100},
+                        {"hidden_size", 32},
+                        {"num_hidden_layers", 3},
+                        {"attn_layer_indices", {2}},
+                        {"num_attention_heads", 4},
+                        {"num_key_value_heads", 2},
+                        {"intermediate_size", 64},
+                        {"mamba_n_heads", 4},
+                        {"mamba_n_groups", 2},
+                        {"mamba_d_state", 8},
+                        {"time_step_limit", {0.001, 0.1}}};
+  auto parsed = ParseModelConfig(hub, "config.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->mamba2.head_dim, 16);
+  EXPECT_FLOAT_EQ(parsed->mamba2.dt_min, 0.001f);
+  EXPECT_FLOAT_EQ(parsed->mamba2.dt_max, 0.1f);
+
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* named;
+  };
+  const Case cases[] = {
+      {"attn_layer_indices", {3}, "attn_layer_indices"},  // past the last layer
+      {"attn_layer_indices", "2", "attn_layer_indices"},
+      {"mlp_bias", true, "mlp_bias"},
+      {"attention_bias", true, "attention_bias"},
+      {"rope_scaling", {{"rope_type", "yarn"}}, "rope_scaling"},
+      {"mamba_n_heads", 3, "mamba_n_heads"},
+      {"time_step_limit", {0.1, 0.001}, "time_step_limit"},
+      {"time_step_limit", {0.0, {{"__float__", "NaN"}}}, "time_step_limit"},
+      {"head_dim", 2, "head_dim"},  // a rotated half of one dimension
+  };
+  for (const Case& k : cases) {
+    nlohmann::json j = hub;
+    j[k.field] = k.value;
+    auto bad = ParseModelConfig(j, "config.json");
+    ASSERT_FALSE(bad.ok()) << k.field;
+    EXPECT_NE(bad.status().message().find(k.named), std::string::npos) << bad.status();
+  }
+}
+
 TEST(ModelConfigTest, JsonTextKeepsInfinityInsideStrings) {
   auto j = ParseJsonText(R"({"a": "Infinity NaN", "b": [-Infinity, NaN]})", "test.json");
   ASSERT_TRUE(j.ok()) << j.status();

@@ -124,7 +124,7 @@ TEST_F(ModelLoadErrorsTest, MissingShardIsNamed) {
 TEST_F(ModelLoadErrorsTest, EveryFixtureLoads) {
   for (const char* name : {"jamba-tiny", "jamba-tiny-projbias", "zamba2-tiny", "zamba2-tiny-1block",
                            "mamba2-tiny", "granite-tiny", "granite-tiny-dense", "nemotron-h-tiny",
-                           "nemotron3-tiny", "nemotron3-tiny-nolatent"}) {
+                           "nemotron3-tiny", "nemotron3-tiny-nolatent", "bamba-tiny"}) {
     auto model = models::Model::Load(ModelDir(name));
     EXPECT_TRUE(model.ok()) << name << ": " << model.status();
   }

@@ -84,7 +84,7 @@ std::vector<ParityCase> AllCases() {
   std::vector<ParityCase> cases;
   for (const char* model : {"jamba-tiny", "jamba-tiny-projbias", "zamba2-tiny", "zamba2-tiny-1block",
                             "mamba2-tiny", "granite-tiny", "granite-tiny-dense", "nemotron-h-tiny",
-                            "nemotron3-tiny", "nemotron3-tiny-nolatent",
+                            "nemotron3-tiny", "nemotron3-tiny-nolatent", "bamba-tiny",
                             "tandem-tiny-chat"}) {
     for (const char* backend : {"cpu", "reference"}) cases.push_back({model, backend});
   }

@@ -303,7 +303,7 @@ std::vector<ExactnessCase> AllCases() {
   std::vector<ExactnessCase> cases;
   for (const char* model : {"jamba-tiny", "zamba2-tiny", "zamba2-tiny-1block", "mamba2-tiny",
                             "granite-tiny", "granite-tiny-dense", "nemotron-h-tiny",
-                            "nemotron3-tiny"}) {
+                            "nemotron3-tiny", "bamba-tiny"}) {
     for (const char* backend : {"cpu", "cpu_invariant", "reference"}) {
       cases.push_back({model, backend});
     }

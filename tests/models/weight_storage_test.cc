@@ -157,7 +157,8 @@ INSTANTIATE_TEST_SUITE_P(ReferenceCheckpoints, StorageRunsTest,
                          ::testing::Values("jamba-tiny", "jamba-tiny-projbias", "zamba2-tiny",
                                            "zamba2-tiny-1block", "mamba2-tiny", "granite-tiny",
                                            "granite-tiny-dense", "nemotron-h-tiny",
-                                           "nemotron3-tiny", "nemotron3-tiny-nolatent"),
+                                           "nemotron3-tiny", "nemotron3-tiny-nolatent",
+                                           "bamba-tiny"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -497,9 +497,10 @@ def to_compute_dtype(model, dtype):
             assert m.rope_type == "default" and type(m).__name__ in (
                 "Zamba2RotaryEmbedding",
                 "GraniteMoeHybridRotaryEmbedding",
+                "BambaRotaryEmbedding",
             ), type(m)
             old = m.inv_freq  # transformers' float32 values, upcast by model.double()
-            dim = 2 * old.numel()  # partial_rotary_factor 1: one frequency per pair of dims
+            dim = 2 * old.numel()  # the rotated dims: one frequency per pair of them
             if ROPE_ANGLES == "float32":
                 m.inv_freq_float32 = old.to(torch.float32)
                 m.forward = _rope_forward_float32_angles.__get__(m)
