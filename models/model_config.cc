@@ -502,12 +502,35 @@ absl::Status ReadMambaPrefixedDims(const Fields& f, int32_t h, Mamba2Dims& m) {
   return absl::OkStatus();
 }
 
-// Plain RoPE's theta into `a` (a rope_scaling is refused by name: tandem applies plain RoPE).
+// hidden_act of Bamba and Granite-4.0-H, which transformers applies in the MLP and in the Mamba-2
+// mixer's convolution alike; tandem's convolution runs silu alone.
+absl::Status RequireSiluMixerActivation(const Fields& f) {
+  std::string act;
+  TANDEM_ASSIGN_OR_RETURN(act, f.String("hidden_act", "silu"));
+  if (act == "silu" || act == "swish") return absl::OkStatus();
+  return f.Error("hidden_act", absl::StrCat("names '", act.substr(0, 32),
+                                            "'; it is also the Mamba-2 convolution's activation, "
+                                            "which runs silu only"));
+}
+
+// Plain RoPE's theta into `a`. Scaled RoPE is refused by name, as transformers 4 writes it
+// (rope_scaling) and as transformers 5 does (rope_parameters' rope_type): tandem applies plain
+// RoPE.
 absl::Status ReadPlainRope(const Fields& f, AttentionDims& a) {
   if (f.Has("rope_scaling")) {
     return absl::UnimplementedError(absl::StrCat(f.source(), ": field 'rope_scaling' = ",
                                                  f.json()["rope_scaling"].dump(),
                                                  " is not supported (tandem applies plain RoPE)"));
+  }
+  if (f.Has("rope_parameters") && f.json()["rope_parameters"].is_object()) {
+    Fields rope(f.json()["rope_parameters"], f.source());
+    std::string type;
+    TANDEM_ASSIGN_OR_RETURN(type, rope.String("rope_type", "default"));
+    if (type != "default") {
+      return absl::UnimplementedError(
+          absl::StrCat(f.source(), ": field 'rope_parameters' has rope_type '", type.substr(0, 32),
+                       "', which is not supported (tandem applies plain RoPE)"));
+    }
   }
   double theta;
   TANDEM_ASSIGN_OR_RETURN(theta, RopeTheta(f));
@@ -526,7 +549,8 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-6));
   c.rms_norm_eps = static_cast<float>(eps);
   TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
-  TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
+  TANDEM_RETURN_IF_ERROR(RequireSiluMixerActivation(f));
+  c.ffn_activation = kernels::Activation::kSilu;
   TANDEM_ASSIGN_OR_RETURN(c.embedding_multiplier, PositiveScalar(f, "embedding_multiplier"));
   TANDEM_ASSIGN_OR_RETURN(c.residual_multiplier, PositiveScalar(f, "residual_multiplier"));
   TANDEM_ASSIGN_OR_RETURN(c.logits_scaling, PositiveScalar(f, "logits_scaling"));
@@ -627,7 +651,8 @@ absl::Status ParseBamba(const Fields& f, ModelConfig& c) {
   TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-5));
   c.rms_norm_eps = static_cast<float>(eps);
   TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
-  TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
+  TANDEM_RETURN_IF_ERROR(RequireSiluMixerActivation(f));
+  c.ffn_activation = kernels::Activation::kSilu;
   TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 14336));
   bool mlp_bias;
   TANDEM_ASSIGN_OR_RETURN(mlp_bias, f.Bool("mlp_bias", false));
@@ -645,18 +670,31 @@ absl::Status ParseBamba(const Fields& f, ModelConfig& c) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
   a.rope = true;
   TANDEM_RETURN_IF_ERROR(ReadPlainRope(f, a));
-  // transformers fixes Bamba's partial_rotary_factor at 0.5, whatever the config says.
-  a.rope_dims = a.head_dim / 2;
+  // The rotated share of each head: rope_parameters' partial_rotary_factor when a (transformers
+  // 5) config has one, else 0.5, which transformers sets for Bamba (a top-level
+  // partial_rotary_factor, or none, gives 0.5).
+  double factor = 0.5;
+  if (f.Has("rope_parameters") && f.json()["rope_parameters"].is_object()) {
+    Fields rope(f.json()["rope_parameters"], f.source());
+    TANDEM_ASSIGN_OR_RETURN(factor, rope.Number("partial_rotary_factor", 0.5));
+  }
+  if (!(factor > 0.0 && factor <= 1.0)) {
+    return f.Error("rope_parameters", absl::StrCat("has partial_rotary_factor ", factor,
+                                                   "; expected a share of the head in (0, 1]"));
+  }
+  a.rope_dims = static_cast<int32_t>(a.head_dim * factor);
   if (a.rope_dims < 2 || a.rope_dims % 2 != 0) {
-    return f.Error("head_dim", absl::StrCat("= ", a.head_dim,
-                                            " leaves no even half to rotate (Bamba's RoPE covers "
-                                            "the first half of each head)"));
+    return f.Error("head_dim", absl::StrCat("= ", a.head_dim, " with partial_rotary_factor ",
+                                            factor, " leaves ", a.rope_dims,
+                                            " dimensions to rotate; RoPE needs an even number"));
   }
 
   Mamba2Dims& m = c.mamba2;
   TANDEM_RETURN_IF_ERROR(ReadMambaPrefixedDims(f, h, m));
   m.norm_groups = m.groups;  // grouped gated norm (group size inner / mamba_n_groups)
   m.norm_eps = c.rms_norm_eps;
+  // A limit (none by default) clamps dt in prefill and decode alike, as the chunked scan it was
+  // trained with applies it; transformers 5.24's one-token step alone skips it.
   TANDEM_RETURN_IF_ERROR(ReadTimeStepLimit(f, m));
 
   std::vector<bool> attention(static_cast<size_t>(c.num_layers), false);

@@ -104,6 +104,7 @@ TEST(ModelConfigTest, GraniteRefusesWhatItCannotRunByName) {
       {"layer_types", {"mamba", "linear"}},
       {"layer_types", {"mamba"}},
       {"attention_bias", true},
+      {"hidden_act", "gelu"},  // also the Mamba-2 convolution's activation
       {"logits_scaling", 0},
       {"residual_multiplier", -1.0},
       {"num_local_experts", -2},
@@ -328,6 +329,14 @@ TEST(ModelConfigTest, BambaLayersHalfRotaryAndTimeStepLimit) {
   EXPECT_EQ(parsed->mamba2.head_dim, 16);
   EXPECT_FLOAT_EQ(parsed->mamba2.dt_min, 0.001f);
   EXPECT_FLOAT_EQ(parsed->mamba2.dt_max, 0.1f);
+  EXPECT_EQ(parsed->attention.rope_dims, 4);  // 0.5 of 8, with no rope_parameters at all
+  nlohmann::json quarter = hub;
+  quarter["head_dim"] = 16;
+  quarter["rope_parameters"] = {{"rope_theta", 500000.0}, {"partial_rotary_factor", 0.25}};
+  auto quartered = ParseModelConfig(quarter, "config.json");
+  ASSERT_TRUE(quartered.ok()) << quartered.status();
+  EXPECT_EQ(quartered->attention.rope_dims, 4);
+  EXPECT_FLOAT_EQ(quartered->attention.rope_theta, 500000.0f);
 
   struct Case {
     const char* field;
@@ -344,6 +353,9 @@ TEST(ModelConfigTest, BambaLayersHalfRotaryAndTimeStepLimit) {
       {"time_step_limit", {0.1, 0.001}, "time_step_limit"},
       {"time_step_limit", {0.0, {{"__float__", "NaN"}}}, "time_step_limit"},
       {"head_dim", 2, "head_dim"},  // a rotated half of one dimension
+      {"hidden_act", "gelu", "hidden_act"},  // the convolution's activation too
+      {"rope_parameters", {{"rope_type", "yarn"}}, "rope_type"},
+      {"rope_parameters", {{"partial_rotary_factor", 1.5}}, "partial_rotary_factor"},
   };
   for (const Case& k : cases) {
     nlohmann::json j = hub;
