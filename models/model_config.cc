@@ -188,6 +188,17 @@ absl::Status RefuseAttentionBias(const Fields& f, const char* family) {
                    family, " checkpoint has attention biases)"));
 }
 
+// The RMSNorm epsilon (under `eps_key`, each family's name for it) and whether the LM head is
+// the embedding, with the family's defaults.
+absl::Status ReadNormEpsAndTying(const Fields& f, const char* eps_key, double eps_fallback,
+                                 bool tied_fallback, ModelConfig& c) {
+  double eps;
+  TANDEM_ASSIGN_OR_RETURN(eps, f.Number(eps_key, eps_fallback));
+  c.rms_norm_eps = static_cast<float>(eps);
+  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", tied_fallback));
+  return absl::OkStatus();
+}
+
 // `layers_fallback`: what num_hidden_layers is when absent (a family that lists its layers).
 absl::Status ParseCommon(const Fields& f, ModelConfig& c,
                          std::optional<int64_t> layers_fallback = std::nullopt) {
@@ -205,10 +216,7 @@ absl::Status ParseCommon(const Fields& f, ModelConfig& c,
 
 absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
   c.family = Family::kJamba;
-  double eps;
-  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-6));
-  c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "rms_norm_eps", 1e-6, false, c));
   TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 14336));
   TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "silu"));
 
@@ -292,10 +300,7 @@ absl::Status ParseJamba(const Fields& f, ModelConfig& c) {
 absl::Status ParseZamba2(const Fields& f, const ConfigOptions& options, ModelConfig& c) {
   c.family = Family::kZamba2;
   const int32_t h = c.hidden_size;
-  double eps;
-  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-5));
-  c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", true));
+  TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "rms_norm_eps", 1e-5, true, c));
   TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", int64_t{4} * h));
   TANDEM_ASSIGN_OR_RETURN(c.ffn_activation, ParseActivation(f, "hidden_act", "gelu"));
   bool bias_linear;
@@ -434,10 +439,7 @@ absl::Status ReadTimeStepLimit(const Fields& f, Mamba2Dims& m) {
 
 absl::Status ParseMamba2(const Fields& f, ModelConfig& c) {
   c.family = Family::kMamba2;
-  double eps;
-  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("layer_norm_epsilon", 1e-5));
-  c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "layer_norm_epsilon", 1e-5, false, c));
 
   Mamba2Dims& m = c.mamba2;
   int32_t expand;
@@ -545,10 +547,7 @@ absl::Status ReadPlainRope(const Fields& f, AttentionDims& a) {
 absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   c.family = Family::kGraniteHybrid;
   const int32_t h = c.hidden_size;
-  double eps;
-  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-6));
-  c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "rms_norm_eps", 1e-6, false, c));
   TANDEM_RETURN_IF_ERROR(RequireSiluMixerActivation(f));
   c.ffn_activation = kernels::Activation::kSilu;
   TANDEM_ASSIGN_OR_RETURN(c.embedding_multiplier, PositiveScalar(f, "embedding_multiplier"));
@@ -647,10 +646,7 @@ std::optional<int64_t> NemotronHListedLayers(const Fields& f) {
 absl::Status ParseBamba(const Fields& f, ModelConfig& c) {
   c.family = Family::kBamba;
   const int32_t h = c.hidden_size;
-  double eps;
-  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("rms_norm_eps", 1e-5));
-  c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "rms_norm_eps", 1e-5, false, c));
   TANDEM_RETURN_IF_ERROR(RequireSiluMixerActivation(f));
   c.ffn_activation = kernels::Activation::kSilu;
   TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 14336));
@@ -836,10 +832,7 @@ absl::Status ParseNemotronHExperts(const Fields& f, ModelConfig& c) {
 absl::Status ParseNemotronH(const Fields& f, ModelConfig& c) {
   c.family = Family::kNemotronH;
   const int32_t h = c.hidden_size;
-  double eps;
-  TANDEM_ASSIGN_OR_RETURN(eps, f.Number("layer_norm_epsilon", 1e-5));
-  c.rms_norm_eps = static_cast<float>(eps);
-  TANDEM_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
+  TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "layer_norm_epsilon", 1e-5, false, c));
 
   std::vector<NemotronHBlock> blocks;
   TANDEM_ASSIGN_OR_RETURN(blocks, ParseNemotronHBlocks(f));

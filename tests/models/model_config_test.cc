@@ -1,12 +1,34 @@
 // config.json → ModelConfig: layer schedules, derived dimensions, and Python-style JSON.
 #include "models/model_config.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "model_test_util.h"
 #include "models/json_file.h"
 
 namespace tandem::models {
 namespace {
+
+// A config field set to a value the parser must refuse, and what its message must name.
+struct Refusal {
+  const char* field;
+  nlohmann::json value;
+  const char* named = nullptr;  // null: the field itself
+};
+
+// Each refusal applied to `base` alone is refused, with a message naming what it should.
+void ExpectRefused(const nlohmann::json& base, const std::vector<Refusal>& refusals) {
+  for (const Refusal& r : refusals) {
+    nlohmann::json j = base;
+    j[r.field] = r.value;
+    auto bad = ParseModelConfig(j, "config.json");
+    ASSERT_FALSE(bad.ok()) << r.field << " = " << r.value.dump();
+    const char* named = r.named != nullptr ? r.named : r.field;
+    EXPECT_NE(bad.status().message().find(named), std::string::npos) << bad.status();
+  }
+}
 
 TEST(ModelConfigTest, JambaScheduleFollowsPeriodsAndOffsets) {
   auto c = LoadModelConfig(testing::ModelDir("jamba-tiny"));
@@ -96,11 +118,7 @@ TEST(ModelConfigTest, GraniteRefusesWhatItCannotRunByName) {
   EXPECT_EQ(ok->mamba2.head_dim, 16);  // "auto": expand · H / heads
   EXPECT_EQ(ok->layers[1].attention_index, 0);
 
-  struct Case {
-    const char* field;
-    nlohmann::json value;
-  };
-  const Case cases[] = {
+  const std::vector<Refusal> refusals = {
       {"layer_types", {"mamba", "linear"}},
       {"layer_types", {"mamba"}},
       {"attention_bias", true},
@@ -112,13 +130,7 @@ TEST(ModelConfigTest, GraniteRefusesWhatItCannotRunByName) {
       {"mamba_d_head", "half"},
       {"num_attention_heads", 5},
   };
-  for (const Case& c : cases) {
-    nlohmann::json j = base;
-    j[c.field] = c.value;
-    auto bad = ParseModelConfig(j, "config.json");
-    ASSERT_FALSE(bad.ok()) << c.field << " = " << c.value.dump();
-    EXPECT_NE(bad.status().message().find(c.field), std::string::npos) << bad.status();
-  }
+  ExpectRefused(base, refusals);
   nlohmann::json experts = base;
   experts["num_local_experts"] = 2;
   experts["num_experts_per_tok"] = 3;
@@ -188,12 +200,7 @@ TEST(ModelConfigTest, NemotronHLayersFromTheListOrThePattern) {
   EXPECT_EQ(parsed->layers[2].attention_index, 0);
   EXPECT_EQ(parsed->layers[3].ssm_index, 1);
 
-  struct Case {
-    const char* field;
-    nlohmann::json value;
-    const char* named;
-  };
-  const Case cases[] = {
+  const std::vector<Refusal> refusals = {
       {"hybrid_override_pattern", "M-E*", "n_routed_experts"},  // experts, but none described
       {"hybrid_override_pattern", "M-x*", "hybrid_override_pattern"},
       {"num_hidden_layers", 5, "num_hidden_layers"},
@@ -202,21 +209,15 @@ TEST(ModelConfigTest, NemotronHLayersFromTheListOrThePattern) {
       {"n_groups", 3, "n_groups"},
       {"attention_bias", true, "attention_bias"},
   };
-  for (const Case& k : cases) {
-    nlohmann::json j = hub;
-    j[k.field] = k.value;
-    auto bad = ParseModelConfig(j, "config.json");
-    ASSERT_FALSE(bad.ok()) << k.field;
-    EXPECT_NE(bad.status().message().find(k.named), std::string::npos) << bad.status();
-  }
+  ExpectRefused(hub, refusals);
 }
 
 TEST(ModelConfigTest, NemotronHExpertLayers) {
   auto c = LoadModelConfig(testing::ModelDir("nemotron3-tiny"));
   ASSERT_TRUE(c.ok()) << c.status();
   // linear_attention, moe, full_attention, linear_attention, mlp, moe, linear_attention, moe
-  const FfnKind want[] = {FfnKind::kNone,  FfnKind::kMoe,  FfnKind::kNone, FfnKind::kNone,
-                          FfnKind::kDense, FfnKind::kMoe,  FfnKind::kNone, FfnKind::kMoe};
+  const FfnKind want[] = {FfnKind::kNone,  FfnKind::kMoe, FfnKind::kNone, FfnKind::kNone,
+                          FfnKind::kDense, FfnKind::kMoe, FfnKind::kNone, FfnKind::kMoe};
   ASSERT_EQ(c->num_layers, 8);
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(c->layers[i].ffn, want[i]) << i;
@@ -260,15 +261,10 @@ TEST(ModelConfigTest, NemotronHExpertLayers) {
   EXPECT_EQ(parsed->layers[3].attention_index, 0);
   EXPECT_EQ(parsed->intermediate_size, 0);  // no MLP layer: not required
 
-  struct Case {
-    const char* field;
-    nlohmann::json value;
-    const char* named;
-  };
-  const Case cases[] = {
-      {"n_group", 3, "n_group"},            // 3 does not divide 16
-      {"n_group", 16, "n_group"},           // groups of one
-      {"topk_group", 2, "n_group"},         // more groups chosen than there are
+  const std::vector<Refusal> refusals = {
+      {"n_group", 3, "n_group"},     // 3 does not divide 16
+      {"n_group", 16, "n_group"},    // groups of one
+      {"topk_group", 2, "n_group"},  // more groups chosen than there are
       {"num_experts_per_tok", 17, "n_group"},
       {"n_shared_experts", 2, "n_shared_experts"},
       {"routed_scaling_factor", 0, "routed_scaling_factor"},
@@ -276,13 +272,7 @@ TEST(ModelConfigTest, NemotronHExpertLayers) {
       {"moe_intermediate_size", 0, "moe_intermediate_size"},
       {"moe_latent_size", -4, "moe_latent_size"},
   };
-  for (const Case& k : cases) {
-    nlohmann::json j = hub;
-    j[k.field] = k.value;
-    auto bad = ParseModelConfig(j, "config.json");
-    ASSERT_FALSE(bad.ok()) << k.field;
-    EXPECT_NE(bad.status().message().find(k.named), std::string::npos) << bad.status();
-  }
+  ExpectRefused(hub, refusals);
   // Four groups of four, the best two allowed: room for eight.
   nlohmann::json grouped = hub;
   grouped["n_group"] = 4;
@@ -338,12 +328,7 @@ TEST(ModelConfigTest, BambaLayersHalfRotaryAndTimeStepLimit) {
   EXPECT_EQ(quartered->attention.rope_dims, 4);
   EXPECT_FLOAT_EQ(quartered->attention.rope_theta, 500000.0f);
 
-  struct Case {
-    const char* field;
-    nlohmann::json value;
-    const char* named;
-  };
-  const Case cases[] = {
+  const std::vector<Refusal> refusals = {
       {"attn_layer_indices", {3}, "attn_layer_indices"},  // past the last layer
       {"attn_layer_indices", "2", "attn_layer_indices"},
       {"mlp_bias", true, "mlp_bias"},
@@ -352,18 +337,12 @@ TEST(ModelConfigTest, BambaLayersHalfRotaryAndTimeStepLimit) {
       {"mamba_n_heads", 3, "mamba_n_heads"},
       {"time_step_limit", {0.1, 0.001}, "time_step_limit"},
       {"time_step_limit", {0.0, {{"__float__", "NaN"}}}, "time_step_limit"},
-      {"head_dim", 2, "head_dim"},  // a rotated half of one dimension
+      {"head_dim", 2, "head_dim"},           // a rotated half of one dimension
       {"hidden_act", "gelu", "hidden_act"},  // the convolution's activation too
       {"rope_parameters", {{"rope_type", "yarn"}}, "rope_type"},
       {"rope_parameters", {{"partial_rotary_factor", 1.5}}, "partial_rotary_factor"},
   };
-  for (const Case& k : cases) {
-    nlohmann::json j = hub;
-    j[k.field] = k.value;
-    auto bad = ParseModelConfig(j, "config.json");
-    ASSERT_FALSE(bad.ok()) << k.field;
-    EXPECT_NE(bad.status().message().find(k.named), std::string::npos) << bad.status();
-  }
+  ExpectRefused(hub, refusals);
 }
 
 TEST(ModelConfigTest, JsonTextKeepsInfinityInsideStrings) {
