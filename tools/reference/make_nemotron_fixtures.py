@@ -139,6 +139,38 @@ def parameter_values(name, shape, rng, config):
     return _parameter_values(name, shape, rng, config)
 
 
+class RoutingGap(mf.RoutingGap):
+    """make_fixtures' smallest routing gap, for Nemotron 3's router too: over every token, the
+    smallest of the gap between the topk_group-th and the next group score and the gap between
+    the k-th and the (k+1)-th biased score inside the allowed groups. A gap of float32 rounding's
+    size would let an engine choose other experts than the reference."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        for m in model.modules():
+            if type(m).__name__ == "NemotronHTopkRouter":
+                self.handles.append(m.register_forward_hook(self._sigmoid_hook))
+
+    def _sigmoid_hook(self, module, inputs, output):
+        logits = output[0].to(torch.float64)
+        scores = logits.sigmoid() + module.e_score_correction_bias.to(torch.float64)
+        groups = scores.view(-1, module.num_group, module.num_experts // module.num_group)
+        group_scores = groups.topk(2, dim=-1)[0].sum(dim=-1).sort(dim=-1, descending=True)
+        gaps = []
+        if module.topk_group < module.num_group:
+            values = group_scores.values
+            gaps.append(values[:, module.topk_group - 1] - values[:, module.topk_group])
+        allowed = group_scores.indices[:, : module.topk_group]
+        mask = torch.zeros_like(group_scores.values, dtype=torch.bool).scatter_(1, allowed, True)
+        mask = mask.unsqueeze(-1).expand_as(groups).reshape(scores.shape)
+        ranked = scores.masked_fill(~mask, float("-inf")).sort(dim=-1, descending=True).values
+        k = module.top_k
+        if k < ranked.shape[-1]:
+            gaps.append(ranked[:, k - 1] - ranked[:, k])
+        gap = float(torch.stack(gaps).min())
+        self.min_gap = gap if self.min_gap is None else min(self.min_gap, gap)
+
+
 def with_correction_biases(model, seed):
     """The routers' correction biases are buffers, not parameters: randomize() leaves them at
     zero, which would leave the biased choice untested."""
@@ -196,6 +228,7 @@ def main():
     mf.load_float32 = load_float32
     mf.stepwise_logits = stepwise_logits
     mf.parameter_values = parameter_values
+    mf.RoutingGap = RoutingGap
     mf.COMPUTE_DTYPE = torch.float64
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
