@@ -137,11 +137,30 @@ nlohmann::json Nemotron3100M() {
           {"mlp_hidden_act", "relu2"}};
 }
 
+// Bamba-9B's proportions (hidden 4096, 32 layers of which 3 attention, a gated MLP 3.5× wide
+// after every layer, Mamba-2 with 128 heads of 64, one group, N 128) at 100M-scale.
+nlohmann::json Bamba100M() {
+  return {{"architectures", {"BambaForCausalLM"}},
+          {"vocab_size", 16384},
+          {"hidden_size", 768},
+          {"num_hidden_layers", 12},
+          {"attn_layer_indices", {3, 8}},
+          {"num_attention_heads", 12},
+          {"num_key_value_heads", 4},
+          {"intermediate_size", 2688},
+          {"mamba_n_heads", 24},
+          {"mamba_n_groups", 1},
+          {"mamba_d_state", 128},
+          {"mamba_d_conv", 4},
+          {"mamba_expand", 2},
+          {"mamba_chunk_size", 256}};
+}
+
 }  // namespace
 
 std::vector<std::string> ModelPresetNames() {
-  return {"jamba-100m",   "zamba2-100m",     "mamba2-100m",
-          "granite-100m", "nemotron-h-100m", "nemotron3-100m"};
+  return {"jamba-100m",      "zamba2-100m",    "mamba2-100m", "granite-100m",
+          "nemotron-h-100m", "nemotron3-100m", "bamba-100m"};
 }
 
 absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
@@ -151,6 +170,7 @@ absl::StatusOr<nlohmann::json> ModelPresetJson(const std::string& name) {
   if (name == "granite-100m") return Granite100M();
   if (name == "nemotron-h-100m") return NemotronH100M();
   if (name == "nemotron3-100m") return Nemotron3100M();
+  if (name == "bamba-100m") return Bamba100M();
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown model preset '", name, "' (known: ", absl::StrJoin(ModelPresetNames(), ", "), ")"));
 }

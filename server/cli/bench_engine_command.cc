@@ -26,7 +26,7 @@ const std::vector<FlagSpec>& BenchFlags() {
   static const std::vector<FlagSpec> specs = {
       {"model", true, "checkpoint directory (default: a random-weight preset, see --preset)"},
       {"preset", true, "random-weight model: jamba-100m (default), zamba2-100m, mamba2-100m, granite-100m, "
-       "nemotron-h-100m, nemotron3-100m"},
+       "nemotron-h-100m, nemotron3-100m, bamba-100m"},
       {"policies", true, "comma-separated cache policies (default none,sglang-plus,marconi)"},
       {"trace", true, "replay this Mooncake or session JSONL trace instead of --workload"},
       {"workload", true, "multiturn (default): sessions sharing a system prompt"},
