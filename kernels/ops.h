@@ -291,6 +291,9 @@ struct MoeArgs {
   // The router's input when it is not `x` (Nemotron 3 routes on the hidden state and runs its
   // experts on a smaller projection of it): [T, router.cols]. Null: x.
   const float* route_x = nullptr;  int64_t ld_route_x = 0;
+  // What the router reads: route_x, or x when it is null.
+  const float* router_input() const { return route_x != nullptr ? route_x : x; }
+  int64_t ld_router_input() const { return route_x != nullptr ? ld_route_x : ld_x; }
   WeightMatrix router;  // [E, router input width]
   // Per expert: [2·intermediate, hidden], rows gate ‖ up; when !gated, up alone [intermediate,
   // hidden].

@@ -505,10 +505,11 @@ absl::Status ReadMambaPrefixedDims(const Fields& f, int32_t h, Mamba2Dims& m) {
 }
 
 // hidden_act of Bamba and Granite-4.0-H, which transformers applies in the MLP and in the Mamba-2
-// mixer's convolution alike; tandem's convolution runs silu alone.
-absl::Status RequireSiluMixerActivation(const Fields& f) {
+// mixer's convolution alike; tandem's convolution runs silu alone, so the MLP's is silu too.
+absl::Status ReadSiluMlpAndMixerActivation(const Fields& f, ModelConfig& c) {
   std::string act;
   TANDEM_ASSIGN_OR_RETURN(act, f.String("hidden_act", "silu"));
+  c.ffn_activation = kernels::Activation::kSilu;
   if (act == "silu" || act == "swish") return absl::OkStatus();
   return f.Error("hidden_act", absl::StrCat("names '", act.substr(0, 32),
                                             "'; it is also the Mamba-2 convolution's activation, "
@@ -548,8 +549,7 @@ absl::Status ParseGraniteHybrid(const Fields& f, ModelConfig& c) {
   c.family = Family::kGraniteHybrid;
   const int32_t h = c.hidden_size;
   TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "rms_norm_eps", 1e-6, false, c));
-  TANDEM_RETURN_IF_ERROR(RequireSiluMixerActivation(f));
-  c.ffn_activation = kernels::Activation::kSilu;
+  TANDEM_RETURN_IF_ERROR(ReadSiluMlpAndMixerActivation(f, c));
   TANDEM_ASSIGN_OR_RETURN(c.embedding_multiplier, PositiveScalar(f, "embedding_multiplier"));
   TANDEM_ASSIGN_OR_RETURN(c.residual_multiplier, PositiveScalar(f, "residual_multiplier"));
   TANDEM_ASSIGN_OR_RETURN(c.logits_scaling, PositiveScalar(f, "logits_scaling"));
@@ -647,8 +647,7 @@ absl::Status ParseBamba(const Fields& f, ModelConfig& c) {
   c.family = Family::kBamba;
   const int32_t h = c.hidden_size;
   TANDEM_RETURN_IF_ERROR(ReadNormEpsAndTying(f, "rms_norm_eps", 1e-5, false, c));
-  TANDEM_RETURN_IF_ERROR(RequireSiluMixerActivation(f));
-  c.ffn_activation = kernels::Activation::kSilu;
+  TANDEM_RETURN_IF_ERROR(ReadSiluMlpAndMixerActivation(f, c));
   TANDEM_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", 14336));
   bool mlp_bias;
   TANDEM_ASSIGN_OR_RETURN(mlp_bias, f.Bool("mlp_bias", false));

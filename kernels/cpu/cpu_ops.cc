@@ -243,11 +243,7 @@ void CpuOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int32_t E = a.num_experts, K = a.top_k;
   const int64_t up_rows = a.gated ? 2 * I : I;
   float* logits = ws.Floats(T * E);
-  if (a.route_x != nullptr) {
-    Linear(a.route_x, a.ld_route_x, T, a.router, nullptr, logits, E);
-  } else {
-    Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
-  }
+  Linear(a.router_input(), a.ld_router_input(), T, a.router, nullptr, logits, E);
   int32_t* experts = ws.Array<int32_t>(T * K);
   float* weights = ws.Floats(T * K);
   pool_.ParallelFor(T, 64, [&](int64_t t0, int64_t t1) {

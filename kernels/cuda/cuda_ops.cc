@@ -556,11 +556,7 @@ void CudaOps::Moe(const MoeArgs& a, Workspace& ws) {
     return;
   }
   float* logits = ws.Floats(T * E);
-  if (a.route_x != nullptr) {
-    Linear(a.route_x, a.ld_route_x, T, a.router, nullptr, logits, E);
-  } else {
-    Linear(a.x, a.ld_x, T, a.router, nullptr, logits, E);
-  }
+  Linear(a.router_input(), a.ld_router_input(), T, a.router, nullptr, logits, E);
   const int64_t entries = T * K;
   int32_t* chosen = ws.Array<int32_t>(entries);
   float* weights = ws.Floats(entries);

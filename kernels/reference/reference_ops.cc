@@ -155,16 +155,14 @@ void ReferenceOps::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_
 void ReferenceOps::Moe(const MoeArgs& a, Workspace& ws) {
   const int64_t H = a.hidden, I = a.intermediate;
   const int64_t up_rows = a.gated ? 2 * I : I;
-  const float* route_x = a.route_x != nullptr ? a.route_x : a.x;
-  const int64_t ld_route_x = a.route_x != nullptr ? a.ld_route_x : a.ld_x;
   std::vector<float> logits(a.num_experts);
   std::vector<int32_t> experts(a.top_k);
   std::vector<float> weights(a.top_k);
   std::vector<float> gu(up_rows), h(I), y(H);
   for (int64_t t = 0; t < a.tokens; ++t) {
     const float* xt = a.x + t * a.ld_x;
-    Linear(route_x + t * ld_route_x, a.router.cols, 1, a.router, nullptr, logits.data(),
-           a.num_experts);
+    Linear(a.router_input() + t * a.ld_router_input(), a.router.cols, 1, a.router, nullptr,
+           logits.data(), a.num_experts);
     RouteToken(logits.data(), a.num_experts, a.top_k, a.routing, experts.data(), weights.data());
     std::vector<double> acc(H, 0.0);
     for (int32_t j = 0; j < a.top_k; ++j) {

@@ -7,14 +7,11 @@ computation and manifest format. Bamba's RoPE covers the first half of each head
 fixes its partial_rotary_factor at 0.5), which no other fixture has.
 """
 
-import json
-import os
-import sys
-
 import torch
 from transformers import BambaConfig, BambaForCausalLM
 
 import make_fixtures as mf
+import make_nemotron_fixtures as nemotron
 
 mf.FLOAT64_PATCHED_MODULES = ["transformers.models.bamba.modeling_bamba"]
 
@@ -67,52 +64,9 @@ MODELS = {
 }
 
 
-def load_float32(cls, model_dir):
-    model, info = cls.from_pretrained(
-        model_dir, dtype=torch.float32, attn_implementation="eager", output_loading_info=True
-    )
-    for key in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
-        assert not info.get(key), f"{model_dir}: {key} = {info[key]}"
-    return model.eval()
-
-
-@torch.no_grad()
-def stepwise_logits(model, ids):
-    """transformers' own cached path, one token per call, each with its position given: without
-    position_ids, transformers 5.24.0's Bamba places every cached step at the wrong position
-    (its cache's length comes back as 0; differences of order 1 in the logits)."""
-    rows = []
-    cache = None
-    with mf.compute_precision(model.dtype):
-        for position, tok in enumerate(ids):
-            out = model(
-                input_ids=torch.tensor([[tok]], dtype=torch.long),
-                position_ids=torch.tensor([[position]], dtype=torch.long),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            rows.append(out.logits[0, -1].to(torch.float64).numpy())
-    return mf.np.stack(rows)
-
-
 def main():
-    mf.load_float32 = load_float32
-    mf.stepwise_logits = stepwise_logits
-    mf.COMPUTE_DTYPE = torch.float64
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    for name in sys.argv[1:] or list(MODELS):
-        spec = MODELS[name]
-        out_dir = mf.generate(name, spec)
-        mf.copy_tokenizer(name, spec, out_dir)
-        manifest_path = os.path.join(mf.REFERENCE_DIR, name, "manifest.json")
-        with open(manifest_path) as f:
-            manifest = json.load(f)
-        manifest["notes"].append(POSITION_NOTE)
-        with open(manifest_path, "w") as f:
-            json.dump(manifest, f, indent=1)
-            f.write("\n")
+    mf.load_float32 = nemotron.load_checked
+    nemotron.generate_all(MODELS, lambda name: [POSITION_NOTE])
 
 
 if __name__ == "__main__":

@@ -197,56 +197,77 @@ def build_model(name, spec):
     return without_dt_clamp(with_correction_biases(_build_model(name, spec), spec["seed"]))
 
 
-def load_float32(cls, model_dir):
+def load_checked(cls, model_dir, **implementations):
+    """The saved checkpoint, loaded back in float32 with eager attention (and `implementations`,
+    e.g. experts_implementation), every tensor accounted for."""
     model, info = cls.from_pretrained(
         model_dir,
         dtype=torch.float32,
         attn_implementation="eager",
-        experts_implementation="eager",
         output_loading_info=True,
+        **implementations,
     )
     for key in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
         assert not info.get(key), f"{model_dir}: {key} = {info[key]}"
-    return without_dt_clamp(model.eval())
+    return model.eval()
+
+
+def load_float32(cls, model_dir):
+    return without_dt_clamp(load_checked(cls, model_dir, experts_implementation="eager"))
 
 
 @torch.no_grad()
 def stepwise_logits(model, ids):
-    """transformers' own cached path, one token per call (its recurrent Mamba-2 step)."""
+    """transformers' own cached path, one token per call (its recurrent Mamba-2 step), each with
+    its position given: transformers 5.24.0's Bamba places cached steps at wrong positions
+    without them (Nemotron-H has no positional encoding, so they change nothing there)."""
     rows = []
     cache = None
     with mf.compute_precision(model.dtype):
-        for tok in ids:
-            out = model(input_ids=torch.tensor([[tok]], dtype=torch.long), past_key_values=cache, use_cache=True)
+        for position, tok in enumerate(ids):
+            out = model(
+                input_ids=torch.tensor([[tok]], dtype=torch.long),
+                position_ids=torch.tensor([[position]], dtype=torch.long),
+                past_key_values=cache,
+                use_cache=True,
+            )
             cache = out.past_key_values
             rows.append(out.logits[0, -1].to(torch.float64).numpy())
     return mf.np.stack(rows)
 
 
-def main():
-    mf.build_model = build_model
-    mf.load_float32 = load_float32
+def generate_all(models, notes_of, fields=None):
+    """make_fixtures.generate for the models named on the command line (all of `models` by
+    default), with the float64 hooks set, the tokenizer copied, and the manifest given
+    notes_of(name) and `fields`."""
     mf.stepwise_logits = stepwise_logits
-    mf.parameter_values = parameter_values
-    mf.RoutingGap = RoutingGap
     mf.COMPUTE_DTYPE = torch.float64
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    names = sys.argv[1:] or list(MODELS)
-    for name in names:
-        spec = MODELS[name]
+    for name in sys.argv[1:] or list(models):
+        spec = models[name]
         out_dir = mf.generate(name, spec)
         mf.copy_tokenizer(name, spec, out_dir)
         manifest_path = os.path.join(mf.REFERENCE_DIR, name, "manifest.json")
         with open(manifest_path) as f:
             manifest = json.load(f)
-        manifest["notes"].append(DT_NOTE)
-        if name.startswith("nemotron3"):
-            manifest["notes"].append(MOE_NOTE)
-        manifest["dt_clamp_of_reference"] = "none (time_step_limit (0, inf) in prefill and decode)"
+        manifest["notes"].extend(notes_of(name))
+        manifest.update(fields or {})
         with open(manifest_path, "w") as f:
             json.dump(manifest, f, indent=1)
             f.write("\n")
+
+
+def main():
+    mf.build_model = build_model
+    mf.load_float32 = load_float32
+    mf.parameter_values = parameter_values
+    mf.RoutingGap = RoutingGap
+    generate_all(
+        MODELS,
+        lambda name: [DT_NOTE] + ([MOE_NOTE] if name.startswith("nemotron3") else []),
+        {"dt_clamp_of_reference": "none (time_step_limit (0, inf) in prefill and decode)"},
+    )
 
 
 if __name__ == "__main__":
