@@ -3,10 +3,12 @@
 #define TANDEM_ENGINE_REQUEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 
 namespace tandem::engine {
@@ -22,6 +24,12 @@ struct Request {
   bool ignore_eos = false;                // keep going past the model's end-of-sequence ids
   int32_t top_logprobs = 0;               // return the n most likely tokens with each token (0..20)
   bool skip_special_tokens = true;        // in text deltas
+  // Structured output: when set, every token is chosen among those that keep the output text a
+  // prefix of a sentence of this grammar (engine/json_schema_grammar.h builds it from a JSON
+  // Schema), and the end-of-sequence ids are allowed only where the text is a whole sentence.
+  // Needs the engine's tokenizer. When the text is whole and nothing may follow, the request ends
+  // there (FinishReason::kStop), ignore_eos or not.
+  std::shared_ptr<const Grammar> grammar;
   std::string client_id;                  // echoed in logs; free-form
   // Prompt positions where later requests are expected to branch off this one's prompt, such
   // as the end of a chat's system prompt and the end of the rendered conversation (where the

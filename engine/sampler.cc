@@ -142,6 +142,39 @@ SampleResult BatchSampler::SampleRow(std::span<const float> logits, SamplingStat
   return result;
 }
 
+SampleResult BatchSampler::SampleRowAmong(std::span<const float> logits,
+                                          std::span<const int32_t> allowed, SamplingState& state) {
+  TANDEM_CHECK(logits.size() == static_cast<size_t>(vocab_), "logits row is not vocab-sized");
+  TANDEM_CHECK(!allowed.empty(), "SampleRowAmong needs an allowed token");
+  const SamplingParams& p = state.params();
+  kernels::SamplingRow rule = p.rule();
+  rule.logprobs = false;
+  rule.top_logprobs = 0;
+  if (!p.greedy) rule.uniform = state.rng().Uniform();
+  // The allowed tokens' logits in id order, so that "lower ids first among equals" still holds,
+  // and the penalty tokens renamed to their places among them.
+  allowed_logits_.resize(allowed.size());
+  for (size_t i = 0; i < allowed.size(); ++i) allowed_logits_[i] = logits[allowed[i]];
+  seen_among_.clear();
+  for (const kernels::PenaltyToken& t : Seen(state)) {
+    const auto at = std::lower_bound(allowed.begin(), allowed.end(), t.token);
+    if (at != allowed.end() && *at == t.token) {
+      seen_among_.push_back({static_cast<int32_t>(at - allowed.begin()), t.generated});
+    }
+  }
+  rule.penalties_end = static_cast<int32_t>(seen_among_.size());
+  const kernels::SampledToken drawn = rows_.Sample(allowed_logits_, rule, seen_among_);
+  SampleResult result;
+  result.token = allowed[static_cast<size_t>(drawn.token)];
+  if (p.logprobs || p.top_logprobs > 0) {
+    result.num_top = std::clamp(p.top_logprobs, 0, SampleResult::kMaxTop);
+    result.logprob = kernels::ComputeLogprobs(
+        logits, result.token, std::span(result.top.data(), static_cast<size_t>(result.num_top)));
+  }
+  state.Accept(result.token);
+  return result;
+}
+
 void BatchSampler::Sample(std::span<const float> logits, std::span<SamplingState* const> states,
                           std::span<SampleResult> results) {
   TANDEM_CHECK(logits.size() == states.size() * static_cast<size_t>(vocab_) &&

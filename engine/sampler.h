@@ -124,6 +124,11 @@ class BatchSampler {
   void Sample(std::span<const float> logits, std::span<SamplingState* const> states,
               std::span<SampleResult> results);
   SampleResult SampleRow(std::span<const float> logits, SamplingState& state);
+  // As SampleRow, choosing only among `allowed` (ascending ids, non-empty; structured output):
+  // the rule runs on the allowed tokens' logits alone, so top-k, top-p and min-p rank only them,
+  // and a disallowed token can never be drawn. Logprobs are still those of the whole raw row.
+  SampleResult SampleRowAmong(std::span<const float> logits, std::span<const int32_t> allowed,
+                              SamplingState& state);
 
   // The distribution the row would be drawn from (after penalties, temperature, top-k, top-p and
   // min-p), as (token, probability) pairs; the greedy rule gives its argmax with probability 1.
@@ -137,6 +142,8 @@ class BatchSampler {
 
   int32_t vocab_;
   std::vector<kernels::PenaltyToken> seen_;
+  std::vector<kernels::PenaltyToken> seen_among_;  // seen_ as indices into the allowed tokens
+  std::vector<float> allowed_logits_;
   kernels::RowSampler rows_;
 };
 

@@ -48,6 +48,10 @@ absl::Status Scheduler::Validate(const Request& r) const {
           "stop_token_ids[", i, "]: token id ", r.stop_token_ids[i], " is outside the vocabulary"));
     }
   }
+  if (r.grammar != nullptr && tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "response format: the engine has no tokenizer to match the output against the grammar");
+  }
   if (!r.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError("stop_strings: the engine has no tokenizer to match text");
   }
@@ -77,6 +81,15 @@ void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream
   if (vocab_ != nullptr) {
     seq->text.emplace(vocab_, seq->request.skip_special_tokens, seq->request.prompt,
                       seq->request.stop_strings);
+  }
+  if (seq->request.grammar != nullptr) {
+    absl::StatusOr<OutputConstraint> constraint =
+        OutputConstraint::Create(seq->request.grammar, token_trie());
+    if (!constraint.ok()) {
+      Finish(*seq, FinishReason::kError, constraint.status());
+      return;
+    }
+    seq->constraint.emplace(*std::move(constraint));
   }
   waiting_.push_back(std::move(seq));
 }
@@ -424,10 +437,12 @@ void Scheduler::Step() {
              .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
          seq->step_snapshots, false});
     // Only a step that reaches the end of the tokens samples. Greedy needs only the argmax;
-    // other rules, and logprobs, are computed where the logits are.
+    // other rules, and logprobs, are computed where the logits are. Structured output samples
+    // on the host, from the whole row, after its grammar has chosen the allowed tokens.
     const bool samples = begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
     const SamplingParams& params = seq->sampling.params();
     logits_uses_.push_back(!samples                 ? LogitsUse::kNone
+                           : seq->constraint        ? LogitsUse::kRow
                            : params.argmax_only()   ? LogitsUse::kArgmax
                                                     : LogitsUse::kSample);
     kernels::SamplingRow& rule = sampling_rules_.emplace_back();
@@ -462,6 +477,20 @@ void Scheduler::Step() {
       SampleResult sample;
       if (logits_uses_[i] == LogitsUse::kArgmax) {
         sample.token = runner_->token(i);
+      } else if (logits_uses_[i] == LogitsUse::kRow) {
+        absl::StatusOr<std::optional<SampleResult>> chosen =
+            SampleConstrained(seq, runner_->logits_row(i));
+        if (!chosen.ok()) {
+          Finish(seq, FinishReason::kError, chosen.status());
+          continue;
+        }
+        if (!chosen->has_value()) {
+          Finish(seq, FinishReason::kStop);
+          continue;
+        }
+        sample = **chosen;
+        Emit(seq, sample);
+        continue;
       } else {
         sample = FromSampled(runner_->sampled(i), seq.sampling.params());
       }
@@ -470,6 +499,43 @@ void Scheduler::Step() {
     }
   }
   RemoveFinished();
+}
+
+const std::shared_ptr<const TokenTrie>& Scheduler::token_trie() {
+  if (token_trie_ == nullptr) {
+    token_trie_ = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tokenizer_));
+  }
+  return token_trie_;
+}
+
+absl::StatusOr<std::optional<SampleResult>> Scheduler::SampleConstrained(Sequence& seq,
+                                                                         const float* logits) {
+  const Request& r = seq.request;
+  end_tokens_ = r.stop_token_ids;
+  if (!r.ignore_eos) {
+    const auto& eos = model_.config().eos_token_ids;
+    end_tokens_.insert(end_tokens_.end(), eos.begin(), eos.end());
+  }
+  if (absl::Status s = seq.constraint->AllowedTokens(end_tokens_, &allowed_tokens_); !s.ok()) {
+    return s;
+  }
+  if (allowed_tokens_.empty()) {
+    if (seq.constraint->complete()) return std::nullopt;
+    return absl::FailedPreconditionError(
+        "response format: no token of the vocabulary can continue the output within the grammar");
+  }
+  const auto vocab = static_cast<int32_t>(runner_->vocab());
+  if (!constrained_sampler_) constrained_sampler_.emplace(vocab);
+  SampleResult sample = constrained_sampler_->SampleRowAmong(
+      std::span(logits, static_cast<size_t>(vocab)), allowed_tokens_, seq.sampling);
+  // An end token ends the output (Emit finishes the sequence); any other grows its text.
+  if (std::find(end_tokens_.begin(), end_tokens_.end(), sample.token) == end_tokens_.end()) {
+    if (absl::Status s = seq.constraint->Accept(tokenizer_->TokenBytes(sample.token)); !s.ok()) {
+      return absl::InternalError(absl::StrCat("response format: an allowed token was refused: ",
+                                              s.message()));
+    }
+  }
+  return sample;
 }
 
 void Scheduler::Emit(Sequence& seq, const SampleResult& sample) {

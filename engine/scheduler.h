@@ -142,6 +142,13 @@ class Scheduler {
   [[nodiscard]] absl::Status ReleaseState(Sequence& seq, bool insert);
   // ReleaseState without insertion, which cannot fail.
   void DropState(Sequence& seq);
+  // Structured output: the next token of `seq` from its row of logits, among those its
+  // constraint allows (and accepted by it). Nothing when the text is complete and nothing may
+  // follow; an error when no token can continue it.
+  absl::StatusOr<std::optional<SampleResult>> SampleConstrained(Sequence& seq,
+                                                                const float* logits);
+  // The vocabulary trie structured output walks, built on first use.
+  const std::shared_ptr<const TokenTrie>& token_trie();
   // Appends the sampled token, streams it, and finishes the sequence on a stop or its length.
   void Emit(Sequence& seq, const SampleResult& sample);
   void RemoveFinished();
@@ -171,6 +178,11 @@ class Scheduler {
   std::vector<LogitsUse> logits_uses_;  // per scheduled sequence, what its step reads
   std::vector<kernels::SamplingRow> sampling_rules_;  // per scheduled sequence (kSample rows)
   std::vector<kernels::PenaltyToken> penalty_tokens_;  // what sampling_rules_ index
+  // Structured output's: the vocabulary trie, a host sampler and the allowed tokens.
+  std::shared_ptr<const TokenTrie> token_trie_;
+  std::optional<BatchSampler> constrained_sampler_;
+  std::vector<int32_t> allowed_tokens_;
+  std::vector<int32_t> end_tokens_;
 };
 
 }  // namespace tandem::engine

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "engine/output_constraint.h"
 #include "engine/output_text.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
@@ -62,6 +63,7 @@ struct Sequence {
 
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer
+  std::optional<OutputConstraint> constraint;  // structured output: where the text stands
   Usage usage;
   bool ever_admitted = false;
   Clock::time_point first_admitted, first_token, last_token;

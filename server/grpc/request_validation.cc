@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/json_schema_grammar.h"
 #include "engine/stop_strings.h"
 #include "models/unicode_utf8.h"
 #include "server/grpc/chat_checkpoints.h"
@@ -95,6 +96,36 @@ absl::Status ValidateTokenIds(const google::protobuf::RepeatedField<int32_t>& id
   return absl::OkStatus();
 }
 
+absl::Status ConvertResponseFormat(const v1::SamplingParams& p, const ValidationContext& context,
+                                   engine::Request* out) {
+  const char* field = nullptr;
+  switch (p.response_format_case()) {
+    case v1::SamplingParams::RESPONSE_FORMAT_NOT_SET:
+      return absl::OkStatus();
+    case v1::SamplingParams::kJsonSchema: {
+      field = "sampling.json_schema";
+      absl::StatusOr<engine::Grammar> grammar = engine::JsonSchemaGrammar(p.json_schema());
+      if (!grammar.ok()) return Invalid(field, std::string(grammar.status().message()));
+      out->grammar = std::make_shared<const engine::Grammar>(*std::move(grammar));
+      break;
+    }
+    case v1::SamplingParams::kJsonObject: {
+      field = "sampling.json_object";
+      if (!p.json_object()) return Invalid(field, "only true is accepted (leave it unset for text)");
+      // The same for every request: built once.
+      static const auto* const kAnyObject =
+          new std::shared_ptr<const engine::Grammar>(std::make_shared<const engine::Grammar>(
+              engine::JsonObjectGrammar()));
+      out->grammar = *kAnyObject;
+      break;
+    }
+  }
+  if (context.model->tokenizer == nullptr) {
+    return Invalid(field, "the model has no tokenizer to match the output against");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContext& context,
                              engine::Request* out) {
   engine::SamplingParams& s = out->sampling;
@@ -165,7 +196,7 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContex
   }
   out->ignore_eos = p.ignore_eos();
   out->skip_special_tokens = p.has_skip_special_tokens() ? p.skip_special_tokens() : true;
-  return absl::OkStatus();
+  return ConvertResponseFormat(p, context, out);
 }
 
 absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,

@@ -301,8 +301,41 @@ absl::Status ReadTools(Fields& f, v1::ChatRequest* out) {
   return absl::OkStatus();
 }
 
+// response_format: text (the default), json_object, or json_schema with its schema. The schema
+// is taken from `body` again, in an order-keeping parse: `json` sorts object members, and the
+// order of a schema's properties is the order the model writes them in.
+absl::Status ReadResponseFormat(const json* format, absl::string_view body,
+                                v1::SamplingParams* sampling) {
+  if (format == nullptr) return absl::OkStatus();
+  if (!format->is_object()) return WrongType("response_format", "an object", *format);
+  Fields f(*format, "response_format");
+  TANDEM_ASSIGN_OR_RETURN(auto type, String(f, "type"));
+  if (!type) return Invalid("response_format.type", "required");
+  if (*type == "json_object") {
+    sampling->set_json_object(true);
+  } else if (*type == "json_schema") {
+    const json* spec = f.Get("json_schema");
+    if (spec == nullptr) return Invalid("response_format.json_schema", "required");
+    if (!spec->is_object()) return WrongType(f.Name("json_schema"), "an object", *spec);
+    Fields s(*spec, "response_format.json_schema");
+    TANDEM_ASSIGN_OR_RETURN(auto name, String(s, "name"));
+    TANDEM_ASSIGN_OR_RETURN(auto description, String(s, "description"));
+    TANDEM_ASSIGN_OR_RETURN(auto strict, Bool(s, "strict"));  // tandem is always strict
+    (void)name, (void)description, (void)strict;
+    if (s.Get("schema") == nullptr) return Invalid("response_format.json_schema.schema", "required");
+    TANDEM_RETURN_IF_ERROR(s.CheckAllRead());
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body.begin(), body.end());
+    sampling->set_json_schema(ordered["response_format"]["json_schema"]["schema"].dump());
+  } else if (*type != "text") {
+    return Invalid("response_format.type",
+                   absl::StrCat("must be \"text\", \"json_object\" or \"json_schema\", got \"",
+                                *type, "\""));
+  }
+  return f.CheckAllRead();
+}
+
 absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOptions& options,
-                      OpenAiRequest* request) {
+                      absl::string_view body, OpenAiRequest* request) {
   v1::ChatRequest& chat = request->chat;
   if (!messages.is_array()) return WrongType("messages", "an array of messages", messages);
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -318,12 +351,7 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   if (logprobs.value_or(false)) return Unsupported("logprobs");
   TANDEM_ASSIGN_OR_RETURN(auto top_logprobs, Integer(f, "top_logprobs"));
   if (top_logprobs.value_or(0) != 0) return Unsupported("top_logprobs");
-  if (const json* format = f.Get("response_format");
-      format != nullptr && !(format->is_object() && format->size() == 1 &&
-                             format->contains("type") && (*format)["type"] == "text")) {
-    return Invalid("response_format", "only {\"type\": \"text\"} is supported");
-  }
-  return absl::OkStatus();
+  return ReadResponseFormat(f.Get("response_format"), body, chat.mutable_sampling());
 }
 
 // A string, an array of token ids, or a list holding one of them.
@@ -396,7 +424,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,
                                                          const OpenAiRequestOptions& options) {
   return ParseRequest(body, options, "messages",
                       [&](const json& messages, Fields& f, OpenAiRequest* request) {
-                        return ReadChat(messages, f, options, request);
+                        return ReadChat(messages, f, options, body, request);
                       });
 }
 

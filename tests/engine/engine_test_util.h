@@ -65,6 +65,7 @@ inline ::testing::AssertionResult LogitsNear(const std::vector<float>& got,
 struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<std::vector<TopLogprob>> logprobs;  // when the request asked for them
+  std::string text;  // every event's text, when the scheduler has a tokenizer
   Event finished;
 };
 
@@ -72,6 +73,7 @@ inline Outcome Drain(RequestStream& stream) {
   Outcome out;
   Event e;
   while (stream.Next(&e)) {
+    out.text += e.text;
     if (e.kind == Event::Kind::kTokens) {
       out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
       out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
@@ -122,7 +124,8 @@ class SchedulerHarness {
   SchedulerHarness(const models::Model& model, CachePolicy policy, size_t memory_bytes,
                    SchedulerConfig config = {}, Backend backend = Backend::kCpu,
                    const std::string& allocator = "avmp-dynamic",
-                   const models::HydragenConfig& hydragen = {})
+                   const models::HydragenConfig& hydragen = {},
+                   const models::Tokenizer* tokenizer = nullptr)
       : model_(model) {
     auto spec = CacheModelSpecFor(model.config(), "fixture");
     EXPECT_TRUE(spec.ok()) << spec.status();
@@ -140,7 +143,7 @@ class SchedulerHarness {
     config.cache.policy = policy;
     config.cache.tuner.synchronous = true;
     scheduler_ =
-        std::make_unique<Scheduler>(model, nullptr, allocator_.get(), spec_, runner_.get(), config);
+        std::make_unique<Scheduler>(model, tokenizer, allocator_.get(), spec_, runner_.get(), config);
   }
 
   std::shared_ptr<RequestStream> Add(Request request) {

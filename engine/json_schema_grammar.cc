@@ -1,0 +1,548 @@
+#include "engine/json_schema_grammar.h"
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/json_depth.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::engine {
+namespace {
+
+using json = nlohmann::ordered_json;
+using B = GrammarBuilder;
+
+constexpr int32_t kMaxIndent = 20;  // spaces or tabs after a newline
+
+// Keywords that only describe: they change nothing the output may be.
+const std::set<std::string>& Annotations() {
+  static const auto* const kSet = new std::set<std::string>{
+      "title",   "description", "default", "examples",  "$schema",   "$id",
+      "$comment", "deprecated", "readOnly", "writeOnly", "$defs",    "definitions"};
+  return *kSet;
+}
+
+// Keywords that constrain and are enforced.
+const std::set<std::string>& Enforced() {
+  static const auto* const kSet = new std::set<std::string>{
+      "type",     "enum",      "const",    "anyOf",      "oneOf",      "allOf",
+      "$ref",     "minLength", "maxLength", "items",     "minItems",   "maxItems",
+      "properties", "required", "additionalProperties"};
+  return *kSet;
+}
+
+const std::vector<std::string>& TypeNames() {
+  static const auto* const kNames = new std::vector<std::string>{
+      "null", "boolean", "integer", "number", "string", "array", "object"};
+  return *kNames;
+}
+
+std::string Where(const std::string& path) { return path.empty() ? "#" : "#" + path; }
+
+absl::Status Refuse(const std::string& path, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("json_schema at ", Where(path), ": ", what));
+}
+
+// JSON pointer escaping of one path segment (RFC 6901).
+std::string Segment(std::string_view key) {
+  std::string out;
+  for (const char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Whether `value` is an instance of the JSON Schema type `type`.
+bool OfType(const json& value, const std::string& type) {
+  if (type == "null") return value.is_null();
+  if (type == "boolean") return value.is_boolean();
+  if (type == "integer") {
+    return value.is_number_integer() ||
+           (value.is_number_float() && value.get<double>() == static_cast<double>(
+                                                                  static_cast<int64_t>(value.get<double>())));
+  }
+  if (type == "number") return value.is_number();
+  if (type == "string") return value.is_string();
+  if (type == "array") return value.is_array();
+  return value.is_object();
+}
+
+class SchemaCompiler {
+ public:
+  explicit SchemaCompiler(const json& root) : root_(root) {
+    const int32_t indent =
+        b_.Repeat("indent", {B::Bytes(ByteSet::Of(' ').Add(ByteSet::Of('\t')))}, 0, kMaxIndent);
+    ws_ = b_.AddRule("whitespace", {{}, B::Literal(" "), {B::Bytes(ByteSet::Of('\n')), B::Ref(indent)}});
+  }
+
+  absl::StatusOr<Grammar> Compile(const json& schema) {
+    absl::StatusOr<int32_t> value = Value(schema, "");
+    if (!value.ok()) return value.status();
+    return Finish(*value);
+  }
+
+  Grammar AnyObjectGrammar() {
+    AnyValue();
+    absl::StatusOr<Grammar> grammar = Finish(any_object_);
+    return *std::move(grammar);  // fixed rules: always well formed
+  }
+
+ private:
+  absl::StatusOr<Grammar> Finish(int32_t value) {
+    const int32_t root = b_.AddRule("root", {{B::Ref(ws_), B::Ref(value)}});
+    absl::StatusOr<Grammar> grammar = b_.Build(root);
+    if (!grammar.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("json_schema: ", grammar.status().message()));
+    }
+    return grammar;
+  }
+
+  absl::StatusOr<int32_t> Value(const json& schema, const std::string& path) {
+    if (schema.is_boolean()) {
+      if (schema.get<bool>()) return AnyValue();
+      return Refuse(path, "the schema false admits no value");
+    }
+    if (!schema.is_object()) return Refuse(path, "a schema must be an object or a boolean");
+    for (const auto& [key, unused] : schema.items()) {
+      if (!Annotations().contains(key) && !Enforced().contains(key)) {
+        return Refuse(path, absl::StrCat("keyword '", key, "' is not supported"));
+      }
+    }
+    auto only_beside = [&](const char* keyword) -> absl::Status {
+      for (const auto& [key, unused] : schema.items()) {
+        if (key != keyword && !Annotations().contains(key)) {
+          return Refuse(path, absl::StrCat("'", key, "' beside '", keyword, "' is not supported"));
+        }
+      }
+      return absl::OkStatus();
+    };
+    if (schema.contains("$ref")) {
+      if (absl::Status s = only_beside("$ref"); !s.ok()) return s;
+      return Ref(schema["$ref"], path + "/$ref");
+    }
+    for (const char* keyword : {"anyOf", "oneOf", "allOf"}) {
+      if (!schema.contains(keyword)) continue;
+      if (absl::Status s = only_beside(keyword); !s.ok()) return s;
+      return Choice(schema[keyword], keyword, path);
+    }
+
+    absl::StatusOr<std::vector<std::string>> types = Types(schema, path);
+    if (!types.ok()) return types.status();
+    if (schema.contains("enum") || schema.contains("const")) {
+      return Values(schema, *types, path);
+    }
+    std::vector<GrammarSequence> alternatives;
+    for (const std::string& type : *types) {
+      absl::StatusOr<int32_t> rule = OfTypeRule(schema, type, path);
+      if (!rule.ok()) return rule.status();
+      alternatives.push_back({B::Ref(*rule)});
+    }
+    if (alternatives.size() == 1) return alternatives[0][0].rule;
+    return b_.AddRule(Where(path), std::move(alternatives));
+  }
+
+  // The types `schema` allows: its `type`, or what its keywords imply, or all of them.
+  absl::StatusOr<std::vector<std::string>> Types(const json& schema, const std::string& path) {
+    if (schema.contains("type")) {
+      const json& type = schema["type"];
+      std::vector<std::string> types;
+      if (type.is_string()) {
+        types.push_back(type.get<std::string>());
+      } else if (type.is_array() && !type.empty()) {
+        for (const json& t : type) {
+          if (!t.is_string()) return Refuse(path + "/type", "a type must be a string");
+          types.push_back(t.get<std::string>());
+        }
+      } else {
+        return Refuse(path + "/type", "must be a type name or a non-empty list of them");
+      }
+      for (const std::string& t : types) {
+        if (std::find(TypeNames().begin(), TypeNames().end(), t) == TypeNames().end()) {
+          return Refuse(path + "/type", absl::StrCat("unknown type '", t, "' (known: ",
+                                                     absl::StrJoin(TypeNames(), ", "), ")"));
+        }
+      }
+      return types;
+    }
+    if (schema.contains("properties") || schema.contains("required") ||
+        schema.contains("additionalProperties")) {
+      return std::vector<std::string>{"object"};
+    }
+    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
+      return std::vector<std::string>{"array"};
+    }
+    if (schema.contains("minLength") || schema.contains("maxLength")) {
+      return std::vector<std::string>{"string"};
+    }
+    return TypeNames();
+  }
+
+  absl::StatusOr<int32_t> Ref(const json& ref, const std::string& path) {
+    if (!ref.is_string()) return Refuse(path, "must be a string");
+    const std::string target = ref.get<std::string>();
+    if (auto it = refs_.find(target); it != refs_.end()) return it->second;
+    if (target.empty() || target[0] != '#') {
+      return Refuse(path, absl::StrCat("'", target,
+                                       "' is not a reference into this schema (\"#\" or \"#/...\")"));
+    }
+    const json* resolved = &root_;
+    if (target.size() > 1) {
+      try {
+        const json::json_pointer pointer(target.substr(1));
+        if (!root_.contains(pointer)) return Refuse(path, absl::StrCat("'", target, "' names nothing"));
+        resolved = &root_.at(pointer);
+      } catch (const json::exception& e) {
+        return Refuse(path, absl::StrCat("'", target, "' is not a JSON pointer: ", e.what()));
+      }
+    }
+    // Declared first, so that a schema may refer to itself.
+    const int32_t rule = b_.DeclareRule(target);
+    refs_[target] = rule;
+    absl::StatusOr<int32_t> value = Value(*resolved, target.substr(1));
+    if (!value.ok()) return value.status();
+    b_.AddAlternative(rule, {B::Ref(*value)});
+    return rule;
+  }
+
+  absl::StatusOr<int32_t> Choice(const json& list, const std::string& keyword,
+                                 const std::string& path) {
+    const std::string at = absl::StrCat(path, "/", keyword);
+    if (!list.is_array() || list.empty()) return Refuse(at, "must be a non-empty list of schemas");
+    if (keyword == "allOf" && list.size() != 1) {
+      return Refuse(at, "allOf with more than one schema is not supported");
+    }
+    std::vector<GrammarSequence> alternatives;
+    for (size_t i = 0; i < list.size(); ++i) {
+      absl::StatusOr<int32_t> rule = Value(list[i], absl::StrCat(at, "/", i));
+      if (!rule.ok()) return rule.status();
+      alternatives.push_back({B::Ref(*rule)});
+    }
+    return b_.AddRule(Where(at), std::move(alternatives));
+  }
+
+  // enum / const: the values themselves, each written compactly.
+  absl::StatusOr<int32_t> Values(const json& schema, const std::vector<std::string>& types,
+                                 const std::string& path) {
+    std::vector<json> values;
+    if (schema.contains("enum")) {
+      if (!schema["enum"].is_array() || schema["enum"].empty()) {
+        return Refuse(path + "/enum", "must be a non-empty list");
+      }
+      for (const json& v : schema["enum"]) values.push_back(v);
+    }
+    if (schema.contains("const")) {
+      if (!values.empty() &&
+          std::find(values.begin(), values.end(), schema["const"]) == values.end()) {
+        return Refuse(path, "const is not one of enum's values: no value is allowed");
+      }
+      values = {schema["const"]};
+    }
+    std::vector<GrammarSequence> alternatives;
+    for (const json& v : values) {
+      const bool typed = std::any_of(types.begin(), types.end(),
+                                     [&](const std::string& t) { return OfType(v, t); });
+      if (!typed) {
+        return Refuse(path, absl::StrCat("the value ", v.dump(), " is not of type ",
+                                         absl::StrJoin(types, " or ")));
+      }
+      alternatives.push_back(B::Literal(v.dump()));
+    }
+    return b_.AddRule(Where(path + "/enum"), std::move(alternatives));
+  }
+
+  absl::StatusOr<int32_t> OfTypeRule(const json& schema, const std::string& type,
+                                     const std::string& path) {
+    if (type == "null") return Keyword("null");
+    if (type == "boolean") return Boolean();
+    if (type == "integer") return Integer();
+    if (type == "number") return Number();
+    if (type == "string") return String(schema, path);
+    if (type == "array") return Array(schema, path);
+    return Object(schema, path);
+  }
+
+  // A non-negative integer keyword (minLength, ...): its value, or `otherwise` when absent.
+  absl::StatusOr<int32_t> Count(const json& schema, const char* keyword, int32_t otherwise,
+                                const std::string& path) {
+    if (!schema.contains(keyword)) return otherwise;
+    const json& v = schema[keyword];
+    // Bounded repetition costs a rule per allowed count.
+    constexpr int64_t kLargest = 10000;
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kLargest) {
+      return Refuse(path + "/" + keyword, absl::StrCat("must be an integer in [0, ", kLargest, "]"));
+    }
+    return static_cast<int32_t>(v.get<int64_t>());
+  }
+
+  absl::StatusOr<std::pair<int32_t, int32_t>> Bounds(const json& schema, const char* min_keyword,
+                                                     const char* max_keyword,
+                                                     const std::string& path) {
+    absl::StatusOr<int32_t> min = Count(schema, min_keyword, 0, path);
+    if (!min.ok()) return min.status();
+    absl::StatusOr<int32_t> max = Count(schema, max_keyword, -1, path);
+    if (!max.ok()) return max.status();
+    if (*max >= 0 && *max < *min) {
+      return Refuse(path, absl::StrCat(max_keyword, " ", *max, " is below ", min_keyword, " ",
+                                       *min, ": no value is allowed"));
+    }
+    return std::make_pair(*min, *max);
+  }
+
+  int32_t Keyword(const char* word) {
+    auto [it, added] = keywords_.try_emplace(word, 0);
+    if (added) it->second = b_.AddRule(word, {B::Literal(word)});
+    return it->second;
+  }
+
+  int32_t Boolean() {
+    if (!boolean_) boolean_ = b_.AddRule("boolean", {{B::Ref(Keyword("true"))}, {B::Ref(Keyword("false"))}});
+    return *boolean_;
+  }
+
+  int32_t Digits() {
+    if (!digits_) digits_ = b_.Star("digits", {B::Bytes(ByteSet::Range('0', '9'))});
+    return *digits_;
+  }
+
+  int32_t Integer() {
+    if (!integer_) {
+      const int32_t minus = b_.Optional("minus", B::Literal("-"));
+      const int32_t magnitude = b_.AddRule(
+          "magnitude",
+          {B::Literal("0"), {B::Bytes(ByteSet::Range('1', '9')), B::Ref(Digits())}});
+      integer_ = b_.AddRule("integer", {{B::Ref(minus), B::Ref(magnitude)}});
+    }
+    return *integer_;
+  }
+
+  int32_t Number() {
+    if (!number_) {
+      const GrammarSymbol digit = B::Bytes(ByteSet::Range('0', '9'));
+      const int32_t fraction = b_.Optional("fraction", {B::Bytes(ByteSet::Of('.')), digit, B::Ref(Digits())});
+      const int32_t sign = b_.Optional("exponent sign", {B::Bytes(ByteSet::Of('+').Add(ByteSet::Of('-')))});
+      const int32_t exponent = b_.Optional(
+          "exponent", {B::Bytes(ByteSet::Of('e').Add(ByteSet::Of('E'))), B::Ref(sign), digit, B::Ref(Digits())});
+      number_ = b_.AddRule("number", {{B::Ref(Integer()), B::Ref(fraction), B::Ref(exponent)}});
+    }
+    return *number_;
+  }
+
+  // One character of a JSON string: a well-formed UTF-8 character other than '"', '\' and the
+  // control characters, or an escape.
+  int32_t Character() {
+    if (!character_) {
+      ByteSet plain = ByteSet::Range(0x20, 0x7F);
+      plain.Remove(ByteSet::Of('"')).Remove(ByteSet::Of('\\'));
+      const int32_t utf8 = b_.Utf8Character("unescaped character", plain);
+      ByteSet escaped;
+      for (const char c : std::string_view("\"\\/bfnrt")) escaped.Add(ByteSet::Of(c));
+      const ByteSet hex_digits =
+          ByteSet::Range('0', '9').Add(ByteSet::Range('a', 'f')).Add(ByteSet::Range('A', 'F'));
+      const GrammarSymbol hex = B::Bytes(hex_digits);
+      const GrammarSymbol backslash = B::Bytes(ByteSet::Of('\\'));
+      const GrammarSymbol u = B::Bytes(ByteSet::Of('u'));
+      const ByteSet d = ByteSet::Of('d').Add(ByteSet::Of('D'));
+      // \uXXXX of a code point outside the surrogates, or a high surrogate escape followed by a
+      // low one: a lone surrogate is refused by most JSON parsers.
+      ByteSet not_d = hex_digits;
+      not_d.Remove(d);
+      const GrammarSymbol high = B::Bytes(ByteSet::Range('8', '9').Add(ByteSet::Range('a', 'b')).Add(ByteSet::Range('A', 'B')));
+      const GrammarSymbol low = B::Bytes(ByteSet::Range('c', 'f').Add(ByteSet::Range('C', 'F')));
+      character_ = b_.AddRule(
+          "character", {{B::Ref(utf8)},
+                        {backslash, B::Bytes(escaped)},
+                        {backslash, u, B::Bytes(not_d), hex, hex, hex},
+                        {backslash, u, B::Bytes(d), B::Bytes(ByteSet::Range('0', '7')), hex, hex},
+                        {backslash, u, B::Bytes(d), high, hex, hex, backslash, u, B::Bytes(d), low, hex, hex}});
+    }
+    return *character_;
+  }
+
+  int32_t StringOf(int32_t min, int32_t max) {
+    auto [it, added] = strings_.try_emplace({min, max}, 0);
+    if (added) {
+      const GrammarSymbol quote = B::Bytes(ByteSet::Of('"'));
+      const int32_t body = b_.Repeat(absl::StrCat("characters{", min, ",", max, "}"),
+                                     {B::Ref(Character())}, min, max);
+      it->second = b_.AddRule("string", {{quote, B::Ref(body), quote}});
+    }
+    return it->second;
+  }
+
+  absl::StatusOr<int32_t> String(const json& schema, const std::string& path) {
+    absl::StatusOr<std::pair<int32_t, int32_t>> bounds = Bounds(schema, "minLength", "maxLength", path);
+    if (!bounds.ok()) return bounds.status();
+    return StringOf(bounds->first, bounds->second);
+  }
+
+  // [ item (, item)* ] with the count in [min, max] (max < 0: unbounded).
+  int32_t ArrayOf(int32_t item, int32_t min, int32_t max, const std::string& name) {
+    const GrammarSymbol ws = B::Ref(ws_);
+    std::vector<GrammarSequence> alternatives;
+    if (min == 0) alternatives.push_back({B::Bytes(ByteSet::Of('[')), ws, B::Bytes(ByteSet::Of(']'))});
+    if (max != 0) {
+      const int32_t rest = b_.Repeat(name + " more items",
+                                     {B::Bytes(ByteSet::Of(',')), ws, B::Ref(item), ws},
+                                     std::max(min - 1, 0), max < 0 ? -1 : max - 1);
+      alternatives.push_back({B::Bytes(ByteSet::Of('[')), ws, B::Ref(item), ws, B::Ref(rest),
+                              B::Bytes(ByteSet::Of(']'))});
+    }
+    return b_.AddRule(name, std::move(alternatives));
+  }
+
+  absl::StatusOr<int32_t> Array(const json& schema, const std::string& path) {
+    absl::StatusOr<std::pair<int32_t, int32_t>> bounds = Bounds(schema, "minItems", "maxItems", path);
+    if (!bounds.ok()) return bounds.status();
+    int32_t item = 0;
+    if (schema.contains("items")) {
+      absl::StatusOr<int32_t> rule = Value(schema["items"], path + "/items");
+      if (!rule.ok()) return rule.status();
+      item = *rule;
+    } else {
+      item = AnyValue();
+    }
+    return ArrayOf(item, bounds->first, bounds->second, Where(path));
+  }
+
+  // "key" ws : ws value ws, the key given or any string.
+  int32_t Member(const GrammarSequence& key, int32_t value, const std::string& name) {
+    GrammarSequence member = key;
+    const GrammarSymbol ws = B::Ref(ws_);
+    member.insert(member.end(), {ws, B::Bytes(ByteSet::Of(':')), ws, B::Ref(value), ws});
+    return b_.AddRule(name, {std::move(member)});
+  }
+
+  // { members } where the declared members come in order, the required ones always, then any
+  // number of `extra` members (a rule, or -1 for none). Per declared member i two rules: first[i]
+  // (no member written yet: no comma before the next) and later[i].
+  int32_t ObjectOf(const std::vector<std::pair<int32_t, bool>>& members, int32_t extra,
+                   const std::string& name) {
+    const GrammarSymbol ws = B::Ref(ws_);
+    const GrammarSymbol comma = B::Bytes(ByteSet::Of(','));
+    int32_t first = 0, later = 0;
+    if (extra >= 0) {
+      later = b_.Star(name + " more members", {comma, ws, B::Ref(extra)});
+      first = b_.AddRule(name + " members", {{}, {B::Ref(extra), B::Ref(later)}});
+    } else {
+      first = later = b_.AddRule(name + " end", {{}});
+    }
+    for (size_t i = members.size(); i-- > 0;) {
+      const auto [member, required] = members[i];
+      std::vector<GrammarSequence> with_comma = {{comma, ws, B::Ref(member), B::Ref(later)}};
+      std::vector<GrammarSequence> without = {{B::Ref(member), B::Ref(later)}};
+      if (!required) {
+        with_comma.push_back({B::Ref(later)});
+        without.push_back({B::Ref(first)});
+      }
+      const int32_t next_later = b_.AddRule(absl::StrCat(name, " after member ", i), std::move(with_comma));
+      first = b_.AddRule(absl::StrCat(name, " from member ", i), std::move(without));
+      later = next_later;
+    }
+    return b_.AddRule(name, {{B::Bytes(ByteSet::Of('{')), ws, B::Ref(first), B::Bytes(ByteSet::Of('}'))}});
+  }
+
+  absl::StatusOr<int32_t> Object(const json& schema, const std::string& path) {
+    const json empty = json::object();
+    const json& properties = schema.contains("properties") ? schema["properties"] : empty;
+    if (!properties.is_object()) return Refuse(path + "/properties", "must be an object");
+    std::set<std::string> required;
+    if (schema.contains("required")) {
+      const json& list = schema["required"];
+      if (!list.is_array()) return Refuse(path + "/required", "must be a list of names");
+      for (const json& name : list) {
+        if (!name.is_string()) return Refuse(path + "/required", "must be a list of names");
+        if (!properties.contains(name.get<std::string>())) {
+          return Refuse(path + "/required",
+                        absl::StrCat("'", name.get<std::string>(),
+                                     "' is required but not among properties (not supported)"));
+        }
+        required.insert(name.get<std::string>());
+      }
+    }
+    std::vector<std::pair<int32_t, bool>> members;
+    for (const auto& [key, subschema] : properties.items()) {
+      const std::string at = absl::StrCat(path, "/properties/", Segment(key));
+      absl::StatusOr<int32_t> value = Value(subschema, at);
+      if (!value.ok()) return value.status();
+      members.emplace_back(Member(B::Literal(json(key).dump()), *value, Where(at)), required.contains(key));
+    }
+    // Extra members: additionalProperties true or a schema; when absent, only for an object
+    // that declares no properties.
+    int32_t extra = -1;
+    const bool declared = schema.contains("properties");
+    const json* additional = schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
+    if (additional == nullptr ? !declared : !(additional->is_boolean() && !additional->get<bool>())) {
+      int32_t value = 0;
+      if (additional == nullptr || additional->is_boolean()) {
+        value = AnyValue();
+      } else {
+        absl::StatusOr<int32_t> rule = Value(*additional, path + "/additionalProperties");
+        if (!rule.ok()) return rule.status();
+        value = *rule;
+      }
+      extra = Member({B::Ref(StringOf(0, -1))}, value, Where(path + "/additionalProperties"));
+    }
+    return ObjectOf(members, extra, Where(path));
+  }
+
+  // Any JSON value (and any_object_, any JSON object).
+  int32_t AnyValue() {
+    if (any_value_ < 0) {
+      any_value_ = b_.DeclareRule("any value");
+      const int32_t member = Member({B::Ref(StringOf(0, -1))}, any_value_, "any member");
+      any_object_ = ObjectOf({}, member, "any object");
+      const int32_t array = ArrayOf(any_value_, 0, -1, "any array");
+      for (const int32_t rule : {any_object_, array, StringOf(0, -1), Number(), Boolean(), Keyword("null")}) {
+        b_.AddAlternative(any_value_, {B::Ref(rule)});
+      }
+    }
+    return any_value_;
+  }
+
+  const json& root_;
+  GrammarBuilder b_;
+  int32_t ws_ = 0;
+  std::map<std::string, int32_t> refs_;
+  std::map<std::string, int32_t> keywords_;
+  std::map<std::pair<int32_t, int32_t>, int32_t> strings_;
+  std::optional<int32_t> boolean_, digits_, integer_, number_, character_;
+  int32_t any_value_ = -1;
+  int32_t any_object_ = -1;
+};
+
+}  // namespace
+
+absl::StatusOr<Grammar> JsonSchemaGrammar(std::string_view schema_text) {
+  if (models::JsonDepth(schema_text, kMaxJsonSchemaDepth) > kMaxJsonSchemaDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("json_schema: nested deeper than ", kMaxJsonSchemaDepth, " levels"));
+  }
+  json schema;
+  try {
+    schema = json::parse(schema_text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("json_schema: not valid JSON: ", e.what()));
+  }
+  return SchemaCompiler(schema).Compile(schema);
+}
+
+Grammar JsonObjectGrammar() {
+  const json unused;
+  return SchemaCompiler(unused).AnyObjectGrammar();
+}
+
+}  // namespace tandem::engine

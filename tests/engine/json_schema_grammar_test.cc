@@ -1,0 +1,248 @@
+// JSON Schema to grammar (engine/json_schema_grammar.h): the texts each keyword admits and
+// refuses, the schemas refused by name, and random walks through the grammars, whose every
+// finished text must parse as JSON and satisfy its schema.
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/grammar_matcher.h"
+#include "engine/json_schema_grammar.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::engine {
+namespace {
+
+std::shared_ptr<const Grammar> Compile(std::string_view schema) {
+  absl::StatusOr<Grammar> grammar = JsonSchemaGrammar(schema);
+  EXPECT_TRUE(grammar.ok()) << grammar.status();
+  return grammar.ok() ? std::make_shared<const Grammar>(*std::move(grammar)) : nullptr;
+}
+
+bool Whole(const std::shared_ptr<const Grammar>& grammar, std::string_view text) {
+  if (grammar == nullptr) return false;
+  absl::StatusOr<GrammarMatcher> m = GrammarMatcher::Create(grammar);
+  return m.ok() && m->Accept(text).ok() && m->complete();
+}
+
+// The refusal of a schema, which must be INVALID_ARGUMENT and contain `says`.
+void ExpectRefused(std::string_view schema, std::string_view says) {
+  const absl::Status s = JsonSchemaGrammar(schema).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << schema;
+  EXPECT_NE(std::string(s.message()).find(says), std::string::npos) << schema << " -> " << s;
+}
+
+TEST(JsonObjectGrammarTest, AcceptsAnyObjectAndNothingElse) {
+  auto grammar = std::make_shared<const Grammar>(JsonObjectGrammar());
+  for (const char* ok : {R"({})", R"( {"a": 1})", R"({"a":[1,-2.5e3,"x\u00e9\n",true,null,{}]})",
+                         "{\n  \"k\": \"caf\xC3\xA9\",\n  \"n\": {\"deep\": [[], [0]]}\n}",
+                         R"({"emoji":"\ud83d\ude00","bmp":"\u20AC"})"}) {
+    EXPECT_TRUE(Whole(grammar, ok)) << ok;
+  }
+  for (const char* bad : {"[1]", "1", "\"s\"", R"({"a":})", R"({"a" 1})", "{'a':1}",
+                          R"({"a":01})", R"({"a":1,})", "{\"a\":\"\x01\"}", "{\"a\":\"\xC3\x28\"}",
+                          R"({"a":"\q"})", R"({"a":tru})", "{\"a\":1}  ", "{  }",
+                          R"({"a":"\ud800"})", R"({"a":"\ude00\ud83d"})"}) {
+    EXPECT_FALSE(Whole(grammar, bad)) << bad;
+  }
+}
+
+TEST(JsonSchemaGrammarTest, PropertiesComeInOrderRequiredAlwaysOthersMaybe) {
+  auto grammar = Compile(R"({"type": "object",
+      "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+      "required": ["b"]})");
+  for (const char* ok : {R"({"b":"x"})", R"({"a":1,"b":"x"})", R"({"b":"x","c":true})",
+                         R"({"a":1,"b":"x","c":false})", R"({ "a" : 1 , "b" : "" })"}) {
+    EXPECT_TRUE(Whole(grammar, ok)) << ok;
+  }
+  for (const char* bad : {R"({})", R"({"a":1})", R"({"b":"x","a":1})", R"({,"b":"x"})",
+                          R"({"b":"x",})", R"({"b":"x","d":1})", R"({"b":1})", R"({"a":1.5,"b":"x"})"}) {
+    EXPECT_FALSE(Whole(grammar, bad)) << bad;
+  }
+}
+
+TEST(JsonSchemaGrammarTest, AllOptionalPropertiesAllowTheEmptyObject) {
+  auto grammar = Compile(R"({"properties": {"a": {"type": "null"}, "b": {"type": "null"}}})");
+  for (const char* ok : {"{}", R"({"a":null})", R"({"b":null})", R"({"a":null,"b":null})"}) {
+    EXPECT_TRUE(Whole(grammar, ok)) << ok;
+  }
+  EXPECT_FALSE(Whole(grammar, R"({"a":null,})"));
+  EXPECT_FALSE(Whole(grammar, R"({"b":null,"a":null})"));
+}
+
+TEST(JsonSchemaGrammarTest, AdditionalProperties) {
+  auto typed = Compile(R"({"type": "object", "additionalProperties": {"type": "integer"}})");
+  EXPECT_TRUE(Whole(typed, R"({"x":1,"y":2})"));
+  EXPECT_TRUE(Whole(typed, "{}"));
+  EXPECT_FALSE(Whole(typed, R"({"x":"s"})"));
+  auto open = Compile(R"({"properties": {"id": {"type": "integer"}}, "required": ["id"],
+                          "additionalProperties": true})");
+  EXPECT_TRUE(Whole(open, R"({"id":1,"note":[true]})"));
+  EXPECT_FALSE(Whole(open, R"({"note":1})"));
+  auto closed = Compile(R"({"type": "object", "additionalProperties": false})");
+  EXPECT_TRUE(Whole(closed, "{}"));
+  EXPECT_FALSE(Whole(closed, R"({"x":1})"));
+  auto any = Compile(R"({"type": "object"})");
+  EXPECT_TRUE(Whole(any, R"({"x":{"y":[1]}})"));
+}
+
+TEST(JsonSchemaGrammarTest, ScalarsNumbersAndStrings) {
+  auto number = Compile(R"({"type": "number"})");
+  for (const char* ok : {"0", "-0", "12", "-0.5", "1e9", "2.5E-3", "7e+2"}) EXPECT_TRUE(Whole(number, ok)) << ok;
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "--1", "NaN"}) EXPECT_FALSE(Whole(number, bad)) << bad;
+  auto integer = Compile(R"({"type": "integer"})");
+  EXPECT_TRUE(Whole(integer, "-42"));
+  EXPECT_FALSE(Whole(integer, "1.0"));
+  auto text = Compile(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  for (const char* ok : {R"("ab")", R"("abc")", "\"\xC3\xA9\xC3\xA9\"", R"("\n\u00e9")"}) {
+    EXPECT_TRUE(Whole(text, ok)) << ok;
+  }
+  for (const char* bad : {R"("a")", R"("abcd")", R"(ab)"}) EXPECT_FALSE(Whole(text, bad)) << bad;
+  auto maybe = Compile(R"({"type": ["boolean", "null"]})");
+  EXPECT_TRUE(Whole(maybe, "true"));
+  EXPECT_TRUE(Whole(maybe, "null"));
+  EXPECT_FALSE(Whole(maybe, "0"));
+}
+
+TEST(JsonSchemaGrammarTest, ArraysWithItemCounts) {
+  auto grammar = Compile(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1,
+                             "maxItems": 3})");
+  for (const char* ok : {"[1]", "[1,2,3]", "[ 1 , 2 ]", "[\n  1,\n  2\n]"}) EXPECT_TRUE(Whole(grammar, ok)) << ok;
+  for (const char* bad : {"[]", "[1,2,3,4]", "[1,]", "[\"a\"]"}) EXPECT_FALSE(Whole(grammar, bad)) << bad;
+  auto empty_ok = Compile(R"({"type": "array", "maxItems": 0})");
+  EXPECT_TRUE(Whole(empty_ok, "[]"));
+  EXPECT_FALSE(Whole(empty_ok, "[1]"));
+}
+
+TEST(JsonSchemaGrammarTest, EnumConstAndAnyOf) {
+  auto colours = Compile(R"({"enum": ["red", "green", 3, null, {"a": [1]}]})");
+  for (const char* ok : {R"("red")", "3", "null", R"({"a":[1]})"}) EXPECT_TRUE(Whole(colours, ok)) << ok;
+  for (const char* bad : {R"("blue")", "4", R"({"a": [1]})"}) EXPECT_FALSE(Whole(colours, bad)) << bad;
+  auto fixed = Compile(R"({"const": "yes"})");
+  EXPECT_TRUE(Whole(fixed, R"("yes")"));
+  EXPECT_FALSE(Whole(fixed, R"("no")"));
+  auto optional_int = Compile(R"({"anyOf": [{"type": "integer"}, {"type": "null"}],
+                                  "title": "maybe", "default": null})");
+  EXPECT_TRUE(Whole(optional_int, "5"));
+  EXPECT_TRUE(Whole(optional_int, "null"));
+  EXPECT_FALSE(Whole(optional_int, "\"5\""));
+}
+
+TEST(JsonSchemaGrammarTest, RecursiveReferences) {
+  auto tree = Compile(R"({"$defs": {"node": {"type": "object",
+      "properties": {"value": {"type": "integer"},
+                     "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+      "required": ["value"]}},
+    "$ref": "#/$defs/node"})");
+  EXPECT_TRUE(Whole(tree, R"({"value":1})"));
+  EXPECT_TRUE(Whole(tree, R"({"value":1,"children":[{"value":2,"children":[{"value":3}]}]})"));
+  EXPECT_FALSE(Whole(tree, R"({"value":1,"children":[{}]})"));
+}
+
+TEST(JsonSchemaGrammarTest, WhitespaceIsBounded) {
+  auto grammar = Compile(R"({"type": "object", "properties": {"a": {"type": "integer"}}})");
+  EXPECT_TRUE(Whole(grammar, "{\n\t\"a\": 1\n}"));
+  EXPECT_TRUE(Whole(grammar, "\n{\"a\":1}"));
+  EXPECT_FALSE(Whole(grammar, "{\"a\":  1}"));  // two spaces
+  EXPECT_FALSE(Whole(grammar, "{\n" + std::string(21, ' ') + "\"a\":1}"));
+}
+
+TEST(JsonSchemaGrammarTest, RefusesWhatItCannotEnforceByName) {
+  ExpectRefused(R"({"type": "string", "pattern": "^a"})", "keyword 'pattern' is not supported");
+  ExpectRefused(R"({"properties": {"x": {"type": "integer", "minimum": 0}}})",
+                "json_schema at #/properties/x: keyword 'minimum' is not supported");
+  ExpectRefused(R"({"type": "strng"})", "unknown type 'strng'");
+  ExpectRefused(R"({"properties": {"a": {}}, "required": ["b"]})", "'b' is required");
+  ExpectRefused(R"({"$ref": "#/$defs/none"})", "names nothing");
+  ExpectRefused(R"({"$ref": "http://example.com/s.json"})", "is not a reference into this schema");
+  ExpectRefused(R"({"$ref": "#"})", "derives no finite string");
+  ExpectRefused(R"({"anyOf": [{"$ref": "#"}, {"type": "null"}]})", "left recursion");
+  ExpectRefused(R"({"type": "object", "properties": {"self": {"$ref": "#"}}, "required": ["self"]})",
+                "derives no finite string");
+  ExpectRefused(R"(false)", "the schema false admits no value");
+  ExpectRefused(R"({"type": "string", "minLength": 3, "maxLength": 2})", "maxLength 2 is below minLength 3");
+  ExpectRefused(R"({"type": "string", "maxLength": -1})", "must be an integer in [0, ");
+  ExpectRefused(R"({"allOf": [{"type": "string"}, {"maxLength": 2}]})", "allOf with more than one schema");
+  ExpectRefused(R"({"type": "string", "anyOf": [{"maxLength": 2}]})", "'type' beside 'anyOf'");
+  ExpectRefused(R"({"type": "integer", "enum": [1, "two"]})", "the value \"two\" is not of type integer");
+  ExpectRefused(R"({"type": )", "not valid JSON");
+  ExpectRefused(std::string(100, '[') + std::string(100, ']'), "nested deeper than 64");
+  ExpectRefused(R"({"type": "string", "maxLength": 1048576})", "must be an integer in [0, 10000]");
+  // Each distinct pair of bounds costs its own rules: enough of them exhaust the budget.
+  std::string many = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 40; ++i) {
+    many += absl::StrCat(i ? "," : "", "\"p", i, "\": {\"type\": \"string\", \"minLength\": ", i,
+                         ", \"maxLength\": 10000}");
+  }
+  ExpectRefused(many + "}}", "a bound such as maxLength or minItems is too large");
+}
+
+// Random walks: from the start, a uniformly chosen allowed byte at a time, stopping at a whole
+// sentence with probability 1/4; a walk that runs past 600 bytes is dropped. Every finished text
+// must be JSON that satisfies `check`, and no walk may get stuck (no allowed byte and not whole).
+void Walk(std::string_view schema, const std::function<void(const nlohmann::json&)>& check) {
+  auto grammar = Compile(schema);
+  ASSERT_NE(grammar, nullptr);
+  std::mt19937 rng(7);
+  int finished = 0;
+  for (int walk = 0; walk < 200; ++walk) {
+    absl::StatusOr<GrammarMatcher> m = GrammarMatcher::Create(grammar);
+    ASSERT_TRUE(m.ok());
+    std::string text;
+    while (text.size() < 600) {
+      if (m->complete() && (!m->can_continue() || rng() % 4 == 0)) break;
+      std::vector<uint8_t> next;
+      for (int b = 0; b < 256; ++b) {
+        if (m->Allows(m->state(), static_cast<uint8_t>(b))) next.push_back(static_cast<uint8_t>(b));
+      }
+      ASSERT_FALSE(next.empty()) << "stuck after " << text;
+      const char c = static_cast<char>(next[rng() % next.size()]);
+      ASSERT_TRUE(m->Accept(std::string_view(&c, 1)).ok()) << text;
+      text += c;
+    }
+    if (!m->complete()) continue;
+    ++finished;
+    nlohmann::json value;
+    try {
+      value = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      ADD_FAILURE() << "not JSON: " << text << " (" << e.what() << ")";
+      continue;
+    }
+    SCOPED_TRACE(text);
+    check(value);
+  }
+  EXPECT_GT(finished, 50);
+}
+
+TEST(JsonSchemaGrammarTest, RandomWalksGiveValidInstances) {
+  Walk(R"({"type": "object",
+           "properties": {"name": {"type": "string", "maxLength": 4},
+                          "tags": {"type": "array", "items": {"enum": ["x", "y"]}, "maxItems": 2},
+                          "ok": {"type": "boolean"}},
+           "required": ["name", "ok"]})",
+       [](const nlohmann::json& v) {
+         ASSERT_TRUE(v.is_object());
+         ASSERT_TRUE(v.contains("name") && v["name"].is_string());
+         EXPECT_LE(v["name"].get<std::string>().size(), 4u * 4);  // ≤ 4 characters
+         ASSERT_TRUE(v.contains("ok") && v["ok"].is_boolean());
+         if (v.contains("tags")) {
+           ASSERT_TRUE(v["tags"].is_array());
+           EXPECT_LE(v["tags"].size(), 2u);
+           for (const auto& t : v["tags"]) EXPECT_TRUE(t == "x" || t == "y");
+         }
+         for (const auto& [key, unused] : v.items()) {
+           EXPECT_TRUE(key == "name" || key == "tags" || key == "ok") << key;
+         }
+       });
+  Walk(R"({"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "null"}, "maxItems": 3}]})",
+       [](const nlohmann::json& v) {
+         EXPECT_TRUE(v.is_number_integer() || (v.is_array() && v.size() <= 3)) << v.dump();
+       });
+}
+
+}  // namespace
+}  // namespace tandem::engine

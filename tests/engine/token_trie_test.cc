@@ -1,0 +1,86 @@
+// The vocabulary trie's walk (engine/token_trie.h) against the obvious rule: a token is allowed
+// exactly when the grammar accepts all of its bytes after the output so far.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/grammar_matcher.h"
+#include "engine/json_schema_grammar.h"
+#include "engine/output_constraint.h"
+#include "engine/token_trie.h"
+#include "gtest/gtest.h"
+
+namespace tandem::engine {
+namespace {
+
+// A made-up vocabulary with shared prefixes, duplicates, tokens that end inside a UTF-8
+// character and an empty token (which can never be allowed).
+std::vector<std::pair<int32_t, std::string>> Vocabulary() {
+  const std::vector<std::string> pieces = {
+      "{",  "}",    "\"",   "a",  "ab",     "\"a",   "{\"", " ",     "1",       "12",
+      "x\"}", "\xC3", "\xA9", "",  "\xC3\xA9", "true", "tr",  "\":",   "\": \"", ",",
+      "\"ab\"", "\n", "ab",   "}}", "null",   "{\"a\":", "\\", "\\n", "\"b\"",  ":"};
+  std::vector<std::pair<int32_t, std::string>> tokens;
+  for (size_t i = 0; i < pieces.size(); ++i) tokens.emplace_back(static_cast<int32_t>(i), pieces[i]);
+  return tokens;
+}
+
+// The allowed tokens by trying each one on a copy of the matcher.
+std::vector<int32_t> BruteForce(const GrammarMatcher& matcher,
+                                const std::vector<std::pair<int32_t, std::string>>& tokens) {
+  std::vector<int32_t> allowed;
+  for (const auto& [id, bytes] : tokens) {
+    GrammarMatcher copy = matcher;
+    if (!bytes.empty() && copy.Accept(bytes).ok()) allowed.push_back(id);
+  }
+  std::sort(allowed.begin(), allowed.end());
+  return allowed;
+}
+
+TEST(TokenTrieTest, AllowsExactlyTheTokensTheGrammarAccepts) {
+  const auto tokens = Vocabulary();
+  const TokenTrie trie(tokens);
+  EXPECT_EQ(trie.num_tokens(), tokens.size() - 1);  // the empty one is left out
+  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(
+      R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "boolean"}}})"));
+  absl::StatusOr<GrammarMatcher> m = GrammarMatcher::Create(grammar);
+  ASSERT_TRUE(m.ok());
+  std::vector<ParseState> levels;
+  // Along a text, the walk and the brute force agree at every byte boundary, and the walk leaves
+  // the matcher as it found it.
+  const std::string text = "{\"a\": \"ab\xC3\xA9\\n\", \"b\": true}";
+  for (size_t i = 0; i <= text.size(); ++i) {
+    SCOPED_TRACE(text.substr(0, i));
+    std::vector<int32_t> walked;
+    const ParseState before = m->state();
+    const size_t frames = m->Mark();
+    ASSERT_TRUE(trie.AllowedTokens(*m, &levels, &walked).ok());
+    EXPECT_EQ(m->state(), before);
+    EXPECT_EQ(m->Mark(), frames);
+    std::sort(walked.begin(), walked.end());
+    EXPECT_EQ(walked, BruteForce(*m, tokens));
+    if (i < text.size()) ASSERT_TRUE(m->Accept(text.substr(i, 1)).ok());
+  }
+  EXPECT_TRUE(m->complete());
+}
+
+TEST(OutputConstraintTest, EndTokensOnlyWhereTheTextIsWhole) {
+  auto trie = std::make_shared<const TokenTrie>(Vocabulary());
+  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(R"({"enum": ["ab", null]})"));
+  absl::StatusOr<OutputConstraint> c = OutputConstraint::Create(grammar, trie);
+  ASSERT_TRUE(c.ok());
+  const std::vector<int32_t> end = {100};
+  std::vector<int32_t> allowed;
+  ASSERT_TRUE(c->AllowedTokens(end, &allowed).ok());
+  // '"', '"a', '"ab"', 'null', ' ' and '\n' (leading whitespace) start a value.
+  EXPECT_EQ(allowed, (std::vector<int32_t>{2, 5, 7, 20, 21, 24}));
+  ASSERT_TRUE(c->Accept("\"ab\"").ok());
+  ASSERT_TRUE(c->AllowedTokens(end, &allowed).ok());
+  EXPECT_EQ(allowed, end);  // whole, and nothing may follow but the end
+  EXPECT_TRUE(c->complete());
+}
+
+}  // namespace
+}  // namespace tandem::engine
