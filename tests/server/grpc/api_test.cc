@@ -289,6 +289,17 @@ TEST_F(ApiTest, StopTokenEndsGenerationAndIsReported) {
   EXPECT_LE(got.tokens.size(), 4u);
 }
 
+// A schema's answer over gRPC: the text is one of its values and the request ends there.
+TEST_F(ApiTest, JsonSchemaConstrainsTheAnswerAndEndsIt) {
+  v1::GenerateRequest request = GreedyIds(Tokens(16, 31, vocab()), 40);
+  request.mutable_sampling()->set_json_schema(R"({"enum": ["yes", "no", [true, null]]})");
+  StreamResult got = client_->Generate(request);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  EXPECT_EQ(got.complete.finish_reason(), v1::STOP);
+  const std::string answer = got.text.substr(got.text.find_first_not_of(" \n\t"));
+  EXPECT_TRUE(answer == "\"yes\"" || answer == "\"no\"" || answer == "[true,null]") << got.text;
+}
+
 TEST_F(ApiTest, SeededSamplingIsReproducible) {
   v1::GenerateRequest request = GreedyIds(Tokens(12, 21, vocab()), 12);
   request.mutable_sampling()->set_temperature(1.5f);

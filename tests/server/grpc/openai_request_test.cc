@@ -114,6 +114,28 @@ TEST(OpenAiRequestTest, NumbersBeyondTheirTypesAreReadWithoutWrapping) {
   EXPECT_EQ(top_k->generate.sampling().top_k(), std::numeric_limits<int32_t>::max());
 }
 
+// response_format becomes the sampling's constraint; a schema keeps its members' order (which is
+// the order the model writes the properties in), although the body is otherwise read sorted.
+TEST(OpenAiRequestTest, ResponseFormatsBecomeTheSamplingsConstraint) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  absl::StatusOr<OpenAiRequest> object =
+      Chat(R"({"model": "m", )" + messages + R"(, "response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_TRUE(object->chat.sampling().json_object());
+  absl::StatusOr<OpenAiRequest> schema = Chat(
+      R"({"model": "m", )" + messages + R"(, "response_format": {"type": "json_schema",
+          "json_schema": {"name": "person", "strict": true, "description": "d",
+                          "schema": {"type": "object", "properties": {"zeta": {"type": "integer"},
+                                     "alpha": {"type": "string"}}}}}})");
+  ASSERT_TRUE(schema.ok()) << schema.status();
+  EXPECT_EQ(schema->chat.sampling().json_schema(),
+            R"({"type":"object","properties":{"zeta":{"type":"integer"},"alpha":{"type":"string"}}})");
+  absl::StatusOr<OpenAiRequest> text =
+      Chat(R"({"model": "m", )" + messages + R"(, "response_format": {"type": "text"}})");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->chat.sampling().response_format_case(), v1::SamplingParams::RESPONSE_FORMAT_NOT_SET);
+}
+
 TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
   const std::pair<std::string, std::string> cases[] = {
@@ -121,10 +143,20 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
       {R"({"model": "other", "messages": []})", "model: 'other' is not served here"},
       {R"({"model": "m", "messages": "hi"})", "messages: must be an array of messages, got string"},
       {R"({"model": "m", )" + messages + R"(, "tool_choice": "required"})", "tool_choice: only"},
-      {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "json_object"}})",
-       "response_format: only"},
+      {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "xml"}})",
+       "response_format.type: must be \"text\", \"json_object\" or \"json_schema\", got \"xml\""},
       {R"({"model": "m", )" + messages + R"(, "response_format": {"type": 5}})",
-       "response_format: only"},
+       "response_format.type: must be a string"},
+      {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "json_schema"}})",
+       "response_format.json_schema: required"},
+      {R"({"model": "m", )" + messages +
+           R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})",
+       "response_format.json_schema.schema: required"},
+      {R"({"model": "m", )" + messages +
+           R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}, "x": 1}}})",
+       "response_format.json_schema.x: unknown parameter"},
+      {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "text", "extra": 1}})",
+       "response_format.extra: unknown parameter"},
       {R"({"model": "m", )" + messages + R"(, "logit_bias": {"5": 10}})", "logit_bias: not"},
       {R"({"model": "m", )" + messages + R"(, "stream_options": {"include_usage": true}})",
        "stream_options: only allowed with stream: true"},

@@ -1,0 +1,84 @@
+// What structured output adds to a step: the vocabulary walk that finds the allowed tokens
+// (TokenTrie::AllowedTokens), by vocabulary and by where the output stands in a JSON Schema.
+// Compare with BM_SampleRow (sampler_bench.cc, same binary), the host sampler's cost per row.
+// Arguments: vocabulary (0 the bundled model's 4,096 SentencePiece tokens, 1 a 131,072-token
+// vocabulary made of those tokens and pairs of them), and the output so far (0 nothing: a value
+// starts; 1 inside a string: nearly every token is allowed; 2 after a member: a key must start).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/json_schema_grammar.h"
+#include "engine/output_constraint.h"
+#include "engine/token_trie.h"
+#include "models/tokenizer.h"
+
+namespace tandem::engine {
+namespace {
+
+constexpr const char* kSchema = R"({"type": "object", "properties": {
+    "name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array",
+    "items": {"type": "string"}}}, "required": ["name", "age"]})";
+
+std::vector<std::pair<int32_t, std::string>> BundledTokens() {
+  auto tokenizer = models::LoadTokenizer(std::string(TANDEM_SOURCE_DIR) + "/bundled/tandem-tiny-chat");
+  if (!tokenizer.ok()) return {};
+  std::vector<std::pair<int32_t, std::string>> tokens;
+  for (int32_t id = 0; id < (*tokenizer)->vocab_size(); ++id) {
+    if (!(*tokenizer)->IsSpecial(id)) tokens.emplace_back(id, (*tokenizer)->TokenBytes(id));
+  }
+  return tokens;
+}
+
+// The bundled tokens and pairs of them, drawn at random, to 131,072 distinct tokens: the shape of
+// a large BPE vocabulary, whose long tokens are merges of shorter ones.
+std::vector<std::pair<int32_t, std::string>> LargeTokens() {
+  std::vector<std::pair<int32_t, std::string>> tokens = BundledTokens();
+  if (tokens.empty()) return tokens;
+  std::set<std::string> seen;
+  for (const auto& t : tokens) seen.insert(t.second);
+  std::mt19937 gen(5);
+  while (tokens.size() < 131072) {
+    const std::string joined =
+        tokens[gen() % 4000].second + tokens[gen() % 4000].second;
+    if (seen.insert(joined).second) {
+      tokens.emplace_back(static_cast<int32_t>(tokens.size()) + 8, joined);
+    }
+  }
+  return tokens;
+}
+
+void BM_AllowedTokens(benchmark::State& state) {
+  static const auto* const kTries = new std::vector<std::shared_ptr<const TokenTrie>>{
+      std::make_shared<const TokenTrie>(BundledTokens()),
+      std::make_shared<const TokenTrie>(LargeTokens())};
+  const auto& trie = (*kTries)[static_cast<size_t>(state.range(0))];
+  if (trie->num_tokens() == 0) {
+    state.SkipWithError("the bundled model's tokenizer did not load");
+    return;
+  }
+  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(kSchema));
+  absl::StatusOr<OutputConstraint> constraint = OutputConstraint::Create(grammar, trie);
+  const char* prefixes[] = {"", "{\"name\": \"Eliza", "{\"name\": \"Eliza\", "};
+  if (!constraint.ok() || !constraint->Accept(prefixes[state.range(1)]).ok()) {
+    state.SkipWithError("the prefix does not fit the schema");
+    return;
+  }
+  std::vector<int32_t> allowed;
+  const std::vector<int32_t> end = {2};
+  for (auto _ : state) {
+    if (!constraint->AllowedTokens(end, &allowed).ok()) state.SkipWithError("walk failed");
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  state.counters["allowed"] = static_cast<double>(allowed.size());
+  state.counters["trie_nodes"] = static_cast<double>(trie->num_nodes());
+}
+BENCHMARK(BM_AllowedTokens)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace tandem::engine
