@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,23 @@ class ByteSet {
   bool Has(uint8_t byte) const { return (bits_[byte >> 6] >> (byte & 63)) & 1; }
   bool empty() const { return (bits_[0] | bits_[1] | bits_[2] | bits_[3]) == 0; }
   bool operator==(const ByteSet& other) const { return bits_ == other.bits_; }
+  // Whether every byte of this set is in `other`.
+  bool SubsetOf(const ByteSet& other) const {
+    for (size_t i = 0; i < bits_.size(); ++i) {
+      if ((bits_[i] & ~other.bits_[i]) != 0) return false;
+    }
+    return true;
+  }
+  bool Disjoint(const ByteSet& other) const {
+    for (size_t i = 0; i < bits_.size(); ++i) {
+      if ((bits_[i] & other.bits_[i]) != 0) return false;
+    }
+    return true;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const ByteSet& set) {
+    return H::combine(std::move(h), set.bits_);
+  }
 
  private:
   std::array<uint64_t, 4> bits_{};

@@ -19,6 +19,9 @@ absl::Status TooAmbiguous() {
                    " parses of the output are alive at once (the grammar is too ambiguous)"));
 }
 
+// Expansion appends duplicates before Canonical removes them; past this many it stops adding.
+constexpr size_t kMaxExpanded = 4 * GrammarMatcher::kMaxStacks;
+
 }  // namespace
 
 absl::StatusOr<GrammarMatcher> GrammarMatcher::Create(std::shared_ptr<const Grammar> grammar) {
@@ -27,30 +30,22 @@ absl::StatusOr<GrammarMatcher> GrammarMatcher::Create(std::shared_ptr<const Gram
   for (const int32_t* a = g.alternatives_begin(g.root()); a != g.alternatives_end(g.root()); ++a) {
     matcher.Expand(*a, -1, &matcher.state_);
   }
-  if (matcher.out_limit_exceeded_ > 0) return TooAmbiguous();
+  if (!matcher.Canonical(&matcher.state_)) return TooAmbiguous();
   return matcher;
 }
 
-void GrammarMatcher::AddTop(int32_t position, int32_t parent, ParseState* out) {
-  // Two stacks with the same top position over the same lower frames are one: drop the copy.
-  // (Equal chains made separately are not recognised; they only cost time.)
-  for (const int32_t id : *out) {
-    if (id == kCompleteStack ? position == kCompleteStack
-                             : position != kCompleteStack && nodes_[id].position == position &&
-                                   nodes_[id].parent == parent) {
-      return;
-    }
+int32_t GrammarMatcher::Intern(int32_t position, int32_t parent) {
+  const auto [it, added] =
+      frame_ids_.try_emplace(Key(position, parent), static_cast<int32_t>(frames_.size()));
+  if (added) frames_.push_back({position, parent});
+  return it->second;
+}
+
+void GrammarMatcher::Rewind(size_t mark) {
+  for (size_t i = mark; i < frames_.size(); ++i) {
+    frame_ids_.erase(Key(frames_[i].position, frames_[i].parent));
   }
-  if (out->size() >= kMaxStacks) {
-    ++out_limit_exceeded_;
-    return;
-  }
-  if (position == kCompleteStack) {
-    out->push_back(kCompleteStack);
-    return;
-  }
-  nodes_.push_back({position, parent});
-  out->push_back(static_cast<int32_t>(nodes_.size()) - 1);
+  frames_.resize(mark);
 }
 
 void GrammarMatcher::Expand(int32_t position, int32_t parent, ParseState* out) {
@@ -58,25 +53,26 @@ void GrammarMatcher::Expand(int32_t position, int32_t parent, ParseState* out) {
   while (true) {
     const GrammarElement& e = g.element(position);
     if (e.kind == Kind::kBytes) {
-      AddTop(position, parent, out);
+      if (out->size() < kMaxExpanded) {
+        out->push_back(Intern(position, parent));
+      } else {
+        overflowed_ = true;
+      }
       return;
     }
     if (e.kind == Kind::kEnd) {
       if (parent < 0) {
-        AddTop(kCompleteStack, -1, out);
+        out->push_back(kCompleteStack);
         return;
       }
-      position = nodes_[parent].position;
-      parent = nodes_[parent].parent;
+      position = frames_[parent].position;
+      parent = frames_[parent].parent;
       continue;
     }
     // A rule: enter each alternative with a frame returning after the reference, unless the
     // reference ends its alternative (a tail call: return straight to the caller's caller).
-    int32_t return_frame = parent;
-    if (g.element(position + 1).kind != Kind::kEnd) {
-      nodes_.push_back({position + 1, parent});
-      return_frame = static_cast<int32_t>(nodes_.size()) - 1;
-    }
+    const int32_t return_frame =
+        g.element(position + 1).kind == Kind::kEnd ? parent : Intern(position + 1, parent);
     for (const int32_t* a = g.alternatives_begin(e.index); a != g.alternatives_end(e.index); ++a) {
       Expand(*a, return_frame, out);
     }
@@ -84,36 +80,37 @@ void GrammarMatcher::Expand(int32_t position, int32_t parent, ParseState* out) {
   }
 }
 
-bool GrammarMatcher::IsComplete(const ParseState& state) {
-  return std::find(state.begin(), state.end(), kCompleteStack) != state.end();
+bool GrammarMatcher::Canonical(ParseState* out) {
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  const bool fits = !overflowed_ && out->size() <= kMaxStacks;
+  overflowed_ = false;
+  if (!fits) out->clear();
+  return fits;
 }
 
 bool GrammarMatcher::Allows(const ParseState& state, uint8_t byte) const {
   for (const int32_t id : state) {
     if (id == kCompleteStack) continue;
-    const GrammarElement& e = grammar_->element(nodes_[id].position);
+    const GrammarElement& e = grammar_->element(frames_[id].position);
     if (grammar_->byte_set(e.index).Has(byte)) return true;
   }
   return false;
 }
 
 bool GrammarMatcher::can_continue() const {
-  return std::any_of(state_.begin(), state_.end(), [](int32_t id) { return id != kCompleteStack; });
+  return !state_.empty() && state_.back() != kCompleteStack;
 }
 
 absl::Status GrammarMatcher::Advance(const ParseState& state, uint8_t byte, ParseState* next) {
   next->clear();
-  out_limit_exceeded_ = 0;
   for (const int32_t id : state) {
     if (id == kCompleteStack) continue;
-    const Node node = nodes_[id];
-    const GrammarElement& e = grammar_->element(node.position);
-    if (grammar_->byte_set(e.index).Has(byte)) Expand(node.position + 1, node.parent, next);
+    const Frame frame = frames_[id];
+    const GrammarElement& e = grammar_->element(frame.position);
+    if (grammar_->byte_set(e.index).Has(byte)) Expand(frame.position + 1, frame.parent, next);
   }
-  if (out_limit_exceeded_ > 0) {
-    next->clear();
-    return TooAmbiguous();
-  }
+  if (!Canonical(next)) return TooAmbiguous();
   return absl::OkStatus();
 }
 
@@ -138,24 +135,25 @@ absl::Status GrammarMatcher::Accept(std::string_view bytes) {
 }
 
 void GrammarMatcher::Compact() {
-  std::vector<Node> kept;
-  std::vector<int32_t> moved(nodes_.size(), -1);
+  std::vector<Frame> old = std::move(frames_);
+  frames_.clear();
+  frame_ids_.clear();
+  std::vector<int32_t> moved(old.size(), -1);
   std::vector<int32_t> chain;
   auto copy = [&](int32_t id) {
     // The frames below `id` not yet copied, top first; then copied bottom first.
     chain.clear();
-    for (int32_t at = id; at >= 0 && moved[at] < 0; at = nodes_[at].parent) chain.push_back(at);
+    for (int32_t at = id; at >= 0 && moved[at] < 0; at = old[at].parent) chain.push_back(at);
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-      const Node& node = nodes_[*it];
-      kept.push_back({node.position, node.parent < 0 ? -1 : moved[node.parent]});
-      moved[*it] = static_cast<int32_t>(kept.size()) - 1;
+      const Frame& frame = old[*it];
+      moved[*it] = Intern(frame.position, frame.parent < 0 ? -1 : moved[frame.parent]);
     }
     return moved[id];
   };
   for (int32_t& id : state_) {
     if (id != kCompleteStack) id = copy(id);
   }
-  nodes_ = std::move(kept);
+  Canonical(&state_);
 }
 
 }  // namespace tandem::engine

@@ -6,11 +6,13 @@
 // Schema's anyOf), so several stacks can be alive at once; a stack that has returned from the
 // root means the input so far is a whole sentence (complete()).
 //
-// Stacks share their lower frames: frames live in an arena as (position, parent) nodes, so
-// advancing a stack by a byte touches its top only and copying a stack costs one index. That
-// matters because choosing a token's mask (engine/token_trie.h) advances the state through every
-// byte of every token of the vocabulary, depth first: Mark() and Rewind() bracket such a walk so
-// that the frames it made are dropped afterwards.
+// Frames live in an arena as (position, parent) pairs and are hash-consed: one pair, one frame.
+// So stacks share their lower frames, advancing a stack by a byte touches its top only, and two
+// stacks are equal exactly when their top frames are. A ParseState is the sorted list of its
+// stacks' top frames, so equal states are equal vectors: the vocabulary walk
+// (engine/token_trie.h) relies on that to memoise transitions and to see when a byte leaves the
+// state unchanged. Mark() and Rewind() bracket such a walk so that the frames it made are dropped
+// afterwards.
 //
 // A rule reference whose alternative ends right after it is a tail call: its caller's frame is
 // dropped instead of kept, so right-recursive repetition (GrammarBuilder::Star) runs in constant
@@ -25,14 +27,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/grammar.h"
 
 namespace tandem::engine {
 
-// A set of parse stacks: the ids of their top frames in a GrammarMatcher's arena, or
-// kCompleteStack for a stack that returned from the root.
+// A set of parse stacks: the ids of their top frames in a GrammarMatcher's arena, ascending, or
+// kCompleteStack (first) for a stack that returned from the root.
 using ParseState = std::vector<int32_t>;
 inline constexpr int32_t kCompleteStack = -1;
 
@@ -58,37 +61,48 @@ class GrammarMatcher {
   // the state after `byte` (empty when refused; OK) or RESOURCE_EXHAUSTED past kMaxStacks.
   // `state` must be state() or a state Advance made since the last Mark().
   absl::Status Advance(const ParseState& state, uint8_t byte, ParseState* next);
-  static bool IsComplete(const ParseState& state);
+  static bool IsComplete(const ParseState& state) {
+    return !state.empty() && state.front() == kCompleteStack;
+  }
   // Whether some stack of `state` can take `byte` (cheaper than Advance, builds nothing).
   bool Allows(const ParseState& state, uint8_t byte) const;
 
   // Mark() before a walk of Advance calls from state(), Rewind() after it: the frames made in
   // between are released. Accept must not run in between.
-  size_t Mark() const { return nodes_.size(); }
-  void Rewind(size_t mark) { nodes_.resize(mark); }
+  size_t Mark() const { return frames_.size(); }
+  void Rewind(size_t mark);
 
   const Grammar& grammar() const { return *grammar_; }
 
  private:
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {}
 
-  struct Node {
+  struct Frame {
     int32_t position;  // into the grammar's elements
     int32_t parent;    // the frame below, or -1
   };
+  static uint64_t Key(int32_t position, int32_t parent) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(position)) << 32) |
+           static_cast<uint32_t>(parent);
+  }
 
+  // The frame (position, parent), made if new.
+  int32_t Intern(int32_t position, int32_t parent);
   // Adds to `out` every stack the partial stack (position, parent) expands to without consuming
   // a byte: rules are entered, ended alternatives return to their caller.
   void Expand(int32_t position, int32_t parent, ParseState* out);
-  void AddTop(int32_t position, int32_t parent, ParseState* out);
+  // Sorts and deduplicates `out`; false (and `out` cleared) when it holds more than kMaxStacks
+  // stacks or Expand stopped adding to it.
+  bool Canonical(ParseState* out);
   // Copies the frames `state_` uses into a fresh arena, dropping the rest.
   void Compact();
 
   std::shared_ptr<const Grammar> grammar_;
-  std::vector<Node> nodes_;
+  std::vector<Frame> frames_;
+  absl::flat_hash_map<uint64_t, int32_t> frame_ids_;
   ParseState state_;
   ParseState scratch_;
-  size_t out_limit_exceeded_ = 0;
+  bool overflowed_ = false;  // Expand dropped stacks since the last Canonical
 };
 
 }  // namespace tandem::engine

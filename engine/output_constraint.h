@@ -46,7 +46,8 @@ class OutputConstraint {
 
   GrammarMatcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
-  std::vector<ParseState> levels_;  // the trie walk's scratch
+  TrieWalkScratch walk_;
+  std::vector<uint8_t> marks_;  // by token id, to order a large allowed set without sorting
 };
 
 }  // namespace tandem::engine

@@ -8,8 +8,9 @@ TokenTrie::TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens) {
   std::erase_if(tokens, [](const auto& t) { return t.second.empty(); });
   // Sorted by bytes, a string comes right before the strings it prefixes, so the trie is built
   // in preorder by keeping the path to the previous string.
-  std::sort(tokens.begin(), tokens.end(),
-            [](const auto& a, const auto& b) { return a.second < b.second || (a.second == b.second && a.first < b.first); });
+  std::sort(tokens.begin(), tokens.end(), [](const auto& a, const auto& b) {
+    return a.second < b.second || (a.second == b.second && a.first < b.first);
+  });
   byte_.push_back(0);
   subtree_size_.push_back(0);
   token_begin_.push_back(0);
@@ -33,12 +34,28 @@ TokenTrie::TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens) {
       token_begin_.push_back(static_cast<int32_t>(token_ids_.size()));
     }
     token_ids_.push_back(id);
-    max_depth_ = std::max(max_depth_, bytes.size());
+    id_bound_ = std::max(id_bound_, id + 1);
     previous = bytes;
   }
   close_to(0);
   subtree_size_[0] = static_cast<int32_t>(byte_.size());
   token_begin_.push_back(static_cast<int32_t>(token_ids_.size()));
+
+  // The bytes below each node, children before parents (reverse preorder).
+  std::vector<ByteSet> below(byte_.size());
+  for (size_t n = byte_.size(); n-- > 0;) {
+    const auto end = n + static_cast<size_t>(subtree_size_[n]);
+    for (size_t c = n + 1; c < end; c += static_cast<size_t>(subtree_size_[c])) {
+      below[n].Add(ByteSet::Of(byte_[c])).Add(below[c]);
+    }
+  }
+  absl::flat_hash_map<ByteSet, int32_t> numbers;
+  below_.reserve(byte_.size());
+  for (const ByteSet& set : below) {
+    const auto [it, added] = numbers.try_emplace(set, static_cast<int32_t>(byte_sets_.size()));
+    if (added) byte_sets_.push_back(set);
+    below_.push_back(it->second);
+  }
 }
 
 TokenTrie TokenTrie::FromTokenizer(const models::Tokenizer& tokenizer) {
@@ -49,47 +66,112 @@ TokenTrie TokenTrie::FromTokenizer(const models::Tokenizer& tokenizer) {
   return TokenTrie(std::move(tokens));
 }
 
-absl::Status TokenTrie::AllowedTokens(GrammarMatcher& matcher, std::vector<ParseState>* levels,
+namespace {
+
+// The walk's numbering of parse states and their memoised transitions.
+class StateTable {
+ public:
+  StateTable(GrammarMatcher& matcher, TrieWalkScratch& scratch)
+      : matcher_(matcher), s_(scratch) {
+    s_.states.clear();
+    s_.numbers.clear();
+    s_.next.clear();
+    s_.loops.clear();
+  }
+
+  int32_t Number(const ParseState& state) {
+    const auto [it, added] = s_.numbers.try_emplace(state, static_cast<int32_t>(s_.states.size()));
+    if (added) {
+      s_.states.push_back(state);
+      s_.next.emplace_back();
+      s_.next.back().fill(TrieWalkScratch::kUnknown);
+      s_.loops.emplace_back();
+    }
+    return it->second;
+  }
+
+  // The state after `byte`, or kDead.
+  absl::StatusOr<int32_t> Step(int32_t state, uint8_t byte) {
+    int32_t known = s_.next[state][byte];
+    if (known != TrieWalkScratch::kUnknown) return known;
+    if (!matcher_.Allows(s_.states[state], byte)) {
+      known = TrieWalkScratch::kDead;
+    } else {
+      if (absl::Status s = matcher_.Advance(s_.states[state], byte, &s_.advanced); !s.ok()) return s;
+      known = s_.advanced.empty() ? TrieWalkScratch::kDead : Number(s_.advanced);
+    }
+    s_.next[state][byte] = known;
+    return known;
+  }
+
+  // Whether every byte of `bytes` leads from `state` back to it. Each byte is classified once
+  // per state, so after the first few nodes this is a few word operations.
+  absl::StatusOr<bool> Loops(int32_t state, const ByteSet& bytes) {
+    if (bytes.SubsetOf(s_.loops[state].first)) return true;
+    if (!bytes.Disjoint(s_.loops[state].second)) return false;
+    for (int b = 0; b < 256; ++b) {
+      const auto byte = static_cast<uint8_t>(b);
+      if (!bytes.Has(byte) || s_.loops[state].first.Has(byte)) continue;
+      absl::StatusOr<int32_t> next = Step(state, byte);
+      if (!next.ok()) return next.status();
+      if (*next != state) {
+        s_.loops[state].second.Add(ByteSet::Of(byte));
+        return false;
+      }
+      s_.loops[state].first.Add(ByteSet::Of(byte));
+    }
+    return true;
+  }
+
+ private:
+  GrammarMatcher& matcher_;
+  TrieWalkScratch& s_;
+};
+
+}  // namespace
+
+absl::Status TokenTrie::AllowedTokens(GrammarMatcher& matcher, TrieWalkScratch* scratch,
                                       std::vector<int32_t>* allowed) const {
-  if (levels->size() < max_depth_ + 1) levels->resize(max_depth_ + 1);
-  (*levels)[0] = matcher.state();
-  // Depth-first over the children of each node on `stack`, node by node; the frames a child's
-  // subtree made are released when the walk moves past it.
-  struct Visit {
-    int32_t next_child;  // the next child of the node at this depth to try
-    int32_t end;         // one past the node's subtree
-    size_t mark;         // the matcher's arena before this depth's state was made
-  };
-  std::vector<Visit> stack;
-  stack.reserve(max_depth_ + 1);
-  stack.push_back({1, subtree_size_[0], matcher.Mark()});
-  while (!stack.empty()) {
-    Visit& top = stack.back();
-    if (top.next_child >= top.end) {
-      matcher.Rewind(top.mark);
+  const size_t mark = matcher.Mark();
+  StateTable table(matcher, *scratch);
+  auto& stack = scratch->stack;
+  stack.clear();
+  stack.push_back({0, table.Number(matcher.state()), 1});
+  absl::Status status;
+  while (!stack.empty() && status.ok()) {
+    TrieWalkScratch::Visit& top = stack.back();
+    const int32_t end = top.node + subtree_size_[top.node];
+    if (top.next_child >= end) {
       stack.pop_back();
       continue;
     }
     const int32_t child = top.next_child;
     top.next_child += subtree_size_[child];
-    const size_t depth = stack.size() - 1;
-    const ParseState& here = (*levels)[depth];
-    if (!matcher.Allows(here, byte_[child])) continue;
-    const size_t mark = matcher.Mark();
-    ParseState& next = (*levels)[depth + 1];
-    if (absl::Status s = matcher.Advance(here, byte_[child], &next); !s.ok()) {
-      matcher.Rewind(stack.front().mark);
-      return s;
+    const int32_t from = top.state;
+    absl::StatusOr<int32_t> state = table.Step(from, byte_[child]);
+    if (!state.ok()) {
+      status = state.status();
+      break;
     }
-    if (next.empty()) {
-      matcher.Rewind(mark);
+    if (*state == TrieWalkScratch::kDead) continue;
+    const int32_t subtree_end = child + subtree_size_[child];
+    absl::StatusOr<bool> whole = table.Loops(*state, byte_sets_[below_[child]]);
+    if (!whole.ok()) {
+      status = whole.status();
+      break;
+    }
+    if (*whole) {
+      // Every token below is allowed: they are contiguous in preorder.
+      allowed->insert(allowed->end(), token_ids_.begin() + token_begin_[child],
+                      token_ids_.begin() + token_begin_[subtree_end]);
       continue;
     }
     allowed->insert(allowed->end(), token_ids_.begin() + token_begin_[child],
                     token_ids_.begin() + token_begin_[child + 1]);
-    stack.push_back({child + 1, child + subtree_size_[child], mark});
+    stack.push_back({child, *state, child + 1});
   }
-  return absl::OkStatus();
+  matcher.Rewind(mark);
+  return status;
 }
 
 }  // namespace tandem::engine

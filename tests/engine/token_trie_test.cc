@@ -47,7 +47,7 @@ TEST(TokenTrieTest, AllowsExactlyTheTokensTheGrammarAccepts) {
       R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "boolean"}}})"));
   absl::StatusOr<GrammarMatcher> m = GrammarMatcher::Create(grammar);
   ASSERT_TRUE(m.ok());
-  std::vector<ParseState> levels;
+  TrieWalkScratch scratch;
   // Along a text, the walk and the brute force agree at every byte boundary, and the walk leaves
   // the matcher as it found it.
   const std::string text = "{\"a\": \"ab\xC3\xA9\\n\", \"b\": true}";
@@ -56,7 +56,7 @@ TEST(TokenTrieTest, AllowsExactlyTheTokensTheGrammarAccepts) {
     std::vector<int32_t> walked;
     const ParseState before = m->state();
     const size_t frames = m->Mark();
-    ASSERT_TRUE(trie.AllowedTokens(*m, &levels, &walked).ok());
+    ASSERT_TRUE(trie.AllowedTokens(*m, &scratch, &walked).ok());
     EXPECT_EQ(m->state(), before);
     EXPECT_EQ(m->Mark(), frames);
     std::sort(walked.begin(), walked.end());
