@@ -25,6 +25,13 @@ ByteSet& ByteSet::Remove(const ByteSet& other) {
 }
 
 int32_t GrammarBuilder::DeclareRule(std::string name) {
+  // Names are for error messages only; a schema's paths could otherwise make them huge.
+  constexpr size_t kMaxName = 120;
+  if (name.size() > kMaxName) {
+    size_t cut = kMaxName - 3;
+    while (cut > 0 && (static_cast<uint8_t>(name[cut]) & 0xC0) == 0x80) --cut;  // whole characters
+    name = name.substr(0, cut) + "...";
+  }
   names_.push_back(std::move(name));
   alternatives_.emplace_back();
   return static_cast<int32_t>(names_.size()) - 1;
@@ -108,17 +115,78 @@ int32_t GrammarBuilder::Utf8Character(std::string name, const ByteSet& ascii) {
 
 namespace {
 
-// Runs `update` over every rule until nothing changes; returns the per-rule flags.
-std::vector<bool> Fixpoint(size_t rules, const std::function<bool(size_t, const std::vector<bool>&)>&
-                                             holds) {
-  std::vector<bool> flag(rules, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules; ++r) {
-      if (!flag[r] && holds(r, flag)) flag[r] = changed = true;
+// Which rules derive a string whose symbols all pass: a byte set passes when `bytes_pass` says
+// so, a rule when it is itself marked. Worklist, linear in the grammar's size: each alternative
+// counts its rule symbols not yet marked, and a rule is marked when one of its alternatives has
+// no byte set that fails and its count reaches zero.
+std::vector<bool> Derivable(const std::vector<std::vector<GrammarSequence>>& alternatives,
+                            const std::function<bool(const ByteSet&)>& bytes_pass) {
+  const size_t rules = alternatives.size();
+  std::vector<bool> marked(rules, false);
+  std::vector<std::pair<int32_t, int32_t>> alts;  // (rule, pending count) per alternative
+  std::vector<std::vector<int32_t>> used_by(rules);  // rule -> alternatives, once per occurrence
+  std::vector<int32_t> work;
+  for (size_t r = 0; r < rules; ++r) {
+    for (const GrammarSequence& alternative : alternatives[r]) {
+      const auto a = static_cast<int32_t>(alts.size());
+      int32_t pending = 0;
+      bool possible = true;
+      for (const GrammarSymbol& symbol : alternative) {
+        if (!symbol.is_rule) {
+          possible = possible && bytes_pass(symbol.bytes);
+        } else {
+          ++pending;
+        }
+      }
+      alts.emplace_back(static_cast<int32_t>(r), possible ? pending : -1);
+      if (!possible) continue;
+      for (const GrammarSymbol& symbol : alternative) {
+        if (symbol.is_rule) used_by[symbol.rule].push_back(a);
+      }
+      if (pending == 0 && !marked[r]) {
+        marked[r] = true;
+        work.push_back(static_cast<int32_t>(r));
+      }
     }
   }
-  return flag;
+  while (!work.empty()) {
+    const int32_t rule = work.back();
+    work.pop_back();
+    for (const int32_t a : used_by[rule]) {
+      if (--alts[a].second == 0 && !marked[alts[a].first]) {
+        marked[alts[a].first] = true;
+        work.push_back(alts[a].first);
+      }
+    }
+  }
+  return marked;
+}
+
+// A rule of `reached` that can reach itself through `edges` (a rule's left-reachable rules), or
+// -1. Iterative depth-first search from every rule (colours: 0 new, 1 on the path, 2 done).
+int32_t FindCycle(const std::vector<std::vector<int32_t>>& edges, const std::vector<bool>& reached) {
+  std::vector<uint8_t> colour(edges.size(), 0);
+  std::vector<std::pair<int32_t, size_t>> path;  // (rule, next edge)
+  for (size_t start = 0; start < edges.size(); ++start) {
+    if (!reached[start] || colour[start] != 0) continue;
+    colour[start] = 1;
+    path.emplace_back(static_cast<int32_t>(start), 0);
+    while (!path.empty()) {
+      auto& [rule, next] = path.back();
+      if (next == edges[rule].size()) {
+        colour[rule] = 2;
+        path.pop_back();
+        continue;
+      }
+      const int32_t to = edges[rule][next++];
+      if (colour[to] == 1) return to;
+      if (colour[to] == 0) {
+        colour[to] = 1;
+        path.emplace_back(to, 0);
+      }
+    }
+  }
+  return -1;
 }
 
 }  // namespace
@@ -157,24 +225,9 @@ absl::StatusOr<Grammar> GrammarBuilder::Build(int32_t root) const {
   }
 
   // Rules that derive the empty string, and rules that derive some finite string.
-  const std::vector<bool> nullable = Fixpoint(rules, [&](size_t r, const std::vector<bool>& flag) {
-    for (const GrammarSequence& alternative : alternatives_[r]) {
-      bool empty = true;
-      for (const GrammarSymbol& s : alternative) empty = empty && s.is_rule && flag[s.rule];
-      if (empty) return true;
-    }
-    return false;
-  });
-  const std::vector<bool> finite = Fixpoint(rules, [&](size_t r, const std::vector<bool>& flag) {
-    for (const GrammarSequence& alternative : alternatives_[r]) {
-      bool ok = true;
-      for (const GrammarSymbol& s : alternative) {
-        ok = ok && (s.is_rule ? static_cast<bool>(flag[s.rule]) : !s.bytes.empty());
-      }
-      if (ok) return true;
-    }
-    return false;
-  });
+  const std::vector<bool> nullable = Derivable(alternatives_, [](const ByteSet&) { return false; });
+  const std::vector<bool> finite =
+      Derivable(alternatives_, [](const ByteSet& bytes) { return !bytes.empty(); });
   for (size_t r = 0; r < rules; ++r) {
     if (reached[r] && !finite[r]) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -182,27 +235,23 @@ absl::StatusOr<Grammar> GrammarBuilder::Build(int32_t root) const {
     }
   }
 
-  // Left recursion: r -> s when s can be expanded at the start of r, before any byte. A cycle
-  // among the reached rules is refused (depth-first search, colours: 0 new, 1 open, 2 done).
-  std::vector<uint8_t> colour(rules, 0);
-  std::function<int32_t(int32_t)> cycle_at = [&](int32_t r) -> int32_t {
-    colour[r] = 1;
+  // Left recursion: r -> s when s can be expanded at the start of r, before any byte is read
+  // (after only rules that may derive nothing). The matcher would expand such a cycle forever.
+  std::vector<std::vector<int32_t>> left(rules);
+  for (size_t r = 0; r < rules; ++r) {
+    if (!reached[r]) continue;
     for (const GrammarSequence& alternative : alternatives_[r]) {
       for (const GrammarSymbol& s : alternative) {
         if (!s.is_rule) break;
-        if (colour[s.rule] == 1) return s.rule;
-        if (colour[s.rule] == 0) {
-          if (const int32_t found = cycle_at(s.rule); found >= 0) return found;
-        }
+        left[r].push_back(s.rule);
         if (!nullable[s.rule]) break;
       }
     }
-    colour[r] = 2;
-    return -1;
-  };
-  if (const int32_t looped = cycle_at(root); looped >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "grammar: rule '", names_[looped], "' can reach itself before reading a byte (left recursion)"));
+  }
+  if (const int32_t looped = FindCycle(left, reached); looped >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("grammar: rule '", names_[looped],
+                                                   "' can reach itself before reading a byte "
+                                                   "(left recursion)"));
   }
 
   Grammar grammar;

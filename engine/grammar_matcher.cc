@@ -27,6 +27,7 @@ constexpr size_t kMaxExpanded = 4 * GrammarMatcher::kMaxStacks;
 absl::StatusOr<GrammarMatcher> GrammarMatcher::Create(std::shared_ptr<const Grammar> grammar) {
   GrammarMatcher matcher(std::move(grammar));
   const Grammar& g = *matcher.grammar_;
+  matcher.expanded_.clear();
   for (const int32_t* a = g.alternatives_begin(g.root()); a != g.alternatives_end(g.root()); ++a) {
     matcher.Expand(*a, -1, &matcher.state_);
   }
@@ -50,33 +51,43 @@ void GrammarMatcher::Rewind(size_t mark) {
 
 void GrammarMatcher::Expand(int32_t position, int32_t parent, ParseState* out) {
   const Grammar& g = *grammar_;
-  while (true) {
-    const GrammarElement& e = g.element(position);
-    if (e.kind == Kind::kBytes) {
-      if (out->size() < kMaxExpanded) {
-        out->push_back(Intern(position, parent));
-      } else {
-        overflowed_ = true;
+  // Iterative, so that a long chain of rules entered before a byte cannot exhaust the thread's
+  // stack. A (position, parent) pair expands the same way wherever it comes from, so each is
+  // expanded once per Advance: rules shared by many alternatives cannot multiply the work.
+  expand_work_.clear();
+  expand_work_.push_back({position, parent});
+  while (!expand_work_.empty() && !overflowed_) {
+    auto [at, below] = expand_work_.back();
+    expand_work_.pop_back();
+    while (expanded_.insert(Key(at, below)).second) {
+      const GrammarElement& e = g.element(at);
+      if (e.kind == Kind::kBytes) {
+        if (out->size() >= kMaxExpanded) {
+          overflowed_ = true;
+        } else {
+          out->push_back(Intern(at, below));
+        }
+        break;
       }
-      return;
-    }
-    if (e.kind == Kind::kEnd) {
-      if (parent < 0) {
-        out->push_back(kCompleteStack);
-        return;
+      if (e.kind == Kind::kEnd) {
+        if (below < 0) {
+          out->push_back(kCompleteStack);
+          break;
+        }
+        const Frame caller = frames_[below];
+        at = caller.position;
+        below = caller.parent;
+        continue;
       }
-      position = frames_[parent].position;
-      parent = frames_[parent].parent;
-      continue;
+      // A rule: enter each alternative with a frame returning after the reference, unless the
+      // reference ends its alternative (a tail call: return straight to the caller's caller).
+      const int32_t return_frame =
+          g.element(at + 1).kind == Kind::kEnd ? below : Intern(at + 1, below);
+      for (const int32_t* a = g.alternatives_begin(e.index); a != g.alternatives_end(e.index); ++a) {
+        expand_work_.push_back({*a, return_frame});
+      }
+      break;
     }
-    // A rule: enter each alternative with a frame returning after the reference, unless the
-    // reference ends its alternative (a tail call: return straight to the caller's caller).
-    const int32_t return_frame =
-        g.element(position + 1).kind == Kind::kEnd ? parent : Intern(position + 1, parent);
-    for (const int32_t* a = g.alternatives_begin(e.index); a != g.alternatives_end(e.index); ++a) {
-      Expand(*a, return_frame, out);
-    }
-    return;
   }
 }
 
@@ -104,6 +115,7 @@ bool GrammarMatcher::can_continue() const {
 
 absl::Status GrammarMatcher::Advance(const ParseState& state, uint8_t byte, ParseState* next) {
   next->clear();
+  expanded_.clear();
   for (const int32_t id : state) {
     if (id == kCompleteStack) continue;
     const Frame frame = frames_[id];

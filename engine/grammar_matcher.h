@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/grammar.h"
@@ -103,6 +104,9 @@ class GrammarMatcher {
   ParseState state_;
   ParseState scratch_;
   bool overflowed_ = false;  // Expand dropped stacks since the last Canonical
+  // Expand's work list, and the (position, parent) pairs expanded in the current Advance.
+  std::vector<std::pair<int32_t, int32_t>> expand_work_;
+  absl::flat_hash_set<uint64_t> expanded_;
 };
 
 }  // namespace tandem::engine

@@ -1,5 +1,7 @@
 #include "engine/json_schema_grammar.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -70,9 +72,10 @@ bool OfType(const json& value, const std::string& type) {
   if (type == "null") return value.is_null();
   if (type == "boolean") return value.is_boolean();
   if (type == "integer") {
-    return value.is_number_integer() ||
-           (value.is_number_float() && value.get<double>() == static_cast<double>(
-                                                                  static_cast<int64_t>(value.get<double>())));
+    if (value.is_number_integer()) return true;
+    if (!value.is_number_float()) return false;
+    const double d = value.get<double>();
+    return std::isfinite(d) && std::trunc(d) == d;
   }
   if (type == "number") return value.is_number();
   if (type == "string") return value.is_string();
@@ -117,6 +120,10 @@ class SchemaCompiler {
       return Refuse(path, "the schema false admits no value");
     }
     if (!schema.is_object()) return Refuse(path, "a schema must be an object or a boolean");
+    if (!path.empty() && schema.contains("$id")) {
+      // A nested $id changes what "#" means below it; references here resolve against the root.
+      return Refuse(path, "'$id' below the root is not supported");
+    }
     for (const auto& [key, unused] : schema.items()) {
       if (!Annotations().contains(key) && !Enforced().contains(key)) {
         return Refuse(path, absl::StrCat("keyword '", key, "' is not supported"));
@@ -137,12 +144,22 @@ class SchemaCompiler {
     for (const char* keyword : {"anyOf", "oneOf", "allOf"}) {
       if (!schema.contains(keyword)) continue;
       if (absl::Status s = only_beside(keyword); !s.ok()) return s;
+      if (std::string_view(keyword) == "oneOf") {
+        if (absl::Status s = Disjoint(schema[keyword], path + "/oneOf"); !s.ok()) return s;
+      }
       return Choice(schema[keyword], keyword, path);
     }
 
     absl::StatusOr<std::vector<std::string>> types = Types(schema, path);
     if (!types.ok()) return types.status();
     if (schema.contains("enum") || schema.contains("const")) {
+      // The values are the whole answer: a keyword beside them that could refuse one of them
+      // would be ignored, so it is refused instead.
+      for (const auto& [key, unused] : schema.items()) {
+        if (key != "enum" && key != "const" && key != "type" && !Annotations().contains(key)) {
+          return Refuse(path, absl::StrCat("'", key, "' beside 'enum' or 'const' is not supported"));
+        }
+      }
       return Values(schema, *types, path);
     }
     std::vector<GrammarSequence> alternatives;
@@ -209,13 +226,37 @@ class SchemaCompiler {
         return Refuse(path, absl::StrCat("'", target, "' is not a JSON pointer: ", e.what()));
       }
     }
+    // A chain of references to references nests compilation as deep as the chain is long.
+    constexpr int kMaxRefDepth = 64;
+    if (ref_depth_ >= kMaxRefDepth) {
+      return Refuse(path, absl::StrCat("references nest deeper than ", kMaxRefDepth));
+    }
     // Declared first, so that a schema may refer to itself.
     const int32_t rule = b_.DeclareRule(target);
     refs_[target] = rule;
+    ++ref_depth_;
     absl::StatusOr<int32_t> value = Value(*resolved, target.substr(1));
+    --ref_depth_;
     if (!value.ok()) return value.status();
     b_.AddAlternative(rule, {B::Ref(*value)});
     return rule;
+  }
+
+  // oneOf means exactly one subschema matches; tandem enforces it only where no value can match
+  // two: each subschema names one type, and no two the same (integer is a number too).
+  absl::Status Disjoint(const json& list, const std::string& at) {
+    if (!list.is_array()) return absl::OkStatus();  // Choice refuses it
+    std::set<std::string> types;
+    for (const json& branch : list) {
+      const bool typed = branch.is_object() && branch.contains("type") && branch["type"].is_string();
+      std::string type = typed ? branch["type"].get<std::string>() : "";
+      if (type == "integer") type = "number";
+      if (!typed || !types.insert(type).second) {
+        return Refuse(at, "oneOf is supported only when each subschema has its own single type "
+                          "(an answer matching two would break it); use anyOf");
+      }
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<int32_t> Choice(const json& list, const std::string& keyword,
@@ -251,7 +292,7 @@ class SchemaCompiler {
       }
       values = {schema["const"]};
     }
-    std::vector<GrammarSequence> alternatives;
+    std::vector<std::string> texts;
     for (const json& v : values) {
       const bool typed = std::any_of(types.begin(), types.end(),
                                      [&](const std::string& t) { return OfType(v, t); });
@@ -259,9 +300,48 @@ class SchemaCompiler {
         return Refuse(path, absl::StrCat("the value ", v.dump(), " is not of type ",
                                          absl::StrJoin(types, " or ")));
       }
-      alternatives.push_back(B::Literal(v.dump()));
+      texts.push_back(v.dump());
     }
-    return b_.AddRule(Where(path + "/enum"), std::move(alternatives));
+    return Literals(texts, Where(path + "/enum"));
+  }
+
+  // A rule deriving exactly the strings `texts`, shaped as their trie (one rule per trie node),
+  // so that values sharing a prefix are one parse until they differ: a long enum then keeps one
+  // parse stack alive, not one per value.
+  int32_t Literals(std::vector<std::string> texts, const std::string& name) {
+    std::sort(texts.begin(), texts.end());
+    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+    struct Node {
+      std::vector<std::pair<uint8_t, int32_t>> children;
+      bool terminal = false;
+    };
+    std::vector<Node> nodes(1);
+    for (const std::string& text : texts) {
+      int32_t at = 0;
+      for (const char c : text) {
+        const auto byte = static_cast<uint8_t>(c);
+        auto& children = nodes[at].children;
+        if (children.empty() || children.back().first != byte) {  // sorted input: last or new
+          children.emplace_back(byte, static_cast<int32_t>(nodes.size()));
+          nodes.emplace_back();
+        }
+        at = nodes[at].children.back().second;
+      }
+      nodes[at].terminal = true;
+    }
+    // Children are made after their parents: build the rules from the last node back.
+    std::vector<int32_t> rules(nodes.size(), -1);
+    for (size_t n = nodes.size(); n-- > 0 && !b_.over_budget();) {
+      std::vector<GrammarSequence> alternatives;
+      if (nodes[n].terminal) alternatives.push_back({});
+      for (const auto& [byte, child] : nodes[n].children) {
+        GrammarSequence step = {B::Bytes(ByteSet::Of(byte))};
+        if (!(nodes[child].terminal && nodes[child].children.empty())) step.push_back(B::Ref(rules[child]));
+        alternatives.push_back(std::move(step));
+      }
+      rules[n] = b_.AddRule(name, std::move(alternatives));
+    }
+    return rules[0] < 0 ? b_.AddRule(name, {}) : rules[0];
   }
 
   absl::StatusOr<int32_t> OfTypeRule(const json& schema, const std::string& type,
@@ -473,6 +553,12 @@ class SchemaCompiler {
         required.insert(name.get<std::string>());
       }
     }
+    // Each optional property is a parse that stays alive until the next member starts.
+    constexpr size_t kMaxProperties = 1024;
+    if (properties.size() > kMaxProperties) {
+      return Refuse(path + "/properties",
+                    absl::StrCat(properties.size(), " properties, more than ", kMaxProperties));
+    }
     std::vector<std::pair<int32_t, bool>> members;
     for (const auto& [key, subschema] : properties.items()) {
       const std::string at = absl::StrCat(path, "/properties/", Segment(key));
@@ -485,7 +571,14 @@ class SchemaCompiler {
     int32_t extra = -1;
     const bool declared = schema.contains("properties");
     const json* additional = schema.contains("additionalProperties") ? &schema["additionalProperties"] : nullptr;
-    if (additional == nullptr ? !declared : !(additional->is_boolean() && !additional->get<bool>())) {
+    const bool closed = additional != nullptr && additional->is_boolean() && !additional->get<bool>();
+    if (declared && additional != nullptr && !closed) {
+      // An extra member's key could repeat a declared one with a value of another type.
+      return Refuse(path + "/additionalProperties",
+                    "other members beside declared properties are not supported (set it to "
+                    "false, or drop properties for a map)");
+    }
+    if (additional == nullptr ? !declared : !closed) {
       int32_t value = 0;
       if (additional == nullptr || additional->is_boolean()) {
         value = AnyValue();
@@ -517,6 +610,7 @@ class SchemaCompiler {
   GrammarBuilder b_;
   int32_t ws_ = 0;
   std::map<std::string, int32_t> refs_;
+  int ref_depth_ = 0;
   std::map<std::string, int32_t> keywords_;
   std::map<std::pair<int32_t, int32_t>, int32_t> strings_;
   std::optional<int32_t> boolean_, digits_, integer_, number_, character_;

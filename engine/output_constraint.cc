@@ -16,7 +16,11 @@ absl::Status OutputConstraint::AllowedTokens(std::span<const int32_t> end_tokens
                                              std::vector<int32_t>* allowed) {
   allowed->clear();
   if (absl::Status s = trie_->AllowedTokens(matcher_, &walk_, allowed); !s.ok()) return s;
-  if (matcher_.complete()) allowed->insert(allowed->end(), end_tokens.begin(), end_tokens.end());
+  const bool whole = matcher_.complete();
+  std::erase_if(*allowed, [&](int32_t id) {
+    return std::find(end_tokens.begin(), end_tokens.end(), id) != end_tokens.end();
+  });
+  if (whole) allowed->insert(allowed->end(), end_tokens.begin(), end_tokens.end());
   // Ascending without duplicates: a sort for a few tokens, a pass over marks for many (inside a
   // string most of a large vocabulary is allowed, and sorting it cost more than the walk).
   int32_t bound = trie_->id_bound();

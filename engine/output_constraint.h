@@ -33,12 +33,16 @@ class OutputConstraint {
                                                  std::shared_ptr<const TokenTrie> trie);
 
   // The tokens that may come next, ascending, into *allowed: every token whose bytes the grammar
-  // accepts after the output so far, and `end_tokens` when the output so far is complete. Empty
-  // when nothing may follow (complete() says whether the output may simply end there).
+  // accepts after the output so far, and `end_tokens` exactly when the output so far is
+  // complete (an ordinary token that is also an end token, such as a newline given as a stop
+  // id, would otherwise end a value half written). Empty when nothing may follow (complete()
+  // says whether the output may simply end there).
   absl::Status AllowedTokens(std::span<const int32_t> end_tokens, std::vector<int32_t>* allowed);
   // The output grew by a token with these bytes (one AllowedTokens admitted).
   absl::Status Accept(std::string_view token_bytes) { return matcher_.Accept(token_bytes); }
   bool complete() const { return matcher_.complete(); }
+  // Whether some token could still extend the text (false: it is whole and must end here).
+  bool can_continue() const { return matcher_.can_continue(); }
 
  private:
   OutputConstraint(GrammarMatcher matcher, std::shared_ptr<const TokenTrie> trie)

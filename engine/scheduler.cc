@@ -48,9 +48,14 @@ absl::Status Scheduler::Validate(const Request& r) const {
           "stop_token_ids[", i, "]: token id ", r.stop_token_ids[i], " is outside the vocabulary"));
     }
   }
-  if (r.grammar != nullptr && tokenizer_ == nullptr) {
-    return absl::InvalidArgumentError(
-        "response format: the engine has no tokenizer to match the output against the grammar");
+  if (r.grammar != nullptr) {
+    if (tokenizer_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "response format: the engine has no tokenizer to match the output against the grammar");
+    }
+    if (absl::Status s = GrammarMatcher::Create(r.grammar).status(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("response format: ", s.message()));
+    }
   }
   if (!r.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError("stop_strings: the engine has no tokenizer to match text");
@@ -490,6 +495,11 @@ void Scheduler::Step() {
         }
         sample = **chosen;
         Emit(seq, sample);
+        // A value that is whole with nothing to follow ends here, not one forced EOS later.
+        if (seq.status != SequenceStatus::kFinished && seq.constraint->complete() &&
+            !seq.constraint->can_continue()) {
+          Finish(seq, FinishReason::kStop);
+        }
         continue;
       } else {
         sample = FromSampled(runner_->sampled(i), seq.sampling.params());
@@ -503,7 +513,8 @@ void Scheduler::Step() {
 
 const std::shared_ptr<const TokenTrie>& Scheduler::token_trie() {
   if (token_trie_ == nullptr) {
-    token_trie_ = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tokenizer_));
+    token_trie_ = std::make_shared<const TokenTrie>(
+        TokenTrie::FromTokenizer(*tokenizer_, model_.config().vocab_size));
   }
   return token_trie_;
 }

@@ -58,9 +58,9 @@ TokenTrie::TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens) {
   }
 }
 
-TokenTrie TokenTrie::FromTokenizer(const models::Tokenizer& tokenizer) {
+TokenTrie TokenTrie::FromTokenizer(const models::Tokenizer& tokenizer, int32_t id_limit) {
   std::vector<std::pair<int32_t, std::string>> tokens;
-  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+  for (int32_t id = 0; id < std::min(tokenizer.vocab_size(), id_limit); ++id) {
     if (!tokenizer.IsSpecial(id)) tokens.emplace_back(id, tokenizer.TokenBytes(id));
   }
   return TokenTrie(std::move(tokens));

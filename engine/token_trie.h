@@ -52,9 +52,10 @@ class TokenTrie {
  public:
   // Tokens with no bytes are left out: they can never be allowed.
   explicit TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens);
-  // Every token of `tokenizer` but its special ones (BOS, EOS, chat markers), with the bytes it
-  // adds to the text (models::Tokenizer::TokenBytes).
-  static TokenTrie FromTokenizer(const models::Tokenizer& tokenizer);
+  // Every token of `tokenizer` below `id_limit` (the model's vocabulary: a tokenizer may know
+  // more ids than the model has logits for) but its special ones (BOS, EOS, chat markers), with
+  // the bytes it adds to the text (models::Tokenizer::TokenBytes).
+  static TokenTrie FromTokenizer(const models::Tokenizer& tokenizer, int32_t id_limit);
 
   // Appends to `allowed` (in no particular order) every token whose bytes `matcher` accepts
   // after its state, which it leaves unchanged. RESOURCE_EXHAUSTED when the grammar is too

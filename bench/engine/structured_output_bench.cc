@@ -3,7 +3,9 @@
 // Compare with BM_SampleRow (sampler_bench.cc, same binary), the host sampler's cost per row.
 // Arguments: vocabulary (0 the bundled model's 4,096 SentencePiece tokens, 1 a 131,072-token
 // vocabulary made of those tokens and pairs of them), and the output so far (0 nothing: a value
-// starts; 1 inside a string: nearly every token is allowed; 2 after a member: a key must start).
+// starts; 1 inside a string: nearly every token is allowed; 2 after a member: a key must start;
+// 3 inside a string with a maxLength of 64, whose every character moves the parse on, so that
+// no subtree can be taken whole).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -24,6 +26,8 @@ namespace {
 constexpr const char* kSchema = R"({"type": "object", "properties": {
     "name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array",
     "items": {"type": "string"}}}, "required": ["name", "age"]})";
+constexpr const char* kBoundedSchema = R"({"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 64}}, "required": ["name"]})";
 
 std::vector<std::pair<int32_t, std::string>> BundledTokens() {
   auto tokenizer = models::LoadTokenizer(std::string(TANDEM_SOURCE_DIR) + "/bundled/tandem-tiny-chat");
@@ -62,9 +66,10 @@ void BM_AllowedTokens(benchmark::State& state) {
     state.SkipWithError("the bundled model's tokenizer did not load");
     return;
   }
-  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(kSchema));
+  auto grammar = std::make_shared<const Grammar>(
+      *JsonSchemaGrammar(state.range(1) == 3 ? kBoundedSchema : kSchema));
   absl::StatusOr<OutputConstraint> constraint = OutputConstraint::Create(grammar, trie);
-  const char* prefixes[] = {"", "{\"name\": \"Eliza", "{\"name\": \"Eliza\", "};
+  const char* prefixes[] = {"", "{\"name\": \"Eliza", "{\"name\": \"Eliza\", ", "{\"name\": \"Eliza"};
   if (!constraint.ok() || !constraint->Accept(prefixes[state.range(1)]).ok()) {
     state.SkipWithError("the prefix does not fit the schema");
     return;
@@ -78,7 +83,7 @@ void BM_AllowedTokens(benchmark::State& state) {
   state.counters["allowed"] = static_cast<double>(allowed.size());
   state.counters["trie_nodes"] = static_cast<double>(trie->num_nodes());
 }
-BENCHMARK(BM_AllowedTokens)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AllowedTokens)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tandem::engine

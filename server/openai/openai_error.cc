@@ -52,6 +52,8 @@ std::string OpenAiParam(const std::string& proto_field) {
   static constexpr std::pair<const char*, const char*> kRenames[] = {
       {"sampling.max_new_tokens", "max_tokens"},
       {"sampling.stop_strings", "stop"},
+      {"sampling.json_schema", "response_format.json_schema.schema"},
+      {"sampling.json_object", "response_format"},
       {"sampling.", ""},
       {"token_ids.ids", "prompt"},
       {"text", "prompt"},

@@ -80,6 +80,25 @@ TEST(OutputConstraintTest, EndTokensOnlyWhereTheTextIsWhole) {
   ASSERT_TRUE(c->AllowedTokens(end, &allowed).ok());
   EXPECT_EQ(allowed, end);  // whole, and nothing may follow but the end
   EXPECT_TRUE(c->complete());
+  EXPECT_FALSE(c->can_continue());
+}
+
+// An ordinary token given as an end token (a newline as a stop id) would end the value half
+// written: it is allowed only where the text is whole.
+TEST(OutputConstraintTest, OrdinaryEndTokensWaitForAWholeValue) {
+  auto trie = std::make_shared<const TokenTrie>(Vocabulary());
+  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}})"));
+  absl::StatusOr<OutputConstraint> c = OutputConstraint::Create(grammar, trie);
+  ASSERT_TRUE(c.ok());
+  const std::vector<int32_t> newline_stops = {21};  // "\n"
+  std::vector<int32_t> allowed;
+  ASSERT_TRUE(c->Accept("{").ok());
+  ASSERT_TRUE(c->AllowedTokens(newline_stops, &allowed).ok());
+  EXPECT_FALSE(std::binary_search(allowed.begin(), allowed.end(), 21));
+  ASSERT_TRUE(c->Accept("}").ok());
+  ASSERT_TRUE(c->AllowedTokens(newline_stops, &allowed).ok());
+  EXPECT_EQ(allowed, newline_stops);
 }
 
 }  // namespace

@@ -195,6 +195,7 @@ TEST(OpenAiRequestTest, ValidationFieldsReadAsTheClientsParameters) {
   EXPECT_EQ(OpenAiParam("sampling.max_new_tokens"), "max_tokens");
   EXPECT_EQ(OpenAiParam("sampling.stop_strings[1]"), "stop[1]");
   EXPECT_EQ(OpenAiParam("sampling.top_p"), "top_p");
+  EXPECT_EQ(OpenAiParam("sampling.json_schema"), "response_format.json_schema.schema");
   EXPECT_EQ(OpenAiParam("token_ids.ids[3]"), "prompt[3]");
   EXPECT_EQ(OpenAiParam("text"), "prompt");
   EXPECT_EQ(OpenAiParam("messages[2].role"), "messages[2].role");
