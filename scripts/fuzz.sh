@@ -19,14 +19,24 @@ run() {
   mkdir -p "$corpus"
   cp -n "$seeds"/* "$corpus"/
   echo "-- $fuzzer: ${seconds} s from $(find "$corpus" -type f | wc -l) inputs"
-  local log=build/fuzz/$fuzzer.log
-  if ! "build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
-    -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/ "$corpus" >"$log" 2>&1; then
-    cat "$log"
-    echo "fuzz: $fuzzer failed (input in build/fuzz/artifacts/)"
-    exit 1
-  fi
-  tail -n 6 "$log"
+  "build/fuzz/$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/ "$corpus" \
+    >"build/fuzz/$fuzzer.log" 2>&1
 }
-run chat_template_fuzzer tests/data/chat_templates/templates
-run request_validation_fuzzer tests/data/fuzz/request_validation
+# Side by side: each is one process, and a run is mostly the wall-clock time it is given.
+fuzzers=(chat_template_fuzzer request_validation_fuzzer)
+run chat_template_fuzzer tests/data/chat_templates/templates &
+pids=($!)
+run request_validation_fuzzer tests/data/fuzz/request_validation &
+pids+=($!)
+failed=0
+for i in "${!fuzzers[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    cat "build/fuzz/${fuzzers[$i]}.log"
+    echo "fuzz: ${fuzzers[$i]} failed (input in build/fuzz/artifacts/)"
+    failed=1
+  else
+    tail -n 6 "build/fuzz/${fuzzers[$i]}.log"
+  fi
+done
+exit "$failed"
