@@ -41,12 +41,15 @@ TokenTrie::TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens) {
   subtree_size_[0] = static_cast<int32_t>(byte_.size());
   token_begin_.push_back(static_cast<int32_t>(token_ids_.size()));
 
-  // The bytes below each node, children before parents (reverse preorder).
+  // The bytes below each node and its subtree's height, children before parents (reverse
+  // preorder).
   std::vector<ByteSet> below(byte_.size());
+  height_.assign(byte_.size(), 0);
   for (size_t n = byte_.size(); n-- > 0;) {
     const auto end = n + static_cast<size_t>(subtree_size_[n]);
     for (size_t c = n + 1; c < end; c += static_cast<size_t>(subtree_size_[c])) {
       below[n].Add(ByteSet::Of(byte_[c])).Add(below[c]);
+      height_[n] = static_cast<uint8_t>(std::max<int>(height_[n], std::min(255, height_[c] + 1)));
     }
   }
   absl::flat_hash_map<ByteSet, int32_t> numbers;
@@ -76,7 +79,7 @@ class StateTable {
     s_.states.clear();
     s_.numbers.clear();
     s_.next.clear();
-    s_.loops.clear();
+    s_.successors.clear();
   }
 
   int32_t Number(const ParseState& state) {
@@ -85,7 +88,6 @@ class StateTable {
       s_.states.push_back(state);
       s_.next.emplace_back();
       s_.next.back().fill(TrieWalkScratch::kUnknown);
-      s_.loops.emplace_back();
     }
     return it->second;
   }
@@ -104,21 +106,36 @@ class StateTable {
     return known;
   }
 
-  // Whether every byte of `bytes` leads from `state` back to it. Each byte is classified once
-  // per state, so after the first few nodes this is a few word operations.
-  absl::StatusOr<bool> Loops(int32_t state, const ByteSet& bytes) {
-    if (bytes.SubsetOf(s_.loops[state].first)) return true;
-    if (!bytes.Disjoint(s_.loops[state].second)) return false;
+  // The one state every byte of `bytes` (byte set number `set`) leads `state` to, or kMixed
+  // when two lead to different states or one is refused.
+  absl::StatusOr<int32_t> Successor(int32_t state, int32_t set, const ByteSet& bytes) {
+    const uint64_t key = (static_cast<uint64_t>(state) << 32) | static_cast<uint32_t>(set);
+    if (auto it = s_.successors.find(key); it != s_.successors.end()) return it->second;
+    int32_t common = TrieWalkScratch::kUnknown;
     for (int b = 0; b < 256; ++b) {
-      const auto byte = static_cast<uint8_t>(b);
-      if (!bytes.Has(byte) || s_.loops[state].first.Has(byte)) continue;
-      absl::StatusOr<int32_t> next = Step(state, byte);
+      if (!bytes.Has(static_cast<uint8_t>(b))) continue;
+      absl::StatusOr<int32_t> next = Step(state, static_cast<uint8_t>(b));
       if (!next.ok()) return next.status();
-      if (*next != state) {
-        s_.loops[state].second.Add(ByteSet::Of(byte));
-        return false;
+      if (*next == TrieWalkScratch::kDead || (common != TrieWalkScratch::kUnknown && *next != common)) {
+        common = TrieWalkScratch::kMixed;
+        break;
       }
-      s_.loops[state].first.Add(ByteSet::Of(byte));
+      common = *next;
+    }
+    if (common == TrieWalkScratch::kUnknown) common = state;  // no bytes: nothing moves it
+    s_.successors.emplace(key, common);
+    return common;
+  }
+
+  // Whether every string of at most `depth` bytes of `bytes` is accepted from `state`: true when
+  // each byte leads to one same state, from which the same holds for one byte fewer.
+  absl::StatusOr<bool> AcceptsAll(int32_t state, int32_t set, const ByteSet& bytes, int depth) {
+    for (int d = 0; d < depth; ++d) {
+      absl::StatusOr<int32_t> next = Successor(state, set, bytes);
+      if (!next.ok()) return next.status();
+      if (*next == TrieWalkScratch::kMixed) return false;
+      if (*next == state) return true;  // a loop: it holds at any depth
+      state = *next;
     }
     return true;
   }
@@ -155,7 +172,8 @@ absl::Status TokenTrie::AllowedTokens(GrammarMatcher& matcher, TrieWalkScratch* 
     }
     if (*state == TrieWalkScratch::kDead) continue;
     const int32_t subtree_end = child + subtree_size_[child];
-    absl::StatusOr<bool> whole = table.Loops(*state, byte_sets_[below_[child]]);
+    absl::StatusOr<bool> whole =
+        table.AcceptsAll(*state, below_[child], byte_sets_[below_[child]], height_[child]);
     if (!whole.ok()) {
       status = whole.status();
       break;

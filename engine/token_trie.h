@@ -9,9 +9,12 @@
 // Two things keep the walk cheap where nearly every token is allowed (inside a JSON string):
 //  - transitions are memoised per walk: parse states are canonical (engine/grammar_matcher.h),
 //    so the walk numbers the distinct states it meets and advances each by each byte once;
-//  - a subtree is taken whole when every byte below its root leaves the parse state where it is
-//    (a letter inside a string): each node knows the set of bytes on the edges below it, so the
-//    subtree's tokens, which are contiguous in preorder, are allowed without visiting them.
+//  - a subtree is taken whole when every string of its bytes is accepted: each node knows the
+//    set of bytes on the edges below it and how deep its subtree goes, and when every byte of
+//    that set leads the state to one same state, and so on for as many bytes as the subtree is
+//    deep, every token below is allowed (contiguous in preorder) without visiting them. That
+//    covers a letter inside a string (it leads the state back to itself) and inside a string
+//    with maxLength (it leads to the state with one character fewer left).
 #ifndef TANDEM_ENGINE_TOKEN_TRIE_H_
 #define TANDEM_ENGINE_TOKEN_TRIE_H_
 
@@ -37,8 +40,9 @@ struct TrieWalkScratch {
   std::vector<ParseState> states;          // by state number
   absl::flat_hash_map<ParseState, int32_t> numbers;
   std::vector<std::array<int32_t, 256>> next;  // by state number, then byte
-  // By state number: the bytes known to lead back to the state, and those known not to.
-  std::vector<std::pair<ByteSet, ByteSet>> loops;
+  // (state number, byte set number) -> the one state every byte of the set leads to, or kMixed.
+  static constexpr int32_t kMixed = -3;
+  absl::flat_hash_map<uint64_t, int32_t> successors;
   ParseState advanced;
   struct Visit {
     int32_t node;
@@ -81,6 +85,7 @@ class TokenTrie {
   // every leaf has the empty one).
   std::vector<int32_t> below_;
   std::vector<ByteSet> byte_sets_;
+  std::vector<uint8_t> height_;  // edges on the longest path down from the node (at most 255)
   int32_t id_bound_ = 0;
 };
 

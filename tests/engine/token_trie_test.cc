@@ -39,18 +39,16 @@ std::vector<int32_t> BruteForce(const GrammarMatcher& matcher,
   return allowed;
 }
 
-TEST(TokenTrieTest, AllowsExactlyTheTokensTheGrammarAccepts) {
+// Along `text`, the walk and the brute force agree at every byte boundary, and the walk leaves
+// the matcher as it found it.
+void ExpectWalkMatchesBruteForce(std::string_view schema, const std::string& text) {
   const auto tokens = Vocabulary();
   const TokenTrie trie(tokens);
   EXPECT_EQ(trie.num_tokens(), tokens.size() - 1);  // the empty one is left out
-  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(
-      R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "boolean"}}})"));
+  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(schema));
   absl::StatusOr<GrammarMatcher> m = GrammarMatcher::Create(grammar);
   ASSERT_TRUE(m.ok());
   TrieWalkScratch scratch;
-  // Along a text, the walk and the brute force agree at every byte boundary, and the walk leaves
-  // the matcher as it found it.
-  const std::string text = "{\"a\": \"ab\xC3\xA9\\n\", \"b\": true}";
   for (size_t i = 0; i <= text.size(); ++i) {
     SCOPED_TRACE(text.substr(0, i));
     std::vector<int32_t> walked;
@@ -64,6 +62,19 @@ TEST(TokenTrieTest, AllowsExactlyTheTokensTheGrammarAccepts) {
     if (i < text.size()) ASSERT_TRUE(m->Accept(text.substr(i, 1)).ok());
   }
   EXPECT_TRUE(m->complete());
+}
+
+TEST(TokenTrieTest, AllowsExactlyTheTokensTheGrammarAccepts) {
+  ExpectWalkMatchesBruteForce(
+      R"({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "boolean"}}})",
+      "{\"a\": \"ab\xC3\xA9\\n\", \"b\": true}");
+}
+
+// A bounded string moves the state on with every character: subtrees are taken whole only while
+// enough characters are left for their deepest token.
+TEST(TokenTrieTest, BoundedStringsAllowOnlyTokensThatStillFit) {
+  ExpectWalkMatchesBruteForce(R"({"type": "array", "items": {"type": "string", "maxLength": 4}})",
+                              "[\"ab\", \"\xC3\xA9ab\", \"abab\"]");
 }
 
 TEST(OutputConstraintTest, EndTokensOnlyWhereTheTextIsWhole) {
