@@ -86,8 +86,12 @@ class AttentionTest
     : public ::testing::TestWithParam<std::tuple<int32_t, std::tuple<int, int>, int64_t>> {};
 
 TEST_P(AttentionTest, PrefillThenDecodeMatchesReference) {
-  const auto [page_tokens, heads_kv, start] = GetParam();
-  const auto [heads, kv_heads] = heads_kv;
+  // Plain variables, not structured bindings: the lambda below captures them, which clang
+  // (the sanitizer build's compiler) accepts only from version 16.
+  const int32_t page_tokens = std::get<0>(GetParam());
+  const int heads = std::get<0>(std::get<1>(GetParam()));
+  const int kv_heads = std::get<1>(std::get<1>(GetParam()));
+  const int64_t start = std::get<2>(GetParam());
   const int32_t dh = 16;
   const int64_t prefill = 37, total = start + prefill + 3;
   Rng rng(page_tokens * 100 + heads * 10 + kv_heads + static_cast<uint32_t>(start));
