@@ -4,7 +4,7 @@
 
 namespace tandem::client {
 
-std::string StatusCodeName(grpc::StatusCode code) {
+std::string StatusCodeName(int code) {
   switch (code) {
     case grpc::StatusCode::OK:
       return "OK";

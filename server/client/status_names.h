@@ -8,8 +8,10 @@
 
 namespace tandem::client {
 
-// "OK", "CANCELLED", ... "UNAUTHENTICATED"; "CODE_<n>" for a number outside the enum.
-std::string StatusCodeName(grpc::StatusCode code);
+// "OK", "CANCELLED", ... "UNAUTHENTICATED"; "CODE_<n>" for a number outside the enum. Takes the
+// code as an int: a peer may send any number, and an enum variable holding one outside the
+// enum's range is undefined behaviour (clang's UBSan reports it).
+std::string StatusCodeName(int code);
 
 // "CODE: message" (or just "CODE" when the message is empty).
 std::string DescribeStatus(const grpc::Status& status);

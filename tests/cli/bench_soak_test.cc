@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/client/connection.h"
+#include "tests/address_sanitizer.h"
 #include "tests/cli/run_tandem.h"
 #include "tests/cli/serve_process.h"
 
@@ -134,7 +135,7 @@ TEST(BenchSoakTest, TwoHundredFiftySixStreamsForThirtySeconds) {
 // about the allocator's, and at their speed the cache does not even fill in the time (the soak
 // above runs there for errors and leaks).
 TEST(BenchSoakTest, ResidentMemoryPlateausWithThePrefixCache) {
-#if defined(__SANITIZE_ADDRESS__)
+#if TANDEM_ADDRESS_SANITIZER
   GTEST_SKIP() << "RSS under AddressSanitizer says nothing about malloc's arenas";
 #endif
   constexpr int64_t kPlateauSlackBytes = int64_t{24} << 20;

@@ -253,7 +253,7 @@ TEST(StatusNamesTest, CanonicalNames) {
   EXPECT_EQ(StatusCodeName(grpc::StatusCode::OK), "OK");
   EXPECT_EQ(StatusCodeName(grpc::StatusCode::RESOURCE_EXHAUSTED), "RESOURCE_EXHAUSTED");
   EXPECT_EQ(StatusCodeName(grpc::StatusCode::UNAUTHENTICATED), "UNAUTHENTICATED");
-  EXPECT_EQ(StatusCodeName(static_cast<grpc::StatusCode>(99)), "CODE_99");
+  EXPECT_EQ(StatusCodeName(99), "CODE_99");
   EXPECT_EQ(DescribeStatus(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt: empty")),
             "INVALID_ARGUMENT: prompt: empty");
   EXPECT_EQ(DescribeStatus(grpc::Status::OK), "OK");

@@ -8,11 +8,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/address_sanitizer.h"
 
 namespace tandem::engine {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
+#if TANDEM_ADDRESS_SANITIZER
 constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/row_sampler.h"
+#include "tests/address_sanitizer.h"
 
 namespace tandem::engine {
 namespace {
@@ -332,7 +333,7 @@ TEST(SamplerTest, SeededRowsAreIndependentOfTheBatch) {
 }
 
 TEST(SamplerTest, SteadyStateBatchStepsDoNotAllocate) {
-#if defined(__SANITIZE_ADDRESS__)
+#if TANDEM_ADDRESS_SANITIZER
   GTEST_SKIP() << "mallinfo2 does not see the sanitizer's allocator";
 #endif
   const int32_t vocab = 4000;
