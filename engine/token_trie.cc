@@ -88,6 +88,7 @@ class StateTable {
       s_.states.push_back(state);
       s_.next.emplace_back();
       s_.next.back().fill(TrieWalkScratch::kUnknown);
+      s_.successors.emplace_back();
     }
     return it->second;
   }
@@ -106,32 +107,40 @@ class StateTable {
     return known;
   }
 
-  // The one state every byte of `bytes` (byte set number `set`) leads `state` to, or kMixed
-  // when two lead to different states or one is refused.
-  absl::StatusOr<int32_t> Successor(int32_t state, int32_t set, const ByteSet& bytes) {
-    const uint64_t key = (static_cast<uint64_t>(state) << 32) | static_cast<uint32_t>(set);
-    if (auto it = s_.successors.find(key); it != s_.successors.end()) return it->second;
-    int32_t common = TrieWalkScratch::kUnknown;
-    for (int b = 0; b < 256; ++b) {
-      if (!bytes.Has(static_cast<uint8_t>(b))) continue;
-      absl::StatusOr<int32_t> next = Step(state, static_cast<uint8_t>(b));
+  // The one state every byte of `bytes` leads `state` to, or kMixed when two lead to different
+  // states or one is refused. Each byte's transition is computed once per state.
+  absl::StatusOr<int32_t> Successor(int32_t state, const ByteSet& bytes) {
+    ByteSet unknown = bytes;
+    unknown.Remove(s_.successors[state].known);
+    for (int b = 0; !unknown.empty() && b < 256; ++b) {
+      const auto byte = static_cast<uint8_t>(b);
+      if (!unknown.Has(byte)) continue;
+      unknown.Remove(ByteSet::Of(byte));
+      absl::StatusOr<int32_t> next = Step(state, byte);
       if (!next.ok()) return next.status();
-      if (*next == TrieWalkScratch::kDead || (common != TrieWalkScratch::kUnknown && *next != common)) {
-        common = TrieWalkScratch::kMixed;
-        break;
+      TrieWalkScratch::Successors& info = s_.successors[state];  // Step may grow the table
+      info.known.Add(ByteSet::Of(byte));
+      auto group = std::find_if(info.by_state.begin(), info.by_state.end(),
+                                [&](const auto& g) { return g.first == *next; });
+      if (group == info.by_state.end()) {
+        info.by_state.emplace_back(*next, ByteSet::Of(byte));
+      } else {
+        group->second.Add(ByteSet::Of(byte));
       }
-      common = *next;
     }
-    if (common == TrieWalkScratch::kUnknown) common = state;  // no bytes: nothing moves it
-    s_.successors.emplace(key, common);
-    return common;
+    if (bytes.empty()) return state;  // nothing moves it
+    for (const auto& [to, group] : s_.successors[state].by_state) {
+      if (bytes.SubsetOf(group)) return to == TrieWalkScratch::kDead ? TrieWalkScratch::kMixed : to;
+      if (!bytes.Disjoint(group)) return TrieWalkScratch::kMixed;
+    }
+    return TrieWalkScratch::kMixed;
   }
 
   // Whether every string of at most `depth` bytes of `bytes` is accepted from `state`: true when
   // each byte leads to one same state, from which the same holds for one byte fewer.
-  absl::StatusOr<bool> AcceptsAll(int32_t state, int32_t set, const ByteSet& bytes, int depth) {
+  absl::StatusOr<bool> AcceptsAll(int32_t state, const ByteSet& bytes, int depth) {
     for (int d = 0; d < depth; ++d) {
-      absl::StatusOr<int32_t> next = Successor(state, set, bytes);
+      absl::StatusOr<int32_t> next = Successor(state, bytes);
       if (!next.ok()) return next.status();
       if (*next == TrieWalkScratch::kMixed) return false;
       if (*next == state) return true;  // a loop: it holds at any depth
@@ -173,7 +182,7 @@ absl::Status TokenTrie::AllowedTokens(GrammarMatcher& matcher, TrieWalkScratch* 
     if (*state == TrieWalkScratch::kDead) continue;
     const int32_t subtree_end = child + subtree_size_[child];
     absl::StatusOr<bool> whole =
-        table.AcceptsAll(*state, below_[child], byte_sets_[below_[child]], height_[child]);
+        table.AcceptsAll(*state, byte_sets_[below_[child]], height_[child]);
     if (!whole.ok()) {
       status = whole.status();
       break;

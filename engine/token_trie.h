@@ -40,9 +40,15 @@ struct TrieWalkScratch {
   std::vector<ParseState> states;          // by state number
   absl::flat_hash_map<ParseState, int32_t> numbers;
   std::vector<std::array<int32_t, 256>> next;  // by state number, then byte
-  // (state number, byte set number) -> the one state every byte of the set leads to, or kMixed.
+  // By state number: the bytes whose transition is known, and those bytes grouped by the state
+  // they lead to (kDead included), so that "do all these bytes lead to one state?" is a few
+  // word operations once the bytes are known.
   static constexpr int32_t kMixed = -3;
-  absl::flat_hash_map<uint64_t, int32_t> successors;
+  struct Successors {
+    ByteSet known;
+    std::vector<std::pair<int32_t, ByteSet>> by_state;
+  };
+  std::vector<Successors> successors;
   ParseState advanced;
   struct Visit {
     int32_t node;
