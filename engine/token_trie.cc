@@ -198,6 +198,15 @@ absl::Status TokenTrie::AllowedTokens(GrammarMatcher& matcher, TrieWalkScratch* 
     stack.push_back({child, *state, child + 1});
   }
   matcher.Rewind(mark);
+  // A walk through many distinct states (a long enum's trie) leaves a large table behind; a
+  // sequence keeps its scratch for its whole life, so that much is given back.
+  constexpr size_t kKeptStates = 1024;
+  if (scratch->next.capacity() > kKeptStates) {
+    scratch->next = {};
+    scratch->states = {};
+    scratch->successors = {};
+    scratch->numbers = {};
+  }
   return status;
 }
 
