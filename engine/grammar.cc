@@ -256,7 +256,6 @@ absl::StatusOr<Grammar> GrammarBuilder::Build(int32_t root) const {
 
   Grammar grammar;
   grammar.root_ = root;
-  grammar.rule_names_ = names_;
   grammar.elements_.reserve(elements);
   for (size_t r = 0; r < rules; ++r) {
     grammar.rule_alternatives_.push_back(static_cast<int32_t>(grammar.alternative_starts_.size()));

@@ -67,9 +67,7 @@ struct GrammarElement {
 
 class Grammar {
  public:
-  int32_t num_rules() const { return static_cast<int32_t>(rule_names_.size()); }
   int32_t root() const { return root_; }  // the start rule
-  const std::string& rule_name(int32_t rule) const { return rule_names_[rule]; }
   // Positions (into element()) where each alternative of `rule` starts.
   const int32_t* alternatives_begin(int32_t rule) const {
     return alternative_starts_.data() + rule_alternatives_[rule];
@@ -79,12 +77,10 @@ class Grammar {
   }
   const GrammarElement& element(int32_t position) const { return elements_[position]; }
   const ByteSet& byte_set(int32_t index) const { return byte_sets_[index]; }
-  size_t num_elements() const { return elements_.size(); }
 
  private:
   friend class GrammarBuilder;
   int32_t root_ = 0;
-  std::vector<std::string> rule_names_;
   std::vector<int32_t> rule_alternatives_;  // rule r: alternative_starts_[this[r], this[r + 1])
   std::vector<int32_t> alternative_starts_;
   std::vector<GrammarElement> elements_;  // each alternative ends with a kEnd element
@@ -132,7 +128,6 @@ class GrammarBuilder {
   static constexpr size_t kMaxElements = size_t{1} << 20;
   absl::StatusOr<Grammar> Build(int32_t root) const;
 
-  int32_t num_rules() const { return static_cast<int32_t>(names_.size()); }
   // Whether more than kMaxElements were added: later alternatives are dropped (so that a hostile
   // schema cannot make the builder itself exhaust memory) and Build fails.
   bool over_budget() const { return elements_ > kMaxElements; }

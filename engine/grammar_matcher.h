@@ -73,8 +73,6 @@ class GrammarMatcher {
   size_t Mark() const { return frames_.size(); }
   void Rewind(size_t mark);
 
-  const Grammar& grammar() const { return *grammar_; }
-
  private:
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {}
 
