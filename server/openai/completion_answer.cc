@@ -6,9 +6,12 @@
 #include "server/grpc/event_conversion.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
+#include "server/openai/openai_logprobs.h"
 
 namespace tandem::server {
 namespace {
+
+using json = nlohmann::json;
 
 // The client went away (or the server is stopping) before the request finished: the request is
 // cancelled, and its finish event, if the engine sends one in time, is recorded as such.
@@ -23,15 +26,19 @@ absl::Status Gone() { return absl::CancelledError("the client closed the connect
 CallOutcome AnswerWhole(LiveRequest& request, const CompletionShape& shape,
                         HttpResponseWriter& writer) {
   std::string text;
+  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer);
   for (;;) {
     std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
     if (!event) return Abandoned(request, Gone());
     text += event->text;  // a finish event's text is what was held back until the end
+    logprobs.Add(*event);
     if (event->kind != engine::Event::Kind::kFinished) continue;
     CallOutcome outcome{FinishStatus(*event), std::move(event)};
-    HttpResponse response = outcome.status.ok()
-                                ? JsonResponse(200, CompletionJson(shape, text, *outcome.finished))
-                                : ErrorResponse(ErrorFromStatus(outcome.status));
+    HttpResponse response =
+        outcome.status.ok()
+            ? JsonResponse(200, CompletionJson(shape, text, *outcome.finished,
+                                               shape.logprobs ? logprobs.Take() : nullptr))
+            : ErrorResponse(ErrorFromStatus(outcome.status));
     response.headers.emplace_back("X-Request-Id", request.request_id());
     (void)writer.Send(std::move(response));  // finished either way; a client that left is gone
     return outcome;
@@ -49,6 +56,10 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
   // The chat stream opens with the assistant's role, as OpenAI's does.
   if (io.ok() && shape.chat) io = writer.Write(SseEvent(ChunkJson(shape, "", true, nullptr)));
   std::optional<engine::Event> finished;
+  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer);
+  // A chunk's logprobs are its tokens' (an empty list when its text was held back from tokens
+  // an earlier chunk carried).
+  auto chunk_logprobs = [&]() -> json { return shape.logprobs ? logprobs.Take() : nullptr; };
   while (io.ok()) {
     std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
     if (!event) return Abandoned(request, Gone());
@@ -56,9 +67,12 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
       finished = std::move(event);
       break;
     }
-    // Text may lag its tokens (a partial character or stop string): nothing to send yet.
-    if (!event->text.empty())
-      io = writer.Write(SseEvent(ChunkJson(shape, event->text, false, nullptr)));
+    logprobs.Add(*event);
+    // Text may lag its tokens (a partial character or stop string): nothing to send yet, unless
+    // the tokens' logprobs are.
+    if (!event->text.empty() || !logprobs.empty()) {
+      io = writer.Write(SseEvent(ChunkJson(shape, event->text, false, nullptr, chunk_logprobs())));
+    }
   }
   if (!io.ok()) {
     if (absl::IsDeadlineExceeded(io)) {
@@ -75,7 +89,10 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
   if (!outcome.status.ok()) {
     tail = SseEvent(ErrorJson(ErrorFromStatus(outcome.status)));
   } else {
-    if (!last.text.empty()) tail += SseEvent(ChunkJson(shape, last.text, false, nullptr));
+    logprobs.Add(last);
+    if (!last.text.empty() || !logprobs.empty()) {
+      tail += SseEvent(ChunkJson(shape, last.text, false, nullptr, chunk_logprobs()));
+    }
     tail += SseEvent(ChunkJson(shape, "", false, OpenAiFinishReason(last.finish_reason)));
     if (shape.usage_in_chunks) tail += SseEvent(UsageChunkJson(shape, last.usage));
   }

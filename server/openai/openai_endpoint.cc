@@ -185,6 +185,8 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   shape.model = options_.model_name;
   shape.created = UnixSeconds();
   shape.usage_in_chunks = request->include_usage;
+  shape.logprobs = (chat ? request->chat.sampling() : request->generate.sampling()).logprobs();
+  shape.tokenizer = state_.model().tokenizer.get();
   CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
                                         : AnswerWhole(**live, shape, writer);
   live->reset();  // the slot and the id are free (if no finish event came) before the record

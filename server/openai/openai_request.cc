@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/sampler.h"
 #include "models/json_depth.h"
 #include "models/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -348,9 +349,13 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   TANDEM_ASSIGN_OR_RETURN(auto generation_prompt, Bool(f, "add_generation_prompt"));
   if (generation_prompt) chat.set_add_generation_prompt(*generation_prompt);
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Bool(f, "logprobs"));
-  if (logprobs.value_or(false)) return Unsupported("logprobs");
   TANDEM_ASSIGN_OR_RETURN(auto top_logprobs, Integer(f, "top_logprobs"));
-  if (top_logprobs.value_or(0) != 0) return Unsupported("top_logprobs");
+  if (top_logprobs && !logprobs.value_or(false)) {
+    return Invalid("top_logprobs", "only allowed with logprobs: true");
+  }
+  if (logprobs.value_or(false)) chat.mutable_sampling()->set_logprobs(true);
+  // Its range is the validation's (sampling.top_logprobs, which the error renames back).
+  if (top_logprobs) chat.mutable_sampling()->set_top_logprobs(SaturatedInt32(*top_logprobs));
   return ReadResponseFormat(f.Get("response_format"), body, chat.mutable_sampling());
 }
 
@@ -388,8 +393,16 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
       ReadCommon(f, /*default_max_tokens=*/16, request, generate.mutable_sampling()));
   TANDEM_ASSIGN_OR_RETURN(auto add_special, Bool(f, "add_special_tokens"));
   if (add_special) generate.set_add_special_tokens(*add_special);
+  // logprobs: N asks for the chosen token's logprob and the N likeliest tokens' (0 too).
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Integer(f, "logprobs"));
-  if (logprobs.value_or(0) != 0) return Unsupported("logprobs");
+  if (logprobs) {
+    constexpr int kMaxTop = engine::SampleResult::kMaxTop;
+    if (*logprobs < 0 || *logprobs > kMaxTop) {
+      return Invalid("logprobs", absl::StrCat("must be in [0, ", kMaxTop, "], got ", *logprobs));
+    }
+    generate.mutable_sampling()->set_logprobs(true);
+    generate.mutable_sampling()->set_top_logprobs(static_cast<int32_t>(*logprobs));
+  }
   TANDEM_ASSIGN_OR_RETURN(auto echo, Bool(f, "echo"));
   if (echo.value_or(false)) return Unsupported("echo");
   TANDEM_ASSIGN_OR_RETURN(auto best_of, Integer(f, "best_of"));

@@ -5,9 +5,9 @@
 // types. Values are the validation's business (a max_tokens of 10^6 is refused there, with the
 // field renamed to the client's: openai_error.h).
 //
-// Parameters that would change what is generated and that tandem does not do (n > 1, logprobs,
-// best_of, echo, tool_choice other than "auto", an unknown response_format type, logit_bias) and
-// parameters it does not know are refused with INVALID_ARGUMENT naming them, never ignored. Null
+// Parameters that would change what is generated and that tandem does not do (n > 1, best_of,
+// echo (prompt logprobs), tool_choice other than "auto", an unknown response_format type,
+// logit_bias) and parameters it does not know are refused with INVALID_ARGUMENT naming them, never ignored. Null
 // counts as absent, as OpenAI's SDKs send it.
 #ifndef TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
 #define TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_

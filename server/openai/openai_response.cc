@@ -35,16 +35,15 @@ const char* OpenAiFinishReason(engine::FinishReason reason) {
   }
 }
 
-
 json CompletionJson(const CompletionShape& shape, const std::string& text,
-                    const engine::Event& finished) {
+                    const engine::Event& finished, json logprobs) {
   json choice = {{"index", 0}};
   if (shape.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = OpenAiFinishReason(finished.finish_reason);
   json out = Envelope(shape, /*chunk=*/false);
   out["choices"] = json::array({std::move(choice)});
@@ -53,7 +52,7 @@ json CompletionJson(const CompletionShape& shape, const std::string& text,
 }
 
 json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
-               const char* finish_reason) {
+               const char* finish_reason, json logprobs) {
   json choice = {{"index", 0}};
   if (shape.chat) {
     json delta = json::object();
@@ -63,7 +62,7 @@ json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = NullableReason(finish_reason);
   json out = Envelope(shape, /*chunk=*/true);
   out["choices"] = json::array({std::move(choice)});

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/request.h"
+#include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::server {
@@ -21,19 +22,22 @@ struct CompletionShape {
   std::string model;
   int64_t created = 0;           // Unix seconds
   bool usage_in_chunks = false;  // stream_options.include_usage: chunks carry "usage": null
+  bool logprobs = false;         // choices carry logprobs (openai_logprobs.h)
+  const models::Tokenizer* tokenizer = nullptr;  // spells the logprobs' tokens; may be null
 };
 
 // "stop" or "length"; "abort" when the request was aborted (the server shutting down, or the
 // gRPC Abort call), as vLLM says it.
 const char* OpenAiFinishReason(engine::FinishReason reason);
 
-// The whole answer: `text` is everything generated, `finished` the engine's finish event.
+// The whole answer: `text` is everything generated, `finished` the engine's finish event,
+// `logprobs` the choice's (null when not asked for).
 nlohmann::json CompletionJson(const CompletionShape& shape, const std::string& text,
-                              const engine::Event& finished);
-// A chunk of a stream with new text (`role`: the chat stream's first chunk names the role), or
-// with the finish reason and no text.
+                              const engine::Event& finished, nlohmann::json logprobs);
+// A chunk of a stream with new text (`role`: the chat stream's first chunk names the role) and
+// the logprobs of its tokens, or with the finish reason and no text.
 nlohmann::json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
-                         const char* finish_reason);
+                         const char* finish_reason, nlohmann::json logprobs = nullptr);
 // The stream's last chunk when include_usage was asked for: no choices, the usage.
 nlohmann::json UsageChunkJson(const CompletionShape& shape, const engine::Usage& usage);
 

@@ -219,6 +219,101 @@ TEST_F(OpenAiApiTest, CompletionSaysWhatGenerateSays) {
   EXPECT_EQ(text, expected.text);
 }
 
+// Logprobs over HTTP are gRPC's: the same tokens, spelled as the tokenizer spells them, with the
+// same values, whole or streamed; a completion's lists run in parallel.
+TEST_F(OpenAiApiTest, LogprobsAreTheGrpcLogprobsSpelledOut) {
+  v1::ChatRequest grpc_request;
+  v1::ChatMessage* system = grpc_request.add_messages();
+  system->set_role("system");
+  system->set_content("You answer briefly.");
+  v1::ChatMessage* user = grpc_request.add_messages();
+  user->set_role("user");
+  user->set_content("Name a river.");
+  grpc_request.mutable_sampling()->set_temperature(0);
+  grpc_request.mutable_sampling()->set_max_new_tokens(8);
+  grpc_request.mutable_sampling()->set_top_logprobs(3);
+  Client client(server_->port());
+  StreamResult expected = client.Chat(grpc_request);
+  ASSERT_TRUE(expected.status.ok()) << expected.status.error_message();
+  ASSERT_EQ(expected.logprobs.size(), expected.tokens.size());
+  const models::Tokenizer& tokenizer = *model_->tokenizer;
+  auto bytes_of = [](const json& entry) {
+    std::string bytes;
+    for (const json& b : entry["bytes"]) bytes += static_cast<char>(b.get<int>());
+    return bytes;
+  };
+  auto expect_entries = [&](const json& content) {
+    ASSERT_EQ(content.size(), expected.logprobs.size()) << content;
+    for (size_t i = 0; i < content.size(); ++i) {
+      const v1::TokenLogprobs& want = expected.logprobs[i];
+      EXPECT_EQ(bytes_of(content[i]), tokenizer.TokenBytes(want.token_id())) << i;
+      EXPECT_EQ(content[i]["logprob"].get<float>(), want.logprob()) << i;
+      ASSERT_EQ(content[i]["top_logprobs"].size(), 3u) << i;
+      for (int k = 0; k < 3; ++k) {
+        const json& top = content[i]["top_logprobs"][k];
+        EXPECT_EQ(bytes_of(top), tokenizer.TokenBytes(want.top(k).token_id())) << i;
+        EXPECT_EQ(top["logprob"].get<float>(), want.top(k).logprob()) << i;
+      }
+      // Greedy: the chosen token is the likeliest.
+      EXPECT_EQ(content[i]["logprob"], content[i]["top_logprobs"][0]["logprob"]) << i;
+    }
+  };
+  json body = ChatBody("Name a river.", 8);
+  body["logprobs"] = true;
+  body["top_logprobs"] = 3;
+  testing::HttpResponse whole = Post("/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json answer = Parse(whole.body);
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], expected.text);
+  expect_entries(answer["choices"][0]["logprobs"]["content"]);
+
+  body["stream"] = true;
+  testing::HttpResponse streamed = Post("/v1/chat/completions", body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  json content = json::array();
+  std::string text;
+  for (const json& event : SseEvents(streamed.body, &done)) {
+    const json& choice = event["choices"][0];
+    text += choice["delta"].value("content", "");
+    if (choice["logprobs"].is_null()) continue;
+    for (const json& entry : choice["logprobs"]["content"]) content.push_back(entry);
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, expected.text);
+  expect_entries(content);
+
+  // Without logprobs the choices say null.
+  testing::HttpResponse plain = Post("/v1/chat/completions", ChatBody("Name a river.", 2));
+  EXPECT_TRUE(Parse(plain.body)["choices"][0]["logprobs"].is_null()) << plain.body;
+
+  const std::vector<int32_t> ids = testing::Tokens(12, 3, 1024);
+  json completion = {{"model", kModel}, {"prompt", ids},       {"max_tokens", 6},
+                     {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 2}};
+  testing::HttpResponse response = Post("/v1/completions", completion);
+  ASSERT_EQ(response.status, 200) << response.body;
+  const json completed = Parse(response.body);
+  const json& logprobs = completed["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), 6u) << logprobs;
+  ASSERT_EQ(logprobs["token_logprobs"].size(), 6u);
+  ASSERT_EQ(logprobs["top_logprobs"].size(), 6u);
+  ASSERT_EQ(logprobs["text_offset"].size(), 6u);
+  std::string spelled;
+  for (size_t i = 0; i < 6; ++i) {
+    // Offsets count characters (code points), as OpenAI's (Python's) strings do.
+    int64_t characters = 0;
+    for (unsigned char c : spelled) characters += (c & 0xC0) != 0x80;
+    EXPECT_EQ(logprobs["text_offset"][i], characters) << i;
+    spelled += logprobs["tokens"][i].get<std::string>();
+    const json& top = logprobs["top_logprobs"][i];
+    EXPECT_GE(top.size(), 1u);
+    EXPECT_LE(top.size(), 3u);  // the two likeliest and the chosen one, which greedy is among
+    EXPECT_EQ(top[logprobs["tokens"][i].get<std::string>()], logprobs["token_logprobs"][i]);
+  }
+  // The fixture's tokens here are whole characters, so they spell the text.
+  EXPECT_EQ(spelled, completed["choices"][0]["text"]);
+}
+
 TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {
   testing::HttpResponse models = testing::HttpGet(endpoint_->port(), "/v1/models");
   ASSERT_EQ(models.status, 200) << models.body;
@@ -243,6 +338,7 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
   n2["n"] = 2;
   json logprobs = ChatBody("hi", 4);
   logprobs["logprobs"] = true;
+  logprobs["top_logprobs"] = 30;
   json unknown = ChatBody("hi", 4);
   unknown["frobnicate"] = 1;
   json wrong_model = ChatBody("hi", 4);
@@ -258,7 +354,7 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
       {wrong_model.dump(), 404, "model", "'gpt-4o' is not served here"},
       {n2.dump(), 400, "n", "only 1 is supported, got 2"},
       {json{{"model", kModel}}.dump(), 400, "messages", "required"},
-      {logprobs.dump(), 400, "logprobs", "not supported"},
+      {logprobs.dump(), 400, "top_logprobs", "must be in [0, 20]"},
       {unknown.dump(), 400, "frobnicate", "unknown parameter"},
       {too_many.dump(), 400, "max_tokens", "must be in [1, "},
       {bad_top_p.dump(), 400, "top_p", "must be in (0, 1], got 1.5"},

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/openai/openai_error.h"
 
@@ -136,6 +137,29 @@ TEST(OpenAiRequestTest, ResponseFormatsBecomeTheSamplingsConstraint) {
   EXPECT_EQ(text->chat.sampling().response_format_case(), v1::SamplingParams::RESPONSE_FORMAT_NOT_SET);
 }
 
+TEST(OpenAiRequestTest, LogprobsBecomeTheSamplingsLogprobs) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  absl::StatusOr<OpenAiRequest> chat =
+      Chat(R"({"model": "m", )" + messages + R"(, "logprobs": true, "top_logprobs": 3})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_TRUE(chat->chat.sampling().logprobs());
+  EXPECT_EQ(chat->chat.sampling().top_logprobs(), 3);
+  chat = Chat(R"({"model": "m", )" + messages + R"(, "logprobs": false})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_FALSE(chat->chat.sampling().logprobs());
+  // Completions' logprobs: N is the chosen token's and N more; 0 still asks for the first.
+  for (int n : {0, 5}) {
+    absl::StatusOr<OpenAiRequest> completion =
+        Completion(absl::StrCat(R"({"model": "m", "prompt": "a", "logprobs": )", n, "}"));
+    ASSERT_TRUE(completion.ok()) << completion.status();
+    EXPECT_TRUE(completion->generate.sampling().logprobs());
+    EXPECT_EQ(completion->generate.sampling().top_logprobs(), n);
+  }
+  absl::StatusOr<OpenAiRequest> completion = Completion(R"({"model": "m", "prompt": "a"})");
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_FALSE(completion->generate.sampling().logprobs());
+}
+
 TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
   const std::pair<std::string, std::string> cases[] = {
@@ -158,6 +182,10 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
       {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "text", "extra": 1}})",
        "response_format.extra: unknown parameter"},
       {R"({"model": "m", )" + messages + R"(, "logit_bias": {"5": 10}})", "logit_bias: not"},
+      {R"({"model": "m", )" + messages + R"(, "top_logprobs": 3})",
+       "top_logprobs: only allowed with logprobs: true"},
+      {R"({"model": "m", )" + messages + R"(, "logprobs": 1})",
+       "logprobs: must be a boolean, got number"},
       {R"({"model": "m", )" + messages + R"(, "stream_options": {"include_usage": true}})",
        "stream_options: only allowed with stream: true"},
       {R"({"model": "m", )" + messages + R"(, "max_tokens": 5, "max_completion_tokens": 6})",
@@ -181,7 +209,9 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
            {R"({"model": "m", "prompt": [1, 2.5]})", "prompt[1]: must be a token id"},
            {R"({"model": "m", "prompt": "a", "echo": true})", "echo: not supported"},
            {R"({"model": "m", "prompt": "a", "best_of": 2})", "best_of: only 1 is supported"},
-           {R"({"model": "m", "prompt": "a", "logprobs": 2})", "logprobs: not supported"},
+           {R"({"model": "m", "prompt": "a", "logprobs": 21})", "logprobs: must be in [0, 20]"},
+           {R"({"model": "m", "prompt": "a", "logprobs": -1})", "logprobs: must be in [0, 20]"},
+           {R"({"model": "m", "prompt": "a", "logprobs": true})", "logprobs: must be an integer"},
            {R"({"model": "m", "prompt": "a", "suffix": "z"})", "suffix: not supported"},
        }) {
     absl::StatusOr<OpenAiRequest> request = Completion(body);

@@ -1,0 +1,98 @@
+#include "server/openai/openai_logprobs.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/byte_level.h"
+
+namespace tandem::server {
+namespace {
+
+using json = nlohmann::json;
+
+// A logprob as JSON: -inf (a token the rule could never pick, e.g. under top-k) is not a JSON
+// number, so it becomes OpenAI's floor for "impossible", as vLLM writes it.
+json LogprobJson(float logprob) {
+  constexpr float kImpossible = -9999.0f;
+  return logprob < kImpossible ? kImpossible : logprob;
+}
+
+int64_t CodePoints(const std::string& utf8) {
+  int64_t n = 0;
+  for (unsigned char c : utf8) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace
+
+OpenAiLogprobs::OpenAiLogprobs(bool chat, const models::Tokenizer* tokenizer)
+    : chat_(chat), tokenizer_(tokenizer) {}
+
+void OpenAiLogprobs::Add(const engine::Event& event) {
+  // The token's exact bytes, and its text as OpenAI shows it.
+  auto spell = [&](int32_t id, std::string* bytes) {
+    if (tokenizer_ == nullptr) return absl::StrCat("token_id:", id);
+    *bytes = tokenizer_->TokenBytes(id);
+    return models::Utf8Lossy(*bytes);
+  };
+  auto bytes_json = [](const std::string& bytes) {
+    json list = json::array();
+    for (unsigned char c : bytes) list.push_back(static_cast<int>(c));
+    return list;
+  };
+  for (size_t i = 0; i < event.logprobs.size() && i < event.tokens.size(); ++i) {
+    const std::vector<engine::TopLogprob>& at = event.logprobs[i];
+    if (at.empty()) continue;
+    ++count_;
+    std::string bytes;
+    const std::string token = spell(event.tokens[i], &bytes);
+    if (chat_) {
+      json top = json::array();
+      for (size_t k = 1; k < at.size(); ++k) {
+        std::string top_bytes;
+        const std::string text = spell(at[k].token, &top_bytes);
+        top.push_back({{"token", text},
+                       {"logprob", LogprobJson(at[k].logprob)},
+                       {"bytes", bytes_json(top_bytes)}});
+      }
+      entries_.push_back({{"token", token},
+                          {"logprob", LogprobJson(at[0].logprob)},
+                          {"bytes", bytes_json(bytes)},
+                          {"top_logprobs", std::move(top)}});
+      continue;
+    }
+    // Completions: a map, so tokens spelled alike share a key (the likelier one, listed first,
+    // keeps it); the chosen token is always in it.
+    json top = json::object();
+    for (size_t k = 1; k < at.size(); ++k) {
+      std::string unused;
+      top.emplace(spell(at[k].token, &unused), LogprobJson(at[k].logprob));
+    }
+    top.emplace(token, LogprobJson(at[0].logprob));
+    tokens_.push_back(token);
+    token_logprobs_.push_back(LogprobJson(at[0].logprob));
+    top_logprobs_.push_back(std::move(top));
+    text_offsets_.push_back(text_offset_);
+    text_offset_ += CodePoints(token);
+  }
+}
+
+json OpenAiLogprobs::Take() {
+  json out;
+  if (chat_) {
+    out = {{"content", entries_.is_null() ? json::array() : std::move(entries_)},
+           {"refusal", nullptr}};
+  } else {
+    auto list = [](json& j) { return j.is_null() ? json::array() : std::move(j); };
+    out = {{"tokens", list(tokens_)},
+           {"token_logprobs", list(token_logprobs_)},
+           {"top_logprobs", list(top_logprobs_)},
+           {"text_offset", list(text_offsets_)}};
+  }
+  entries_ = tokens_ = token_logprobs_ = top_logprobs_ = text_offsets_ = json();
+  count_ = 0;
+  return out;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,46 @@
+// OpenAI's `logprobs` objects from the engine's per-token log-probabilities (engine::Event's
+// `logprobs`: the chosen token first, then the most likely ones). Chat completions list one
+// entry per token, {"token", "logprob", "bytes", "top_logprobs": [...]}; text completions keep
+// four parallel lists, "tokens", "token_logprobs", "top_logprobs" (token -> logprob maps, the
+// chosen token always among them, as OpenAI's legacy API has it) and "text_offset".
+//
+// A token's "token" is its text as it would decode mid-output: a token that ends inside a
+// UTF-8 character shows U+FFFD there, and "bytes" holds its exact bytes. Without a tokenizer
+// tokens are spelled "token_id:N", as vLLM spells them.
+#ifndef TANDEM_SERVER_OPENAI_OPENAI_LOGPROBS_H_
+#define TANDEM_SERVER_OPENAI_OPENAI_LOGPROBS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/request.h"
+#include "models/tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem::server {
+
+// The logprobs of one answer, or of one streamed chunk, built event by event.
+class OpenAiLogprobs {
+ public:
+  // `tokenizer` may be null; it must outlive this.
+  OpenAiLogprobs(bool chat, const models::Tokenizer* tokenizer);
+
+  // The event's tokens and their logprobs (an event without logprobs adds nothing).
+  void Add(const engine::Event& event);
+  bool empty() const { return count_ == 0; }
+  // The choice's "logprobs" member for what was added since the last Take, which starts anew
+  // (a stream sends each chunk's own). Continues the text offsets of a completion.
+  nlohmann::json Take();
+
+ private:
+  const bool chat_;
+  const models::Tokenizer* const tokenizer_;
+  int64_t count_ = 0;
+  int64_t text_offset_ = 0;  // code points of the tokens taken so far (completions)
+  nlohmann::json entries_;   // chat: the "content" list
+  nlohmann::json tokens_, token_logprobs_, top_logprobs_, text_offsets_;  // completions
+};
+
+}  // namespace tandem::server
+
+#endif  // TANDEM_SERVER_OPENAI_OPENAI_LOGPROBS_H_
