@@ -124,7 +124,9 @@ Detokenizer::Detokenizer(const models::Tokenizer& tokenizer, bool skip_special_t
     : Detokenizer(std::make_shared<DetokenizerVocab>(tokenizer), skip_special_tokens) {}
 
 bool Detokenizer::Dropped(int32_t id) const {
-  return vocab_->Ignored(id) || (skip_special_ && tok_.IsSpecial(id));
+  return vocab_->Ignored(id) ||
+         (skip_special_ && tok_.IsSpecial(id) &&
+          std::find(shown_special_.begin(), shown_special_.end(), id) == shown_special_.end());
 }
 
 void Detokenizer::StartAfterPrompt(absl::Span<const int32_t> prompt) {

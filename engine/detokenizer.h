@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -90,6 +91,8 @@ class Detokenizer {
   // prompt that ends inside a byte-fallback run has already rendered those bytes (as U+FFFD),
   // and the output's bytes start a new run rather than completing the prompt's.
   void StartAfterPrompt(absl::Span<const int32_t> prompt);
+  // Optional, before the first Add: special ids whose text is kept even when skipping them.
+  void ShowSpecial(std::vector<int32_t> ids) { shown_special_ = std::move(ids); }
 
   // Appends to *delta the text that `id` completes (often all of its text, possibly nothing).
   void Add(int32_t id, std::string* delta);
@@ -115,6 +118,7 @@ class Detokenizer {
   std::shared_ptr<const DetokenizerVocab> vocab_;
   const models::Tokenizer& tok_;
   bool skip_special_;
+  std::vector<int32_t> shown_special_;
   // Until the text is non-empty, the ids so far (the head), decoded together each time.
   bool head_done_ = false;
   std::vector<int32_t> head_;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/json_depth.h"
+#include "models/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem::engine {
@@ -97,6 +98,28 @@ class SchemaCompiler {
     return Finish(*value);
   }
 
+  absl::StatusOr<Grammar> CompileFramed(const json& schema, const JsonFrame& frame) {
+    if (frame.min_count < 1 || (frame.max_count >= 0 && frame.max_count < frame.min_count)) {
+      return absl::InvalidArgumentError(absl::StrCat("json frame: counts ", frame.min_count,
+                                                     "..", frame.max_count, " are not a range"));
+    }
+    absl::StatusOr<int32_t> value = Value(schema, "");
+    if (!value.ok()) return value.status();
+    GrammarSequence one = B::Literal(frame.open);
+    one.push_back(B::Ref(ws_));
+    one.push_back(B::Ref(*value));
+    Append(one, B::Literal(frame.close));
+    GrammarSequence another = B::Literal(frame.separator);
+    Append(another, one);
+    const int32_t more = b_.Repeat("more values", another, frame.min_count - 1,
+                                   frame.max_count < 0 ? -1 : frame.max_count - 1);
+    GrammarSequence all = B::Literal(frame.before);
+    Append(all, one);
+    all.push_back(B::Ref(more));
+    Append(all, B::Literal(frame.after));
+    return Build(b_.AddRule("root", {std::move(all)}));
+  }
+
   Grammar AnyObjectGrammar() {
     AnyValue();
     absl::StatusOr<Grammar> grammar = Finish(any_object_);
@@ -104,8 +127,15 @@ class SchemaCompiler {
   }
 
  private:
+  static void Append(GrammarSequence& to, const GrammarSequence& more) {
+    to.insert(to.end(), more.begin(), more.end());
+  }
+
   absl::StatusOr<Grammar> Finish(int32_t value) {
-    const int32_t root = b_.AddRule("root", {{B::Ref(ws_), B::Ref(value)}});
+    return Build(b_.AddRule("root", {{B::Ref(ws_), B::Ref(value)}}));
+  }
+
+  absl::StatusOr<Grammar> Build(int32_t root) {
     absl::StatusOr<Grammar> grammar = b_.Build(root);
     if (!grammar.ok()) {
       return absl::InvalidArgumentError(
@@ -618,20 +648,29 @@ class SchemaCompiler {
   int32_t any_object_ = -1;
 };
 
-}  // namespace
-
-absl::StatusOr<Grammar> JsonSchemaGrammar(std::string_view schema_text) {
+absl::StatusOr<json> ParseSchema(std::string_view schema_text) {
   if (models::JsonDepth(schema_text, kMaxJsonSchemaDepth) > kMaxJsonSchemaDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("json_schema: nested deeper than ", kMaxJsonSchemaDepth, " levels"));
   }
-  json schema;
   try {
-    schema = json::parse(schema_text);
+    return json::parse(schema_text);
   } catch (const json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("json_schema: not valid JSON: ", e.what()));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<Grammar> JsonSchemaGrammar(std::string_view schema_text) {
+  TANDEM_ASSIGN_OR_RETURN(json schema, ParseSchema(schema_text));
   return SchemaCompiler(schema).Compile(schema);
+}
+
+absl::StatusOr<Grammar> FramedJsonSchemaGrammar(std::string_view schema_text,
+                                                const JsonFrame& frame) {
+  TANDEM_ASSIGN_OR_RETURN(json schema, ParseSchema(schema_text));
+  return SchemaCompiler(schema).CompileFramed(schema, frame);
 }
 
 Grammar JsonObjectGrammar() {

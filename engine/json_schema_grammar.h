@@ -23,6 +23,8 @@
 #ifndef TANDEM_ENGINE_JSON_SCHEMA_GRAMMAR_H_
 #define TANDEM_ENGINE_JSON_SCHEMA_GRAMMAR_H_
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -38,6 +40,18 @@ inline constexpr int kMaxJsonSchemaDepth = 64;
 // nests deeper than kMaxJsonSchemaDepth. (Parsed here, in member order: the order of an object's
 // properties is the order the model writes them in.)
 absl::StatusOr<Grammar> JsonSchemaGrammar(std::string_view schema_text);
+// Literal text around JSON values, for output that embeds JSON in a model's own markup (a tool
+// call: "<tool_call>\n" VALUE "\n</tool_call>"). The text is
+//   before, open VALUE close, (separator, open VALUE close) ..., after
+// with min_count to max_count values (max_count < 0: no limit), each of the schema.
+struct JsonFrame {
+  std::string before, open, close, separator, after;
+  int32_t min_count = 1;
+  int32_t max_count = 1;
+};
+absl::StatusOr<Grammar> FramedJsonSchemaGrammar(std::string_view schema_text,
+                                                const JsonFrame& frame);
+
 // Any JSON object.
 Grammar JsonObjectGrammar();
 

@@ -5,8 +5,10 @@
 namespace tandem::engine {
 
 OutputText::OutputText(std::shared_ptr<const DetokenizerVocab> vocab, bool skip_special_tokens,
-                       std::span<const int32_t> prompt, std::vector<std::string> stop_strings)
+                       std::span<const int32_t> prompt, std::vector<std::string> stop_strings,
+                       std::vector<int32_t> shown_special_tokens)
     : detokenizer_(std::move(vocab), skip_special_tokens) {
+  detokenizer_.ShowSpecial(std::move(shown_special_tokens));
   detokenizer_.StartAfterPrompt(absl::MakeConstSpan(prompt.data(), prompt.size()));
   if (!stop_strings.empty()) stops_.emplace(std::move(stop_strings));
 }

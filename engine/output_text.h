@@ -20,7 +20,8 @@ class OutputText {
  public:
   // The output continues the text of `prompt` (a sentencepiece leading space is kept).
   OutputText(std::shared_ptr<const DetokenizerVocab> vocab, bool skip_special_tokens,
-             std::span<const int32_t> prompt, std::vector<std::string> stop_strings);
+             std::span<const int32_t> prompt, std::vector<std::string> stop_strings,
+             std::vector<int32_t> shown_special_tokens = {});
 
   // The text `token` makes certain. True once a stop string has been completed.
   bool Add(int32_t token, std::string* text);

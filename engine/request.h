@@ -24,6 +24,9 @@ struct Request {
   bool ignore_eos = false;                // keep going past the model's end-of-sequence ids
   int32_t top_logprobs = 0;               // return the n most likely tokens with each token (0..20)
   bool skip_special_tokens = true;        // in text deltas
+  // Special tokens written in the text even with skip_special_tokens: markup the client parses
+  // out of it, such as a tool-call format's markers.
+  std::vector<int32_t> shown_special_tokens;
   // Structured output: when set, every token is chosen among those that keep the output text a
   // prefix of a sentence of this grammar (engine/json_schema_grammar.h builds it from a JSON
   // Schema), and the end-of-sequence ids are allowed only where the text is a whole sentence.

@@ -85,7 +85,7 @@ void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream
   auto seq = std::make_unique<Sequence>(id, std::move(request), std::move(stream), submitted);
   if (vocab_ != nullptr) {
     seq->text.emplace(vocab_, seq->request.skip_special_tokens, seq->request.prompt,
-                      seq->request.stop_strings);
+                      seq->request.stop_strings, seq->request.shown_special_tokens);
   }
   if (seq->request.grammar != nullptr) {
     absl::StatusOr<OutputConstraint> constraint =

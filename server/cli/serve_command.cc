@@ -90,6 +90,10 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"http-host", true, "address of the OpenAI HTTP API (default: --host)"},
       {"http-max-body-bytes", true,
        "largest request body of the HTTP API; larger ones get 413 (default 4194304)"},
+      {"tool-call-format", true,
+       "how the model writes tool calls, which the HTTP API returns as tool_calls: auto (the "
+       "format its chat template shows, default), none (answers stay text), hermes, jamba, "
+       "nemotron-json or xml-function"},
       {"served-model-name", true,
        "the model's name in the HTTP API (`model`, /v1/models; default: the --model directory's "
        "name)"},
@@ -179,6 +183,15 @@ absl::Status ReadHttp(const Args& args, const Settings& s, server::OpenAiEndpoin
   if (http->model_name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(args.Source("served-model-name"), " must not be empty"));
+  }
+  const std::string format = args.String("tool-call-format").value_or("auto");
+  if (format != "auto") {
+    absl::StatusOr<server::ToolCallFormat> parsed = server::ParseToolCallFormat(format);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          args.Source("tool-call-format"), ": ", parsed.status().message(), " (or auto)"));
+    }
+    http->tool_call_format = *parsed;
   }
   // Every stream may be an HTTP connection, and probes and /v1/models need a few more.
   http->max_connections = s.server.limits.max_concurrent_streams + 16;

@@ -1,5 +1,6 @@
 #include "server/openai/completion_answer.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 #include "server/openai/openai_logprobs.h"
+#include "server/openai/tool_calls.h"
 
 namespace tandem::server {
 namespace {
@@ -60,6 +62,35 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
   // A chunk's logprobs are its tokens' (an empty list when its text was held back from tokens
   // an earlier chunk carried).
   auto chunk_logprobs = [&]() -> json { return shape.logprobs ? logprobs.Take() : nullptr; };
+  // A chat with tools: calls are sent whole, as their blocks end; content as it comes.
+  std::optional<ToolCallStream> tool_calls;
+  if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
+    tool_calls.emplace(shape.tool_call_format, shape.tools);
+  }
+  size_t calls_sent = 0;
+  // The events of new text (`final`: the last of the answer).
+  auto chunks = [&](const std::string& text, bool final) {
+    ToolCallPiece piece;
+    if (tool_calls) {
+      piece = tool_calls->Feed(text);
+      if (final) {
+        ToolCallPiece rest = tool_calls->Finish();
+        piece.content += rest.content;
+        for (ToolCall& call : rest.calls) piece.calls.push_back(std::move(call));
+      }
+    } else {
+      piece.content = text;
+    }
+    std::string events;
+    if (!piece.content.empty() || !logprobs.empty()) {
+      events += SseEvent(ChunkJson(shape, piece.content, false, nullptr, chunk_logprobs()));
+    }
+    if (!piece.calls.empty()) {
+      events += SseEvent(ToolCallChunkJson(shape, piece.calls, static_cast<int>(calls_sent)));
+      calls_sent += piece.calls.size();
+    }
+    return events;
+  };
   while (io.ok()) {
     std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
     if (!event) return Abandoned(request, Gone());
@@ -68,10 +99,10 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
       break;
     }
     logprobs.Add(*event);
-    // Text may lag its tokens (a partial character or stop string): nothing to send yet, unless
-    // the tokens' logprobs are.
-    if (!event->text.empty() || !logprobs.empty()) {
-      io = writer.Write(SseEvent(ChunkJson(shape, event->text, false, nullptr, chunk_logprobs())));
+    // Text may lag its tokens (a partial character or stop string, or a tool call's block):
+    // nothing to send yet, unless the tokens' logprobs are.
+    if (std::string events = chunks(event->text, /*final=*/false); !events.empty()) {
+      io = writer.Write(events);
     }
   }
   if (!io.ok()) {
@@ -90,10 +121,9 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
     tail = SseEvent(ErrorJson(ErrorFromStatus(outcome.status)));
   } else {
     logprobs.Add(last);
-    if (!last.text.empty() || !logprobs.empty()) {
-      tail += SseEvent(ChunkJson(shape, last.text, false, nullptr, chunk_logprobs()));
-    }
-    tail += SseEvent(ChunkJson(shape, "", false, OpenAiFinishReason(last.finish_reason)));
+    tail += chunks(last.text, /*final=*/true);
+    tail += SseEvent(
+        ChunkJson(shape, "", false, ChatFinishReason(last.finish_reason, calls_sent)));
     if (shape.usage_in_chunks) tail += SseEvent(UsageChunkJson(shape, last.usage));
   }
   tail += kSseDone;

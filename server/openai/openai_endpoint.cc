@@ -12,6 +12,7 @@
 #include "server/grpc/request_validation.h"
 #include "server/logging/structured_log.h"
 #include "server/openai/completion_answer.h"
+#include "server/openai/forced_tool_calls.h"
 #include "server/openai/live_request.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
@@ -61,7 +62,39 @@ HttpResponse MethodNotAllowed(const char* allow) {
 }  // namespace
 
 OpenAiEndpoint::OpenAiEndpoint(ServiceState& state, const OpenAiEndpointOptions& options)
-    : state_(state), options_(options), started_(UnixSeconds()) {}
+    : state_(state),
+      options_(options),
+      tool_call_format_(options.tool_call_format.value_or(
+          state.model().tokenizer == nullptr
+              ? ToolCallFormat::kNone
+              : DetectToolCallFormat(state.model().tokenizer->config().chat_template))),
+      started_(UnixSeconds()) {
+  LogLine(LogLevel::kInfo, "OpenAI API tool calls")
+      .Field("format", std::string(ToolCallFormatName(tool_call_format_)))
+      .Field("from", options.tool_call_format ? "--tool-call-format" : "the chat template");
+}
+
+absl::Status OpenAiEndpoint::ApplyToolUse(const ToolUse& tools, engine::Request* request) const {
+  const models::Tokenizer* tokenizer = state_.model().tokenizer.get();
+  if (!tools.parse) return absl::OkStatus();
+  if (tokenizer == nullptr) {
+    return absl::InvalidArgumentError("tools: the model has no tokenizer to read calls with");
+  }
+  // Markers that are special tokens would be dropped from the text, and the calls with them.
+  const ToolCallMarkers markers = MarkersOf(tool_call_format_);
+  for (std::string_view marker : {markers.start, markers.end}) {
+    const int32_t id = tokenizer->PieceToId(marker);
+    if (id >= 0 && id != tokenizer->unk_id() && tokenizer->IsSpecial(id)) {
+      request->shown_special_tokens.push_back(id);
+    }
+  }
+  if (!tools.forced) return absl::OkStatus();
+  absl::StatusOr<engine::Grammar> grammar =
+      ForcedToolCallGrammar(tool_call_format_, tools.tools, tools.only, tools.parallel);
+  if (!grammar.ok()) return grammar.status();
+  request->grammar = std::make_shared<const engine::Grammar>(*std::move(grammar));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> OpenAiEndpoint::Start(
     ServiceState& state, const OpenAiEndpointOptions& options) {
@@ -162,6 +195,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   OpenAiRequestOptions translation;
   translation.model_name = options_.model_name;
   translation.default_chat_max_tokens = state_.validation().max_new_tokens_limit;
+  translation.tool_call_format = tool_call_format_;
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(http.body, translation)
                                                : ParseCompletionRequest(http.body, translation);
   if (!request.ok()) return Refuse(rpc, *caller, request.status(), writer);
@@ -169,6 +203,9 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
       chat ? BuildChatRequest(request->chat, state_.validation())
            : BuildGenerateRequest(request->generate, state_.validation());
   if (!built.ok()) return Refuse(rpc, *caller, built.status(), writer);
+  if (absl::Status s = ApplyToolUse(request->tool_use, &*built); !s.ok()) {
+    return Refuse(rpc, *caller, s, writer);
+  }
   absl::StatusOr<std::unique_ptr<LiveRequest>> live =
       LiveRequest::Admit(state_, *caller, *std::move(built));
   if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
@@ -187,6 +224,10 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   shape.usage_in_chunks = request->include_usage;
   shape.logprobs = (chat ? request->chat.sampling() : request->generate.sampling()).logprobs();
   shape.tokenizer = state_.model().tokenizer.get();
+  if (request->tool_use.parse) {
+    shape.tool_call_format = tool_call_format_;
+    shape.tools = request->tool_use.tools;
+  }
   CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
                                         : AnswerWhole(**live, shape, writer);
   live->reset();  // the slot and the id are free (if no finish event came) before the record

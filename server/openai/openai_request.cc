@@ -271,6 +271,31 @@ absl::Status ReadStructs(Fields& f, const std::string& key,
   return absl::OkStatus();
 }
 
+// An assistant message's calls. OpenAI sends each call's arguments as the text of a JSON
+// object; templates write them with `tojson` or walk their items, so they get the object (as
+// vLLM gives it). Arguments that are not an object's text stay text.
+absl::Status ReadToolCalls(Fields& f, v1::ChatMessage* out) {
+  const json* list = f.Get("tool_calls");
+  if (list == nullptr) return absl::OkStatus();
+  if (!list->is_array()) return WrongType(f.Name("tool_calls"), "an array of objects", *list);
+  for (size_t i = 0; i < list->size(); ++i) {
+    json call = (*list)[i];
+    if (call.is_object() && call.contains("function") && call["function"].is_object()) {
+      json& arguments = call["function"]["arguments"];
+      if (arguments.is_string()) {
+        const std::string text = arguments.get<std::string>();
+        json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (!parsed.is_discarded() && parsed.is_object()) arguments = std::move(parsed);
+      } else if (arguments.is_null()) {
+        call["function"].erase("arguments");
+      }
+    }
+    TANDEM_RETURN_IF_ERROR(ToProtoStruct(call, absl::StrCat(f.Name("tool_calls"), "[", i, "]"),
+                                         out->add_tool_calls()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadMessage(const json& message, const std::string& field, v1::ChatMessage* out) {
   if (!message.is_object()) return WrongType(field, "an object", message);
   Fields f(message, field);
@@ -283,18 +308,68 @@ absl::Status ReadMessage(const json& message, const std::string& field, v1::Chat
   if (name) out->set_name(*name);
   TANDEM_ASSIGN_OR_RETURN(auto tool_call_id, String(f, "tool_call_id"));
   if (tool_call_id) out->set_tool_call_id(*tool_call_id);
-  TANDEM_RETURN_IF_ERROR(ReadStructs(f, "tool_calls", out->mutable_tool_calls()));
+  TANDEM_RETURN_IF_ERROR(ReadToolCalls(f, out));
   return f.CheckAllRead();
 }
 
-absl::Status ReadTools(Fields& f, v1::ChatRequest* out) {
-  TANDEM_RETURN_IF_ERROR(ReadStructs(f, "tools", out->mutable_tools()));
-  if (const json* choice = f.Get("tool_choice"); choice != nullptr && *choice != "auto") {
-    return Invalid("tool_choice",
-                   "only \"auto\" is supported (tandem does not constrain generation to tool "
-                   "calls; the model's output is returned as text)");
+// tool_choice: "none", "auto" (the default with tools), "required", or {"type": "function",
+// "function": {"name": ...}}.
+absl::Status ReadToolChoice(Fields& f, bool has_tools, ToolCallFormat format, ToolUse* out) {
+  TANDEM_ASSIGN_OR_RETURN(auto parallel, Bool(f, "parallel_tool_calls"));
+  out->parallel = parallel.value_or(true);
+  const json* choice = f.Get("tool_choice");
+  std::string mode = has_tools ? "auto" : "none";
+  if (choice != nullptr && choice->is_string()) {
+    mode = choice->get<std::string>();
+    if (mode != "none" && mode != "auto" && mode != "required") {
+      return Invalid("tool_choice",
+                     absl::StrCat("must be \"none\", \"auto\", \"required\" or {\"type\": "
+                                  "\"function\", \"function\": {\"name\": ...}}, got \"",
+                                  mode, "\""));
+    }
+  } else if (choice != nullptr) {
+    if (!choice->is_object()) return WrongType("tool_choice", "a string or an object", *choice);
+    Fields c(*choice, "tool_choice");
+    TANDEM_ASSIGN_OR_RETURN(auto type, String(c, "type"));
+    if (type != "function") return Invalid("tool_choice.type", "must be \"function\"");
+    const json* function = c.Get("function");
+    if (function == nullptr || !function->is_object()) {
+      return Invalid("tool_choice.function", "required, an object with the function's name");
+    }
+    Fields fn(*function, "tool_choice.function");
+    TANDEM_ASSIGN_OR_RETURN(auto name, String(fn, "name"));
+    if (!name || name->empty()) return Invalid("tool_choice.function.name", "required");
+    TANDEM_RETURN_IF_ERROR(fn.CheckAllRead());
+    TANDEM_RETURN_IF_ERROR(c.CheckAllRead());
+    mode = "function";
+    out->only = *name;
   }
-  f.Ignore("parallel_tool_calls");  // tandem returns text; it never splits out tool calls
+  if (mode == "none") return absl::OkStatus();
+  if (!has_tools) return Invalid("tool_choice", "needs tools to choose from");
+  if (format == ToolCallFormat::kNone) {
+    // Without a format the calls cannot be found in the text; "auto" still lets the model see
+    // the tools and answer in text, as before.
+    if (mode == "auto") return absl::OkStatus();
+    return Invalid("tool_choice",
+                   "this model's chat template shows no tool-call format tandem knows; start the "
+                   "server with --tool-call-format");
+  }
+  out->parse = true;
+  out->forced = mode != "auto";
+  return absl::OkStatus();
+}
+
+absl::Status ReadTools(Fields& f, const OpenAiRequestOptions& options, absl::string_view body,
+                       OpenAiRequest* request) {
+  v1::ChatRequest* out = &request->chat;
+  TANDEM_RETURN_IF_ERROR(ReadStructs(f, "tools", out->mutable_tools()));
+  TANDEM_RETURN_IF_ERROR(ReadToolChoice(f, out->tools_size() > 0, options.tool_call_format,
+                                        &request->tool_use));
+  if (request->tool_use.parse) {
+    // Kept in the client's order: a forced call's arguments follow its schema's property order.
+    request->tool_use.tools =
+        nlohmann::ordered_json::parse(body.begin(), body.end())["tools"];
+  }
   TANDEM_RETURN_IF_ERROR(ReadStructs(f, "documents", out->mutable_documents()));
   if (const json* kwargs = f.Get("chat_template_kwargs")) {
     return ToProtoStruct(*kwargs, "chat_template_kwargs", out->mutable_chat_template_kwargs());
@@ -345,7 +420,7 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   }
   TANDEM_RETURN_IF_ERROR(
       ReadCommon(f, options.default_chat_max_tokens, request, chat.mutable_sampling()));
-  TANDEM_RETURN_IF_ERROR(ReadTools(f, &chat));
+  TANDEM_RETURN_IF_ERROR(ReadTools(f, options, body, request));
   TANDEM_ASSIGN_OR_RETURN(auto generation_prompt, Bool(f, "add_generation_prompt"));
   if (generation_prompt) chat.set_add_generation_prompt(*generation_prompt);
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Bool(f, "logprobs"));
@@ -356,7 +431,14 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   if (logprobs.value_or(false)) chat.mutable_sampling()->set_logprobs(true);
   // Its range is the validation's (sampling.top_logprobs, which the error renames back).
   if (top_logprobs) chat.mutable_sampling()->set_top_logprobs(SaturatedInt32(*top_logprobs));
-  return ReadResponseFormat(f.Get("response_format"), body, chat.mutable_sampling());
+  TANDEM_RETURN_IF_ERROR(
+      ReadResponseFormat(f.Get("response_format"), body, chat.mutable_sampling()));
+  if (request->tool_use.forced &&
+      chat.sampling().response_format_case() != v1::SamplingParams::RESPONSE_FORMAT_NOT_SET) {
+    return Invalid("response_format",
+                   "cannot be combined with a tool_choice that forces tool calls");
+  }
+  return absl::OkStatus();
 }
 
 // A string, an array of token ids, or a list holding one of them.

@@ -6,8 +6,8 @@
 // field renamed to the client's: openai_error.h).
 //
 // Parameters that would change what is generated and that tandem does not do (n > 1, best_of,
-// echo (prompt logprobs), tool_choice other than "auto", an unknown response_format type,
-// logit_bias) and parameters it does not know are refused with INVALID_ARGUMENT naming them, never ignored. Null
+// echo (prompt logprobs), an unknown response_format type, logit_bias) and parameters it does
+// not know are refused with INVALID_ARGUMENT naming them, never ignored. Null
 // counts as absent, as OpenAI's SDKs send it.
 #ifndef TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
 #define TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
@@ -17,13 +17,28 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "server/openai/tool_call_format.h"
 #include "tandem/v1/tandem.pb.h"
 
 namespace tandem::server {
 
+// What a chat request asks of tools (tools, tool_choice, parallel_tool_calls).
+struct ToolUse {
+  // Tools were given and tool_choice is not "none", so calls are parsed out of the answer in the
+  // server's tool-call format (which is not kNone).
+  bool parse = false;
+  // tool_choice "required" or a named function: the answer must be calls (forced_tool_calls.h).
+  bool forced = false;
+  std::string only;       // the named function
+  bool parallel = true;   // parallel_tool_calls
+  nlohmann::ordered_json tools;  // as the client wrote them, in its order
+};
+
 struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  ToolUse tool_use;            // chat only
   // By endpoint: `chat` for chat completions, `generate` for completions.
   v1::ChatRequest chat;
   v1::GenerateRequest generate;
@@ -35,6 +50,8 @@ struct OpenAiRequestOptions {
   // max_tokens when a request gives none: OpenAI's chat has no small default (it generates to
   // the end), so chat gets the server's limit; completions keep OpenAI's documented 16.
   int32_t default_chat_max_tokens = 4096;
+  // How the model writes tool calls; kNone: tools go to the template, answers stay text.
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(absl::string_view body,

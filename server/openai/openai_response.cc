@@ -1,5 +1,8 @@
 #include "server/openai/openai_response.h"
 
+#include <random>
+#include <utility>
+
 namespace tandem::server {
 namespace {
 
@@ -13,6 +16,28 @@ json Envelope(const CompletionShape& shape, bool chunk) {
 
 json NullableReason(const char* finish_reason) {
   return finish_reason == nullptr ? json(nullptr) : json(finish_reason);
+}
+
+// OpenAI's call ids are "call_" and 24 random characters; a conversation only needs them
+// distinct.
+std::string NewCallId() {
+  static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  thread_local std::mt19937_64 random(std::random_device{}());
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kDigits[random() % (sizeof(kDigits) - 1)];
+  return id;
+}
+
+json ToolCallsJson(const std::vector<ToolCall>& calls, int first_index, bool indexed) {
+  json list = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", NewCallId()},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) call["index"] = first_index + static_cast<int>(i);
+    list.push_back(std::move(call));
+  }
+  return list;
 }
 
 json UsageJson(const engine::Usage& usage) {
@@ -35,16 +60,31 @@ const char* OpenAiFinishReason(engine::FinishReason reason) {
   }
 }
 
+const char* ChatFinishReason(engine::FinishReason reason, size_t calls) {
+  return calls > 0 && reason == engine::FinishReason::kStop ? "tool_calls"
+                                                            : OpenAiFinishReason(reason);
+}
+
 json CompletionJson(const CompletionShape& shape, const std::string& text,
                     const engine::Event& finished, json logprobs) {
   json choice = {{"index", 0}};
-  if (shape.chat) {
+  const char* finish_reason = OpenAiFinishReason(finished.finish_reason);
+  if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
+    ToolCallPiece parsed = ParseToolCalls(shape.tool_call_format, shape.tools, text);
+    json message = {{"role", "assistant"}, {"content", parsed.content}};
+    if (!parsed.calls.empty()) {
+      if (parsed.content.empty()) message["content"] = nullptr;
+      message["tool_calls"] = ToolCallsJson(parsed.calls, 0, /*indexed=*/false);
+    }
+    choice["message"] = std::move(message);
+    finish_reason = ChatFinishReason(finished.finish_reason, parsed.calls.size());
+  } else if (shape.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
   }
   choice["logprobs"] = std::move(logprobs);
-  choice["finish_reason"] = OpenAiFinishReason(finished.finish_reason);
+  choice["finish_reason"] = finish_reason;
   json out = Envelope(shape, /*chunk=*/false);
   out["choices"] = json::array({std::move(choice)});
   out["usage"] = UsageJson(finished.usage);
@@ -64,6 +104,18 @@ json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = NullableReason(finish_reason);
+  json out = Envelope(shape, /*chunk=*/true);
+  out["choices"] = json::array({std::move(choice)});
+  if (shape.usage_in_chunks) out["usage"] = nullptr;
+  return out;
+}
+
+json ToolCallChunkJson(const CompletionShape& shape, const std::vector<ToolCall>& calls,
+                       int first_index) {
+  json choice = {{"index", 0},
+                 {"delta", {{"tool_calls", ToolCallsJson(calls, first_index, /*indexed=*/true)}}},
+                 {"logprobs", nullptr},
+                 {"finish_reason", nullptr}};
   json out = Envelope(shape, /*chunk=*/true);
   out["choices"] = json::array({std::move(choice)});
   if (shape.usage_in_chunks) out["usage"] = nullptr;

@@ -8,10 +8,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/request.h"
 #include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "server/openai/tool_call_format.h"
+#include "server/openai/tool_calls.h"
 
 namespace tandem::server {
 
@@ -24,6 +27,10 @@ struct CompletionShape {
   bool usage_in_chunks = false;  // stream_options.include_usage: chunks carry "usage": null
   bool logprobs = false;         // choices carry logprobs (openai_logprobs.h)
   const models::Tokenizer* tokenizer = nullptr;  // spells the logprobs' tokens; may be null
+  // Chat: tool calls are parsed out of the text (tool_calls.h) in this format; kNone: the text
+  // is the answer.
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  nlohmann::json tools;  // the request's, which the parse reads parameter types from
 };
 
 // "stop" or "length"; "abort" when the request was aborted (the server shutting down, or the
@@ -31,13 +38,22 @@ struct CompletionShape {
 const char* OpenAiFinishReason(engine::FinishReason reason);
 
 // The whole answer: `text` is everything generated, `finished` the engine's finish event,
-// `logprobs` the choice's (null when not asked for).
+// `logprobs` the choice's (null when not asked for). With a tool-call format the message holds
+// the calls found in the text (content null when nothing else), and finish_reason says
+// "tool_calls" when the model stopped after making some.
 nlohmann::json CompletionJson(const CompletionShape& shape, const std::string& text,
                               const engine::Event& finished, nlohmann::json logprobs);
 // A chunk of a stream with new text (`role`: the chat stream's first chunk names the role) and
 // the logprobs of its tokens, or with the finish reason and no text.
 nlohmann::json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
                          const char* finish_reason, nlohmann::json logprobs = nullptr);
+// A chunk with tool calls, whole (name and arguments at once); `first_index` numbers the first
+// among the answer's calls.
+nlohmann::json ToolCallChunkJson(const CompletionShape& shape, const std::vector<ToolCall>& calls,
+                                 int first_index);
+// The finish_reason of a chat answer that made `calls` tool calls.
+const char* ChatFinishReason(engine::FinishReason reason, size_t calls);
+
 // The stream's last chunk when include_usage was asked for: no choices, the usage.
 nlohmann::json UsageChunkJson(const CompletionShape& shape, const engine::Usage& usage);
 

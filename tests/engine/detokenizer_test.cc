@@ -325,6 +325,13 @@ TEST(DetokenizerTest, SpecialTokensAreSkippedOrKept) {
     EXPECT_EQ(text, skip ? "user\nhi" : tok->Decode(*ids, false));
     EXPECT_EQ(text.find("<|im_start|>") != std::string::npos, !skip);
   }
+  // Shown special tokens (a tool-call format's markers) stay when the others are skipped.
+  Detokenizer detok(*tok, /*skip_special_tokens=*/true);
+  detok.ShowSpecial({tok->PieceToId("<|im_end|>")});
+  std::string text;
+  for (int32_t id : *ids) text += detok.Add(id);
+  text += detok.Flush();
+  EXPECT_EQ(text, "user\nhi<|im_end|>");
 }
 
 // Forwards to a real tokenizer and counts the ids Decode is given.

@@ -299,3 +299,52 @@ TEST(JsonSchemaGrammarTest, RandomWalksGiveValidInstances) {
 
 }  // namespace
 }  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// Framed values: JSON inside a model's markup, as tool calls are written.
+TEST(FramedJsonSchemaGrammarTest, ValuesComeBetweenTheirLiteralsAsManyTimesAsAllowed) {
+  const char* schema = R"({"type": "object", "properties": {"n": {"type": "integer"}},
+                          "required": ["n"]})";
+  JsonFrame frame;
+  frame.open = "<call>\n";
+  frame.close = "\n</call>";
+  frame.separator = "\n";
+  frame.min_count = 1;
+  frame.max_count = 2;
+  absl::StatusOr<Grammar> built = FramedJsonSchemaGrammar(schema, frame);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto grammar = std::make_shared<const Grammar>(*std::move(built));
+  for (const char* ok : {"<call>\n{\"n\":1}\n</call>", "<call>\n {\"n\": 2}\n</call>",
+                         "<call>\n{\"n\":1}\n</call>\n<call>\n{\"n\":3}\n</call>"}) {
+    EXPECT_TRUE(Whole(grammar, ok)) << ok;
+  }
+  for (const char* bad : {"", "{\"n\":1}", "<call>\n{\"n\":1}</call>", "<call>\n{}\n</call>",
+                          "<call>\n{\"n\":1}\n</call>\n<call>\n{\"n\":1}\n</call>\n<call>\n{\"n\":1}"
+                          "\n</call>"}) {
+    EXPECT_FALSE(Whole(grammar, bad)) << bad;
+  }
+
+  // One array between markers, as Jamba writes its calls.
+  JsonFrame wrapped;
+  wrapped.before = "<tool_calls>";
+  wrapped.after = "</tool_calls>";
+  built = FramedJsonSchemaGrammar(R"({"type": "array", "items": {"type": "integer"}})", wrapped);
+  ASSERT_TRUE(built.ok()) << built.status();
+  grammar = std::make_shared<const Grammar>(*std::move(built));
+  EXPECT_TRUE(Whole(grammar, "<tool_calls>[1, 2]</tool_calls>"));
+  EXPECT_FALSE(Whole(grammar, "<tool_calls>[1, 2]"));
+  EXPECT_FALSE(Whole(grammar, "[1]</tool_calls>"));
+
+  frame.max_count = 0;
+  EXPECT_EQ(FramedJsonSchemaGrammar(schema, frame).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  frame.max_count = 1;
+  EXPECT_NE(FramedJsonSchemaGrammar(R"({"pattern": "x"})", frame).status().message().find(
+                "pattern"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::engine

@@ -90,6 +90,7 @@ class OpenAiApiTest : public ::testing::Test {
     OpenAiEndpointOptions options;
     options.model_name = kModel;
     options.max_body_bytes = 8192;
+    options.tool_call_format = tool_call_format_;
     absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> endpoint =
         OpenAiEndpoint::Start(server_->state(), options);
     ASSERT_TRUE(endpoint.ok()) << endpoint.status();
@@ -115,6 +116,7 @@ class OpenAiApiTest : public ::testing::Test {
   }
   std::string Scrape() { return testing::HttpGet(server_->metrics_port(), "/metrics").body; }
 
+  std::optional<ToolCallFormat> tool_call_format_;
   std::unique_ptr<ServedModel> model_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<OpenAiEndpoint> endpoint_;  // destroyed before the server it serves
@@ -312,6 +314,86 @@ TEST_F(OpenAiApiTest, LogprobsAreTheGrpcLogprobsSpelledOut) {
   }
   // The fixture's tokens here are whole characters, so they spell the text.
   EXPECT_EQ(spelled, completed["choices"][0]["text"]);
+}
+
+// A forced call comes back as OpenAI's tool_calls, whole and streamed alike; without a forced
+// choice the fixture model (which was never taught tools) answers in text.
+TEST_F(OpenAiApiTest, AForcedToolCallComesBackAsToolCalls) {
+  tool_call_format_ = ToolCallFormat::kHermes;
+  Start(ServerConfig());
+  json body = ChatBody("What is the weather in Oslo?", 200);
+  body["tools"] = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "The weather in a city", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer",
+      "enum": [1, 2, 3]}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "now"}}])");
+  body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  body["parallel_tool_calls"] = false;
+  testing::HttpResponse whole = Post("/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json answer = Parse(whole.body);
+  const json& choice = answer["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << whole.body;
+  EXPECT_TRUE(choice["message"]["content"].is_null()) << whole.body;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << whole.body;
+  const json& call = choice["message"]["tool_calls"][0];
+  EXPECT_TRUE(absl::StartsWith(call["id"].get<std::string>(), "call_")) << call;
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  const json arguments = Parse(call["function"]["arguments"].get<std::string>());
+  ASSERT_TRUE(arguments.is_object());
+  ASSERT_TRUE(arguments.contains("city"));
+  EXPECT_TRUE(arguments["city"].is_string());
+  EXPECT_LE(arguments.size(), 2u);
+
+  body["stream"] = true;
+  testing::HttpResponse streamed = Post("/v1/chat/completions", body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  std::vector<json> calls;
+  std::string content;
+  std::vector<json> events = SseEvents(streamed.body, &done);
+  EXPECT_TRUE(done);
+  for (const json& event : events) {
+    const json& delta = event["choices"][0]["delta"];
+    content += delta.value("content", "");
+    if (delta.contains("tool_calls")) {
+      for (const json& c : delta["tool_calls"]) calls.push_back(c);
+    }
+  }
+  EXPECT_EQ(content, "");
+  ASSERT_EQ(calls.size(), 1u) << streamed.body;
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"], call["function"]);  // greedy: the same call
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "tool_calls");
+
+  // "required": any of the tools.
+  body["stream"] = false;
+  body["tool_choice"] = "required";
+  testing::HttpResponse required = Post("/v1/chat/completions", body);
+  ASSERT_EQ(required.status, 200) << required.body;
+  const json message = Parse(required.body)["choices"][0]["message"];
+  ASSERT_EQ(message["tool_calls"].size(), 1u) << required.body;
+  const std::string name = message["tool_calls"][0]["function"]["name"];
+  EXPECT_TRUE(name == "get_weather" || name == "now") << name;
+
+  // "auto" (the default with tools): the model's own text, which holds no call.
+  body.erase("tool_choice");
+  body["max_tokens"] = 8;
+  testing::HttpResponse automatic = Post("/v1/chat/completions", body);
+  ASSERT_EQ(automatic.status, 200) << automatic.body;
+  const json text = Parse(automatic.body)["choices"][0];
+  EXPECT_TRUE(text["message"]["content"].is_string()) << automatic.body;
+  EXPECT_FALSE(text["message"].contains("tool_calls"));
+  EXPECT_NE(text["finish_reason"], "tool_calls");
+
+  // A schema structured output cannot enforce is refused, naming the tool.
+  body["tool_choice"] = "required";
+  body["tools"][1]["function"]["parameters"] = {
+      {"type", "object"}, {"properties", {{"t", {{"type", "string"}, {"format", "date"}}}}}};
+  testing::HttpResponse refused = Post("/v1/chat/completions", body);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_TRUE(absl::StrContains(refused.body, "tools[1].function.parameters")) << refused.body;
 }
 
 TEST_F(OpenAiApiTest, ModelsListsTheServedModel) {

@@ -137,6 +137,72 @@ TEST(OpenAiRequestTest, ResponseFormatsBecomeTheSamplingsConstraint) {
   EXPECT_EQ(text->chat.sampling().response_format_case(), v1::SamplingParams::RESPONSE_FORMAT_NOT_SET);
 }
 
+TEST(OpenAiRequestTest, ToolChoiceSaysWhetherCallsAreParsedOrForced) {
+  const std::string head = R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+      "tools": [{"type": "function", "function": {"name": "b", "parameters": {}}},
+                {"type": "function", "function": {"name": "a"}}])";
+  OpenAiRequestOptions hermes = Options();
+  hermes.tool_call_format = ToolCallFormat::kHermes;
+  auto chat = [&](const std::string& rest, const OpenAiRequestOptions& options) {
+    return ParseChatCompletionRequest(head + rest + "}", options);
+  };
+  absl::StatusOr<OpenAiRequest> r = chat("", hermes);  // tools without a choice: auto
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tool_use.parse);
+  EXPECT_FALSE(r->tool_use.forced);
+  ASSERT_EQ(r->tool_use.tools.size(), 2u);
+  EXPECT_EQ(r->tool_use.tools[0]["function"]["name"], "b");  // the client's order
+  r = chat(R"(, "tool_choice": "none")", hermes);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tool_use.parse);
+  r = chat(R"(, "tool_choice": "required", "parallel_tool_calls": false)", hermes);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tool_use.forced);
+  EXPECT_FALSE(r->tool_use.parallel);
+  EXPECT_EQ(r->tool_use.only, "");
+  r = chat(R"(, "tool_choice": {"type": "function", "function": {"name": "a"}})", hermes);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tool_use.forced);
+  EXPECT_EQ(r->tool_use.only, "a");
+  // A model without a known format still sees its tools, and answers in text.
+  r = chat("", Options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tool_use.parse);
+  EXPECT_EQ(r->chat.tools_size(), 2);
+  for (const auto& [rest, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"(, "tool_choice": "any")", "tool_choice: must be \"none\", \"auto\""},
+           {R"(, "tool_choice": {"type": "function"})", "tool_choice.function: required"},
+           {R"(, "tool_choice": {"type": "function", "function": {"name": "a", "x": 1}})",
+            "tool_choice.function.x: unknown"},
+           {R"(, "tool_choice": "required", "response_format": {"type": "json_object"})",
+            "response_format: cannot be combined"},
+           {R"(, "parallel_tool_calls": 1)", "parallel_tool_calls: must be a boolean"}}) {
+    r = chat(rest, hermes);
+    ASSERT_FALSE(r.ok()) << rest;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status();
+  }
+  r = chat(R"(, "tool_choice": "required")", Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--tool-call-format"), std::string::npos) << r.status();
+}
+
+TEST(OpenAiRequestTest, EarlierCallsArgumentsReachTheTemplateAsObjects) {
+  absl::StatusOr<OpenAiRequest> r = Chat(R"({"model": "m", "messages": [
+      {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
+        {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "not json"}}]}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ChatMessage& m = r->chat.messages(0);
+  ASSERT_EQ(m.tool_calls_size(), 2);
+  const google::protobuf::Value& first =
+      m.tool_calls(0).fields().at("function").struct_value().fields().at("arguments");
+  ASSERT_TRUE(first.has_struct_value());
+  EXPECT_EQ(first.struct_value().fields().at("x").number_value(), 1);
+  EXPECT_EQ(m.tool_calls(1).fields().at("function").struct_value().fields().at("arguments")
+                .string_value(),
+            "not json");
+}
+
 TEST(OpenAiRequestTest, LogprobsBecomeTheSamplingsLogprobs) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
   absl::StatusOr<OpenAiRequest> chat =
@@ -166,7 +232,8 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
       {R"({"messages": []})", "model: required"},
       {R"({"model": "other", "messages": []})", "model: 'other' is not served here"},
       {R"({"model": "m", "messages": "hi"})", "messages: must be an array of messages, got string"},
-      {R"({"model": "m", )" + messages + R"(, "tool_choice": "required"})", "tool_choice: only"},
+      {R"({"model": "m", )" + messages + R"(, "tool_choice": "required"})",
+       "tool_choice: needs tools"},
       {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "xml"}})",
        "response_format.type: must be \"text\", \"json_object\" or \"json_schema\", got \"xml\""},
       {R"({"model": "m", )" + messages + R"(, "response_format": {"type": 5}})",

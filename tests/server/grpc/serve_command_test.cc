@@ -180,6 +180,7 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
            {"serve", "--model", model, "--log-format", "xml"},
            {"serve", "--model", model, "--http-port", "70000"},
            {"serve", "--model", model, "--http-max-body-bytes", "0"},
+           {"serve", "--model", model, "--tool-call-format", "qwen"},
            {"serve", "--model", model, "--config", "/nonexistent/serve.conf"},
        }) {
     TandemProcess bad(args);
@@ -194,7 +195,7 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
        {"--model", "--port", "--host", "--max-streams", "--max-queue", "--max-prompt-tokens",
         "--max-new-tokens", "--grace-seconds", "--config", "--tls-cert", "--tls-key",
         "--auth-token", "--metrics-port", "--log-format", "--http-port", "--http-host",
-        "--http-max-body-bytes", "--served-model-name", "TANDEM_"}) {
+        "--http-max-body-bytes", "--served-model-name", "--tool-call-format", "TANDEM_"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
   }
 }

@@ -1,0 +1,251 @@
+#include "server/openai/tool_calls.h"
+
+#include <optional>
+#include <utility>
+
+namespace tandem::server {
+namespace {
+
+// std::string_view helpers (this Abseil's string_view is its own type).
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+std::string_view StripLeading(std::string_view text) {
+  while (!text.empty() && IsSpace(text.front())) text.remove_prefix(1);
+  return text;
+}
+
+std::string_view Strip(std::string_view text) {
+  text = StripLeading(text);
+  while (!text.empty() && IsSpace(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+bool ConsumePrefix(std::string_view* text, std::string_view prefix) {
+  if (text->substr(0, prefix.size()) != prefix) return false;
+  text->remove_prefix(prefix.size());
+  return true;
+}
+
+void ConsumeSuffix(std::string_view* text, std::string_view suffix) {
+  if (text->size() >= suffix.size() && text->substr(text->size() - suffix.size()) == suffix) {
+    text->remove_suffix(suffix.size());
+  }
+}
+
+// Object members in the order the model wrote them: arguments keep their order.
+using ordered = nlohmann::ordered_json;
+
+std::optional<ordered> ParseJson(std::string_view text) {
+  ordered parsed = ordered::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return std::nullopt;
+  return parsed;
+}
+
+std::string Dump(const ordered& value) {
+  return value.dump(-1, ' ', false, ordered::error_handler_t::replace);
+}
+
+// {"name": "f", "arguments": {...}} (or "parameters", as some models write it; arguments may
+// also come as the text of an object, as OpenAI sends them).
+std::optional<ToolCall> CallFromObject(const ordered& object) {
+  if (!object.is_object()) return std::nullopt;
+  auto name = object.find("name");
+  if (name == object.end() || !name->is_string() || name->get<std::string>().empty()) {
+    return std::nullopt;
+  }
+  auto arguments = object.find("arguments");
+  if (arguments == object.end()) arguments = object.find("parameters");
+  ToolCall call{name->get<std::string>(), "{}"};
+  if (arguments == object.end() || arguments->is_null()) return call;
+  if (arguments->is_object()) {
+    call.arguments = Dump(*arguments);
+    return call;
+  }
+  if (!arguments->is_string()) return std::nullopt;
+  std::optional<ordered> inner = ParseJson(arguments->get<std::string>());
+  if (!inner || !inner->is_object()) return std::nullopt;
+  call.arguments = Dump(*inner);
+  return call;
+}
+
+// The JSON Schema `type` of parameter `parameter` of tool `function`, or null.
+const nlohmann::json* ParameterType(const nlohmann::json& tools, const std::string& function,
+                                    const std::string& parameter) {
+  if (!tools.is_array()) return nullptr;
+  for (const nlohmann::json& tool : tools) {
+    const nlohmann::json* f =
+        tool.is_object() && tool.contains("function") ? &tool["function"] : &tool;
+    if (!f->is_object() || f->value("name", "") != function) continue;
+    const nlohmann::json* properties = nullptr;
+    if (auto p = f->find("parameters"); p != f->end() && p->is_object()) {
+      if (auto q = p->find("properties"); q != p->end() && q->is_object()) properties = &*q;
+    }
+    if (properties == nullptr) return nullptr;
+    auto it = properties->find(parameter);
+    if (it == properties->end() || !it->is_object()) return nullptr;
+    auto type = it->find("type");
+    return type == it->end() ? nullptr : &*type;
+  }
+  return nullptr;
+}
+
+bool AdmitsString(const nlohmann::json* type) {
+  if (type == nullptr) return false;
+  if (type->is_string()) return *type == "string";
+  if (type->is_array()) {
+    for (const nlohmann::json& t : *type) {
+      if (t == "string") return true;
+    }
+  }
+  return false;
+}
+
+// One value of the XML format: text for string parameters, else the JSON it spells (text when
+// it spells none).
+ordered XmlValue(std::string_view raw, const nlohmann::json* type) {
+  if (!AdmitsString(type)) {
+    if (std::optional<ordered> parsed = ParseJson(raw)) return *parsed;
+  }
+  return ordered(std::string(raw));
+}
+
+// <function=f>\n<parameter=p>\nvalue\n</parameter>\n...</function>, one or more.
+std::optional<std::vector<ToolCall>> XmlCalls(std::string_view inner, const nlohmann::json& tools) {
+  std::vector<ToolCall> calls;
+  for (;;) {
+    inner = StripLeading(inner);
+    if (inner.empty()) break;
+    if (!ConsumePrefix(&inner, "<function=")) return std::nullopt;
+    const size_t name_end = inner.find('>');
+    if (name_end == std::string_view::npos || name_end == 0) return std::nullopt;
+    const std::string name(Strip(inner.substr(0, name_end)));
+    inner.remove_prefix(name_end + 1);
+    ordered arguments = ordered::object();
+    for (;;) {
+      inner = StripLeading(inner);
+      if (ConsumePrefix(&inner, "</function>")) break;
+      if (!ConsumePrefix(&inner, "<parameter=")) return std::nullopt;
+      const size_t key_end = inner.find('>');
+      if (key_end == std::string_view::npos || key_end == 0) return std::nullopt;
+      const std::string key(Strip(inner.substr(0, key_end)));
+      inner.remove_prefix(key_end + 1);
+      const size_t value_end = inner.find("</parameter>");
+      if (value_end == std::string_view::npos) return std::nullopt;
+      std::string_view value = inner.substr(0, value_end);
+      // The template puts the value on lines of its own.
+      ConsumePrefix(&value, "\n");
+      ConsumeSuffix(&value, "\n");
+      arguments[key] = XmlValue(value, ParameterType(tools, name, key));
+      inner.remove_prefix(value_end + sizeof("</parameter>") - 1);
+    }
+    calls.push_back(ToolCall{name, Dump(arguments)});
+  }
+  if (calls.empty()) return std::nullopt;
+  return calls;
+}
+
+std::optional<std::vector<ToolCall>> JsonCalls(std::string_view inner) {
+  std::optional<ordered> parsed = ParseJson(inner);
+  if (!parsed) return std::nullopt;
+  std::vector<ToolCall> calls;
+  // A list of calls, or (as some models write a single one) the call itself.
+  const ordered list = parsed->is_array() ? *std::move(parsed) : ordered::array({*parsed});
+  for (const ordered& element : list) {
+    std::optional<ToolCall> call = CallFromObject(element);
+    if (!call) return std::nullopt;
+    calls.push_back(*std::move(call));
+  }
+  if (calls.empty()) return std::nullopt;
+  return calls;
+}
+
+// The length of the longest proper prefix of `marker` that `text` ends with.
+size_t PartialMarker(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+ToolCallStream::ToolCallStream(ToolCallFormat format, nlohmann::json tools)
+    : format_(format), tools_(std::move(tools)) {}
+
+void ToolCallStream::AddContent(std::string_view text, ToolCallPiece* out) {
+  if (text.empty()) return;
+  if (called_ && Strip(text).empty()) {
+    held_space_.append(text);
+    return;
+  }
+  out->content += held_space_;
+  held_space_.clear();
+  out->content.append(text);
+}
+
+void ToolCallStream::TakeBlock(std::string_view block, bool closed, ToolCallPiece* out) {
+  const ToolCallMarkers markers = MarkersOf(format_);
+  std::string_view inner = block.substr(markers.start.size());
+  if (closed) inner.remove_suffix(markers.end.size());
+  std::optional<std::vector<ToolCall>> calls =
+      format_ == ToolCallFormat::kXmlFunction ? XmlCalls(inner, tools_) : JsonCalls(inner);
+  if (!calls) {
+    AddContent(block, out);
+    return;
+  }
+  for (ToolCall& call : *calls) out->calls.push_back(std::move(call));
+  called_ = true;
+}
+
+ToolCallPiece ToolCallStream::Feed(std::string_view text) {
+  held_.append(text);
+  ToolCallPiece out;
+  const ToolCallMarkers markers = MarkersOf(format_);
+  for (;;) {
+    if (!in_block_) {
+      const size_t start = markers.start.empty() ? std::string::npos : held_.find(markers.start);
+      if (start == std::string::npos) {
+        const size_t keep = markers.start.empty() ? 0 : PartialMarker(held_, markers.start);
+        AddContent(std::string_view(held_).substr(0, held_.size() - keep), &out);
+        held_.erase(0, held_.size() - keep);
+        return out;
+      }
+      AddContent(std::string_view(held_).substr(0, start), &out);
+      held_.erase(0, start);
+      in_block_ = true;
+    }
+    const size_t end = held_.find(markers.end, markers.start.size());
+    if (end == std::string::npos) return out;
+    const size_t block = end + markers.end.size();
+    TakeBlock(std::string_view(held_).substr(0, block), /*closed=*/true, &out);
+    held_.erase(0, block);
+    in_block_ = false;
+  }
+}
+
+ToolCallPiece ToolCallStream::Finish() {
+  ToolCallPiece out;
+  if (in_block_) {
+    TakeBlock(held_, /*closed=*/false, &out);
+  } else {
+    AddContent(held_, &out);
+  }
+  held_.clear();
+  held_space_.clear();
+  in_block_ = false;
+  return out;
+}
+
+ToolCallPiece ParseToolCalls(ToolCallFormat format, const nlohmann::json& tools,
+                             std::string_view text) {
+  ToolCallStream stream(format, tools);
+  ToolCallPiece whole = stream.Feed(text);
+  ToolCallPiece rest = stream.Finish();
+  whole.content += rest.content;
+  for (ToolCall& call : rest.calls) whole.calls.push_back(std::move(call));
+  return whole;
+}
+
+}  // namespace tandem::server

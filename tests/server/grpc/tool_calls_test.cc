@@ -1,0 +1,224 @@
+// Tool calls in a model's output (server/openai/tool_calls.h, tool_call_format.h,
+// forced_tool_calls.h): each format's calls are found, with content around them kept and broken
+// blocks left as text; a stream cut at every byte hands out what the whole parse gives; the
+// grammar of a forced choice admits exactly the calls of the request's tools.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/grammar_matcher.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/openai/forced_tool_calls.h"
+#include "server/openai/tool_call_format.h"
+#include "server/openai/tool_calls.h"
+
+namespace tandem::server {
+namespace {
+
+using json = nlohmann::json;
+
+const json& WeatherTools() {
+  static const json* const kTools = new json(json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+      "required": ["city"]}}},
+    {"type": "function", "function": {"name": "now"}}])"));
+  return *kTools;
+}
+
+// The calls and content of `text`, each call as "name(arguments)".
+std::vector<std::string> Calls(const ToolCallPiece& piece) {
+  std::vector<std::string> out;
+  for (const ToolCall& call : piece.calls) out.push_back(call.name + call.arguments);
+  return out;
+}
+
+TEST(ToolCallFormatTest, TheChatTemplateShowsTheFormat) {
+  EXPECT_EQ(DetectToolCallFormat("... <tool_call>\n{\"name\": ...}\n</tool_call> ..."),
+            ToolCallFormat::kHermes);
+  EXPECT_EQ(DetectToolCallFormat("{{ '<tool_calls>' }}{{ calls | tojson }}</tool_calls>"),
+            ToolCallFormat::kJamba);
+  EXPECT_EQ(DetectToolCallFormat("<TOOLCALL>[...]</TOOLCALL>"), ToolCallFormat::kNemotronJson);
+  EXPECT_EQ(DetectToolCallFormat("<tool_call>\n<function={{ name }}>\n<parameter="),
+            ToolCallFormat::kXmlFunction);
+  EXPECT_EQ(DetectToolCallFormat("{% for m in messages %}{{ m.content }}{% endfor %}"),
+            ToolCallFormat::kNone);
+  for (ToolCallFormat format :
+       {ToolCallFormat::kNone, ToolCallFormat::kHermes, ToolCallFormat::kJamba,
+        ToolCallFormat::kNemotronJson, ToolCallFormat::kXmlFunction}) {
+    absl::StatusOr<ToolCallFormat> parsed = ParseToolCallFormat(ToolCallFormatName(format));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, format);
+  }
+  EXPECT_NE(ParseToolCallFormat("qwen").status().message().find("one of none, hermes"),
+            std::string::npos);
+}
+
+TEST(ToolCallsTest, EachFormatsCallsAreFound) {
+  ToolCallPiece hermes = ParseToolCalls(
+      ToolCallFormat::kHermes, WeatherTools(),
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\", \"days\": 2}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\"}\n</tool_call>\n");
+  EXPECT_EQ(hermes.content, "Let me look.\n");
+  EXPECT_EQ(Calls(hermes), (std::vector<std::string>{
+                               R"(get_weather{"city":"Oslo","days":2})", "now{}"}));
+
+  ToolCallPiece jamba = ParseToolCalls(
+      ToolCallFormat::kJamba, WeatherTools(),
+      R"(<tool_calls>[{"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}, )"
+      R"({"name": "now", "arguments": {}}]</tool_calls>)");
+  EXPECT_EQ(jamba.content, "");
+  EXPECT_EQ(Calls(jamba),
+            (std::vector<std::string>{R"(get_weather{"city":"Rome"})", "now{}"}));
+
+  ToolCallPiece nemotron = ParseToolCalls(
+      ToolCallFormat::kNemotronJson, WeatherTools(),
+      R"(<TOOLCALL>[{"name": "get_weather", "arguments": {"days": 1, "city": "Lima"}}]</TOOLCALL>)");
+  // The model's order of arguments is kept.
+  EXPECT_EQ(Calls(nemotron), (std::vector<std::string>{R"(get_weather{"days":1,"city":"Lima"})"}));
+
+  // XML: values are typed by the tool's schema; a string stays a string even when it looks
+  // like a number.
+  ToolCallPiece xml = ParseToolCalls(
+      ToolCallFormat::kXmlFunction, WeatherTools(),
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n"
+      "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>");
+  EXPECT_EQ(Calls(xml), (std::vector<std::string>{R"(get_weather{"city":"1984","days":3})"}));
+
+  // Without a format nothing is parsed.
+  ToolCallPiece none = ParseToolCalls(ToolCallFormat::kNone, WeatherTools(),
+                                      "<tool_call>{\"name\": \"now\"}</tool_call>");
+  EXPECT_TRUE(none.calls.empty());
+  EXPECT_EQ(none.content, "<tool_call>{\"name\": \"now\"}</tool_call>");
+}
+
+TEST(ToolCallsTest, WhatDoesNotParseStaysContent) {
+  for (const char* broken :
+       {"<tool_call>\n{\"name\": \"now\"\n</tool_call>",           // broken JSON
+        "<tool_call>\n{\"arguments\": {}}\n</tool_call>",          // no name
+        "<tool_call>\n{\"name\": \"now\", \"arguments\": 5}\n</tool_call>",  // not an object
+        "<tool_call>\n[1, 2]\n</tool_call>"}) {
+    ToolCallPiece piece = ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(), broken);
+    EXPECT_TRUE(piece.calls.empty()) << broken;
+    EXPECT_EQ(piece.content, broken);
+  }
+  ToolCallPiece xml = ParseToolCalls(ToolCallFormat::kXmlFunction, WeatherTools(),
+                                     "<tool_call>\n<function=now>\n<parameter=x>\n1\n</tool_call>");
+  EXPECT_TRUE(xml.calls.empty());
+  // A block cut off by the end of the output counts when what it holds parses.
+  ToolCallPiece cut = ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(),
+                                     "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n");
+  EXPECT_EQ(Calls(cut), std::vector<std::string>{"now{}"});
+  // A marker's lookalike is text.
+  ToolCallPiece text = ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(), "a <tool_cal b");
+  EXPECT_EQ(text.content, "a <tool_cal b");
+}
+
+TEST(ToolCallsTest, AStreamCutAnywhereHandsOutTheWholeParse) {
+  const std::string text =
+      "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Köln\"}}\n"
+      "</tool_call>\n\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
+      "Done <tool";
+  const ToolCallPiece whole = ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(), text);
+  EXPECT_EQ(whole.content, "Sure.\n\n\n\nDone <tool");
+  ASSERT_EQ(whole.calls.size(), 2u);
+  for (size_t step : {size_t{1}, size_t{2}, size_t{7}}) {
+    ToolCallStream stream(ToolCallFormat::kHermes, WeatherTools());
+    std::string content;
+    std::vector<std::string> calls;
+    for (size_t at = 0; at < text.size(); at += step) {
+      ToolCallPiece piece = stream.Feed(std::string_view(text).substr(at, step));
+      content += piece.content;
+      for (const std::string& call : Calls(piece)) calls.push_back(call);
+      // Nothing of a marker or a block goes out as content before its end.
+      EXPECT_EQ(piece.content.find('{'), std::string::npos) << piece.content;
+    }
+    ToolCallPiece rest = stream.Finish();
+    content += rest.content;
+    for (const std::string& call : Calls(rest)) calls.push_back(call);
+    EXPECT_EQ(content, whole.content) << step;
+    EXPECT_EQ(calls, Calls(whole)) << step;
+  }
+  // Whitespace after the last call is dropped.
+  ToolCallPiece trailing = ParseToolCalls(
+      ToolCallFormat::kHermes, WeatherTools(), "<tool_call>\n{\"name\": \"now\"}\n</tool_call>\n\n");
+  EXPECT_EQ(trailing.content, "");
+}
+
+bool Whole(const engine::Grammar& grammar, std::string_view text) {
+  auto shared = std::make_shared<const engine::Grammar>(grammar);
+  absl::StatusOr<engine::GrammarMatcher> m = engine::GrammarMatcher::Create(shared);
+  return m.ok() && m->Accept(text).ok() && m->complete();
+}
+
+TEST(ForcedToolCallsTest, TheGrammarAdmitsCallsOfTheRequestsTools) {
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(WeatherTools().dump());
+  absl::StatusOr<engine::Grammar> any =
+      ForcedToolCallGrammar(ToolCallFormat::kHermes, tools, "", /*parallel=*/true);
+  ASSERT_TRUE(any.ok()) << any.status();
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  const std::string now = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_TRUE(Whole(*any, weather));
+  EXPECT_TRUE(Whole(*any, weather + "\n" + now));
+  EXPECT_FALSE(Whole(*any, "Hello"));
+  EXPECT_FALSE(Whole(*any, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(Whole(*any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                           "{\"days\": 2}}\n</tool_call>"));  // city is required
+  // Every call the grammar admits parses back to itself.
+  EXPECT_EQ(Calls(ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(), weather + "\n" + now)),
+            (std::vector<std::string>{R"(get_weather{"city":"Oslo"})", "now{}"}));
+
+  absl::StatusOr<engine::Grammar> one =
+      ForcedToolCallGrammar(ToolCallFormat::kHermes, tools, "now", /*parallel=*/false);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(Whole(*one, now));
+  EXPECT_FALSE(Whole(*one, weather));
+  EXPECT_FALSE(Whole(*one, now + "\n" + now));
+
+  absl::StatusOr<engine::Grammar> jamba =
+      ForcedToolCallGrammar(ToolCallFormat::kJamba, tools, "", /*parallel=*/true);
+  ASSERT_TRUE(jamba.ok()) << jamba.status();
+  EXPECT_TRUE(Whole(*jamba, R"(<tool_calls>[{"name": "now", "arguments": {}}, )"
+                            R"({"name": "get_weather", "arguments": {"city": "x"}}]</tool_calls>)"));
+  EXPECT_FALSE(Whole(*jamba, "<tool_calls>[]</tool_calls>"));
+
+  // A schema referring into itself still resolves once embedded.
+  const nlohmann::ordered_json refs = nlohmann::ordered_json::parse(R"([{"type": "function",
+      "function": {"name": "move", "parameters": {"type": "object",
+        "properties": {"to": {"$ref": "#/$defs/point"}}, "required": ["to"],
+        "$defs": {"point": {"type": "array", "items": {"type": "integer"}}}}}}])");
+  absl::StatusOr<engine::Grammar> moved =
+      ForcedToolCallGrammar(ToolCallFormat::kNemotronJson, refs, "", /*parallel=*/false);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_TRUE(Whole(*moved, R"(<TOOLCALL>[{"name": "move", "arguments": {"to": [1, 2]}}]</TOOLCALL>)"));
+  EXPECT_FALSE(Whole(*moved, R"(<TOOLCALL>[{"name": "move", "arguments": {"to": "x"}}]</TOOLCALL>)"));
+}
+
+TEST(ForcedToolCallsTest, WhatCannotBeEnforcedIsRefusedByName) {
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(WeatherTools().dump());
+  auto refusal = [](ToolCallFormat format, const nlohmann::ordered_json& tools,
+                    const std::string& only) {
+    return std::string(ForcedToolCallGrammar(format, tools, only, true).status().message());
+  };
+  EXPECT_NE(refusal(ToolCallFormat::kXmlFunction, tools, "").find("tool_choice: "),
+            std::string::npos);
+  EXPECT_NE(refusal(ToolCallFormat::kHermes, tools, "fly").find(
+                "tool_choice.function.name: 'fly' is not one of the request's tools"),
+            std::string::npos);
+  const nlohmann::ordered_json pattern = nlohmann::ordered_json::parse(R"([{"type": "function",
+      "function": {"name": "f"}}, {"type": "function", "function": {"name": "g", "parameters":
+      {"type": "object", "properties": {"id": {"type": "string", "pattern": "^a"}}}}}])");
+  const std::string message = refusal(ToolCallFormat::kHermes, pattern, "");
+  EXPECT_NE(message.find("tools[1].function.parameters: json_schema at #/properties/id"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(refusal(ToolCallFormat::kHermes, nlohmann::ordered_json::parse(R"([{"type": "x"}])"),
+                    "")
+                .find("tools[0]: must be"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::server
