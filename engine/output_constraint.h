@@ -4,8 +4,9 @@
 //
 // The grammar reads the bytes the tokens add to the text (models::Tokenizer::TokenBytes), so a
 // token that ends inside a UTF-8 character is allowed when the character can still be completed.
-// Special tokens (end of sequence, chat markers) never match the grammar; the caller's end tokens
-// are allowed exactly when the output so far is a whole sentence.
+// Special tokens (end of sequence, chat markers) are not in the vocabulary walk; the caller's end
+// tokens are allowed exactly when the output so far is a whole sentence, and its markup tokens
+// (special tokens the model writes as text, such as a tool-call marker) where their bytes are.
 // One thing can make the text differ from the bytes the grammar read: a SentencePiece tokenizer
 // drops the first output token's leading space when the prompt decodes to nothing. That cannot
 // break a JSON grammar, which allows leading whitespace.
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,11 +28,18 @@
 
 namespace tandem::engine {
 
+// A special token allowed wherever the grammar allows its bytes.
+struct MarkupToken {
+  int32_t id = 0;
+  std::string bytes;
+};
+
 class OutputConstraint {
  public:
   // RESOURCE_EXHAUSTED when the grammar is too ambiguous to start (GrammarMatcher::kMaxStacks).
   static absl::StatusOr<OutputConstraint> Create(std::shared_ptr<const Grammar> grammar,
-                                                 std::shared_ptr<const TokenTrie> trie);
+                                                 std::shared_ptr<const TokenTrie> trie,
+                                                 std::vector<MarkupToken> markup = {});
 
   // The tokens that may come next, ascending, into *allowed: every token whose bytes the grammar
   // accepts after the output so far, and `end_tokens` exactly when the output so far is
@@ -45,11 +54,15 @@ class OutputConstraint {
   bool can_continue() const { return matcher_.can_continue(); }
 
  private:
-  OutputConstraint(GrammarMatcher matcher, std::shared_ptr<const TokenTrie> trie)
-      : matcher_(std::move(matcher)), trie_(std::move(trie)) {}
+  OutputConstraint(GrammarMatcher matcher, std::shared_ptr<const TokenTrie> trie,
+                   std::vector<MarkupToken> markup)
+      : matcher_(std::move(matcher)), trie_(std::move(trie)), markup_(std::move(markup)) {}
+  // Whether the grammar takes `bytes` next (the state is left as it was).
+  absl::StatusOr<bool> Takes(std::string_view bytes);
 
   GrammarMatcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
+  std::vector<MarkupToken> markup_;
   TrieWalkScratch walk_;
   std::vector<uint8_t> marks_;  // by token id, to order a large allowed set without sorting
 };

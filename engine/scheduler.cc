@@ -48,6 +48,13 @@ absl::Status Scheduler::Validate(const Request& r) const {
           "stop_token_ids[", i, "]: token id ", r.stop_token_ids[i], " is outside the vocabulary"));
     }
   }
+  for (size_t i = 0; i < r.shown_special_tokens.size(); ++i) {
+    const int32_t id = r.shown_special_tokens[i];
+    if (id < 0 || id >= vocab || (tokenizer_ != nullptr && id >= tokenizer_->vocab_size())) {
+      return absl::InvalidArgumentError(absl::StrCat("shown_special_tokens[", i, "]: token id ",
+                                                     id, " is outside the vocabulary"));
+    }
+  }
   if (r.grammar != nullptr) {
     if (tokenizer_ == nullptr) {
       return absl::InvalidArgumentError(
@@ -88,8 +95,12 @@ void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream
                       seq->request.stop_strings, seq->request.shown_special_tokens);
   }
   if (seq->request.grammar != nullptr) {
+    std::vector<MarkupToken> markup;
+    for (const int32_t id : seq->request.shown_special_tokens) {
+      markup.push_back({id, tokenizer_->TokenBytes(id)});
+    }
     absl::StatusOr<OutputConstraint> constraint =
-        OutputConstraint::Create(seq->request.grammar, token_trie());
+        OutputConstraint::Create(seq->request.grammar, token_trie(), std::move(markup));
     if (!constraint.ok()) {
       Finish(*seq, FinishReason::kError, constraint.status());
       return;

@@ -16,10 +16,12 @@ absl::Status Invalid(const std::string& field, absl::string_view what) {
 }
 
 // A schema moved to `pointer` inside another: its local references ("#/$defs/X") are rewritten
-// to point where their targets now are.
+// to point where their targets now are. Values (const, enum, default, examples) are data, not
+// schemas, and are left as they are.
 void MoveReferences(ordered& schema, const std::string& pointer) {
   if (schema.is_object()) {
     for (auto& [key, value] : schema.items()) {
+      if (key == "const" || key == "enum" || key == "default" || key == "examples") continue;
       if (key == "$ref" && value.is_string() && absl::StartsWith(value.get<std::string>(), "#")) {
         value = absl::StrCat("#", pointer, value.get<std::string>().substr(1));
       } else {
@@ -50,8 +52,9 @@ absl::StatusOr<engine::Grammar> ForcedToolCallGrammar(ToolCallFormat format, con
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string field = absl::StrCat("tools[", i, "]");
     const ordered& tool = tools[i];
-    if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") ||
-        !tool["function"].is_object()) {
+    // Compared, never converted: a client's "type": 1 must not throw.
+    if (!tool.is_object() || !tool.contains("type") || tool["type"] != "function" ||
+        !tool.contains("function") || !tool["function"].is_object()) {
       return Invalid(field, "must be {\"type\": \"function\", \"function\": {...}}");
     }
     const ordered& function = tool["function"];
@@ -63,10 +66,25 @@ absl::StatusOr<engine::Grammar> ForcedToolCallGrammar(ToolCallFormat format, con
     // No parameters: OpenAI's "takes no arguments", so only {}.
     ordered parameters = {{"type", "object"}, {"properties", ordered::object()}};
     if (auto p = function.find("parameters"); p != function.end() && !p->is_null()) {
-      parameters = *p;
+      const std::string where = field + ".function.parameters";
+      if (*p == true) {
+        parameters = {{"type", "object"}};
+      } else if (!p->is_object()) {
+        return Invalid(where, "must be a JSON Schema object");
+      } else {
+        parameters = *p;
+        // Arguments are an object (what the calls' parser takes); {} means any object.
+        if (!parameters.contains("type")) parameters["type"] = "object";
+        if (parameters["type"] != "object") {
+          return Invalid(where, "must describe an object (\"type\": \"object\")");
+        }
+        // Once embedded it is no longer the root: its own $id and $schema would mislead.
+        parameters.erase("$id");
+        parameters.erase("$schema");
+      }
       // Checked alone first, so that a refusal names the tool and the place in its own schema.
       if (absl::Status s = engine::JsonSchemaGrammar(parameters.dump()).status(); !s.ok()) {
-        return Invalid(field + ".function.parameters", s.message());
+        return Invalid(where, s.message());
       }
     }
     MoveReferences(parameters, absl::StrCat(calls_at, calls.size(), "/properties/arguments"));

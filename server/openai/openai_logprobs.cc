@@ -74,7 +74,17 @@ void OpenAiLogprobs::Add(const engine::Event& event) {
     token_logprobs_.push_back(LogprobJson(at[0].logprob));
     top_logprobs_.push_back(std::move(top));
     text_offsets_.push_back(text_offset_);
-    text_offset_ += CodePoints(token);
+    if (tokenizer_ == nullptr) {
+      text_offset_ += CodePoints(token);
+      continue;
+    }
+    // Offsets count the characters of the text the bytes make: a character split across tokens
+    // counts once, at the token that starts it.
+    pending_bytes_ += bytes;
+    const size_t settled = models::SettledUtf8Prefix(pending_bytes_);
+    text_offset_ +=
+        CodePoints(models::Utf8Lossy(std::string_view(pending_bytes_).substr(0, settled)));
+    pending_bytes_.erase(0, settled);
   }
 }
 

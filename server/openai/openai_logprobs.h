@@ -11,6 +11,7 @@
 #define TANDEM_SERVER_OPENAI_OPENAI_LOGPROBS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/request.h"
@@ -36,7 +37,8 @@ class OpenAiLogprobs {
   const bool chat_;
   const models::Tokenizer* const tokenizer_;
   int64_t count_ = 0;
-  int64_t text_offset_ = 0;  // code points of the tokens taken so far (completions)
+  int64_t text_offset_ = 0;    // characters the tokens so far make (completions)
+  std::string pending_bytes_;  // the start of a character the next token completes
   nlohmann::json entries_;   // chat: the "content" list
   nlohmann::json tokens_, token_logprobs_, top_logprobs_, text_offsets_;  // completions
 };

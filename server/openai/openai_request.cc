@@ -282,7 +282,10 @@ absl::Status ReadToolCalls(Fields& f, v1::ChatMessage* out) {
     json call = (*list)[i];
     if (call.is_object() && call.contains("function") && call["function"].is_object()) {
       json& arguments = call["function"]["arguments"];
-      if (arguments.is_string()) {
+      // Deeper than the body may nest, it stays text (converting it would recurse per level).
+      if (arguments.is_string() &&
+          models::JsonDepth(arguments.get_ref<const std::string&>(), kMaxRequestJsonDepth) <=
+              kMaxRequestJsonDepth) {
         const std::string text = arguments.get<std::string>();
         json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
         if (!parsed.is_discarded() && parsed.is_object()) arguments = std::move(parsed);
@@ -344,7 +347,7 @@ absl::Status ReadToolChoice(Fields& f, bool has_tools, ToolCallFormat format, To
     mode = "function";
     out->only = *name;
   }
-  if (mode == "none") return absl::OkStatus();
+  if (mode == "none" || (mode == "auto" && !has_tools)) return absl::OkStatus();
   if (!has_tools) return Invalid("tool_choice", "needs tools to choose from");
   if (format == ToolCallFormat::kNone) {
     // Without a format the calls cannot be found in the text; "auto" still lets the model see
@@ -425,7 +428,7 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   if (generation_prompt) chat.set_add_generation_prompt(*generation_prompt);
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Bool(f, "logprobs"));
   TANDEM_ASSIGN_OR_RETURN(auto top_logprobs, Integer(f, "top_logprobs"));
-  if (top_logprobs && !logprobs.value_or(false)) {
+  if (top_logprobs.value_or(0) != 0 && !logprobs.value_or(false)) {
     return Invalid("top_logprobs", "only allowed with logprobs: true");
   }
   if (logprobs.value_or(false)) chat.mutable_sampling()->set_logprobs(true);

@@ -1,7 +1,10 @@
 #include "server/openai/tool_calls.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
+
+#include "models/json_depth.h"
 
 namespace tandem::server {
 namespace {
@@ -37,7 +40,11 @@ void ConsumeSuffix(std::string_view* text, std::string_view suffix) {
 // Object members in the order the model wrote them: arguments keep their order.
 using ordered = nlohmann::ordered_json;
 
+// Deeper JSON is not a call: parsing and printing it recurse per level.
+constexpr int kMaxCallDepth = 64;
+
 std::optional<ordered> ParseJson(std::string_view text) {
+  if (models::JsonDepth(text, kMaxCallDepth) > kMaxCallDepth) return std::nullopt;
   ordered parsed = ordered::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return std::nullopt;
   return parsed;
@@ -77,7 +84,8 @@ const nlohmann::json* ParameterType(const nlohmann::json& tools, const std::stri
   for (const nlohmann::json& tool : tools) {
     const nlohmann::json* f =
         tool.is_object() && tool.contains("function") ? &tool["function"] : &tool;
-    if (!f->is_object() || f->value("name", "") != function) continue;
+    // Compared, never converted: a client's "name": 5 must not throw.
+    if (!f->is_object() || !f->contains("name") || (*f)["name"] != function) continue;
     const nlohmann::json* properties = nullptr;
     if (auto p = f->find("parameters"); p != f->end() && p->is_object()) {
       if (auto q = p->find("properties"); q != p->end() && q->is_object()) properties = &*q;
@@ -119,8 +127,9 @@ std::optional<std::vector<ToolCall>> XmlCalls(std::string_view inner, const nloh
     if (inner.empty()) break;
     if (!ConsumePrefix(&inner, "<function=")) return std::nullopt;
     const size_t name_end = inner.find('>');
-    if (name_end == std::string_view::npos || name_end == 0) return std::nullopt;
+    if (name_end == std::string_view::npos) return std::nullopt;
     const std::string name(Strip(inner.substr(0, name_end)));
+    if (name.empty()) return std::nullopt;
     inner.remove_prefix(name_end + 1);
     ordered arguments = ordered::object();
     for (;;) {
@@ -128,8 +137,9 @@ std::optional<std::vector<ToolCall>> XmlCalls(std::string_view inner, const nloh
       if (ConsumePrefix(&inner, "</function>")) break;
       if (!ConsumePrefix(&inner, "<parameter=")) return std::nullopt;
       const size_t key_end = inner.find('>');
-      if (key_end == std::string_view::npos || key_end == 0) return std::nullopt;
+      if (key_end == std::string_view::npos) return std::nullopt;
       const std::string key(Strip(inner.substr(0, key_end)));
+      if (key.empty()) return std::nullopt;
       inner.remove_prefix(key_end + 1);
       const size_t value_end = inner.find("</parameter>");
       if (value_end == std::string_view::npos) return std::nullopt;
@@ -175,14 +185,19 @@ ToolCallStream::ToolCallStream(ToolCallFormat format, nlohmann::json tools)
     : format_(format), tools_(std::move(tools)) {}
 
 void ToolCallStream::AddContent(std::string_view text, ToolCallPiece* out) {
-  if (text.empty()) return;
-  if (called_ && Strip(text).empty()) {
-    held_space_.append(text);
+  if (!called_) {
+    out->content.append(text);
     return;
   }
-  out->content += held_space_;
-  held_space_.clear();
-  out->content.append(text);
+  // Trailing whitespace waits, however the text was cut: the stream and the whole parse agree.
+  size_t body = text.size();
+  while (body > 0 && IsSpace(text[body - 1])) --body;
+  if (body > 0) {
+    out->content += held_space_;
+    held_space_.clear();
+    out->content.append(text.substr(0, body));
+  }
+  held_space_.append(text.substr(body));
 }
 
 void ToolCallStream::TakeBlock(std::string_view block, bool closed, ToolCallPiece* out) {
@@ -216,12 +231,20 @@ ToolCallPiece ToolCallStream::Feed(std::string_view text) {
       held_.erase(0, start);
       in_block_ = true;
     }
-    const size_t end = held_.find(markers.end, markers.start.size());
-    if (end == std::string::npos) return out;
+    // Only the new text can complete the end marker: a long block is scanned once.
+    const size_t rescan = markers.end.size() - 1;
+    const size_t from =
+        std::max(markers.start.size(), scanned_ > rescan ? scanned_ - rescan : size_t{0});
+    const size_t end = held_.find(markers.end, from);
+    if (end == std::string::npos) {
+      scanned_ = held_.size();
+      return out;
+    }
     const size_t block = end + markers.end.size();
     TakeBlock(std::string_view(held_).substr(0, block), /*closed=*/true, &out);
     held_.erase(0, block);
     in_block_ = false;
+    scanned_ = 0;
   }
 }
 
@@ -234,6 +257,7 @@ ToolCallPiece ToolCallStream::Finish() {
   }
   held_.clear();
   held_space_.clear();
+  scanned_ = 0;
   in_block_ = false;
   return out;
 }

@@ -8,6 +8,7 @@
 #ifndef TANDEM_SERVER_OPENAI_TOOL_CALLS_H_
 #define TANDEM_SERVER_OPENAI_TOOL_CALLS_H_
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,7 +43,7 @@ class ToolCallStream {
  private:
   // Appends the calls of one block (markers included) to `out`, or the block to its content.
   void TakeBlock(std::string_view block, bool closed, ToolCallPiece* out);
-  // Content after a call that is only whitespace (the newlines between blocks) waits for text
+  // After a call, content's trailing whitespace (the newlines between blocks) waits for text
   // that is not, and is dropped at the end.
   void AddContent(std::string_view text, ToolCallPiece* out);
 
@@ -50,6 +51,7 @@ class ToolCallStream {
   const nlohmann::json tools_;
   std::string held_;  // text not handed out yet
   bool in_block_ = false;
+  size_t scanned_ = 0;  // bytes of held_ already searched for the end marker
   bool called_ = false;       // a call was handed out
   std::string held_space_;    // whitespace after a call
 };

@@ -114,3 +114,35 @@ TEST(OutputConstraintTest, OrdinaryEndTokensWaitForAWholeValue) {
 
 }  // namespace
 }  // namespace tandem::engine
+
+namespace tandem::engine {
+namespace {
+
+// Markup tokens (special tokens outside the trie, such as a tool-call marker) are allowed where
+// the grammar takes their bytes, and only there.
+TEST(OutputConstraintTest, MarkupTokensAreAllowedWhereTheirBytesAre) {
+  JsonFrame frame;
+  frame.open = "<call>";
+  frame.close = "</call>";
+  auto grammar = std::make_shared<const Grammar>(
+      *FramedJsonSchemaGrammar(R"({"type": "integer"})", frame));
+  auto trie = std::make_shared<const TokenTrie>(Vocabulary());
+  constexpr int32_t kOpen = 100, kClose = 101;
+  absl::StatusOr<OutputConstraint> c =
+      OutputConstraint::Create(grammar, trie, {{kOpen, "<call>"}, {kClose, "</call>"}, {102, ""}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<int32_t> end = {99};
+  std::vector<int32_t> allowed;
+  ASSERT_TRUE(c->AllowedTokens(end, &allowed).ok());
+  EXPECT_EQ(allowed, std::vector<int32_t>{kOpen});  // no ordinary token spells "<"
+  ASSERT_TRUE(c->Accept("<call>1").ok());
+  ASSERT_TRUE(c->AllowedTokens(end, &allowed).ok());
+  EXPECT_NE(std::find(allowed.begin(), allowed.end(), kClose), allowed.end());
+  EXPECT_EQ(std::find(allowed.begin(), allowed.end(), kOpen), allowed.end());
+  ASSERT_TRUE(c->Accept("</call>").ok());
+  ASSERT_TRUE(c->AllowedTokens(end, &allowed).ok());
+  EXPECT_EQ(allowed, end);  // whole: only the end token
+}
+
+}  // namespace
+}  // namespace tandem::engine

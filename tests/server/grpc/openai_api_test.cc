@@ -310,7 +310,8 @@ TEST_F(OpenAiApiTest, LogprobsAreTheGrpcLogprobsSpelledOut) {
     const json& top = logprobs["top_logprobs"][i];
     EXPECT_GE(top.size(), 1u);
     EXPECT_LE(top.size(), 3u);  // the two likeliest and the chosen one, which greedy is among
-    EXPECT_EQ(top[logprobs["tokens"][i].get<std::string>()], logprobs["token_logprobs"][i]);
+    ASSERT_TRUE(top.contains(logprobs["tokens"][i].get<std::string>())) << top;
+    EXPECT_EQ(top.at(logprobs["tokens"][i].get<std::string>()), logprobs["token_logprobs"][i]);
   }
   // The fixture's tokens here are whole characters, so they spell the text.
   EXPECT_EQ(spelled, completed["choices"][0]["text"]);

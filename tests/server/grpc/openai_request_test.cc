@@ -181,6 +181,13 @@ TEST(OpenAiRequestTest, ToolChoiceSaysWhetherCallsAreParsedOrForced) {
     ASSERT_FALSE(r.ok()) << rest;
     EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status();
   }
+  // "auto" without tools, as SDKs send it, is no choice at all.
+  r = ParseChatCompletionRequest(
+      R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "auto",
+          "tools": [], "top_logprobs": 0})",
+      hermes);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->tool_use.parse);
   r = chat(R"(, "tool_choice": "required")", Options());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--tool-call-format"), std::string::npos) << r.status();
@@ -201,6 +208,13 @@ TEST(OpenAiRequestTest, EarlierCallsArgumentsReachTheTemplateAsObjects) {
   EXPECT_EQ(m.tool_calls(1).fields().at("function").struct_value().fields().at("arguments")
                 .string_value(),
             "not json");
+  // Arguments nested deeper than a body may be stay text.
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  r = Chat(R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{"id": "c",
+      "type": "function", "function": {"name": "f", "arguments": "{\"a\": )" + deep + R"(}"}}]}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->chat.messages(0).tool_calls(0).fields().at("function").struct_value().fields()
+                  .at("arguments").has_string_value());
 }
 
 TEST(OpenAiRequestTest, LogprobsBecomeTheSamplingsLogprobs) {

@@ -123,7 +123,7 @@ TEST(ToolCallsTest, AStreamCutAnywhereHandsOutTheWholeParse) {
   const ToolCallPiece whole = ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(), text);
   EXPECT_EQ(whole.content, "Sure.\n\n\n\nDone <tool");
   ASSERT_EQ(whole.calls.size(), 2u);
-  for (size_t step : {size_t{1}, size_t{2}, size_t{7}}) {
+  for (size_t step = 1; step <= 9; ++step) {
     ToolCallStream stream(ToolCallFormat::kHermes, WeatherTools());
     std::string content;
     std::vector<std::string> calls;
@@ -140,10 +140,39 @@ TEST(ToolCallsTest, AStreamCutAnywhereHandsOutTheWholeParse) {
     EXPECT_EQ(content, whole.content) << step;
     EXPECT_EQ(calls, Calls(whole)) << step;
   }
-  // Whitespace after the last call is dropped.
-  ToolCallPiece trailing = ParseToolCalls(
-      ToolCallFormat::kHermes, WeatherTools(), "<tool_call>\n{\"name\": \"now\"}\n</tool_call>\n\n");
-  EXPECT_EQ(trailing.content, "");
+  // Whitespace after the last call is dropped, however the text comes.
+  const std::string after = "<tool_call>\n{\"name\": \"now\"}\n</tool_call>\nDone.\n \n";
+  EXPECT_EQ(ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(), after).content, "\nDone.");
+  for (size_t step = 1; step <= 9; ++step) {
+    ToolCallStream stream(ToolCallFormat::kHermes, WeatherTools());
+    std::string content;
+    for (size_t at = 0; at < after.size(); at += step) {
+      content += stream.Feed(std::string_view(after).substr(at, step)).content;
+    }
+    content += stream.Finish().content;
+    EXPECT_EQ(content, "\nDone.") << step;
+  }
+}
+
+TEST(ToolCallsTest, OddToolListsAndDeepOutputAreNoCalls) {
+  // Tools a client may send in any shape: the parse reads around them, never throws.
+  const json odd = json::parse(R"([5, null, {"type": 1}, {"function": 7},
+      {"type": "function", "function": {"name": null}},
+      {"type": "function", "function": {"name": "f", "parameters": {"properties": [1]}}},
+      {"type": "function", "function": {"name": "f", "parameters": "x"}}])");
+  ToolCallPiece xml = ParseToolCalls(
+      ToolCallFormat::kXmlFunction, odd,
+      "<tool_call>\n<function=f>\n<parameter=n>\n7\n</parameter>\n</function>\n</tool_call>");
+  EXPECT_EQ(Calls(xml), std::vector<std::string>{R"(f{"n":7})"});
+  EXPECT_TRUE(ParseToolCalls(ToolCallFormat::kXmlFunction, json(42),
+                             "<tool_call>\n<function= >\n</function>\n</tool_call>")
+                  .calls.empty());
+  // Nesting past 64 levels is not a call (and is not walked recursively).
+  const std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " +
+                           std::string(200, '[') + std::string(200, ']') + "}}</tool_call>";
+  ToolCallPiece piece = ParseToolCalls(ToolCallFormat::kHermes, odd, deep);
+  EXPECT_TRUE(piece.calls.empty());
+  EXPECT_EQ(piece.content, deep);
 }
 
 bool Whole(const engine::Grammar& grammar, std::string_view text) {
@@ -214,10 +243,55 @@ TEST(ForcedToolCallsTest, WhatCannotBeEnforcedIsRefusedByName) {
   EXPECT_NE(message.find("tools[1].function.parameters: json_schema at #/properties/id"),
             std::string::npos)
       << message;
-  EXPECT_NE(refusal(ToolCallFormat::kHermes, nlohmann::ordered_json::parse(R"([{"type": "x"}])"),
-                    "")
-                .find("tools[0]: must be"),
+  for (const char* odd : {R"([{"type": "x"}])", R"([{"type": 1}])", R"([{"type": null}])",
+                          R"([5])", R"([{"type": "function", "function": 3}])"}) {
+    EXPECT_NE(refusal(ToolCallFormat::kHermes, nlohmann::ordered_json::parse(odd), "")
+                  .find("tools[0]: must be"),
+              std::string::npos)
+        << odd;
+  }
+  EXPECT_NE(refusal(ToolCallFormat::kHermes, nlohmann::ordered_json::parse(R"([{"type":
+                "function", "function": {"name": 5}}])"), "")
+                .find("tools[0].function.name: required, a string"),
             std::string::npos);
+  for (const char* parameters : {R"("x")", R"(5)", R"({"type": "string"})"}) {
+    const auto tool = nlohmann::ordered_json::parse(
+        std::string(R"([{"type": "function", "function": {"name": "f", "parameters": )") +
+        parameters + "}}]");
+    EXPECT_NE(refusal(ToolCallFormat::kHermes, tool, "").find("tools[0].function.parameters: must"),
+              std::string::npos)
+        << parameters;
+  }
+}
+
+TEST(ForcedToolCallsTest, ArgumentsAreAlwaysAnObjectAndEmbeddedSchemasKeepTheirMeaning) {
+  // "parameters": {} (and true) mean any object, never a bare value the parser would refuse.
+  const auto loose = nlohmann::ordered_json::parse(R"([{"type": "function", "function":
+      {"name": "f", "parameters": {}}}, {"type": "function", "function": {"name": "g",
+      "parameters": true}}])");
+  absl::StatusOr<engine::Grammar> grammar =
+      ForcedToolCallGrammar(ToolCallFormat::kHermes, loose, "", /*parallel=*/false);
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  EXPECT_TRUE(Whole(*grammar, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": [1]}}\n</tool_call>"));
+  EXPECT_TRUE(Whole(*grammar, "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(Whole(*grammar, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"x\"}\n</tool_call>"));
+
+  // References resolve where the schema lands (the second tool, the first being filtered out by
+  // the named choice, and hermes' own layout); a const holding "$ref" is data and stays; the
+  // parameters' own $id and $schema do not get in the way.
+  const auto refs = nlohmann::ordered_json::parse(R"([
+      {"type": "function", "function": {"name": "skip"}},
+      {"type": "function", "function": {"name": "move", "parameters": {"$id": "urn:move",
+        "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+        "properties": {"to": {"$ref": "#/$defs/point"}, "tag": {"const": {"$ref": "#/x"}}},
+        "required": ["to", "tag"],
+        "$defs": {"point": {"type": "array", "items": {"type": "integer"}}}}}}])");
+  grammar = ForcedToolCallGrammar(ToolCallFormat::kHermes, refs, "move", /*parallel=*/false);
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  EXPECT_TRUE(Whole(*grammar, "<tool_call>\n{\"name\": \"move\", \"arguments\": {\"to\": [3], "
+                              "\"tag\": {\"$ref\":\"#/x\"}}}\n</tool_call>"));  // consts are compact
+  EXPECT_FALSE(Whole(*grammar, "<tool_call>\n{\"name\": \"move\", \"arguments\": {\"to\": \"a\", "
+                               "\"tag\": {\"$ref\":\"#/x\"}}}\n</tool_call>"));
 }
 
 }  // namespace
