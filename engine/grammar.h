@@ -15,6 +15,7 @@
 #define TANDEM_ENGINE_GRAMMAR_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -77,6 +78,12 @@ class Grammar {
   }
   const GrammarElement& element(int32_t position) const { return elements_[position]; }
   const ByteSet& byte_set(int32_t index) const { return byte_sets_[index]; }
+  // The bytes its program takes, for caches that budget memory.
+  size_t memory_bytes() const {
+    return sizeof(Grammar) + rule_alternatives_.capacity() * sizeof(int32_t) +
+           alternative_starts_.capacity() * sizeof(int32_t) +
+           elements_.capacity() * sizeof(GrammarElement) + byte_sets_.capacity() * sizeof(ByteSet);
+  }
 
  private:
   friend class GrammarBuilder;

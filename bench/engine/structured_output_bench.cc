@@ -9,16 +9,14 @@
 #include <benchmark/benchmark.h>
 
 #include <memory>
-#include <random>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/json_schema_grammar.h"
 #include "engine/output_constraint.h"
+#include "bench/bench_vocabulary.h"
 #include "engine/token_trie.h"
-#include "models/tokenizer.h"
 
 namespace tandem::engine {
 namespace {
@@ -29,38 +27,10 @@ constexpr const char* kSchema = R"({"type": "object", "properties": {
 constexpr const char* kBoundedSchema = R"({"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 64}}, "required": ["name"]})";
 
-std::vector<std::pair<int32_t, std::string>> BundledTokens() {
-  auto tokenizer = models::LoadTokenizer(std::string(TANDEM_SOURCE_DIR) + "/bundled/tandem-tiny-chat");
-  if (!tokenizer.ok()) return {};
-  std::vector<std::pair<int32_t, std::string>> tokens;
-  for (int32_t id = 0; id < (*tokenizer)->vocab_size(); ++id) {
-    if (!(*tokenizer)->IsSpecial(id)) tokens.emplace_back(id, (*tokenizer)->TokenBytes(id));
-  }
-  return tokens;
-}
-
-// The bundled tokens and pairs of them, drawn at random, to 131,072 distinct tokens: the shape of
-// a large BPE vocabulary, whose long tokens are merges of shorter ones.
-std::vector<std::pair<int32_t, std::string>> LargeTokens() {
-  std::vector<std::pair<int32_t, std::string>> tokens = BundledTokens();
-  if (tokens.empty()) return tokens;
-  std::set<std::string> seen;
-  for (const auto& t : tokens) seen.insert(t.second);
-  std::mt19937 gen(5);
-  while (tokens.size() < 131072) {
-    const std::string joined =
-        tokens[gen() % 4000].second + tokens[gen() % 4000].second;
-    if (seen.insert(joined).second) {
-      tokens.emplace_back(static_cast<int32_t>(tokens.size()) + 8, joined);
-    }
-  }
-  return tokens;
-}
-
 void BM_AllowedTokens(benchmark::State& state) {
   static const auto* const kTries = new std::vector<std::shared_ptr<const TokenTrie>>{
-      std::make_shared<const TokenTrie>(BundledTokens()),
-      std::make_shared<const TokenTrie>(LargeTokens())};
+      std::make_shared<const TokenTrie>(bench::BundledTokens()),
+      std::make_shared<const TokenTrie>(bench::LargeTokens())};
   const auto& trie = (*kTries)[static_cast<size_t>(state.range(0))];
   if (trie->num_tokens() == 0) {
     state.SkipWithError("the bundled model's tokenizer did not load");

@@ -104,9 +104,17 @@ absl::Status ConvertResponseFormat(const v1::SamplingParams& p, const Validation
       return absl::OkStatus();
     case v1::SamplingParams::kJsonSchema: {
       field = "sampling.json_schema";
-      absl::StatusOr<engine::Grammar> grammar = engine::JsonSchemaGrammar(p.json_schema());
+      auto compile = [&] { return engine::JsonSchemaGrammar(p.json_schema()); };
+      absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar;
+      if (context.grammars != nullptr) {
+        grammar = context.grammars->GetOrCompile("json_schema\n" + p.json_schema(), compile);
+      } else if (absl::StatusOr<engine::Grammar> compiled = compile(); compiled.ok()) {
+        grammar = std::make_shared<const engine::Grammar>(*std::move(compiled));
+      } else {
+        grammar = compiled.status();
+      }
       if (!grammar.ok()) return Invalid(field, std::string(grammar.status().message()));
-      out->grammar = std::make_shared<const engine::Grammar>(*std::move(grammar));
+      out->grammar = *std::move(grammar);
       break;
     }
     case v1::SamplingParams::kJsonObject: {

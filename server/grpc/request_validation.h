@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/grammar_cache.h"
 #include "engine/request.h"
 #include "server/grpc/served_model.h"
 #include "server/grpc/server_config.h"
@@ -23,6 +24,8 @@ struct ValidationContext {
   const ServedModel* model = nullptr;
   RequestLimits limits;
   int32_t max_new_tokens_limit = 4096;
+  // Compiled JSON Schemas, shared by requests; null: each request compiles its own.
+  engine::GrammarCache* grammars = nullptr;
 };
 
 // request_id: empty (the server assigns one) or 1..128 printable ASCII characters.

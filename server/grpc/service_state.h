@@ -31,6 +31,7 @@ class ServiceState {
     validation_.model = &model_;
     validation_.limits = config.limits;
     validation_.max_new_tokens_limit = config.engine.scheduler.max_new_tokens_limit;
+    validation_.grammars = &grammars_;
   }
 
   const ServedModel& model() const { return model_; }
@@ -38,6 +39,8 @@ class ServiceState {
   const ServerConfig& config() const { return config_; }
   const ValidationContext& validation() const { return validation_; }
   RequestMetrics& metrics() { return metrics_; }
+  // Structured output's and forced tool calls' compiled grammars, by their source.
+  engine::GrammarCache& grammars() { return grammars_; }
   ResetFloodGuard& reset_guard() { return reset_guard_; }
   double uptime_seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
@@ -92,6 +95,7 @@ class ServiceState {
   const ServedModel& model_;
   engine::Engine& engine_;
   const ServerConfig config_;
+  engine::GrammarCache grammars_;
   ValidationContext validation_;
   RequestMetrics metrics_;
   ResetFloodGuard reset_guard_;

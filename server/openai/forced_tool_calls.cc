@@ -115,4 +115,10 @@ absl::StatusOr<engine::Grammar> ForcedToolCallGrammar(ToolCallFormat format, con
   return grammar;
 }
 
+std::string ForcedToolCallKey(ToolCallFormat format, const ordered& tools, const std::string& only,
+                              bool parallel) {
+  return absl::StrCat("tools\n", std::string(ToolCallFormatName(format)), "\n", only, "\n",
+                      parallel ? "parallel" : "one", "\n", tools.dump());
+}
+
 }  // namespace tandem::server

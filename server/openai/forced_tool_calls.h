@@ -23,6 +23,10 @@ absl::StatusOr<engine::Grammar> ForcedToolCallGrammar(ToolCallFormat format,
                                                       const nlohmann::ordered_json& tools,
                                                       const std::string& only, bool parallel);
 
+// What ForcedToolCallGrammar's result depends on, as a key for engine::GrammarCache.
+std::string ForcedToolCallKey(ToolCallFormat format, const nlohmann::ordered_json& tools,
+                              const std::string& only, bool parallel);
+
 }  // namespace tandem::server
 
 #endif  // TANDEM_SERVER_OPENAI_FORCED_TOOL_CALLS_H_

@@ -89,10 +89,13 @@ absl::Status OpenAiEndpoint::ApplyToolUse(const ToolUse& tools, engine::Request*
     }
   }
   if (!tools.forced) return absl::OkStatus();
-  absl::StatusOr<engine::Grammar> grammar =
-      ForcedToolCallGrammar(tool_call_format_, tools.tools, tools.only, tools.parallel);
+  // Agents send the same tools with every turn: compiled once (engine/grammar_cache.h).
+  absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar = state_.grammars().GetOrCompile(
+      ForcedToolCallKey(tool_call_format_, tools.tools, tools.only, tools.parallel), [&] {
+        return ForcedToolCallGrammar(tool_call_format_, tools.tools, tools.only, tools.parallel);
+      });
   if (!grammar.ok()) return grammar.status();
-  request->grammar = std::make_shared<const engine::Grammar>(*std::move(grammar));
+  request->grammar = *std::move(grammar);
   return absl::OkStatus();
 }
 

@@ -368,6 +368,9 @@ TEST_F(OpenAiApiTest, AForcedToolCallComesBackAsToolCalls) {
   EXPECT_EQ(calls[0]["function"], call["function"]);  // greedy: the same call
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "tool_calls");
 
+  // The second request with these tools found their grammar compiled.
+  EXPECT_GE(server_->state().grammars().hits(), 1);
+
   // "required": any of the tools.
   body["stream"] = false;
   body["tool_choice"] = "required";

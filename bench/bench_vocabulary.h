@@ -1,0 +1,48 @@
+// Vocabularies for the benchmarks of structured output and tool calls: the bundled model's
+// tokens, and a 131,072-token vocabulary grown from them (the size of Llama 3's or Nemotron's).
+#ifndef TANDEM_BENCH_BENCH_VOCABULARY_H_
+#define TANDEM_BENCH_BENCH_VOCABULARY_H_
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "models/tokenizer.h"
+
+namespace tandem::bench {
+
+// The bundled model's non-special tokens and their bytes; empty when it does not load.
+inline std::vector<std::pair<int32_t, std::string>> BundledTokens() {
+  auto tokenizer =
+      models::LoadTokenizer(std::string(TANDEM_SOURCE_DIR) + "/bundled/tandem-tiny-chat");
+  if (!tokenizer.ok()) return {};
+  std::vector<std::pair<int32_t, std::string>> tokens;
+  for (int32_t id = 0; id < (*tokenizer)->vocab_size(); ++id) {
+    if (!(*tokenizer)->IsSpecial(id)) tokens.emplace_back(id, (*tokenizer)->TokenBytes(id));
+  }
+  return tokens;
+}
+
+// The bundled tokens and pairs of them, drawn at random, to 131,072 distinct tokens: the shape of
+// a large BPE vocabulary, whose long tokens are merges of shorter ones.
+inline std::vector<std::pair<int32_t, std::string>> LargeTokens() {
+  std::vector<std::pair<int32_t, std::string>> tokens = BundledTokens();
+  if (tokens.empty()) return tokens;
+  std::set<std::string> seen;
+  for (const auto& t : tokens) seen.insert(t.second);
+  std::mt19937 gen(5);
+  while (tokens.size() < 131072) {
+    const std::string joined = tokens[gen() % 4000].second + tokens[gen() % 4000].second;
+    if (seen.insert(joined).second) {
+      tokens.emplace_back(static_cast<int32_t>(tokens.size()) + 8, joined);
+    }
+  }
+  return tokens;
+}
+
+}  // namespace tandem::bench
+
+#endif  // TANDEM_BENCH_BENCH_VOCABULARY_H_
