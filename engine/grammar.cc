@@ -195,7 +195,7 @@ absl::StatusOr<Grammar> GrammarBuilder::Build(int32_t root) const {
   const size_t rules = names_.size();
   if (over_budget()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("grammar: more than ", kMaxElements,
+        absl::StrCat(std::string(kOverBudget), " ", kMaxElements,
                      " elements (a bound such as maxLength or minItems is too large)"));
   }
   if (root < 0 || static_cast<size_t>(root) >= rules) {

@@ -133,6 +133,8 @@ class GrammarBuilder {
   // finite string, and the program stays within kMaxElements. INVALID_ARGUMENT naming the rule
   // otherwise. Rules that `root` cannot reach are kept but not checked.
   static constexpr size_t kMaxElements = size_t{1} << 20;
+  // What Build's refusal says first when the grammar outgrew kMaxElements.
+  static constexpr std::string_view kOverBudget = "grammar: more than";
   absl::StatusOr<Grammar> Build(int32_t root) const;
 
   // Whether more than kMaxElements were added: later alternatives are dropped (so that a hostile

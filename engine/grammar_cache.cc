@@ -3,7 +3,8 @@
 namespace tandem::engine {
 
 size_t GrammarCache::Cost(const Entry& entry) {
-  return entry.first.size() + entry.second->memory_bytes();
+  // The key is held twice: in the entry and in the index.
+  return 2 * entry.first.size() + entry.second->memory_bytes();
 }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> GrammarCache::GetOrCompile(

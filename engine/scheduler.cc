@@ -50,7 +50,8 @@ absl::Status Scheduler::Validate(const Request& r) const {
   }
   for (size_t i = 0; i < r.shown_special_tokens.size(); ++i) {
     const int32_t id = r.shown_special_tokens[i];
-    if (id < 0 || id >= vocab || (tokenizer_ != nullptr && id >= tokenizer_->vocab_size())) {
+    // The tokenizer's ids: a marker may be one the model has no logit for (then never sampled).
+    if (id < 0 || id >= (tokenizer_ != nullptr ? tokenizer_->vocab_size() : vocab)) {
       return absl::InvalidArgumentError(absl::StrCat("shown_special_tokens[", i, "]: token id ",
                                                      id, " is outside the vocabulary"));
     }
@@ -97,7 +98,7 @@ void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream
   if (seq->request.grammar != nullptr) {
     std::vector<MarkupToken> markup;
     for (const int32_t id : seq->request.shown_special_tokens) {
-      markup.push_back({id, tokenizer_->TokenBytes(id)});
+      if (id < model_.config().vocab_size) markup.push_back({id, tokenizer_->TokenBytes(id)});
     }
     absl::StatusOr<OutputConstraint> constraint =
         OutputConstraint::Create(seq->request.grammar, token_trie(), std::move(markup));

@@ -16,21 +16,36 @@ absl::Status Invalid(const std::string& field, absl::string_view what) {
 }
 
 // A schema moved to `pointer` inside another: its local references ("#/$defs/X") are rewritten
-// to point where their targets now are. Values (const, enum, default, examples) are data, not
-// schemas, and are left as they are.
+// to point where their targets now are. Keywords whose values are data (const, enum, default,
+// examples) are left as they are; in maps from names to schemas (properties, $defs) every value
+// is a schema, whatever its name.
 void MoveReferences(ordered& schema, const std::string& pointer) {
-  if (schema.is_object()) {
-    for (auto& [key, value] : schema.items()) {
-      if (key == "const" || key == "enum" || key == "default" || key == "examples") continue;
-      if (key == "$ref" && value.is_string() && absl::StartsWith(value.get<std::string>(), "#")) {
-        value = absl::StrCat("#", pointer, value.get<std::string>().substr(1));
-      } else {
-        MoveReferences(value, pointer);
-      }
-    }
-  } else if (schema.is_array()) {
+  if (schema.is_array()) {  // anyOf, oneOf, allOf, prefixItems: schemas
     for (ordered& element : schema) MoveReferences(element, pointer);
+    return;
   }
+  if (!schema.is_object()) return;
+  for (auto& [key, value] : schema.items()) {
+    if (key == "const" || key == "enum" || key == "default" || key == "examples") continue;
+    if (key == "$ref" && value.is_string() && absl::StartsWith(value.get<std::string>(), "#")) {
+      value = absl::StrCat("#", pointer, value.get<std::string>().substr(1));
+    } else if ((key == "properties" || key == "$defs" || key == "definitions" ||
+                key == "patternProperties" || key == "dependentSchemas") &&
+               value.is_object()) {
+      for (auto& [name, subschema] : value.items()) MoveReferences(subschema, pointer);
+    } else {
+      MoveReferences(value, pointer);
+    }
+  }
+}
+
+// Whether the schema says what its value is by other means than `type` (a reference, a union,
+// a list of values), beside which `type` is not accepted.
+bool TypedOtherwise(const ordered& schema) {
+  for (const char* key : {"$ref", "anyOf", "oneOf", "allOf", "enum", "const"}) {
+    if (schema.contains(key)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -74,17 +89,16 @@ absl::StatusOr<engine::Grammar> ForcedToolCallGrammar(ToolCallFormat format, con
       } else {
         parameters = *p;
         // Arguments are an object (what the calls' parser takes); {} means any object.
-        if (!parameters.contains("type")) parameters["type"] = "object";
-        if (parameters["type"] != "object") {
+        if (!parameters.contains("type") && !TypedOtherwise(parameters)) {
+          parameters["type"] = "object";
+        }
+        if (parameters.contains("type") && parameters["type"].is_string() &&
+            parameters["type"] != "object") {
           return Invalid(where, "must describe an object (\"type\": \"object\")");
         }
         // Once embedded it is no longer the root: its own $id and $schema would mislead.
         parameters.erase("$id");
         parameters.erase("$schema");
-      }
-      // Checked alone first, so that a refusal names the tool and the place in its own schema.
-      if (absl::Status s = engine::JsonSchemaGrammar(parameters.dump()).status(); !s.ok()) {
-        return Invalid(where, s.message());
       }
     }
     MoveReferences(parameters, absl::StrCat(calls_at, calls.size(), "/properties/arguments"));
@@ -111,8 +125,22 @@ absl::StatusOr<engine::Grammar> ForcedToolCallGrammar(ToolCallFormat format, con
     frame.max_count = parallel ? -1 : 1;
   }
   absl::StatusOr<engine::Grammar> grammar = engine::FramedJsonSchemaGrammar(schema.dump(), frame);
-  if (!grammar.ok()) return Invalid("tools", grammar.status().message());
-  return grammar;
+  if (grammar.ok()) return grammar;
+  // Which tool: each one's parameters compiled alone name it and the place in its own schema
+  // (only now, so that a good request compiles once). Not when they were only too many together:
+  // each may fit alone, and compiling them all again would cost their sum once more.
+  const std::string why(grammar.status().message());
+  const bool too_large = why.find(engine::GrammarBuilder::kOverBudget) != std::string::npos;
+  for (size_t i = 0; i < tools.size() && !too_large; ++i) {
+    const ordered& function = tools[i]["function"];
+    if (!only.empty() && function["name"] != only) continue;
+    auto p = function.find("parameters");
+    if (p == function.end() || !p->is_object()) continue;
+    if (absl::Status s = engine::JsonSchemaGrammar(p->dump()).status(); !s.ok()) {
+      return Invalid(absl::StrCat("tools[", i, "].function.parameters"), s.message());
+    }
+  }
+  return Invalid("tools", grammar.status().message());
 }
 
 std::string ForcedToolCallKey(ToolCallFormat format, const ordered& tools, const std::string& only,

@@ -264,6 +264,31 @@ TEST(ForcedToolCallsTest, WhatCannotBeEnforcedIsRefusedByName) {
   }
 }
 
+TEST(ForcedToolCallsTest, SchemasOfEveryShapeEmbed) {
+  // A property named like a data keyword is still a schema whose reference moves; a root that
+  // is a reference or a union gets no "type" beside it.
+  const auto tools = nlohmann::ordered_json::parse(R"([
+      {"type": "function", "function": {"name": "a", "parameters": {"type": "object",
+        "properties": {"default": {"$ref": "#/$defs/V"}}, "required": ["default"],
+        "$defs": {"V": {"type": "string", "maxLength": 3}}}}},
+      {"type": "function", "function": {"name": "b", "parameters": {"$ref": "#/$defs/Args",
+        "$defs": {"Args": {"type": "object", "properties": {"x": {"type": "integer"}},
+                           "required": ["x"]}}}}},
+      {"type": "function", "function": {"name": "c", "parameters": {"anyOf": [
+        {"type": "object", "properties": {"p": {"type": "boolean"}}, "required": ["p"]},
+        {"type": "object", "properties": {"q": {"type": "null"}}, "required": ["q"]}]}}}])");
+  absl::StatusOr<engine::Grammar> grammar =
+      ForcedToolCallGrammar(ToolCallFormat::kHermes, tools, "", /*parallel=*/false);
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  auto call = [](const std::string& json) { return "<tool_call>\n" + json + "\n</tool_call>"; };
+  EXPECT_TRUE(Whole(*grammar, call(R"({"name": "a", "arguments": {"default": "abc"}})")));
+  EXPECT_FALSE(Whole(*grammar, call(R"({"name": "a", "arguments": {"default": "abcd"}})")));
+  EXPECT_TRUE(Whole(*grammar, call(R"({"name": "b", "arguments": {"x": 4}})")));
+  EXPECT_FALSE(Whole(*grammar, call(R"({"name": "b", "arguments": {"x": "4"}})")));
+  EXPECT_TRUE(Whole(*grammar, call(R"({"name": "c", "arguments": {"q": null}})")));
+  EXPECT_FALSE(Whole(*grammar, call(R"({"name": "c", "arguments": {}})")));
+}
+
 TEST(ForcedToolCallsTest, ArgumentsAreAlwaysAnObjectAndEmbeddedSchemasKeepTheirMeaning) {
   // "parameters": {} (and true) mean any object, never a bare value the parser would refuse.
   const auto loose = nlohmann::ordered_json::parse(R"([{"type": "function", "function":
