@@ -68,26 +68,24 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
     tool_calls.emplace(shape.tool_call_format, shape.tools);
   }
   size_t calls_sent = 0;
-  // The events of new text (`final`: the last of the answer).
+  // The events of new text (`final`: the last of the answer), in the order it was written.
   auto chunks = [&](const std::string& text, bool final) {
-    ToolCallPiece piece;
+    std::vector<ToolCallPiece> pieces;
     if (tool_calls) {
-      piece = tool_calls->Feed(text);
-      if (final) {
-        ToolCallPiece rest = tool_calls->Finish();
-        piece.content += rest.content;
-        for (ToolCall& call : rest.calls) piece.calls.push_back(std::move(call));
-      }
+      pieces = tool_calls->Feed(text);
+      if (final) pieces.push_back(tool_calls->Finish());
     } else {
-      piece.content = text;
+      pieces.push_back(ToolCallPiece{text, {}});
     }
     std::string events;
-    if (!piece.content.empty() || !logprobs.empty()) {
-      events += SseEvent(ChunkJson(shape, piece.content, false, nullptr, chunk_logprobs()));
-    }
-    if (!piece.calls.empty()) {
-      events += SseEvent(ToolCallChunkJson(shape, piece.calls, static_cast<int>(calls_sent)));
-      calls_sent += piece.calls.size();
+    for (const ToolCallPiece& piece : pieces) {
+      if (!piece.content.empty() || !logprobs.empty()) {
+        events += SseEvent(ChunkJson(shape, piece.content, false, nullptr, chunk_logprobs()));
+      }
+      if (!piece.calls.empty()) {
+        events += SseEvent(ToolCallChunkJson(shape, piece.calls, static_cast<int>(calls_sent)));
+        calls_sent += piece.calls.size();
+      }
     }
     return events;
   };
@@ -122,8 +120,7 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
   } else {
     logprobs.Add(last);
     tail += chunks(last.text, /*final=*/true);
-    tail += SseEvent(
-        ChunkJson(shape, "", false, ChatFinishReason(last.finish_reason, calls_sent)));
+    tail += SseEvent(ChunkJson(shape, "", false, ChatFinishReason(last.finish_reason, calls_sent)));
     if (shape.usage_in_chunks) tail += SseEvent(UsageChunkJson(shape, last.usage));
   }
   tail += kSseDone;

@@ -214,18 +214,19 @@ void ToolCallStream::TakeBlock(std::string_view block, bool closed, ToolCallPiec
   called_ = true;
 }
 
-ToolCallPiece ToolCallStream::Feed(std::string_view text) {
+std::vector<ToolCallPiece> ToolCallStream::Feed(std::string_view text) {
   held_.append(text);
-  ToolCallPiece out;
+  std::vector<ToolCallPiece> pieces(1);
   const ToolCallMarkers markers = MarkersOf(format_);
   for (;;) {
+    ToolCallPiece& out = pieces.back();
     if (!in_block_) {
       const size_t start = markers.start.empty() ? std::string::npos : held_.find(markers.start);
       if (start == std::string::npos) {
         const size_t keep = markers.start.empty() ? 0 : PartialMarker(held_, markers.start);
         AddContent(std::string_view(held_).substr(0, held_.size() - keep), &out);
         held_.erase(0, held_.size() - keep);
-        return out;
+        break;
       }
       AddContent(std::string_view(held_).substr(0, start), &out);
       held_.erase(0, start);
@@ -238,14 +239,18 @@ ToolCallPiece ToolCallStream::Feed(std::string_view text) {
     const size_t end = held_.find(markers.end, from);
     if (end == std::string::npos) {
       scanned_ = held_.size();
-      return out;
+      break;
     }
     const size_t block = end + markers.end.size();
     TakeBlock(std::string_view(held_).substr(0, block), /*closed=*/true, &out);
     held_.erase(0, block);
     in_block_ = false;
     scanned_ = 0;
+    // What follows the calls comes after them.
+    if (!out.calls.empty()) pieces.emplace_back();
   }
+  if (pieces.size() > 1 && pieces.back().content.empty()) pieces.pop_back();
+  return pieces;
 }
 
 ToolCallPiece ToolCallStream::Finish() {
@@ -265,10 +270,13 @@ ToolCallPiece ToolCallStream::Finish() {
 ToolCallPiece ParseToolCalls(ToolCallFormat format, const nlohmann::json& tools,
                              std::string_view text) {
   ToolCallStream stream(format, tools);
-  ToolCallPiece whole = stream.Feed(text);
-  ToolCallPiece rest = stream.Finish();
-  whole.content += rest.content;
-  for (ToolCall& call : rest.calls) whole.calls.push_back(std::move(call));
+  std::vector<ToolCallPiece> pieces = stream.Feed(text);
+  pieces.push_back(stream.Finish());
+  ToolCallPiece whole;
+  for (ToolCallPiece& piece : pieces) {
+    whole.content += piece.content;
+    for (ToolCall& call : piece.calls) whole.calls.push_back(std::move(call));
+  }
   return whole;
 }
 

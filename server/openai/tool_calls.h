@@ -35,9 +35,10 @@ class ToolCallStream {
   // "parameters"}}]), which kXmlFunction needs to type its parameters' values; may be null.
   ToolCallStream(ToolCallFormat format, nlohmann::json tools);
 
-  // The content and calls `text` completes (the content before a call comes first).
-  ToolCallPiece Feed(std::string_view text);
-  // Everything still held back, at the end of the output.
+  // The content and calls `text` completes, in the order the model wrote them: each piece's
+  // content came before its calls, and after the previous piece's.
+  std::vector<ToolCallPiece> Feed(std::string_view text);
+  // Everything still held back, at the end of the output (content or calls, not both).
   ToolCallPiece Finish();
 
  private:

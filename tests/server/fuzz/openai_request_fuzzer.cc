@@ -29,9 +29,10 @@ void CheckStreamAgrees(ToolCallFormat format, const nlohmann::json& tools, std::
   size_t at = 0;
   for (size_t i = 0; at < text.size(); ++i) {
     const size_t step = 1 + static_cast<unsigned char>(text[i % text.size()]) % 9;
-    tandem::server::ToolCallPiece piece = stream.Feed(text.substr(at, step));
-    content += piece.content;
-    calls += piece.calls.size();
+    for (const tandem::server::ToolCallPiece& piece : stream.Feed(text.substr(at, step))) {
+      content += piece.content;
+      calls += piece.calls.size();
+    }
     at += step;
   }
   tandem::server::ToolCallPiece rest = stream.Finish();

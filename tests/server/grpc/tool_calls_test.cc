@@ -128,11 +128,12 @@ TEST(ToolCallsTest, AStreamCutAnywhereHandsOutTheWholeParse) {
     std::string content;
     std::vector<std::string> calls;
     for (size_t at = 0; at < text.size(); at += step) {
-      ToolCallPiece piece = stream.Feed(std::string_view(text).substr(at, step));
-      content += piece.content;
-      for (const std::string& call : Calls(piece)) calls.push_back(call);
-      // Nothing of a marker or a block goes out as content before its end.
-      EXPECT_EQ(piece.content.find('{'), std::string::npos) << piece.content;
+      for (const ToolCallPiece& piece : stream.Feed(std::string_view(text).substr(at, step))) {
+        content += piece.content;
+        for (const std::string& call : Calls(piece)) calls.push_back(call);
+        // Nothing of a marker or a block goes out as content before its end.
+        EXPECT_EQ(piece.content.find('{'), std::string::npos) << piece.content;
+      }
     }
     ToolCallPiece rest = stream.Finish();
     content += rest.content;
@@ -147,11 +148,28 @@ TEST(ToolCallsTest, AStreamCutAnywhereHandsOutTheWholeParse) {
     ToolCallStream stream(ToolCallFormat::kHermes, WeatherTools());
     std::string content;
     for (size_t at = 0; at < after.size(); at += step) {
-      content += stream.Feed(std::string_view(after).substr(at, step)).content;
+      for (const ToolCallPiece& piece : stream.Feed(std::string_view(after).substr(at, step))) {
+        content += piece.content;
+      }
     }
     content += stream.Finish().content;
     EXPECT_EQ(content, "\nDone.") << step;
   }
+}
+
+TEST(ToolCallsTest, PiecesKeepTheOrderOfContentAndCalls) {
+  ToolCallStream stream(ToolCallFormat::kHermes, WeatherTools());
+  std::vector<ToolCallPiece> pieces = stream.Feed(
+      "A <tool_call>{\"name\": \"now\"}</tool_call> B <tool_call>{\"name\": \"now\"}</tool_call>"
+      " C <tool_c");
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].content, "A ");
+  EXPECT_EQ(pieces[0].calls.size(), 1u);
+  EXPECT_EQ(pieces[1].content, " B");  // the space before the next block waits, then goes
+  EXPECT_EQ(pieces[1].calls.size(), 1u);
+  EXPECT_EQ(pieces[2].content, "  C");
+  EXPECT_TRUE(pieces[2].calls.empty());
+  EXPECT_EQ(stream.Finish().content, " <tool_c");
 }
 
 TEST(ToolCallsTest, OddToolListsAndDeepOutputAreNoCalls) {
