@@ -1,7 +1,10 @@
-// Vocabularies for the benchmarks of structured output and tool calls: the bundled model's
-// tokens, and a 131,072-token vocabulary grown from them (the size of Llama 3's or Nemotron's).
+// Vocabularies for the benchmarks of structured output and tool calls (the bundled model's
+// tokens, and a 131,072-token vocabulary grown from them, the size of Llama 3's or Nemotron's),
+// and the timing of a constrained step's vocabulary walk.
 #ifndef TANDEM_BENCH_BENCH_VOCABULARY_H_
 #define TANDEM_BENCH_BENCH_VOCABULARY_H_
+
+#include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <random>
@@ -10,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/output_constraint.h"
 #include "models/tokenizer.h"
 
 namespace tandem::bench {
@@ -41,6 +45,18 @@ inline std::vector<std::pair<int32_t, std::string>> LargeTokens() {
     }
   }
   return tokens;
+}
+
+// Times the walk that finds the tokens `constraint` allows next (the end token is 2), and counts
+// them.
+inline void TimeAllowedTokens(benchmark::State& state, engine::OutputConstraint& constraint) {
+  std::vector<int32_t> allowed;
+  const std::vector<int32_t> end = {2};
+  for (auto _ : state) {
+    if (!constraint.AllowedTokens(end, &allowed).ok()) state.SkipWithError("walk failed");
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  state.counters["allowed"] = static_cast<double>(allowed.size());
 }
 
 }  // namespace tandem::bench

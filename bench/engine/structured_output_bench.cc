@@ -44,13 +44,7 @@ void BM_AllowedTokens(benchmark::State& state) {
     state.SkipWithError("the prefix does not fit the schema");
     return;
   }
-  std::vector<int32_t> allowed;
-  const std::vector<int32_t> end = {2};
-  for (auto _ : state) {
-    if (!constraint->AllowedTokens(end, &allowed).ok()) state.SkipWithError("walk failed");
-    benchmark::DoNotOptimize(allowed.data());
-  }
-  state.counters["allowed"] = static_cast<double>(allowed.size());
+  bench::TimeAllowedTokens(state, *constraint);
   state.counters["trie_nodes"] = static_cast<double>(trie->num_nodes());
 }
 BENCHMARK(BM_AllowedTokens)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);

@@ -99,13 +99,7 @@ void BM_ForcedToolCallMask(benchmark::State& state) {
     state.SkipWithError("the prefix does not fit the grammar");
     return;
   }
-  std::vector<int32_t> allowed;
-  const std::vector<int32_t> end = {2};
-  for (auto _ : state) {
-    if (!constraint->AllowedTokens(end, &allowed).ok()) state.SkipWithError("walk failed");
-    benchmark::DoNotOptimize(allowed.data());
-  }
-  state.counters["allowed"] = static_cast<double>(allowed.size());
+  bench::TimeAllowedTokens(state, *constraint);
 }
 BENCHMARK(BM_ForcedToolCallMask)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
 

@@ -70,6 +70,20 @@ json ChatBody(const std::string& content, int max_tokens) {
           {"max_tokens", max_tokens}};
 }
 
+// The gRPC twin of ChatBody: the same conversation, greedy.
+v1::ChatRequest GrpcChat(const std::string& content, int max_tokens) {
+  v1::ChatRequest request;
+  v1::ChatMessage* system = request.add_messages();
+  system->set_role("system");
+  system->set_content("You answer briefly.");
+  v1::ChatMessage* user = request.add_messages();
+  user->set_role("user");
+  user->set_content(content);
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_sampling()->set_max_new_tokens(max_tokens);
+  return request;
+}
+
 class OpenAiApiTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(ServerConfig()); }
@@ -123,15 +137,7 @@ class OpenAiApiTest : public ::testing::Test {
 };
 
 TEST_F(OpenAiApiTest, GreedyChatSaysWhatGrpcChatSays) {
-  v1::ChatRequest grpc_request;
-  v1::ChatMessage* system = grpc_request.add_messages();
-  system->set_role("system");
-  system->set_content("You answer briefly.");
-  v1::ChatMessage* user = grpc_request.add_messages();
-  user->set_role("user");
-  user->set_content("Name three rivers.");
-  grpc_request.mutable_sampling()->set_temperature(0);
-  grpc_request.mutable_sampling()->set_max_new_tokens(12);
+  const v1::ChatRequest grpc_request = GrpcChat("Name three rivers.", 12);
   Client client(server_->port());
   StreamResult expected = client.Chat(grpc_request);
   ASSERT_TRUE(expected.status.ok()) << expected.status.error_message();
@@ -224,15 +230,7 @@ TEST_F(OpenAiApiTest, CompletionSaysWhatGenerateSays) {
 // Logprobs over HTTP are gRPC's: the same tokens, spelled as the tokenizer spells them, with the
 // same values, whole or streamed; a completion's lists run in parallel.
 TEST_F(OpenAiApiTest, LogprobsAreTheGrpcLogprobsSpelledOut) {
-  v1::ChatRequest grpc_request;
-  v1::ChatMessage* system = grpc_request.add_messages();
-  system->set_role("system");
-  system->set_content("You answer briefly.");
-  v1::ChatMessage* user = grpc_request.add_messages();
-  user->set_role("user");
-  user->set_content("Name a river.");
-  grpc_request.mutable_sampling()->set_temperature(0);
-  grpc_request.mutable_sampling()->set_max_new_tokens(8);
+  v1::ChatRequest grpc_request = GrpcChat("Name a river.", 8);
   grpc_request.mutable_sampling()->set_top_logprobs(3);
   Client client(server_->port());
   StreamResult expected = client.Chat(grpc_request);
