@@ -212,6 +212,7 @@ void ToolCallStream::TakeBlock(std::string_view block, bool closed, ToolCallPiec
   }
   for (ToolCall& call : *calls) out->calls.push_back(std::move(call));
   called_ = true;
+  held_space_.clear();  // whitespace between two calls separates them: it is not content
 }
 
 std::vector<ToolCallPiece> ToolCallStream::Feed(std::string_view text) {

@@ -1,7 +1,7 @@
 // Tool calls parsed out of a model's output (OpenAI's `tool_calls`), whole or while it streams.
 //
 // Text outside the format's call blocks (tool_call_format.h) is content (except whitespace after
-// the last call); each block that parses becomes calls, in order; a block that does not parse
+// a call that no other text follows before the next call or the end); each block that parses becomes calls, in order; a block that does not parse
 // (broken JSON, no name) stays content, so nothing the model wrote is lost. A block cut off by the end of the output counts if what it
 // holds parses. The stream holds back only what may be the start of a block, and each block until
 // it ends; what it hands out, joined, is what the whole parse gives.
@@ -44,8 +44,8 @@ class ToolCallStream {
  private:
   // Appends the calls of one block (markers included) to `out`, or the block to its content.
   void TakeBlock(std::string_view block, bool closed, ToolCallPiece* out);
-  // After a call, content's trailing whitespace (the newlines between blocks) waits for text
-  // that is not, and is dropped at the end.
+  // After a call, content's trailing whitespace waits for text that is not; it is dropped at the
+  // end and by the next call (the newlines between blocks separate them).
   void AddContent(std::string_view text, ToolCallPiece* out);
 
   const ToolCallFormat format_;

@@ -121,7 +121,7 @@ TEST(ToolCallsTest, AStreamCutAnywhereHandsOutTheWholeParse) {
       "</tool_call>\n\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
       "Done <tool";
   const ToolCallPiece whole = ParseToolCalls(ToolCallFormat::kHermes, WeatherTools(), text);
-  EXPECT_EQ(whole.content, "Sure.\n\n\n\nDone <tool");
+  EXPECT_EQ(whole.content, "Sure.\n\nDone <tool");
   ASSERT_EQ(whole.calls.size(), 2u);
   for (size_t step = 1; step <= 9; ++step) {
     ToolCallStream stream(ToolCallFormat::kHermes, WeatherTools());
@@ -165,9 +165,9 @@ TEST(ToolCallsTest, PiecesKeepTheOrderOfContentAndCalls) {
   ASSERT_EQ(pieces.size(), 3u);
   EXPECT_EQ(pieces[0].content, "A ");
   EXPECT_EQ(pieces[0].calls.size(), 1u);
-  EXPECT_EQ(pieces[1].content, " B");  // the space before the next block waits, then goes
+  EXPECT_EQ(pieces[1].content, " B");  // the space before the next block separates the calls
   EXPECT_EQ(pieces[1].calls.size(), 1u);
-  EXPECT_EQ(pieces[2].content, "  C");
+  EXPECT_EQ(pieces[2].content, " C");
   EXPECT_TRUE(pieces[2].calls.empty());
   EXPECT_EQ(stream.Finish().content, " <tool_c");
 }
