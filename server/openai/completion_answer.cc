@@ -28,7 +28,7 @@ absl::Status Gone() { return absl::CancelledError("the client closed the connect
 CallOutcome AnswerWhole(LiveRequest& request, const CompletionShape& shape,
                         HttpResponseWriter& writer) {
   std::string text;
-  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer);
+  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens);
   for (;;) {
     std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
     if (!event) return Abandoned(request, Gone());
@@ -58,7 +58,7 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
   // The chat stream opens with the assistant's role, as OpenAI's does.
   if (io.ok() && shape.chat) io = writer.Write(SseEvent(ChunkJson(shape, "", true, nullptr)));
   std::optional<engine::Event> finished;
-  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer);
+  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens);
   // A chunk's logprobs are its tokens' (an empty list when its text was held back from tokens
   // an earlier chunk carried).
   auto chunk_logprobs = [&]() -> json { return shape.logprobs ? logprobs.Take() : nullptr; };

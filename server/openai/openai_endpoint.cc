@@ -225,7 +225,10 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   shape.model = options_.model_name;
   shape.created = UnixSeconds();
   shape.usage_in_chunks = request->include_usage;
-  shape.logprobs = (chat ? request->chat.sampling() : request->generate.sampling()).logprobs();
+  const v1::SamplingParams& sampling =
+      chat ? request->chat.sampling() : request->generate.sampling();
+  shape.logprobs = sampling.logprobs();
+  shape.skip_special_tokens = sampling.skip_special_tokens();
   shape.tokenizer = state_.model().tokenizer.get();
   if (request->tool_use.parse) {
     shape.tool_call_format = tool_call_format_;

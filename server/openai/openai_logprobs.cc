@@ -26,8 +26,9 @@ int64_t CodePoints(const std::string& utf8) {
 
 }  // namespace
 
-OpenAiLogprobs::OpenAiLogprobs(bool chat, const models::Tokenizer* tokenizer)
-    : chat_(chat), tokenizer_(tokenizer) {}
+OpenAiLogprobs::OpenAiLogprobs(bool chat, const models::Tokenizer* tokenizer,
+                               bool skip_special_tokens)
+    : chat_(chat), tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
 
 void OpenAiLogprobs::Add(const engine::Event& event) {
   // The token's exact bytes, and its text as OpenAI shows it.
@@ -80,6 +81,7 @@ void OpenAiLogprobs::Add(const engine::Event& event) {
     }
     // Offsets count the characters of the text the bytes make: a character split across tokens
     // counts once, at the token that starts it.
+    if (skip_special_tokens_ && tokenizer_->IsSpecial(event.tokens[i])) continue;
     pending_bytes_ += bytes;
     const size_t settled = models::SettledUtf8Prefix(pending_bytes_);
     text_offset_ +=

@@ -23,8 +23,9 @@ namespace tandem::server {
 // The logprobs of one answer, or of one streamed chunk, built event by event.
 class OpenAiLogprobs {
  public:
-  // `tokenizer` may be null; it must outlive this.
-  OpenAiLogprobs(bool chat, const models::Tokenizer* tokenizer);
+  // `tokenizer` may be null; it must outlive this. `skip_special_tokens`: the text leaves special
+  // tokens out, so a completion's text offsets do not count them.
+  OpenAiLogprobs(bool chat, const models::Tokenizer* tokenizer, bool skip_special_tokens = true);
 
   // The event's tokens and their logprobs (an event without logprobs adds nothing).
   void Add(const engine::Event& event);
@@ -36,6 +37,7 @@ class OpenAiLogprobs {
  private:
   const bool chat_;
   const models::Tokenizer* const tokenizer_;
+  const bool skip_special_tokens_;
   int64_t count_ = 0;
   int64_t text_offset_ = 0;    // characters the tokens so far make (completions)
   std::string pending_bytes_;  // the start of a character the next token completes

@@ -26,6 +26,7 @@ struct CompletionShape {
   int64_t created = 0;           // Unix seconds
   bool usage_in_chunks = false;  // stream_options.include_usage: chunks carry "usage": null
   bool logprobs = false;         // choices carry logprobs (openai_logprobs.h)
+  bool skip_special_tokens = true;  // the request's: special tokens are not in the text
   const models::Tokenizer* tokenizer = nullptr;  // spells the logprobs' tokens; may be null
   // Chat: tool calls are parsed out of the text (tool_calls.h) in this format; kNone: the text
   // is the answer.

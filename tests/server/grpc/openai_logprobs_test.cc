@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/tokenizer.h"
 
 namespace tandem::server {
 namespace {
@@ -61,6 +62,40 @@ TEST(OpenAiLogprobsTest, CompletionListsRunInParallelAndOffsetsRunOn) {
   EXPECT_EQ(first["text_offset"], json({0, 11}));  // "token_id:12" is 11 characters
   logprobs.Add(TokensEvent({8}, {{{8, -2.0f}}}));
   EXPECT_EQ(logprobs.Take()["text_offset"], json({21}));
+}
+
+// With a tokenizer, offsets count the characters of the text: a special token the text leaves
+// out counts nothing, and a character split across byte tokens counts once.
+TEST(OpenAiLogprobsTest, CompletionOffsetsCountTheTextsCharacters) {
+  absl::StatusOr<std::unique_ptr<models::Tokenizer>> tokenizer =
+      models::LoadTokenizer(std::string(TANDEM_TEST_DATA) + "/tokenizers/tiny-spm");
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const models::Tokenizer& tok = **tokenizer;
+  const int32_t special = tok.PieceToId("<|im_start|>");
+  ASSERT_TRUE(tok.IsSpecial(special));
+  absl::StatusOr<std::vector<int32_t>> e_acute = tok.Encode("\xC3\xA9", false);
+  ASSERT_TRUE(e_acute.ok());
+  std::vector<int32_t> ids = {special};
+  ids.insert(ids.end(), e_acute->begin(), e_acute->end());
+  ids.push_back(special);
+  std::vector<std::vector<engine::TopLogprob>> logprobs;
+  for (int32_t id : ids) logprobs.push_back({{id, -1.0f}});
+  for (bool skip : {true, false}) {
+    OpenAiLogprobs lp(/*chat=*/false, &tok, skip);
+    lp.Add(TokensEvent(ids, logprobs));
+    const json out = lp.Take();
+    const json& offsets = out["text_offset"];
+    ASSERT_EQ(offsets.size(), ids.size()) << out;
+    const int64_t marker = skip ? 0 : static_cast<int64_t>(tok.TokenBytes(special).size());
+    EXPECT_EQ(offsets[0], 0);
+    EXPECT_EQ(offsets[1], marker);
+    // The encoding is the dummy-prefix space, then "é" as two byte tokens: one character,
+    // which both tokens start at.
+    ASSERT_EQ(e_acute->size(), 3u);
+    EXPECT_EQ(offsets[2], marker + 1);
+    EXPECT_EQ(offsets[3], marker + 1);
+    EXPECT_EQ(offsets[4], marker + 2) << out;
+  }
 }
 
 }  // namespace
