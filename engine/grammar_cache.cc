@@ -17,6 +17,10 @@ absl::StatusOr<std::shared_ptr<const Grammar>> GrammarCache::GetOrCompile(
       return it->second->second;
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++compiles_;
+  }
   absl::StatusOr<Grammar> compiled = compile();
   if (!compiled.ok()) return compiled.status();
   auto grammar = std::make_shared<const Grammar>(*std::move(compiled));
@@ -49,6 +53,11 @@ size_t GrammarCache::bytes() const {
 int64_t GrammarCache::hits() const {
   std::lock_guard<std::mutex> lock(mu_);
   return hits_;
+}
+
+int64_t GrammarCache::compiles() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return compiles_;
 }
 
 }  // namespace tandem::engine

@@ -36,6 +36,7 @@ class GrammarCache {
   size_t entries() const;
   size_t bytes() const;
   int64_t hits() const;
+  int64_t compiles() const;  // misses that compiled, refused ones included
 
  private:
   using Entry = std::pair<std::string, std::shared_ptr<const Grammar>>;
@@ -48,6 +49,7 @@ class GrammarCache {
   absl::flat_hash_map<std::string, std::list<Entry>::iterator> by_key_;
   size_t bytes_ = 0;
   int64_t hits_ = 0;
+  int64_t compiles_ = 0;
 };
 
 }  // namespace tandem::engine

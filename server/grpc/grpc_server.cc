@@ -118,8 +118,14 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
     ServiceState* state = server->state_.get();
     server->engine_collector_ = std::make_shared<EngineCollector>([s = server.get(), state] {
       const uint64_t periodic = s->heap_trimmer_ ? s->heap_trimmer_->trims() : 0;
-      return EngineSnapshot{state->engine().stats(), state->active_streams(), state->draining(),
-                            state->engine().heap_trims() + periodic};
+      EngineSnapshot snapshot{state->engine().stats(), state->active_streams(), state->draining(),
+                              state->engine().heap_trims() + periodic};
+      const engine::GrammarCache& grammars = state->grammars();
+      snapshot.grammar_hits = grammars.hits();
+      snapshot.grammar_compiles = grammars.compiles();
+      snapshot.grammar_entries = grammars.entries();
+      snapshot.grammar_bytes = grammars.bytes();
+      return snapshot;
     });
     MetricsEndpointOptions options;
     options.host = config.metrics.host;

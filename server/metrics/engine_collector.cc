@@ -23,10 +23,9 @@ class Families {
                const cache::AllocatorStats& memory, ValueOf value_of) {
     prometheus::MetricFamily& family = Family(name, help, type);
     for (int p = 0; p < cache::kNumPools; ++p) {
-      family.metric.push_back(
-          Sample({{"pool", cache::PoolName(static_cast<cache::Pool>(p))}},
-                 static_cast<double>(value_of(memory.pools[p])),
-                 type == prometheus::MetricType::Counter));
+      family.metric.push_back(Sample({{"pool", cache::PoolName(static_cast<cache::Pool>(p))}},
+                                     static_cast<double>(value_of(memory.pools[p])),
+                                     type == prometheus::MetricType::Counter));
     }
   }
   std::vector<prometheus::MetricFamily> Take() { return std::move(families_); }
@@ -146,6 +145,17 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
             "Times freed heap memory was returned to the OS (after engine work, or after any "
             "burst such as a flood of calls).",
             static_cast<double>(snap.heap_trims));
+  f.Counter("tandem_grammar_cache_hits_total",
+            "Constrained requests (JSON Schema, forced tool calls) whose grammar was compiled "
+            "already.",
+            static_cast<double>(snap.grammar_hits));
+  f.Counter("tandem_grammar_compiles_total",
+            "Grammars compiled for constrained requests (refused schemas included).",
+            static_cast<double>(snap.grammar_compiles));
+  f.Gauge("tandem_grammar_cache_entries", "Compiled grammars kept.",
+          static_cast<double>(snap.grammar_entries));
+  f.Gauge("tandem_grammar_cache_bytes", "Bytes the kept grammars and their keys take.",
+          static_cast<double>(snap.grammar_bytes));
   return f.Take();
 }
 

@@ -21,6 +21,11 @@ struct EngineSnapshot {
   // Times freed heap went back to the OS: the engine's own when it went quiet, and the
   // server's periodic trimmer's.
   uint64_t heap_trims = 0;
+  // Structured output's and forced tool calls' compiled grammars (engine/grammar_cache.h).
+  int64_t grammar_hits = 0;
+  int64_t grammar_compiles = 0;
+  size_t grammar_entries = 0;
+  size_t grammar_bytes = 0;
 };
 
 class EngineCollector : public prometheus::Collectable {

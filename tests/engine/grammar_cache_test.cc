@@ -31,6 +31,7 @@ TEST(GrammarCacheTest, EachKeyCompilesOnceUntilItIsTheLeastRecentlyUsed) {
   EXPECT_EQ(*a, *again);  // the same grammar object
   EXPECT_EQ(compiles, 1);
   EXPECT_EQ(cache.hits(), 1);
+  EXPECT_EQ(cache.compiles(), 1);
   ASSERT_TRUE(cache.GetOrCompile("b", compile(R"({"type": "string"})")).ok());
   ASSERT_TRUE(cache.GetOrCompile("a", compile(R"({"type": "integer"})")).ok());  // a: recent
   ASSERT_TRUE(cache.GetOrCompile("c", compile(R"({"type": "boolean"})")).ok());  // b goes
@@ -46,6 +47,7 @@ TEST(GrammarCacheTest, EachKeyCompilesOnceUntilItIsTheLeastRecentlyUsed) {
     EXPECT_FALSE(cache.GetOrCompile("bad", compile(R"({"pattern": "x"})")).ok());
   }
   EXPECT_EQ(compiles, 6);
+  EXPECT_EQ(cache.compiles(), 6);
 }
 
 TEST(GrammarCacheTest, BytesAreBudgeted) {

@@ -367,7 +367,11 @@ TEST_F(OpenAiApiTest, AForcedToolCallComesBackAsToolCalls) {
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "tool_calls");
 
   // The second request with these tools found their grammar compiled.
-  EXPECT_GE(server_->state().grammars().hits(), 1);
+  EXPECT_EQ(server_->state().grammars().hits(), 1);
+  const std::string scrape = Scrape();
+  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_hits_total 1")) << scrape;
+  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_compiles_total 1")) << scrape;
+  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_entries 1")) << scrape;
 
   // "required": any of the tools.
   body["stream"] = false;
