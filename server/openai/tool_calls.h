@@ -1,11 +1,12 @@
 // Tool calls parsed out of a model's output (OpenAI's `tool_calls`), whole or while it streams.
 //
-// Text outside the format's call blocks (tool_call_format.h) is content, except whitespace after
-// a call that no other text follows before the next call or the end. Each block that parses
-// becomes calls, in order; a block that does not parse (broken JSON, no name) stays content, so
-// nothing the model wrote is lost. A block cut off by the end of the output counts if what it
-// holds parses. The stream holds back only what may be the start of a block, and each block
-// until it ends; what it hands out, joined, is what the whole parse gives.
+// Text outside the format's call blocks (tool_call_format.h) is content, except, once a call has
+// been made, whitespace that ends a run of content right before the next call or the end (the
+// newlines between blocks). Each block that parses becomes calls, in order; a block that does not
+// parse (broken JSON, no name) stays content, so nothing the model wrote is lost. A block cut off
+// by the end of the output counts if what it holds parses. The stream holds back only what may
+// be the start of a block, and each block until it ends; what it hands out, joined, is what the
+// whole parse gives.
 #ifndef TANDEM_SERVER_OPENAI_TOOL_CALLS_H_
 #define TANDEM_SERVER_OPENAI_TOOL_CALLS_H_
 

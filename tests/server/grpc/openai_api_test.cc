@@ -369,9 +369,9 @@ TEST_F(OpenAiApiTest, AForcedToolCallComesBackAsToolCalls) {
   // The second request with these tools found their grammar compiled.
   EXPECT_EQ(server_->state().grammars().hits(), 1);
   const std::string scrape = Scrape();
-  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_hits_total 1")) << scrape;
-  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_compiles_total 1")) << scrape;
-  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_entries 1")) << scrape;
+  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_hits_total 1\n")) << scrape;
+  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_compiles_total 1\n")) << scrape;
+  EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_entries 1\n")) << scrape;
 
   // "required": any of the tools.
   body["stream"] = false;
