@@ -16,8 +16,9 @@ absl::StatusOr<OutputConstraint> OutputConstraint::Create(std::shared_ptr<const 
 
 absl::StatusOr<bool> OutputConstraint::Takes(std::string_view bytes) {
   const size_t mark = matcher_.Mark();
-  ParseState state = matcher_.state();
-  ParseState next;
+  ParseState& state = takes_state_;
+  ParseState& next = takes_next_;
+  state = matcher_.state();
   absl::StatusOr<bool> takes = true;
   for (const char c : bytes) {
     if (absl::Status s = matcher_.Advance(state, static_cast<uint8_t>(c), &next); !s.ok()) {

@@ -63,6 +63,7 @@ class OutputConstraint {
   GrammarMatcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<MarkupToken> markup_;
+  ParseState takes_state_, takes_next_;  // Takes' scratch, kept so a step allocates nothing
   TrieWalkScratch walk_;
   std::vector<uint8_t> marks_;  // by token id, to order a large allowed set without sorting
 };

@@ -69,6 +69,17 @@ OpenAiEndpoint::OpenAiEndpoint(ServiceState& state, const OpenAiEndpointOptions&
               ? ToolCallFormat::kNone
               : DetectToolCallFormat(state.model().tokenizer->config().chat_template))),
       started_(UnixSeconds()) {
+  // Markers that are special tokens would be dropped from the text, and the calls with them.
+  if (const models::Tokenizer* tokenizer = state.model().tokenizer.get()) {
+    const ToolCallMarkers markers = MarkersOf(tool_call_format_);
+    for (std::string_view marker : {markers.start, markers.end}) {
+      if (marker.empty()) continue;
+      const int32_t id = tokenizer->PieceToId(marker);
+      if (id >= 0 && id != tokenizer->unk_id() && tokenizer->IsSpecial(id)) {
+        special_markers_.push_back(id);
+      }
+    }
+  }
   LogLine(LogLevel::kInfo, "OpenAI API tool calls")
       .Field("format", std::string(ToolCallFormatName(tool_call_format_)))
       .Field("from", options.tool_call_format ? "--tool-call-format" : "the chat template");
@@ -80,14 +91,7 @@ absl::Status OpenAiEndpoint::ApplyToolUse(const ToolUse& tools, engine::Request*
   if (tokenizer == nullptr) {
     return absl::InvalidArgumentError("tools: the model has no tokenizer to read calls with");
   }
-  // Markers that are special tokens would be dropped from the text, and the calls with them.
-  const ToolCallMarkers markers = MarkersOf(tool_call_format_);
-  for (std::string_view marker : {markers.start, markers.end}) {
-    const int32_t id = tokenizer->PieceToId(marker);
-    if (id >= 0 && id != tokenizer->unk_id() && tokenizer->IsSpecial(id)) {
-      request->shown_special_tokens.push_back(id);
-    }
-  }
+  request->shown_special_tokens = special_markers_;
   if (!tools.forced) return absl::OkStatus();
   // Agents send the same tools with every turn: compiled once (engine/grammar_cache.h).
   absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar = state_.grammars().GetOrCompile(

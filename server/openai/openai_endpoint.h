@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/grpc/service_state.h"
@@ -69,6 +70,8 @@ class OpenAiEndpoint {
   ServiceState& state_;
   const OpenAiEndpointOptions options_;
   const ToolCallFormat tool_call_format_;
+  // The format's markers that are special tokens: kept in the text of requests that use tools.
+  std::vector<int32_t> special_markers_;
   const int64_t started_;             // Unix seconds: /v1/models' `created`
   std::unique_ptr<HttpServer> http_;  // last: destroyed (and its threads joined) first
 };

@@ -26,15 +26,25 @@ std::string_view Strip(std::string_view text) {
 }
 
 bool ConsumePrefix(std::string_view* text, std::string_view prefix) {
-  if (text->substr(0, prefix.size()) != prefix) return false;
+  if (!text->starts_with(prefix)) return false;
   text->remove_prefix(prefix.size());
   return true;
 }
 
 void ConsumeSuffix(std::string_view* text, std::string_view suffix) {
-  if (text->size() >= suffix.size() && text->substr(text->size() - suffix.size()) == suffix) {
-    text->remove_suffix(suffix.size());
-  }
+  if (text->ends_with(suffix)) text->remove_suffix(suffix.size());
+}
+
+// After `opening` ("<function=", "<parameter="), the name up to '>', consumed with it; null when
+// the text does not open so or the name is empty.
+std::optional<std::string> TagName(std::string_view* text, std::string_view opening) {
+  if (!ConsumePrefix(text, opening)) return std::nullopt;
+  const size_t end = text->find('>');
+  if (end == std::string_view::npos) return std::nullopt;
+  std::string name(Strip(text->substr(0, end)));
+  if (name.empty()) return std::nullopt;
+  text->remove_prefix(end + 1);
+  return name;
 }
 
 // Object members in the order the model wrote them: arguments keep their order.
@@ -125,32 +135,24 @@ std::optional<std::vector<ToolCall>> XmlCalls(std::string_view inner, const nloh
   for (;;) {
     inner = StripLeading(inner);
     if (inner.empty()) break;
-    if (!ConsumePrefix(&inner, "<function=")) return std::nullopt;
-    const size_t name_end = inner.find('>');
-    if (name_end == std::string_view::npos) return std::nullopt;
-    const std::string name(Strip(inner.substr(0, name_end)));
-    if (name.empty()) return std::nullopt;
-    inner.remove_prefix(name_end + 1);
+    const std::optional<std::string> name = TagName(&inner, "<function=");
+    if (!name) return std::nullopt;
     ordered arguments = ordered::object();
     for (;;) {
       inner = StripLeading(inner);
       if (ConsumePrefix(&inner, "</function>")) break;
-      if (!ConsumePrefix(&inner, "<parameter=")) return std::nullopt;
-      const size_t key_end = inner.find('>');
-      if (key_end == std::string_view::npos) return std::nullopt;
-      const std::string key(Strip(inner.substr(0, key_end)));
-      if (key.empty()) return std::nullopt;
-      inner.remove_prefix(key_end + 1);
+      const std::optional<std::string> key = TagName(&inner, "<parameter=");
+      if (!key) return std::nullopt;
       const size_t value_end = inner.find("</parameter>");
       if (value_end == std::string_view::npos) return std::nullopt;
       std::string_view value = inner.substr(0, value_end);
       // The template puts the value on lines of its own.
       ConsumePrefix(&value, "\n");
       ConsumeSuffix(&value, "\n");
-      arguments[key] = XmlValue(value, ParameterType(tools, name, key));
+      arguments[*key] = XmlValue(value, ParameterType(tools, *name, *key));
       inner.remove_prefix(value_end + sizeof("</parameter>") - 1);
     }
-    calls.push_back(ToolCall{name, Dump(arguments)});
+    calls.push_back(ToolCall{*name, Dump(arguments)});
   }
   if (calls.empty()) return std::nullopt;
   return calls;
