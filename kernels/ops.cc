@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/argmax.h"
@@ -53,6 +54,26 @@ void Ops::WriteKvAt(const float* k, int64_t ld_k, const float* v, int64_t ld_v, 
 std::string Ops::ReadBack(const float* src, size_t count, float* dst) {
   if (src != dst && count > 0) std::memcpy(dst, src, count * sizeof(float));
   return "";
+}
+
+void Ops::RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                        float* sums) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * ld_x;
+    double ss = 0.0;
+    for (int64_t c = 0; c < cols; ++c) ss += static_cast<double>(row[c]) * row[c];
+    sums[r] = static_cast<float>(ss);
+  }
+}
+
+void Ops::RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols, const float* sums,
+                        int64_t count, const float* weight, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * ld_x;
+    const float inv = static_cast<float>(
+        1.0 / std::sqrt(static_cast<double>(sums[r]) / static_cast<double>(count) + eps));
+    for (int64_t c = 0; c < cols; ++c) row[c] = weight[c] * (row[c] * inv);
+  }
 }
 
 void Ops::UploadTables(void* device, const void* host, size_t bytes) {

@@ -400,6 +400,17 @@ class Ops {
                             int64_t rows, int64_t dim, int32_t groups, const float* weight,
                             float eps, float* out, int64_t ld_out) = 0;
 
+  // A norm whose values are spread over the workers of a tensor-parallel group
+  // (models/tensor_parallel.h): each worker sums the squares of its part of each row
+  // (sums[r] = Σ_c x[r,c]², accumulated in double, rounded once), the workers add their sums
+  // together, then each scales its part: x[r,c] = weight[c] · (x[r,c] / sqrt(sums[r] / count +
+  // eps)), `count` being the whole row's width. `sums` is in the backend's memory. By default
+  // on the host (ops.cc); a device backend overrides both.
+  virtual void RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                             float* sums);
+  virtual void RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                             const float* sums, int64_t count, const float* weight, float eps);
+
   // In-place NeoX ("rotate_half") rotary embedding over the full head_dim of each head, for T rows
   // at positions start_pos … start_pos+T-1.
   virtual void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,

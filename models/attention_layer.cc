@@ -9,17 +9,19 @@
 namespace tandem::models {
 
 absl::StatusOr<AttentionLayer> AttentionLayer::Load(WeightStore& w, const std::string& p,
-                                                    const AttentionDims& dims, int32_t hidden) {
+                                                    const AttentionDims& dims, int32_t hidden,
+                                                    const TensorShard& shard) {
   AttentionLayer layer;
-  layer.dims_ = dims;
+  layer.dims_ = ShardAttention(dims, shard);
   layer.hidden_ = hidden;
   const int64_t q = int64_t{dims.heads} * dims.head_dim,
                 kv = int64_t{dims.kv_heads} * dims.head_dim;
-  TANDEM_ASSIGN_OR_RETURN(
-      layer.qkv_,
-      w.Stack({{p + "q_proj.weight", q}, {p + "k_proj.weight", kv}, {p + "v_proj.weight", kv}},
-              dims.input_width));
-  TANDEM_ASSIGN_OR_RETURN(layer.o_, w.Matrix(p + "o_proj.weight", hidden, q));
+  TANDEM_ASSIGN_OR_RETURN(layer.qkv_, w.Stack({{p + "q_proj.weight", q, ShardSegments(shard, {q})},
+                                               {p + "k_proj.weight", kv, ShardSegments(shard, {kv})},
+                                               {p + "v_proj.weight", kv, ShardSegments(shard, {kv})}},
+                                              dims.input_width));
+  TANDEM_ASSIGN_OR_RETURN(layer.o_,
+                          w.Matrix(p + "o_proj.weight", hidden, q, ShardSegments(shard, {q}, 1)));
   return layer;
 }
 

@@ -12,6 +12,7 @@
 #include "models/forward_context.h"
 #include "models/model_config.h"
 #include "models/shared_prefix_plan.h"
+#include "models/tensor_parallel.h"
 #include "models/weight_store.h"
 
 namespace tandem::models {
@@ -25,11 +26,13 @@ struct QkvAdapter {
 
 class AttentionLayer {
  public:
-  // `prefix` is e.g. "model.layers.4.self_attn."
+  // `prefix` is e.g. "model.layers.4.self_attn."; `dims` are the full model's, of which a
+  // tensor-parallel `shard` keeps its share of the heads.
   static absl::StatusOr<AttentionLayer> Load(WeightStore& weights, const std::string& prefix,
-                                             const AttentionDims& dims, int32_t hidden);
+                                             const AttentionDims& dims, int32_t hidden,
+                                             const TensorShard& shard = {});
 
-  // x: [rows, dims.input_width]; out: [rows, hidden]. Writes this layer's K/V for the new
+  // x: [rows, dims.input_width]; out: [rows, hidden] (this worker's partial sum, when sharded). Writes this layer's K/V for the new
   // positions into each sequence's pages at `attention_index`.
   void Forward(const ForwardContext& ctx, const float* x, const QkvAdapter* adapter,
                int32_t attention_index, float* out) const;

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "models/forward_context.h"
 #include "models/model_config.h"
+#include "models/tensor_parallel.h"
 #include "models/weight_store.h"
 
 namespace tandem::models {
@@ -18,14 +19,18 @@ namespace tandem::models {
 class GatedMlp {
  public:
   // Separate gate_proj / up_proj / down_proj tensors under `prefix` (Jamba layout).
+  // `intermediate` is the full model's, of which a tensor-parallel `shard` keeps its share (the
+  // same for every loader here).
   static absl::StatusOr<GatedMlp> Load(WeightStore& weights, const std::string& prefix,
                                        int32_t hidden, int32_t intermediate,
-                                       kernels::Activation act);
+                                       kernels::Activation act, const TensorShard& shard = {});
   // Granite's shared MLP: input_linear [2I, H] (gate ‖ up, already stacked) and
   // output_linear [H, I] under `prefix`.
   static absl::StatusOr<GatedMlp> LoadStacked(WeightStore& weights, const std::string& prefix,
                                               int32_t hidden, int32_t intermediate,
-                                              kernels::Activation act);
+                                              kernels::Activation act,
+                                              const TensorShard& shard = {});
+  // out: [rows, hidden], this worker's partial sum when sharded (the same for every Forward here).
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
@@ -43,7 +48,8 @@ class PlainMlp {
   // `prefix`.
   static absl::StatusOr<PlainMlp> Load(WeightStore& weights, const std::string& prefix,
                                        int32_t hidden, int32_t intermediate,
-                                       kernels::Activation act, bool bias);
+                                       kernels::Activation act, bool bias,
+                                       const TensorShard& shard = {});
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
@@ -60,12 +66,14 @@ class MixtureOfExperts {
  public:
   // router.weight and experts.{e}.{gate,up,down}_proj.weight under `prefix` (Jamba).
   static absl::StatusOr<MixtureOfExperts> Load(WeightStore& weights, const std::string& prefix,
-                                               const ModelConfig& config);
+                                               const ModelConfig& config,
+                                               const TensorShard& shard = {});
   // router.layer.weight [E, H] and every expert in two tensors under `prefix` (Granite):
   // input_linear.weight [E, 2I, H] (gate ‖ up per expert), output_linear.weight [E, H, I].
   static absl::StatusOr<MixtureOfExperts> LoadStacked(WeightStore& weights,
                                                       const std::string& prefix,
-                                                      const ModelConfig& config);
+                                                      const ModelConfig& config,
+                                                      const TensorShard& shard = {});
   // Nemotron 3's routed experts under `prefix`: gate.weight [E, H] and
   // gate.e_score_correction_bias [E]; each expert's up_proj [I, W] and down_proj [W, I], as
   // experts.{e}.{up,down}_proj.weight (the hub's checkpoints) or stacked as experts.up_proj
@@ -73,12 +81,13 @@ class MixtureOfExperts {
   // with fc1_latent_proj [W, H] and fc2_latent_proj [H, W] (+ biases when ffn_bias), or H.
   static absl::StatusOr<MixtureOfExperts> LoadNemotronH(WeightStore& weights,
                                                         const std::string& prefix,
-                                                        const ModelConfig& config);
+                                                        const ModelConfig& config,
+                                                        const TensorShard& shard = {});
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
   // The dimensions and routing rule from `config`, without weights.
-  static MixtureOfExperts Shaped(const ModelConfig& config);
+  static MixtureOfExperts Shaped(const ModelConfig& config, const TensorShard& shard);
 
   int32_t hidden_ = 0;  // the layer's input and output width
   int32_t width_ = 0;   // the experts' (the latent projection's, when there is one)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/collectives.h"
 #include "kernels/ops.h"
 #include "kernels/workspace.h"
 #include "models/hydragen_config.h"
@@ -57,6 +58,15 @@ struct ForwardContext {
   int64_t rows = 0;
   const HydragenConfig& hydragen;
   ForwardStats* stats = nullptr;  // may be null
+  // The other workers of a tensor-parallel model (models/tensor_parallel.h); null alone.
+  kernels::Collectives* collectives = nullptr;
+
+  // Adds up a partial result across the workers (nothing to do alone).
+  void AllReduce(float* data, int64_t count) const {
+    if (collectives != nullptr) collectives->AllReduceSum(data, count);
+  }
+  // Whether this worker adds the biases of outputs that are summed across the workers.
+  bool adds_output_bias() const { return collectives == nullptr || collectives->rank() == 0; }
 };
 
 }  // namespace tandem::models

@@ -8,32 +8,38 @@
 namespace tandem::models {
 
 absl::StatusOr<Mamba1Mixer> Mamba1Mixer::Load(WeightStore& w, const std::string& p,
-                                              const ModelConfig& config, int32_t ssm_index) {
+                                              const ModelConfig& config, int32_t ssm_index,
+                                              const TensorShard& shard) {
   Mamba1Mixer m;
-  m.dims_ = config.mamba1;
+  m.dims_ = ShardMamba1(config.mamba1, shard);
   m.hidden_ = config.hidden_size;
   m.eps_ = config.rms_norm_eps;
   m.ssm_index_ = ssm_index;
-  const int64_t h = config.hidden_size, din = m.dims_.inner, n = m.dims_.state_size,
+  const int64_t h = config.hidden_size, din = config.mamba1.inner, n = m.dims_.state_size,
                 k = m.dims_.conv_kernel, r = m.dims_.dt_rank;
-  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Matrix(p + "in_proj.weight", 2 * din, h));
+  // Every tensor indexed by the inner channels keeps this worker's share of them.
+  const TensorSlice channels = ShardSegments(shard, {din});
+  const TensorSlice x_and_z = ShardSegments(shard, {din, din});
+  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Matrix(p + "in_proj.weight", 2 * din, h, x_and_z));
   if (m.dims_.proj_bias) {
-    TANDEM_ASSIGN_OR_RETURN(m.in_proj_bias_, w.Get(p + "in_proj.bias", {2 * din}));
+    TANDEM_ASSIGN_OR_RETURN(m.in_proj_bias_, w.Get(p + "in_proj.bias", {2 * din}, x_and_z));
     TANDEM_ASSIGN_OR_RETURN(m.out_proj_bias_, w.Get(p + "out_proj.bias", {h}));
   }
-  TANDEM_ASSIGN_OR_RETURN(m.conv_weight_, w.Get(p + "conv1d.weight", {din, 1, k}));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_weight_, w.Get(p + "conv1d.weight", {din, 1, k}, channels));
   if (m.dims_.conv_bias) {
-    TANDEM_ASSIGN_OR_RETURN(m.conv_bias_, w.Get(p + "conv1d.bias", {din}));
+    TANDEM_ASSIGN_OR_RETURN(m.conv_bias_, w.Get(p + "conv1d.bias", {din}, channels));
   }
-  TANDEM_ASSIGN_OR_RETURN(m.x_proj_, w.Matrix(p + "x_proj.weight", r + 2 * n, din));
+  TANDEM_ASSIGN_OR_RETURN(m.x_proj_,
+                          w.Matrix(p + "x_proj.weight", r + 2 * n, din, channels.Along(1)));
   TANDEM_ASSIGN_OR_RETURN(m.dt_norm_, w.Get(p + "dt_layernorm.weight", {r}));
   TANDEM_ASSIGN_OR_RETURN(m.b_norm_, w.Get(p + "b_layernorm.weight", {n}));
   TANDEM_ASSIGN_OR_RETURN(m.c_norm_, w.Get(p + "c_layernorm.weight", {n}));
-  TANDEM_ASSIGN_OR_RETURN(m.dt_proj_, w.Matrix(p + "dt_proj.weight", din, r));
-  TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_proj.bias", {din}));
-  TANDEM_ASSIGN_OR_RETURN(m.a_, w.Map(p + "A_log", {din, n}, [](float v) { return -std::exp(v); }));
-  TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {din}));
-  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din));
+  TANDEM_ASSIGN_OR_RETURN(m.dt_proj_, w.Matrix(p + "dt_proj.weight", din, r, channels));
+  TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_proj.bias", {din}, channels));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.a_, w.Map(p + "A_log", {din, n}, [](float v) { return -std::exp(v); }, channels));
+  TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {din}, channels));
+  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din, channels.Along(1)));
   return m;
 }
 
@@ -74,6 +80,8 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   // x_proj → dt ‖ B ‖ C, each RMS-normalised (Jamba's inner norms), then dt_proj without bias.
   float* p = ctx.ws.Floats(rows * p_width);
   ops.Linear(u, din, rows, x_proj_, nullptr, p, p_width);
+  // dt, B and C read every inner channel: the workers' partial products are added up.
+  ctx.AllReduce(p, rows * p_width);
   float* pn = ctx.ws.Floats(rows * p_width);
   ops.RmsNorm(p, p_width, rows, r, dt_norm_, eps_, pn, p_width);
   ops.RmsNorm(p + r, p_width, rows, n, b_norm_, eps_, pn + r, p_width);
@@ -109,7 +117,7 @@ void Mamba1Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
     scan.sequences = ctx.sequences;
     ops.SelectiveScan(scan);
   }
-  ops.Linear(y, din, rows, out_proj_, out_proj_bias_, out, h);
+  ops.Linear(y, din, rows, out_proj_, ctx.adds_output_bias() ? out_proj_bias_ : nullptr, out, h);
 }
 
 }  // namespace tandem::models

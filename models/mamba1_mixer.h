@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "models/forward_context.h"
 #include "models/model_config.h"
+#include "models/tensor_parallel.h"
 #include "models/weight_store.h"
 
 namespace tandem::models {
@@ -15,10 +16,13 @@ namespace tandem::models {
 class Mamba1Mixer {
  public:
   // `prefix` is e.g. "model.layers.3.mamba."
+  // `config` is the full model's, of which a tensor-parallel `shard` keeps its share of the
+  // channels (models/tensor_parallel.h).
   static absl::StatusOr<Mamba1Mixer> Load(WeightStore& weights, const std::string& prefix,
-                                          const ModelConfig& config, int32_t ssm_index);
+                                          const ModelConfig& config, int32_t ssm_index,
+                                          const TensorShard& shard = {});
 
-  // x: [rows, H] normalised input; out: [rows, H].
+  // x: [rows, H] normalised input; out: [rows, H] (this worker's partial sum, when sharded).
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:

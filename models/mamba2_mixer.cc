@@ -8,28 +8,51 @@
 namespace tandem::models {
 
 absl::StatusOr<Mamba2Mixer> Mamba2Mixer::Load(WeightStore& w, const std::string& p,
-                                              const ModelConfig& config, int32_t ssm_index) {
+                                              const ModelConfig& config, int32_t ssm_index,
+                                              const TensorShard& shard) {
   Mamba2Mixer m;
-  m.dims_ = config.mamba2;
+  const Mamba2Dims& full = config.mamba2;
+  const ShardedMamba2 sharded = ShardMamba2(full, shard);
+  m.dims_ = sharded.dims;
+  m.norm_spans_ranks_ = sharded.norm_spans_ranks;
+  m.full_inner_ = sharded.full_inner;
   m.hidden_ = config.hidden_size;
   m.ssm_index_ = ssm_index;
-  const int64_t h = config.hidden_size, din = m.dims_.inner, heads = m.dims_.heads,
-                k = m.dims_.conv_kernel, conv = m.dims_.conv_channels(),
-                width = m.dims_.in_proj_width();
-  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Matrix(p + "in_proj.weight", width, h));
+  const int64_t h = config.hidden_size, din = full.inner, heads = full.heads,
+                k = full.conv_kernel, conv = full.conv_channels(), width = full.in_proj_width();
+  // This worker's share: its heads' channels of z and x, the B/C groups they read, their dt.
+  const TensorSlice inner = ShardSegments(shard, {din});
+  const TensorSlice head_values = ShardSegments(shard, {heads});
+  TensorSlice xbc;  // within xBC (the conv's channels); in_proj's rows are z ‖ xBC ‖ dt
+  if (shard.sharded()) {
+    const int64_t gn = int64_t{full.groups} * full.state_size;
+    const Mamba2GroupShare groups = Mamba2Groups(full, shard);
+    const int64_t b0 = din + int64_t{groups.first} * full.state_size,
+                  bn = int64_t{groups.count} * full.state_size;
+    xbc.ranges = {inner.ranges[0], {b0, b0 + bn}, {b0 + gn, b0 + gn + bn}};
+  }
+  TensorSlice in_rows;
+  if (shard.sharded()) {
+    in_rows.ranges.push_back(inner.ranges[0]);
+    for (const auto& [begin, end] : xbc.ranges) in_rows.ranges.emplace_back(din + begin, din + end);
+    const auto& [h0, h1] = head_values.ranges[0];
+    in_rows.ranges.emplace_back(din + conv + h0, din + conv + h1);
+  }
+  TANDEM_ASSIGN_OR_RETURN(m.in_proj_, w.Matrix(p + "in_proj.weight", width, h, in_rows));
   if (m.dims_.proj_bias) {
-    TANDEM_ASSIGN_OR_RETURN(m.in_proj_bias_, w.Get(p + "in_proj.bias", {width}));
+    TANDEM_ASSIGN_OR_RETURN(m.in_proj_bias_, w.Get(p + "in_proj.bias", {width}, in_rows));
     TANDEM_ASSIGN_OR_RETURN(m.out_proj_bias_, w.Get(p + "out_proj.bias", {h}));
   }
-  TANDEM_ASSIGN_OR_RETURN(m.conv_weight_, w.Get(p + "conv1d.weight", {conv, 1, k}));
+  TANDEM_ASSIGN_OR_RETURN(m.conv_weight_, w.Get(p + "conv1d.weight", {conv, 1, k}, xbc));
   if (m.dims_.conv_bias) {
-    TANDEM_ASSIGN_OR_RETURN(m.conv_bias_, w.Get(p + "conv1d.bias", {conv}));
+    TANDEM_ASSIGN_OR_RETURN(m.conv_bias_, w.Get(p + "conv1d.bias", {conv}, xbc));
   }
-  TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_bias", {heads}));
-  TANDEM_ASSIGN_OR_RETURN(m.a_, w.Map(p + "A_log", {heads}, [](float v) { return -std::exp(v); }));
-  TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {heads}));
-  TANDEM_ASSIGN_OR_RETURN(m.norm_, w.Get(p + "norm.weight", {din}));
-  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din));
+  TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_bias", {heads}, head_values));
+  TANDEM_ASSIGN_OR_RETURN(
+      m.a_, w.Map(p + "A_log", {heads}, [](float v) { return -std::exp(v); }, head_values));
+  TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {heads}, head_values));
+  TANDEM_ASSIGN_OR_RETURN(m.norm_, w.Get(p + "norm.weight", {din}, inner));
+  TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din, inner.Along(1)));
   return m;
 }
 
@@ -96,9 +119,19 @@ void Mamba2Mixer::Forward(const ForwardContext& ctx, const float* x, float* out)
   }
 
   float* normed = ctx.ws.Floats(rows * din);
-  ops.GatedRmsNorm(y, din, zxbcdt, width, rows, din, dims_.norm_groups, norm_, dims_.norm_eps,
-                   normed, din);
-  ops.Linear(normed, din, rows, out_proj_, out_proj_bias_, out, h);
+  if (norm_spans_ranks_) {
+    // y ⊙ silu(z), normalised by its squares summed over every worker's channels.
+    ops.GatedActivation(kernels::Activation::kSilu, zxbcdt, width, y, din, rows, din, normed, din);
+    float* sums = ctx.ws.Floats(rows);
+    ops.RowSquareSums(normed, din, rows, din, sums);
+    ctx.AllReduce(sums, rows);
+    ops.RmsNormBySums(normed, din, rows, din, sums, full_inner_, norm_, dims_.norm_eps);
+  } else {
+    ops.GatedRmsNorm(y, din, zxbcdt, width, rows, din, dims_.norm_groups, norm_, dims_.norm_eps,
+                     normed, din);
+  }
+  ops.Linear(normed, din, rows, out_proj_, ctx.adds_output_bias() ? out_proj_bias_ : nullptr, out,
+             h);
 }
 
 }  // namespace tandem::models

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "models/forward_context.h"
 #include "models/model_config.h"
+#include "models/tensor_parallel.h"
 #include "models/weight_store.h"
 
 namespace tandem::models {
@@ -16,14 +17,21 @@ namespace tandem::models {
 class Mamba2Mixer {
  public:
   // `prefix` is e.g. "backbone.layers.3.mixer." or "model.layers.3.mamba."
+  // `config` is the full model's, of which a tensor-parallel `shard` keeps its share of the
+  // channels (models/tensor_parallel.h).
   static absl::StatusOr<Mamba2Mixer> Load(WeightStore& weights, const std::string& prefix,
-                                          const ModelConfig& config, int32_t ssm_index);
+                                          const ModelConfig& config, int32_t ssm_index,
+                                          const TensorShard& shard = {});
 
-  // x: [rows, H] normalised input; out: [rows, H].
+  // x: [rows, H] normalised input; out: [rows, H] (this worker's partial sum, when sharded).
   void Forward(const ForwardContext& ctx, const float* x, float* out) const;
 
  private:
   Mamba2Dims dims_;
+  // A gated norm over channels spread across tensor-parallel workers: its statistic is summed
+  // across them, over all full_inner_ channels.
+  bool norm_spans_ranks_ = false;
+  int32_t full_inner_ = 0;
   int32_t hidden_ = 0;
   int32_t ssm_index_ = 0;
   kernels::WeightMatrix in_proj_;  // [2·din + 2gN + heads, H]

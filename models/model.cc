@@ -169,14 +169,21 @@ PassTables BuildPassTables(kernels::Ops& ops, kernels::Workspace& ws, kernels::W
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
-                                                   const LoadOptions& options) {
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config,
+                                                     const LoadOptions& options) {
   if (options.page_tokens <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("page size must be positive, got ", options.page_tokens));
   }
+  TANDEM_ASSIGN_OR_RETURN(const ModelConfig shard_config, ShardConfig(config, options.shard));
+  return std::unique_ptr<Model>(
+      new Model(std::move(config), shard_config, options.page_tokens, options.shard));
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
+                                                   const LoadOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir, options.config));
-  std::unique_ptr<Model> model(new Model(std::move(config), options.page_tokens));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Create(std::move(config), options));
   model->dir_ = dir;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::Open(dir));
   model->source_ = std::make_unique<CheckpointTensorSource>(std::move(checkpoint));
@@ -188,11 +195,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
 
 absl::StatusOr<std::unique_ptr<Model>> Model::CreateRandom(const ModelConfig& config, uint64_t seed,
                                                            const LoadOptions& options) {
-  if (options.page_tokens <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page size must be positive, got ", options.page_tokens));
-  }
-  std::unique_ptr<Model> model(new Model(config, options.page_tokens));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Create(config, options));
   model->dir_ = "(random weights)";
   model->source_ = std::make_unique<RandomTensorSource>(seed);
   model->weights_ =
@@ -204,6 +207,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::CreateRandom(const ModelConfig& co
 absl::Status Model::LoadWeights(const LoadOptions& options) {
   WeightStore& w = *weights_;
   const ModelConfig& c = config_;
+  const TensorShard& shard = shard_;
   const int64_t h = c.hidden_size, v = c.vocab_size;
   auto progress = [&](const std::string& what) {
     if (options.progress) options.progress(what);
@@ -245,7 +249,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
     const int32_t blocks = std::min<int32_t>(c.num_mem_blocks, c.hybrid_layer_ids.size());
     for (int32_t b = 0; b < blocks; ++b) {
       progress(absl::StrCat("shared block ", b + 1, "/", blocks));
-      TANDEM_ASSIGN_OR_RETURN(Zamba2SharedBlock block, Zamba2SharedBlock::Load(w, resolve, b, c));
+      TANDEM_ASSIGN_OR_RETURN(Zamba2SharedBlock block, Zamba2SharedBlock::Load(w, resolve, b, c, shard));
       shared_blocks_.push_back(std::move(block));
     }
   }
@@ -262,11 +266,12 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         TANDEM_RETURN_IF_ERROR(LoadMixer(w, base + "self_attn.", base + "mamba.", layer));
         TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm, w.Get(base + "pre_ff_layernorm.weight", {h}));
         if (layer.spec.ffn == FfnKind::kMoe) {
-          TANDEM_ASSIGN_OR_RETURN(layer.moe, MixtureOfExperts::Load(w, base + "feed_forward.", c));
+          TANDEM_ASSIGN_OR_RETURN(layer.moe,
+                                  MixtureOfExperts::Load(w, base + "feed_forward.", c, shard));
         } else {
           TANDEM_ASSIGN_OR_RETURN(layer.mlp,
                                   GatedMlp::Load(w, base + "feed_forward.", c.hidden_size,
-                                                 c.intermediate_size, c.ffn_activation));
+                                                 c.intermediate_size, c.ffn_activation, shard));
         }
         break;
       }
@@ -274,10 +279,11 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         const std::string mp = layer.spec.zamba2_hybrid ? base + "mamba_decoder." : base;
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(mp + "input_layernorm.weight", {h}));
         TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
-                                Mamba2Mixer::Load(w, mp + "mamba.", c, layer.spec.ssm_index));
+                                Mamba2Mixer::Load(w, mp + "mamba.", c, layer.spec.ssm_index, shard));
         if (layer.spec.zamba2_hybrid) {
           TANDEM_ASSIGN_OR_RETURN(layer.adapters, Zamba2SharedBlock::LoadAdapters(
-                                                      w, resolve, layer.spec.hybrid_position, c));
+                                                      w, resolve, layer.spec.hybrid_position, c,
+                                                      shard));
           TANDEM_ASSIGN_OR_RETURN(layer.hybrid_linear, w.Matrix(base + "linear.weight", h, h));
         }
         break;
@@ -286,7 +292,7 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         const std::string bp = absl::StrCat("backbone.layers.", i, ".");
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(bp + "norm.weight", {h}));
         TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
-                                Mamba2Mixer::Load(w, bp + "mixer.", c, layer.spec.ssm_index));
+                                Mamba2Mixer::Load(w, bp + "mixer.", c, layer.spec.ssm_index, shard));
         break;
       }
       case Family::kGraniteHybrid: {
@@ -296,11 +302,13 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
                                 w.Get(base + "post_attention_layernorm.weight", {h}));
         if (layer.spec.ffn == FfnKind::kMoe) {
           TANDEM_ASSIGN_OR_RETURN(layer.moe,
-                                  MixtureOfExperts::LoadStacked(w, base + "block_sparse_moe.", c));
+                                  MixtureOfExperts::LoadStacked(w, base + "block_sparse_moe.", c,
+                                                                shard));
         }
-        TANDEM_ASSIGN_OR_RETURN(
-            layer.shared_mlp, GatedMlp::LoadStacked(w, base + "shared_mlp.", c.hidden_size,
-                                                    c.shared_mlp_intermediate, c.ffn_activation));
+        TANDEM_ASSIGN_OR_RETURN(layer.shared_mlp,
+                                GatedMlp::LoadStacked(w, base + "shared_mlp.", c.hidden_size,
+                                                      c.shared_mlp_intermediate, c.ffn_activation,
+                                                      shard));
         break;
       }
       case Family::kNemotronH: {
@@ -312,16 +320,17 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         if (layer.spec.ffn == FfnKind::kMoe) {
           layer.ffn_norm = norm;
           TANDEM_ASSIGN_OR_RETURN(layer.moe,
-                                  MixtureOfExperts::LoadNemotronH(w, bp + "mixer.", c));
+                                  MixtureOfExperts::LoadNemotronH(w, bp + "mixer.", c, shard));
           TANDEM_ASSIGN_OR_RETURN(
               layer.shared_expert,
               PlainMlp::Load(w, bp + "mixer.shared_experts.", c.hidden_size,
-                             c.shared_mlp_intermediate, c.ffn_activation, c.ffn_bias));
+                             c.shared_mlp_intermediate, c.ffn_activation, c.ffn_bias, shard));
         } else if (layer.spec.mixer == MixerKind::kNone) {
           layer.ffn_norm = norm;
           TANDEM_ASSIGN_OR_RETURN(
-              layer.plain_mlp, PlainMlp::Load(w, bp + "mixer.", c.hidden_size,
-                                              c.intermediate_size, c.ffn_activation, c.ffn_bias));
+              layer.plain_mlp,
+              PlainMlp::Load(w, bp + "mixer.", c.hidden_size, c.intermediate_size,
+                             c.ffn_activation, c.ffn_bias, shard));
         } else {
           layer.input_norm = norm;
           TANDEM_RETURN_IF_ERROR(LoadMixer(w, bp + "mixer.", bp + "mixer.", layer));
@@ -362,18 +371,19 @@ absl::Status Model::LoadMixer(WeightStore& w, const std::string& attention_prefi
   const ModelConfig& c = config_;
   switch (layer.spec.mixer) {
     case MixerKind::kAttention: {
-      TANDEM_ASSIGN_OR_RETURN(layer.attention, AttentionLayer::Load(w, attention_prefix,
-                                                                    c.attention, c.hidden_size));
+      TANDEM_ASSIGN_OR_RETURN(layer.attention,
+                              AttentionLayer::Load(w, attention_prefix, c.attention, c.hidden_size,
+                                                   shard_));
       break;
     }
     case MixerKind::kMamba1: {
       TANDEM_ASSIGN_OR_RETURN(layer.mamba1,
-                              Mamba1Mixer::Load(w, ssm_prefix, c, layer.spec.ssm_index));
+                              Mamba1Mixer::Load(w, ssm_prefix, c, layer.spec.ssm_index, shard_));
       break;
     }
     case MixerKind::kMamba2: {
       TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
-                              Mamba2Mixer::Load(w, ssm_prefix, c, layer.spec.ssm_index));
+                              Mamba2Mixer::Load(w, ssm_prefix, c, layer.spec.ssm_index, shard_));
       break;
     }
     case MixerKind::kNone:
@@ -434,6 +444,14 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
                             std::span<const SequenceInput> batch, float* logits,
                             const ForwardOptions& options) const {
   TANDEM_RETURN_IF_ERROR(Validate(batch));
+  const kernels::Collectives* group = options.collectives;
+  if (shard_.sharded() != (group != nullptr) ||
+      (group != nullptr && (group->rank() != shard_.rank || group->ranks() != shard_.ranks))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a model holding tensor-parallel slice ", shard_.rank, " of ", shard_.ranks,
+        " runs with ", group == nullptr ? "no collectives" : "the collectives of worker ",
+        group == nullptr ? "" : absl::StrCat(group->rank(), " of ", group->ranks())));
+  }
   ws.Reset();
   kernels::Workspace& host = options.host_scratch != nullptr ? *options.host_scratch : ws;
   if (&host != &ws) host.Reset();
@@ -461,7 +479,8 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
                            tables.row_positions,
                            rows,
                            options.hydragen,
-                           options.stats};
+                           options.stats,
+                           options.collectives};
 
   // One gather for the whole batch (on a GPU, one upload and one launch).
   int32_t* ids = host.Array<int32_t>(rows);
@@ -486,6 +505,9 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
     ws.Rewind(mark);
     host.Rewind(host_mark);
   }
+
+  for (size_t s = 0; s < batch.size(); ++s) batch[s].state->tokens += segments[s].tokens;
+  if (logits == nullptr) return absl::OkStatus();
 
   // Final norm and LM head, only for the rows whose logits are wanted.
   const int64_t out_rows = LogitRows(batch);
@@ -514,8 +536,6 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   if (config_.logits_scaling != 1.0f) {
     ops.DivideRows(logits, v, out_rows, v, config_.logits_scaling);
   }
-
-  for (size_t s = 0; s < batch.size(); ++s) batch[s].state->tokens += segments[s].tokens;
   return absl::OkStatus();
 }
 
@@ -541,6 +561,7 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
     float* shared = ctx.ws.Floats(rows * h);
     shared_blocks_[layer.spec.shared_block].Forward(ctx, hidden, embedding, layer.adapters,
                                                     layer.spec.attention_index, shared);
+    ctx.AllReduce(shared, rows * h);
     float* projected = ctx.ws.Floats(rows * h);
     ops.Linear(shared, h, rows, layer.hybrid_linear, nullptr, projected, h);
     ops.AddRows(hidden, h, rows, h, projected, h);
@@ -557,6 +578,7 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
     } else {
       layer.mamba2->Forward(ctx, x, mixed);
     }
+    ctx.AllReduce(mixed, rows * h);
     add_into_hidden(mixed);
   }
 
@@ -585,6 +607,7 @@ void Model::RunLayer(const DecoderLayer& layer, const ForwardContext& ctx, float
     } else {
       layer.mlp->Forward(ctx, x, mixed);
     }
+    ctx.AllReduce(mixed, rows * h);
     add_into_hidden(mixed);
   }
 }

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/collectives.h"
 #include "kernels/ops.h"
 #include "kernels/workspace.h"
 #include "models/attention_layer.h"
@@ -28,6 +29,7 @@
 #include "models/mamba2_mixer.h"
 #include "models/model_config.h"
 #include "models/state_layout.h"
+#include "models/tensor_parallel.h"
 #include "models/tensor_source.h"
 #include "models/weight_store.h"
 #include "models/zamba2_shared_block.h"
@@ -44,6 +46,8 @@ struct LoadOptions {
   TensorPlacer* placer = nullptr;
   // Called with a short description of each loading step ("layer 3/32", ...), for progress.
   std::function<void(const std::string&)> progress;
+  // The slice of the model this worker holds (models/tensor_parallel.h); all of it by default.
+  TensorShard shard;
 };
 
 // One sequence's part of a forward pass: its state, the new tokens to run, where to copy the SSM
@@ -63,6 +67,9 @@ struct ForwardOptions {
   // Host scratch for the layer graph's own tables (ForwardContext::host), when `ws` is a
   // device's memory; null = `ws` serves both, as on the CPU.
   kernels::Workspace* host_scratch = nullptr;
+  // A sharded model's link to the other workers, which run the same batch at the same time,
+  // each on its own slice and state (required exactly when the model is sharded).
+  kernels::Collectives* collectives = nullptr;
 };
 
 class Model {
@@ -76,7 +83,11 @@ class Model {
                                                              uint64_t seed,
                                                              const LoadOptions& options = {});
 
+  // The whole model's configuration, whichever slice of it this object holds.
   const ModelConfig& config() const { return config_; }
+  // This worker's slice (all of the model unless loaded with LoadOptions::shard).
+  const TensorShard& shard() const { return shard_; }
+  // Its state: a sharded worker's KV pages and SSM blocks hold its share of the heads.
   const StateLayout& layout() const { return layout_; }
   const std::string& dir() const { return dir_; }
   size_t weight_bytes() const { return weights_->bytes(); }
@@ -93,7 +104,8 @@ class Model {
 
   // Runs every sequence's new tokens, appending them to its state (KV pages must already exist
   // for the new positions; the SSM block must hold the state after state->tokens tokens, zeroed
-  // for a new sequence). Writes LogitRows(batch) × vocab logits, in batch order.
+  // for a new sequence). Writes LogitRows(batch) × vocab logits, in batch order, unless
+  // `logits` is null (a tensor-parallel worker other than the one that samples).
   // INVALID_ARGUMENT for out-of-vocabulary ids or bad snapshot positions, FAILED_PRECONDITION
   // for missing pages or SSM block; on error no state has been modified.
   [[nodiscard]] absl::Status Forward(kernels::Ops& ops, kernels::Workspace& ws,
@@ -120,8 +132,13 @@ class Model {
     kernels::WeightMatrix hybrid_linear;
   };
 
-  Model(ModelConfig config, int32_t page_tokens)
-      : config_(std::move(config)), layout_(config_, page_tokens) {}
+  // `config` is the whole model's; `shard_config` its slice's (ShardConfig), which lays out
+  // the state.
+  Model(ModelConfig config, const ModelConfig& shard_config, int32_t page_tokens,
+        TensorShard shard)
+      : config_(std::move(config)), shard_(shard), layout_(shard_config, page_tokens) {}
+  static absl::StatusOr<std::unique_ptr<Model>> Create(ModelConfig config,
+                                                       const LoadOptions& options);
   absl::Status LoadWeights(const LoadOptions& options);
   // The layer's mixer, as its spec says: attention under `attention_prefix`, or the SSM mixer
   // under `ssm_prefix` (Jamba and Granite layers hold one or the other).
@@ -133,6 +150,7 @@ class Model {
 
   std::string dir_;
   ModelConfig config_;
+  TensorShard shard_;
   StateLayout layout_;
   std::unique_ptr<TensorSource> source_;
   std::unique_ptr<WeightStore> weights_;

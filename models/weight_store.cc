@@ -44,9 +44,49 @@ std::string_view WeightStorageName(WeightStorage storage) {
   return "?";
 }
 
+absl::StatusOr<FloatTensor> WeightStore::LoadFloat(const std::string& name,
+                                                   const std::vector<int64_t>& shape,
+                                                   const TensorSlice& slice) const {
+  absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
+  if (!t.ok() || slice.whole()) return t;
+  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShape(shape, slice);
+  if (!sliced.ok()) {
+    return absl::InternalError(absl::StrCat("tensor \"", name, "\": ", sliced.status().message()));
+  }
+  int64_t count = 1;
+  for (int64_t d : *sliced) count *= d;
+  std::vector<float> kept(static_cast<size_t>(count));
+  CopySlice(reinterpret_cast<const uint8_t*>(t->data().data()), shape, sizeof(float), slice,
+            reinterpret_cast<uint8_t*>(kept.data()));
+  return FloatTensor(*std::move(sliced), std::move(kept));
+}
+
+absl::StatusOr<RawTensor> WeightStore::LoadRaw(const std::string& name,
+                                               const std::vector<int64_t>& shape,
+                                               const TensorSlice& slice) {
+  absl::StatusOr<RawTensor> raw = source_.LoadRaw(name, shape);
+  if (!raw.ok() || slice.whole()) return raw;
+  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShape(shape, slice);
+  if (!sliced.ok()) {
+    return absl::InternalError(absl::StrCat("tensor \"", name, "\": ", sliced.status().message()));
+  }
+  int64_t count = 1;
+  for (int64_t d : *sliced) count *= d;
+  const size_t element = DTypeSize(raw->dtype);
+  std::vector<uint8_t> kept(static_cast<size_t>(count) * element);
+  CopySlice(raw->bytes.data(), shape, element, slice, kept.data());
+  owned_bytes_.push_back(std::move(kept));
+  RawTensor out;
+  out.dtype = raw->dtype;
+  out.shape = *std::move(sliced);
+  out.bytes = owned_bytes_.back();
+  return out;
+}
+
 absl::StatusOr<const float*> WeightStore::Get(const std::string& name,
-                                              std::initializer_list<int64_t> shape) {
-  absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, std::vector<int64_t>(shape));
+                                              std::initializer_list<int64_t> shape,
+                                              const TensorSlice& slice) {
+  absl::StatusOr<FloatTensor> t = LoadFloat(name, std::vector<int64_t>(shape), slice);
   if (!t.ok()) return t.status();
   bytes_ += t->num_elements() * sizeof(float);
   parameters_ += t->num_elements();
@@ -117,23 +157,26 @@ WeightFormat WeightStore::FormatFor(WeightStorage storage, DType stored) {
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::Matrix(const std::string& name, int64_t rows,
-                                                 int64_t cols) {
-  absl::StatusOr<WeightMatrix> m = MatrixIn(storage_, name, {rows, cols});
+                                                 int64_t cols, const TensorSlice& slice) {
+  absl::StatusOr<WeightMatrix> m = MatrixIn(storage_, name, {rows, cols}, slice);
   if (!m.ok()) return m.status();
   return Placed(*m);
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::ExactMatrix(const std::string& name, int64_t rows,
-                                                      int64_t cols) {
-  absl::StatusOr<WeightMatrix> m = MatrixIn(WeightStorage::kAuto, name, {rows, cols});
+                                                      int64_t cols, const TensorSlice& slice) {
+  absl::StatusOr<WeightMatrix> m = MatrixIn(WeightStorage::kAuto, name, {rows, cols}, slice);
   if (!m.ok()) return m.status();
   return Placed(*m);
 }
 
 absl::StatusOr<std::vector<WeightMatrix>> WeightStore::Matrices(const std::string& name,
                                                                 int64_t count, int64_t rows,
-                                                                int64_t cols) {
-  absl::StatusOr<WeightMatrix> stacked = MatrixIn(storage_, name, {count, rows, cols});
+                                                                int64_t cols,
+                                                                const TensorSlice& slice) {
+  absl::StatusOr<WeightMatrix> stacked = MatrixIn(storage_, name, {count, rows, cols}, slice);
+  if (!slice.whole() && slice.dim == 1) rows = slice.kept();
+  if (!slice.whole() && slice.dim == 2) cols = slice.kept();
   if (!stacked.ok()) return stacked.status();
   absl::StatusOr<WeightMatrix> placed = Placed(*stacked);
   if (!placed.ok()) return placed.status();
@@ -153,22 +196,29 @@ absl::StatusOr<std::vector<WeightMatrix>> WeightStore::Matrices(const std::strin
 
 absl::StatusOr<WeightMatrix> WeightStore::Embedding(const std::string& name, int64_t rows,
                                                     int64_t cols) {
-  absl::StatusOr<WeightMatrix> m = MatrixIn(
-      storage_ == WeightStorage::kInt8 ? WeightStorage::kAuto : storage_, name, {rows, cols});
+  absl::StatusOr<WeightMatrix> m =
+      MatrixIn(storage_ == WeightStorage::kInt8 ? WeightStorage::kAuto : storage_, name,
+               {rows, cols}, TensorSlice{});
   if (!m.ok()) return m.status();
   return Placed(*m);
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const std::string& name,
-                                                   const std::vector<int64_t>& shape) {
+                                                   const std::vector<int64_t>& full_shape,
+                                                   const TensorSlice& slice) {
   absl::StatusOr<DType> stored = source_.StoredDType(name);
   if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShape(full_shape, slice);
+  if (!sliced.ok()) {
+    return absl::InternalError(absl::StrCat("tensor \"", name, "\": ", sliced.status().message()));
+  }
+  const std::vector<int64_t>& shape = *sliced;
   const WeightFormat format = FormatFor(storage, *stored);
   const int64_t cols = shape.back();
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < shape.size(); ++d) rows *= shape[d];
   if (format == WeightFormat::kF32) {
-    absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
+    absl::StatusOr<FloatTensor> t = LoadFloat(name, full_shape, slice);
     if (!t.ok()) return t.status();
     bytes_ += t->num_elements() * sizeof(float);
     parameters_ += t->num_elements();
@@ -179,7 +229,7 @@ absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const 
                           (format == WeightFormat::kF16 && *stored == DType::kF16);
   if (same_16bit) {
     // Kept as stored, in the file mapping: no copy, and the page cache holds it only once.
-    absl::StatusOr<RawTensor> raw = source_.LoadRaw(name, shape);
+    absl::StatusOr<RawTensor> raw = LoadRaw(name, full_shape, slice);
     if (!raw.ok()) return raw.status();
     raw_.push_back(*std::move(raw));
     const WeightMatrix m{format, raw_.back().bytes.data(), nullptr, rows, cols};
@@ -187,7 +237,7 @@ absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const 
     parameters_ += rows * cols;
     return m;
   }
-  absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
+  absl::StatusOr<FloatTensor> t = LoadFloat(name, full_shape, slice);
   if (!t.ok()) return t.status();
   return Own(absl::StrCat("tensor \"", name, "\""), std::move(*t).TakeVector(), rows, cols, format);
 }
@@ -234,20 +284,30 @@ absl::StatusOr<WeightMatrix> WeightStore::SecondCopy(const std::string& name, in
 }
 
 absl::StatusOr<WeightMatrix> WeightStore::Stack(const std::vector<Part>& parts, int64_t cols) {
-  int64_t rows = 0;
-  for (const Part& p : parts) rows += p.rows;
-  std::vector<float> out(static_cast<size_t>(rows * cols));
-  int64_t row = 0;
+  // Parts cut along their columns must agree on the width kept.
+  int64_t rows = 0, kept_cols = cols;
+  for (const Part& p : parts) {
+    const bool by_rows = p.slice.whole() || p.slice.dim == 0;
+    rows += by_rows && !p.slice.whole() ? p.slice.kept() : p.rows;
+    if (!by_rows) kept_cols = p.slice.kept();
+  }
+  std::vector<float> out(static_cast<size_t>(rows * kept_cols));
+  size_t at = 0;
   std::vector<DType> stored;
   for (const Part& p : parts) {
     absl::StatusOr<DType> dtype = source_.StoredDType(p.name);
     if (!dtype.ok()) return dtype.status();
     stored.push_back(*dtype);
-    absl::StatusOr<FloatTensor> t = source_.LoadFloat(p.name, std::vector<int64_t>{p.rows, cols});
+    absl::StatusOr<FloatTensor> t = LoadFloat(p.name, std::vector<int64_t>{p.rows, cols}, p.slice);
     if (!t.ok()) return t.status();
-    std::copy(t->data().begin(), t->data().end(), out.begin() + row * cols);
-    row += p.rows;
+    if (t->dim(1) != kept_cols || at + t->data().size() > out.size()) {
+      return absl::InternalError(absl::StrCat("stack of \"", p.name,
+                                              "\": parts kept different widths"));
+    }
+    std::copy(t->data().begin(), t->data().end(), out.begin() + static_cast<ptrdiff_t>(at));
+    at += t->data().size();
   }
+  const int64_t stack_cols = kept_cols;
   // Mixed stored formats (unusual) stack in fp32 under kAuto: nothing is rounded.
   const bool uniform = std::all_of(stored.begin(), stored.end(),
                                    [&](DType d) { return d == stored.front(); });
@@ -257,15 +317,16 @@ absl::StatusOr<WeightMatrix> WeightStore::Stack(const std::vector<Part>& parts, 
   absl::StatusOr<WeightMatrix> stack =
       Own(absl::StrCat("stack of \"", parts.empty() ? std::string() : parts.front().name,
                        "\" and ", parts.size() - 1, " more"),
-          std::move(out), rows, cols, format);
+          std::move(out), rows, stack_cols, format);
   if (!stack.ok()) return stack.status();
   return Placed(*stack);
 }
 
 absl::StatusOr<const float*> WeightStore::Map(const std::string& name,
                                               std::initializer_list<int64_t> shape,
-                                              const std::function<float(float)>& fn) {
-  absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, std::vector<int64_t>(shape));
+                                              const std::function<float(float)>& fn,
+                                              const TensorSlice& slice) {
+  absl::StatusOr<FloatTensor> t = LoadFloat(name, std::vector<int64_t>(shape), slice);
   if (!t.ok()) return t.status();
   std::vector<float> out(t->data().begin(), t->data().end());
   for (float& v : out) v = fn(v);

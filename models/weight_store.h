@@ -11,10 +11,12 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/weight_matrix.h"
+#include "models/tensor_parallel.h"
 #include "models/tensor_source.h"
 
 namespace tandem::models {
@@ -42,6 +44,8 @@ enum class WeightStorage {
 absl::StatusOr<WeightStorage> ParseWeightStorage(std::string_view name);
 std::string_view WeightStorageName(WeightStorage storage);
 
+// Every getter takes the tensor's full shape as stored; with a TensorSlice (tensor parallelism:
+// models/tensor_parallel.h) it keeps only that part, in memory of its own.
 class WeightStore {
  public:
   // `placer` (may be null: tensors stay on the host) must outlive the store.
@@ -55,23 +59,26 @@ class WeightStore {
   const TensorPlacer* placer() const { return placer_; }
 
   // The tensor `name` with exactly `shape`, as fp32; errors name the file and tensor.
-  absl::StatusOr<const float*> Get(const std::string& name, std::initializer_list<int64_t> shape);
+  absl::StatusOr<const float*> Get(const std::string& name, std::initializer_list<int64_t> shape,
+                                   const TensorSlice& slice = {});
 
   // The [rows, cols] matrix `name` in the store's weight storage.
   absl::StatusOr<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows,
-                                               int64_t cols);
+                                               int64_t cols, const TensorSlice& slice = {});
 
   // The [rows, cols] matrix `name` in the checkpoint's own format (kAuto) whatever the store's
   // storage: a matrix whose rounding would change decisions rather than values (Nemotron 3's
   // router, which transformers keeps in fp32 even in a bf16 model).
   absl::StatusOr<kernels::WeightMatrix> ExactMatrix(const std::string& name, int64_t rows,
-                                                    int64_t cols);
+                                                    int64_t cols, const TensorSlice& slice = {});
 
   // `count` matrices [rows, cols] stored as one [count, rows, cols] tensor (Granite's experts),
   // kept as one [count·rows, cols] matrix in the store's weight storage: one view per matrix.
+  // A slice cuts each matrix alike (its dim counts the leading `count` dimension).
   absl::StatusOr<std::vector<kernels::WeightMatrix>> Matrices(const std::string& name,
                                                               int64_t count, int64_t rows,
-                                                              int64_t cols);
+                                                              int64_t cols,
+                                                              const TensorSlice& slice = {});
 
   // An embedding table [rows, cols]: rows are gathered, not multiplied, so it is never int8.
   absl::StatusOr<kernels::WeightMatrix> Embedding(const std::string& name, int64_t rows,
@@ -87,14 +94,18 @@ class WeightStore {
   // [rows_i, cols] with the same cols. With kAuto storage the stack keeps the parts' stored
   // format when they share one.
   struct Part {
+    Part(std::string name, int64_t rows, TensorSlice slice = {})
+        : name(std::move(name)), rows(rows), slice(std::move(slice)) {}
     std::string name;
-    int64_t rows;
+    int64_t rows;       // as stored
+    TensorSlice slice;  // the part kept (rows or columns), all of it by default
   };
   absl::StatusOr<kernels::WeightMatrix> Stack(const std::vector<Part>& parts, int64_t cols);
 
   // The tensor transformed element-wise into owned memory (e.g. A = -exp(A_log)).
   absl::StatusOr<const float*> Map(const std::string& name, std::initializer_list<int64_t> shape,
-                                   const std::function<float(float)>& fn);
+                                   const std::function<float(float)>& fn,
+                                   const TensorSlice& slice = {});
 
   // Bytes of weights held (borrowed or owned), for the bandwidth figures of the benchmarks.
   size_t bytes() const { return bytes_; }
@@ -109,9 +120,17 @@ class WeightStore {
  private:
   // The format a tensor stored as `stored` is kept in under `storage`.
   static kernels::WeightFormat FormatFor(WeightStorage storage, DType stored);
-  // The tensor `name` of `shape` as the matrix [product of all but the last dim, last dim].
+  // The tensor `name` of `shape` (sliced) as the matrix [product of all but the last dim, last
+  // dim].
   absl::StatusOr<kernels::WeightMatrix> MatrixIn(WeightStorage storage, const std::string& name,
-                                                 const std::vector<int64_t>& shape);
+                                                 const std::vector<int64_t>& shape,
+                                                 const TensorSlice& slice);
+  // The source's tensors, cut to `slice` (a copy) unless it is whole.
+  absl::StatusOr<FloatTensor> LoadFloat(const std::string& name,
+                                        const std::vector<int64_t>& shape,
+                                        const TensorSlice& slice) const;
+  absl::StatusOr<RawTensor> LoadRaw(const std::string& name, const std::vector<int64_t>& shape,
+                                    const TensorSlice& slice);
   // Where the layers read `host` from: itself, or its placed copy (after which, with a placer,
   // the host copies are freed: every public method returns placed tensors only).
   absl::StatusOr<const float*> Placed(const float* host, size_t floats);

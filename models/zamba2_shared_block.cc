@@ -24,10 +24,11 @@ absl::StatusOr<std::string> Require(const SharedTensorResolver& resolve, int32_t
 
 absl::StatusOr<Zamba2SharedBlock> Zamba2SharedBlock::Load(WeightStore& w,
                                                           const SharedTensorResolver& resolve,
-                                                          int32_t b, const ModelConfig& config) {
+                                                          int32_t b, const ModelConfig& config,
+                                                          const TensorShard& shard) {
   Zamba2SharedBlock block;
   block.hidden_ = config.hidden_size;
-  block.intermediate_ = config.intermediate_size;
+  block.intermediate_ = config.intermediate_size / shard.ranks;
   block.eps_ = config.rms_norm_eps;
   block.act_ = config.ffn_activation;
   const int64_t h = config.hidden_size, i = config.intermediate_size;
@@ -38,20 +39,22 @@ absl::StatusOr<Zamba2SharedBlock> Zamba2SharedBlock::Load(WeightStore& w,
   // All attention tensors of the block share the prefix of its q_proj.
   const std::string attn_prefix = name.substr(0, name.size() - std::strlen("q_proj.weight"));
   TANDEM_ASSIGN_OR_RETURN(
-      block.attention_, AttentionLayer::Load(w, attn_prefix, config.attention, config.hidden_size));
+      block.attention_,
+      AttentionLayer::Load(w, attn_prefix, config.attention, config.hidden_size, shard));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "pre_ff_layernorm.weight"));
   TANDEM_ASSIGN_OR_RETURN(block.pre_ff_norm_, w.Get(name, {h}));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "feed_forward.gate_up_proj.weight"));
-  TANDEM_ASSIGN_OR_RETURN(block.gate_up_, w.Matrix(name, 2 * i, h));
+  TANDEM_ASSIGN_OR_RETURN(block.gate_up_, w.Matrix(name, 2 * i, h, ShardSegments(shard, {i, i})));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "feed_forward.down_proj.weight"));
-  TANDEM_ASSIGN_OR_RETURN(block.down_, w.Matrix(name, h, i));
+  TANDEM_ASSIGN_OR_RETURN(block.down_, w.Matrix(name, h, i, ShardSegments(shard, {i}, 1)));
   return block;
 }
 
 absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
                                                                const SharedTensorResolver& resolve,
                                                                int32_t k,
-                                                               const ModelConfig& config) {
+                                                               const ModelConfig& config,
+                                                               const TensorShard& shard) {
   Zamba2Adapters a;
   const int32_t b = k % config.num_mem_blocks;
   const int64_t h = config.hidden_size, i = config.intermediate_size, r = config.adapter_rank;
@@ -61,7 +64,7 @@ absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, mlp + "0.weight"));
   TANDEM_ASSIGN_OR_RETURN(a.mlp_down, w.Matrix(name, r, h));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, mlp + "1.weight"));
-  TANDEM_ASSIGN_OR_RETURN(a.mlp_up, w.Matrix(name, 2 * i, r));
+  TANDEM_ASSIGN_OR_RETURN(a.mlp_up, w.Matrix(name, 2 * i, r, ShardSegments(shard, {i, i})));
 
   if (config.attention_adapter) {
     const AttentionDims& d = config.attention;
@@ -77,7 +80,8 @@ absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "0.weight"));
       down_parts.push_back({name, r});
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "1.weight"));
-      TANDEM_ASSIGN_OR_RETURN(qkv.up[j], w.Matrix(name, widths[j], r));
+      TANDEM_ASSIGN_OR_RETURN(qkv.up[j],
+                              w.Matrix(name, widths[j], r, ShardSegments(shard, {widths[j]})));
     }
     TANDEM_ASSIGN_OR_RETURN(qkv.down, w.Stack(down_parts, d.input_width));
     a.attention = qkv;
@@ -101,6 +105,7 @@ void Zamba2SharedBlock::Forward(const ForwardContext& ctx, const float* hidden,
   float* attn = ctx.ws.Floats(rows * h);
   attention_.Forward(ctx, cn, adapters.attention ? &*adapters.attention : nullptr, attention_index,
                      attn);
+  ctx.AllReduce(attn, rows * h);
   float* a = ctx.ws.Floats(rows * h);
   ops.RmsNorm(attn, h, rows, h, pre_ff_norm_, eps_, a, h);
 

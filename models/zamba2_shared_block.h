@@ -31,14 +31,19 @@ using SharedTensorResolver = std::function<std::string(int32_t block, const std:
 
 class Zamba2SharedBlock {
  public:
+  // `config` is the full model's; a tensor-parallel `shard` keeps its share of the attention
+  // heads and MLP channels (models/tensor_parallel.h).
   static absl::StatusOr<Zamba2SharedBlock> Load(WeightStore& weights,
                                                 const SharedTensorResolver& resolve, int32_t block,
-                                                const ModelConfig& config);
+                                                const ModelConfig& config,
+                                                const TensorShard& shard = {});
   static absl::StatusOr<Zamba2Adapters> LoadAdapters(WeightStore& weights,
                                                      const SharedTensorResolver& resolve,
-                                                     int32_t position, const ModelConfig& config);
+                                                     int32_t position, const ModelConfig& config,
+                                                     const TensorShard& shard = {});
 
-  // hidden, embedding: [rows, H]; out: [rows, H] (before the hybrid layer's own `linear`).
+  // hidden, embedding: [rows, H]; out: [rows, H] (before the hybrid layer's own `linear`; this
+  // worker's partial sum, when sharded).
   void Forward(const ForwardContext& ctx, const float* hidden, const float* embedding,
                const Zamba2Adapters& adapters, int32_t attention_index, float* out) const;
 

@@ -470,6 +470,16 @@ void CudaOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t
                               ld_out);
 }
 
+void CudaOps::RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                            float* sums) {
+  Launch<&cuda::RowSquareSums>("RowSquareSums", x, ld_x, rows, cols, sums);
+}
+
+void CudaOps::RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols, const float* sums,
+                            int64_t count, const float* weight, float eps) {
+  Launch<&cuda::RmsNormBySums>("RmsNormBySums", x, ld_x, rows, cols, sums, count, weight, eps);
+}
+
 void CudaOps::Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
                    int64_t start_pos, float theta) {
   Launch<&cuda::Rope>("Rope", x, ld_x, tokens, heads, head_dim, start_pos,

@@ -143,6 +143,10 @@ class CudaOps final : public Ops {
   void GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t ld_z, int64_t rows,
                     int64_t dim, int32_t groups, const float* weight, float eps, float* out,
                     int64_t ld_out) override;
+  void RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                     float* sums) override;
+  void RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols, const float* sums,
+                     int64_t count, const float* weight, float eps) override;
   void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
             int64_t start_pos, float theta) override;
   void RopeAt(float* x, int64_t ld_x, int64_t rows, int32_t heads, int32_t head_dim,

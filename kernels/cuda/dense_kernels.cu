@@ -64,6 +64,23 @@ __global__ void RmsNormKernel(const float* x, int64_t ld_x, int64_t dim, const f
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) o[c] = weight[c] * (xr[c] * inv);
 }
 
+// One block per row: the row's sum of squares.
+__global__ void RowSquareSumsKernel(const float* x, int64_t ld_x, int64_t cols, float* sums) {
+  const float* xr = x + blockIdx.x * ld_x;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) ss += xr[c] * xr[c];
+  ss = BlockSum(ss);
+  if (threadIdx.x == 0) sums[blockIdx.x] = ss;
+}
+
+__global__ void RmsNormBySumsKernel(float* x, int64_t ld_x, int64_t cols, const float* sums,
+                                    int64_t count, const float* weight, float eps) {
+  float* xr = x + blockIdx.x * ld_x;
+  const float inv =
+      static_cast<float>(1.0 / sqrt(static_cast<double>(sums[blockIdx.x]) / count + eps));
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) xr[c] = weight[c] * (xr[c] * inv);
+}
+
 // One block per (row, group): v = y ⊙ silu(z) is recomputed in the second pass rather than
 // kept, so any group width fits.
 __global__ void GatedRmsNormKernel(const float* y, int64_t ld_y, const float* z, int64_t ld_z,
@@ -547,6 +564,24 @@ cudaError_t RmsNorm(cudaStream_t stream, const float* x, int64_t ld_x, int64_t r
   if (rows > INT32_MAX) return cudaErrorInvalidValue;
   RmsNormKernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(x, ld_x, dim, weight, eps,
                                                                           out, ld_out);
+  return cudaGetLastError();
+}
+
+cudaError_t RowSquareSums(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows,
+                          int64_t cols, float* sums) {
+  if (rows <= 0) return cudaSuccess;
+  if (rows > INT32_MAX) return cudaErrorInvalidValue;
+  RowSquareSumsKernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(x, ld_x, cols,
+                                                                               sums);
+  return cudaGetLastError();
+}
+
+cudaError_t RmsNormBySums(cudaStream_t stream, float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                          const float* sums, int64_t count, const float* weight, float eps) {
+  if (rows <= 0 || cols <= 0) return cudaSuccess;
+  if (rows > INT32_MAX) return cudaErrorInvalidValue;
+  RmsNormBySumsKernel<<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(
+      x, ld_x, cols, sums, count, weight, eps);
   return cudaGetLastError();
 }
 

@@ -43,6 +43,13 @@ cudaError_t GatedRmsNorm(cudaStream_t stream, const float* y, int64_t ld_y, cons
                          int64_t ld_z, int64_t rows, int64_t dim, int32_t groups,
                          const float* weight, float eps, float* out, int64_t ld_out);
 
+// sums[r] = Σ_c x[r,c]² (one block per row), and x[r,c] = weight[c] · x[r,c] / sqrt(sums[r] /
+// count + eps) in place: a norm whose row is spread over tensor-parallel workers.
+cudaError_t RowSquareSums(cudaStream_t stream, const float* x, int64_t ld_x, int64_t rows,
+                          int64_t cols, float* sums);
+cudaError_t RmsNormBySums(cudaStream_t stream, float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                          const float* sums, int64_t count, const float* weight, float eps);
+
 // In place; head_dim even, at most 1024. Row t is at position start_pos + t, or at positions[t]
 // (device memory) when that is given: a decode batch.
 cudaError_t Rope(cudaStream_t stream, float* x, int64_t ld_x, int64_t tokens, int32_t heads,

@@ -44,6 +44,38 @@ TEST(CudaDenseKernelsTest, RmsNormMatchesReference) {
   }
 }
 
+// A norm spread over tensor-parallel workers: the halves' sums of squares added, each half
+// normalised by them, is the whole row's RmsNorm.
+TEST(CudaDenseKernelsTest, SplitRmsNormMatchesTheWholeRow) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(21);
+  for (int64_t rows : {1, 3, 17}) {
+    for (int64_t half : {1, 31, 700, 2050}) {
+      const int64_t dim = 2 * half, ld = dim + 5;
+      const std::vector<float> x = rng.Uniform(rows * ld, -2, 2), w = rng.Uniform(dim);
+      std::vector<float> want(rows * ld, 0.0f);
+      ReferenceOps().RmsNorm(x.data(), ld, rows, dim, w.data(), 1e-6f, want.data(), ld);
+      auto dx = ToDevice(x), dw = ToDevice(w);
+      auto first = ToDevice(std::vector<float>(rows)), second = ToDevice(std::vector<float>(rows));
+      ASSERT_CUDA_OK(RowSquareSums(nullptr, dx.get(), ld, rows, half, first.get()));
+      ASSERT_CUDA_OK(RowSquareSums(nullptr, dx.get() + half, ld, rows, half, second.get()));
+      std::vector<float> sums = ToHost(first);
+      const std::vector<float> more = ToHost(second);
+      for (int64_t r = 0; r < rows; ++r) sums[r] += more[r];
+      auto dsums = ToDevice(sums);
+      ASSERT_CUDA_OK(RmsNormBySums(nullptr, dx.get(), ld, rows, half, dsums.get(), dim, dw.get(),
+                                   1e-6f));
+      ASSERT_CUDA_OK(RmsNormBySums(nullptr, dx.get() + half, ld, rows, half, dsums.get(), dim,
+                                   dw.get() + half, 1e-6f));
+      const std::vector<float> got = ToHost(dx);
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_TRUE(AllClose(got.data() + r * ld, want.data() + r * ld, dim, 1e-5f, 1e-5f))
+            << "rows=" << rows << " dim=" << dim;
+      }
+    }
+  }
+}
+
 TEST(CudaDenseKernelsTest, GatedRmsNormMatchesReference) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(2);

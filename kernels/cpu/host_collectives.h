@@ -1,0 +1,41 @@
+// Collectives between workers that are threads of one process, over host memory: the CPU's
+// tensor parallelism, and the reference the device collectives are checked against.
+#ifndef TANDEM_KERNELS_CPU_HOST_COLLECTIVES_H_
+#define TANDEM_KERNELS_CPU_HOST_COLLECTIVES_H_
+
+#include <barrier>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/collectives.h"
+
+namespace tandem::kernels {
+
+class HostCollectiveGroup {
+ public:
+  explicit HostCollectiveGroup(int32_t ranks);
+  HostCollectiveGroup(const HostCollectiveGroup&) = delete;
+  HostCollectiveGroup& operator=(const HostCollectiveGroup&) = delete;
+  ~HostCollectiveGroup();
+
+  int32_t ranks() const { return static_cast<int32_t>(members_.size()); }
+  // Worker `rank`'s end, to be used by one thread at a time.
+  Collectives& member(int32_t rank);
+
+ private:
+  class Member;
+  // Each worker sums its share of the elements over every worker's buffer (published between
+  // the two waits), then copies every share back into its own buffer: the work is split, the
+  // order of each sum is fixed.
+  void AllReduceSum(int32_t rank, float* data, int64_t count);
+
+  std::barrier<> barrier_;
+  std::vector<float*> published_;
+  std::vector<std::vector<float>> sums_;  // per worker: its share of the sums
+  std::vector<std::unique_ptr<Member>> members_;
+};
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_CPU_HOST_COLLECTIVES_H_
