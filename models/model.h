@@ -136,7 +136,9 @@ class Model {
   // the state.
   Model(ModelConfig config, const ModelConfig& shard_config, int32_t page_tokens,
         TensorShard shard)
-      : config_(std::move(config)), shard_(shard), layout_(shard_config, page_tokens) {}
+      : config_(std::move(config)),
+        shard_(shard),
+        layout_(shard_config, page_tokens, shard.ranks) {}
   static absl::StatusOr<std::unique_ptr<Model>> Create(ModelConfig config,
                                                        const LoadOptions& options);
   absl::Status LoadWeights(const LoadOptions& options);

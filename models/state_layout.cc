@@ -2,8 +2,9 @@
 
 namespace tandem::models {
 
-StateLayout::StateLayout(const ModelConfig& config, int32_t page_tokens)
+StateLayout::StateLayout(const ModelConfig& config, int32_t page_tokens, int32_t workers)
     : page_tokens_(page_tokens),
+      workers_(workers),
       num_attention_layers_(config.num_attention_layers),
       kv_heads_(config.attention.kv_heads),
       head_dim_(config.attention.head_dim) {

@@ -4,6 +4,9 @@
 //  - one SSM block: every SSM layer's conv state ([K-1, channels], the raw pre-conv inputs of the
 //    last K-1 tokens) and SSM state (fp32; [din, N] for Mamba-1, [heads, P, N] for Mamba-2).
 // A checkpoint of a sequence at position p is a copy of its SSM block taken after p tokens.
+// A tensor-parallel model's units hold every worker's part one after another (worker r's at
+// r × the worker's share), each part laid out like a whole unit of the worker's slice: one
+// allocation, one copy or one checkpoint covers every worker (engine/tensor_parallel_workers.h).
 #ifndef TANDEM_MODELS_STATE_LAYOUT_H_
 #define TANDEM_MODELS_STATE_LAYOUT_H_
 
@@ -25,13 +28,19 @@ struct SsmLayerState {
 
 class StateLayout {
  public:
-  StateLayout(const ModelConfig& config, int32_t page_tokens);
+  // `config` is one worker's slice (ShardConfig) of a model split over `workers`.
+  StateLayout(const ModelConfig& config, int32_t page_tokens, int32_t workers = 1);
 
   int32_t page_tokens() const { return page_tokens_; }
-  int64_t kv_page_floats() const { return kv_page_floats_; }
-  int64_t ssm_block_floats() const { return ssm_block_floats_; }
-  size_t kv_page_bytes() const { return kv_page_floats_ * sizeof(float); }
-  size_t ssm_block_bytes() const { return ssm_block_floats_ * sizeof(float); }
+  // Whole units, every worker's part included.
+  int64_t kv_page_floats() const { return kv_page_floats_ * workers_; }
+  int64_t ssm_block_floats() const { return ssm_block_floats_ * workers_; }
+  // One worker's part of each, where the next worker's begins.
+  int64_t worker_kv_page_floats() const { return kv_page_floats_; }
+  int64_t worker_ssm_block_floats() const { return ssm_block_floats_; }
+  int32_t workers() const { return workers_; }
+  size_t kv_page_bytes() const { return kv_page_floats() * sizeof(float); }
+  size_t ssm_block_bytes() const { return ssm_block_floats() * sizeof(float); }
   const SsmLayerState& ssm_layer(int32_t ssm_index) const { return ssm_layers_[ssm_index]; }
   int32_t num_attention_layers() const { return num_attention_layers_; }
 
@@ -41,6 +50,7 @@ class StateLayout {
 
  private:
   int32_t page_tokens_;
+  int32_t workers_;
   int32_t num_attention_layers_;
   int32_t kv_heads_;
   int32_t head_dim_;

@@ -3,8 +3,9 @@
 #ifndef TANDEM_KERNELS_CPU_HOST_COLLECTIVES_H_
 #define TANDEM_KERNELS_CPU_HOST_COLLECTIVES_H_
 
-#include <barrier>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <memory>
 #include <vector>
 
@@ -23,14 +24,28 @@ class HostCollectiveGroup {
   // Worker `rank`'s end, to be used by one thread at a time.
   Collectives& member(int32_t rank);
 
+  // A worker that cannot finish its pass (its scratch memory ran out, say) aborts the group:
+  // nobody waits for anybody any more, every collective returns at once with its buffer
+  // unsummed, and the pass's results are garbage for the caller to discard. Reset() makes the
+  // group usable again, once every worker has left the pass.
+  void Abort();
+  bool aborted() const;
+  void Reset();
+
  private:
   class Member;
   // Each worker sums its share of the elements over every worker's buffer (published between
   // the two waits), then copies every share back into its own buffer: the work is split, the
   // order of each sum is fixed.
   void AllReduceSum(int32_t rank, float* data, int64_t count);
+  // Until every worker has arrived (true), or the group is aborted (false).
+  bool Wait();
 
-  std::barrier<> barrier_;
+  mutable std::mutex mu_;
+  std::condition_variable arrived_;
+  int32_t waiting_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
   std::vector<float*> published_;
   std::vector<std::vector<float>> sums_;  // per worker: its share of the sums
   std::vector<std::unique_ptr<Member>> members_;

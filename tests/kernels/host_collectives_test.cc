@@ -61,6 +61,31 @@ TEST(HostCollectivesTest, EveryWorkerGetsTheSumInRankOrder) {
   }
 }
 
+TEST(HostCollectivesTest, AnAbortedGroupStopsWaitingAndCanBeReset) {
+  HostCollectiveGroup group(3);
+  std::vector<float> a = {1, 2}, b = {10, 20};
+  // Worker 2 never comes: worker 0 and 1 wait until the abort, their buffers untouched.
+  std::thread first([&] { group.member(0).AllReduceSum(a.data(), 2); });
+  std::thread second([&] { group.member(1).AllReduceSum(b.data(), 2); });
+  group.Abort();
+  first.join();
+  second.join();
+  EXPECT_TRUE(group.aborted());
+  EXPECT_EQ(a, (std::vector<float>{1, 2}));
+  group.member(2).AllReduceSum(a.data(), 2);  // returns at once
+  group.Reset();
+  EXPECT_FALSE(group.aborted());
+  std::vector<float> c = {100, 200};
+  std::thread t0([&] { group.member(0).AllReduceSum(a.data(), 2); });
+  std::thread t1([&] { group.member(1).AllReduceSum(b.data(), 2); });
+  group.member(2).AllReduceSum(c.data(), 2);
+  t0.join();
+  t1.join();
+  EXPECT_EQ(a, (std::vector<float>{111, 222}));
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(c, a);
+}
+
 TEST(SplitRmsNormTest, PartsNormalisedByTheirSummedSquaresAreTheWholeRow) {
   Rng rng(5);
   for (auto& ops : {MakeReferenceOps(), MakeCpuOps(1)}) {

@@ -162,13 +162,15 @@ TEST_P(TensorParallelTest, MatchesTheWholeModel) {
   for (int32_t r = 0; r < c.ranks; ++r) {
     EXPECT_EQ(sharded->model(r).shard().rank, r);
     // Each worker holds its share of the state.
+    const StateLayout& layout = sharded->model(r).layout();
+    EXPECT_EQ(layout.workers(), c.ranks);
     if (whole.model->config().num_ssm_layers > 0) {
-      EXPECT_LT(sharded->model(r).layout().ssm_block_floats(),
-                whole.model->layout().ssm_block_floats());
+      EXPECT_LT(layout.worker_ssm_block_floats(), whole.model->layout().ssm_block_floats());
+      EXPECT_EQ(layout.ssm_block_floats(), layout.worker_ssm_block_floats() * c.ranks);
     }
     if (whole.model->config().num_attention_layers > 0) {
-      EXPECT_EQ(sharded->model(r).layout().kv_page_floats() * c.ranks,
-                whole.model->layout().kv_page_floats());
+      EXPECT_EQ(layout.worker_kv_page_floats() * c.ranks, whole.model->layout().kv_page_floats());
+      EXPECT_EQ(layout.kv_page_floats(), whole.model->layout().kv_page_floats());
     }
   }
 
