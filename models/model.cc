@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/status_macros.h"
+#include "models/tensor_parallel_group.h"
 
 namespace tandem::models {
 namespace {
@@ -443,6 +444,10 @@ absl::Status Model::Validate(std::span<const SequenceInput> batch) const {
 absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
                             std::span<const SequenceInput> batch, float* logits,
                             const ForwardOptions& options) const {
+  // The lead of a tensor-parallel group runs the whole group (models/tensor_parallel_group.h).
+  if (group_ != nullptr && options.collectives == nullptr) {
+    return group_->Forward(ops, ws, batch, logits, options);
+  }
   TANDEM_RETURN_IF_ERROR(Validate(batch));
   const kernels::Collectives* group = options.collectives;
   if (shard_.sharded() != (group != nullptr) ||

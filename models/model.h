@@ -36,6 +36,8 @@
 
 namespace tandem::models {
 
+class TensorParallelGroup;
+
 struct LoadOptions {
   int32_t page_tokens = 16;
   ConfigOptions config;
@@ -161,6 +163,9 @@ class Model {
   kernels::WeightMatrix lm_head_;     // [V, H] (the embedding when tied)
   std::vector<Zamba2SharedBlock> shared_blocks_;
   std::vector<DecoderLayer> layers_;
+  // The group this model leads (set by it): its Forward runs every worker's.
+  friend class TensorParallelGroup;
+  TensorParallelGroup* group_ = nullptr;
 };
 
 }  // namespace tandem::models

@@ -17,6 +17,7 @@
 #include "kernels/workspace.h"
 #include "models/model.h"
 #include "models/tensor_parallel.h"
+#include "models/tensor_parallel_group.h"
 #include "model_test_util.h"
 
 namespace tandem::models {
@@ -228,6 +229,42 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
+
+// The group runs its workers behind the lead's own Forward, on their parts of the same units.
+TEST(TensorParallelGroupTest, TheLeadRunsLikeTheWholeModel) {
+  for (const std::string name : {"granite-tiny", "zamba2-tiny", "mamba2-tiny"}) {
+    SCOPED_TRACE(name);
+    WholeModel whole(name);
+    ASSERT_NE(whole.model, nullptr);
+    absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = TensorParallelGroup::Load(
+        ModelDir(name), 2, ParityOptions(4), [](int32_t) { return kernels::MakeCpuOps(1); });
+    ASSERT_TRUE(group.ok()) << group.status();
+    const Model& lead = (*group)->lead();
+    EXPECT_EQ((*group)->workers(), 2);
+    EXPECT_EQ(lead.layout().ssm_block_floats(), 2 * lead.layout().worker_ssm_block_floats());
+    std::unique_ptr<kernels::Ops> ops = kernels::MakeCpuOps(1);
+    kernels::Workspace ws;
+
+    // A refused batch is refused by every worker, and the group goes on.
+    TestSequence bad(lead);
+    const std::vector<int32_t> out_of_vocabulary = {1, 1 << 30};
+    const SequenceInput refused{&bad.state(), out_of_vocabulary, {}, false};
+    bad.Reserve(2);
+    std::vector<float> logits(lead.config().vocab_size);
+    const absl::Status status = lead.Forward(*ops, ws, {&refused, 1}, logits.data());
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+
+    TestSequence seq(lead), reference(*whole.model);
+    std::vector<int32_t> tokens = {3, 14, 15, 92, 65, 35, 8};
+    for (int step = 0; step < 5; ++step) {
+      const std::vector<float> want = whole.Run({&reference}, {tokens}, false);
+      const std::vector<float> got = ::tandem::testing::RunTokens(lead, *ops, ws, seq, tokens, false);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_LT(MaxAbsDiff(got, want), kTolerance) << "step " << step;
+      tokens = {Argmax(want)};
+    }
+  }
+}
 
 TEST(TensorParallelConfigTest, RefusesASplitTheDimensionsDoNotAllow) {
   LoadOptions options = ParityOptions(4);

@@ -1,0 +1,194 @@
+#include "models/tensor_parallel_group.h"
+
+#include <exception>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
+
+namespace tandem::models {
+
+struct TensorParallelGroup::Peer {
+  int32_t rank = 0;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<kernels::Ops> ops;
+  kernels::Workspace ws;
+  std::thread thread;
+  absl::Status status;
+  // The batch as this worker sees it: the same sequences, its part of their units.
+  std::vector<SequenceState> states;
+  std::vector<std::vector<SsmSnapshot>> snapshots;
+  std::vector<SequenceInput> inputs;
+};
+
+absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Load(
+    const std::string& dir, int32_t workers, const LoadOptions& options,
+    const OpsFactory& make_ops) {
+  if (workers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor parallelism needs at least 1 worker, got ", workers));
+  }
+  if (options.placer != nullptr) {
+    return absl::FailedPreconditionError(
+        "tensor parallelism runs on the CPU only so far: its workers share host memory");
+  }
+  std::unique_ptr<TensorParallelGroup> group(new TensorParallelGroup());
+  group->collectives_ = std::make_unique<kernels::HostCollectiveGroup>(workers);
+  for (int32_t r = 0; r < workers; ++r) {
+    LoadOptions slice = options;
+    slice.shard = {r, workers};
+    if (r > 0) slice.progress = nullptr;  // one progress report, the lead's
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir, slice);
+    if (!model.ok()) return model.status();
+    if (r == 0) {
+      group->lead_ = *std::move(model);
+      continue;
+    }
+    auto peer = std::make_unique<Peer>();
+    peer->rank = r;
+    peer->model = *std::move(model);
+    peer->ops = make_ops(r);
+    if (peer->ops == nullptr || !peer->ops->activations_on_host()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("tensor-parallel worker ", r, " needs a host backend"));
+    }
+    group->peers_.push_back(std::move(peer));
+  }
+  group->lead_->group_ = group.get();
+  for (auto& peer : group->peers_) {
+    Peer* p = peer.get();
+    p->thread = std::thread([g = group.get(), p] { g->PeerLoop(*p); });
+  }
+  return group;
+}
+
+TensorParallelGroup::~TensorParallelGroup() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  for (auto& peer : peers_) {
+    if (peer->thread.joinable()) peer->thread.join();
+  }
+  if (lead_ != nullptr) lead_->group_ = nullptr;
+}
+
+size_t TensorParallelGroup::weight_bytes() const {
+  size_t bytes = lead_->weight_bytes();
+  for (const auto& peer : peers_) bytes += peer->model->weight_bytes();
+  return bytes;
+}
+
+void TensorParallelGroup::PeerLoop(Peer& peer) {
+  peer.ops->BindCallingThread();
+  uint64_t seen = 0;
+  for (;;) {
+    std::span<const SequenceInput> batch;
+    ForwardOptions options;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_.wait(lock, [&] { return stopping_ || pass_ != seen; });
+      if (stopping_) return;
+      seen = pass_;
+      batch = batch_;
+      options = *options_;
+    }
+    // Its part of every unit: the units hold the workers' parts one after another.
+    const StateLayout& layout = peer.model->layout();
+    const int64_t kv_offset = peer.rank * layout.worker_kv_page_floats();
+    const int64_t ssm_offset = peer.rank * layout.worker_ssm_block_floats();
+    const size_t n = batch.size();
+    peer.states.resize(n);
+    peer.snapshots.resize(n);
+    peer.inputs.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const SequenceInput& in = batch[i];
+      SequenceState& state = peer.states[i];
+      state.tokens = in.state != nullptr ? in.state->tokens : 0;
+      state.kv_pages.clear();
+      state.ssm = nullptr;
+      if (in.state != nullptr) {
+        for (float* page : in.state->kv_pages) {
+          state.kv_pages.push_back(page != nullptr ? page + kv_offset : nullptr);
+        }
+        if (in.state->ssm != nullptr) state.ssm = in.state->ssm + ssm_offset;
+      }
+      std::vector<SsmSnapshot>& snapshots = peer.snapshots[i];
+      snapshots.assign(in.snapshots.begin(), in.snapshots.end());
+      for (SsmSnapshot& s : snapshots) {
+        if (s.block != nullptr) s.block += ssm_offset;
+      }
+      peer.inputs[i] = {in.state != nullptr ? &state : nullptr, in.tokens, snapshots,
+                        in.all_logits};
+    }
+    options.stats = nullptr;  // the lead counts
+    options.host_scratch = nullptr;
+    options.collectives = &collectives_->member(peer.rank);
+    absl::Status status;
+    try {
+      status = peer.model->Forward(*peer.ops, peer.ws, peer.inputs, nullptr, options);
+    } catch (const std::bad_alloc&) {
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("tensor-parallel worker ", peer.rank, ": no memory for the activations"));
+    }
+    // A worker that stopped early must not leave the others waiting for its sums.
+    if (!status.ok()) collectives_->Abort();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      peer.status = std::move(status);
+      ++finished_;
+    }
+    done_.notify_all();
+  }
+}
+
+absl::Status TensorParallelGroup::Forward(kernels::Ops& ops, kernels::Workspace& ws,
+                                          std::span<const SequenceInput> batch, float* logits,
+                                          const ForwardOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch_ = batch;
+    options_ = &options;
+    finished_ = 0;
+    ++pass_;
+  }
+  work_.notify_all();
+  ForwardOptions lead_options = options;
+  lead_options.collectives = &collectives_->member(0);
+  absl::Status lead;
+  std::exception_ptr thrown;
+  try {
+    lead = lead_->Forward(ops, ws, batch, logits, lead_options);
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  if (thrown != nullptr || !lead.ok()) collectives_->Abort();
+  absl::Status peers;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return finished_ == static_cast<int32_t>(peers_.size()); });
+    for (const auto& peer : peers_) {
+      if (!peer->status.ok()) {
+        peers = peer->status;
+        break;
+      }
+    }
+  }
+  collectives_->Reset();
+  if (thrown != nullptr) std::rethrow_exception(thrown);
+  // A worker out of scratch memory fails the pass partway, as the lead's own would: the
+  // caller's bad_alloc path treats its sequences' states as lost.
+  if (absl::IsResourceExhausted(peers)) throw std::bad_alloc();
+  // Every worker validates the same batch before it changes anything: the lead's refusal is
+  // theirs too.
+  if (!lead.ok()) return lead;
+  if (!peers.ok()) {
+    return absl::InternalError(absl::StrCat("tensor-parallel worker refused what the lead ran: ",
+                                            peers.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::models
