@@ -23,6 +23,11 @@ struct AllocatorOptions {
   // else, a GPU's for instance. Only the AVMP allocators take one (the baselines map their host
   // range once and never commit), so the others refuse it.
   BackingFactory make_backing;
+  // The units' sizes when they are not the spec's (0: the spec's): a tensor-parallel model's
+  // units hold every worker's part, some of them (Mamba-2 groups that fewer workers share)
+  // held twice.
+  size_t kv_page_bytes = 0;
+  size_t ssm_block_bytes = 0;
   // AVMP knobs (ignored by the baselines).
   size_t migration_batch_size = 128;
   double threshold_high = 0.30;

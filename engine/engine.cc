@@ -33,6 +33,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
   cache::AllocatorOptions options;
   options.budget_bytes = config.memory_bytes;
   options.page_tokens = static_cast<size_t>(model.layout().page_tokens());
+  if (model.shard().sharded()) {
+    // Every worker's part of each unit (models/state_layout.h).
+    options.kv_page_bytes = model.layout().kv_page_bytes();
+    options.ssm_block_bytes = model.layout().ssm_block_bytes();
+  }
   options.backing = cache::BackingKind::kHost;
   if (config.device != nullptr && !config.device->on_host()) {
     options.make_backing = [device = config.device](size_t bytes) {

@@ -393,6 +393,10 @@ absl::Status Model::LoadMixer(WeightStore& w, const std::string& attention_prefi
   return absl::OkStatus();
 }
 
+size_t Model::weight_bytes() const {
+  return group_ != nullptr ? group_->weight_bytes() : weights_->bytes();
+}
+
 int64_t Model::LogitRows(std::span<const SequenceInput> batch) {
   int64_t rows = 0;
   for (const SequenceInput& in : batch) {

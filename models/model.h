@@ -92,7 +92,8 @@ class Model {
   // Its state: a sharded worker's KV pages and SSM blocks hold its share of the heads.
   const StateLayout& layout() const { return layout_; }
   const std::string& dir() const { return dir_; }
-  size_t weight_bytes() const { return weights_->bytes(); }
+  // Bytes of weights held; a tensor-parallel group's lead counts every worker's.
+  size_t weight_bytes() const;
   // Host memory the weights still take beside the checkpoint's mapping (WeightStore::
   // host_bytes_held): 0 when they were placed on a device.
   size_t host_weight_bytes() const { return weights_->host_bytes_held(); }

@@ -25,6 +25,14 @@ struct TensorParallelGroup::Peer {
 absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Load(
     const std::string& dir, int32_t workers, const LoadOptions& options,
     const OpsFactory& make_ops) {
+  return Create(
+      workers, options, [&dir](const LoadOptions& slice) { return Model::Load(dir, slice); },
+      make_ops);
+}
+
+absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create(
+    int32_t workers, const LoadOptions& options, const SliceLoader& load_slice,
+    const OpsFactory& make_ops) {
   if (workers < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor parallelism needs at least 1 worker, got ", workers));
@@ -39,7 +47,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Load(
     LoadOptions slice = options;
     slice.shard = {r, workers};
     if (r > 0) slice.progress = nullptr;  // one progress report, the lead's
-    absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir, slice);
+    absl::StatusOr<std::unique_ptr<Model>> model = load_slice(slice);
     if (!model.ok()) return model.status();
     if (r == 0) {
       group->lead_ = *std::move(model);
@@ -76,7 +84,7 @@ TensorParallelGroup::~TensorParallelGroup() {
 }
 
 size_t TensorParallelGroup::weight_bytes() const {
-  size_t bytes = lead_->weight_bytes();
+  size_t bytes = lead_->weights_->bytes();
   for (const auto& peer : peers_) bytes += peer->model->weight_bytes();
   return bytes;
 }
@@ -189,6 +197,26 @@ absl::Status TensorParallelGroup::Forward(kernels::Ops& ops, kernels::Workspace&
                                             peers.message()));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
+    const std::string& dir, const LoadOptions& options, int32_t workers,
+    const TensorParallelGroup::OpsFactory& make_ops) {
+  return LoadModel([&dir](const LoadOptions& slice) { return Model::Load(dir, slice); }, options,
+                   workers, make_ops);
+}
+
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
+    const TensorParallelGroup::SliceLoader& load_slice, const LoadOptions& options,
+    int32_t workers, const TensorParallelGroup::OpsFactory& make_ops) {
+  if (workers == 1) {
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_slice(options));
+    return std::shared_ptr<const Model>(std::move(model));
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelGroup> group,
+                          TensorParallelGroup::Create(workers, options, load_slice, make_ops));
+  std::shared_ptr<TensorParallelGroup> owner(std::move(group));
+  return std::shared_ptr<const Model>(owner, &owner->lead());
 }
 
 }  // namespace tandem::models

@@ -42,6 +42,13 @@ class TensorParallelGroup {
                                                                    int32_t workers,
                                                                    const LoadOptions& options,
                                                                    const OpsFactory& make_ops);
+  // The same with each slice made by `load_slice` (given options.shard set to the slice), e.g.
+  // a random-weight model for benchmarks.
+  using SliceLoader =
+      std::function<absl::StatusOr<std::unique_ptr<Model>>(const LoadOptions& slice)>;
+  static absl::StatusOr<std::unique_ptr<TensorParallelGroup>> Create(
+      int32_t workers, const LoadOptions& options, const SliceLoader& load_slice,
+      const OpsFactory& make_ops);
   ~TensorParallelGroup();  // stops the threads; the lead must no longer run
   TensorParallelGroup(const TensorParallelGroup&) = delete;
   TensorParallelGroup& operator=(const TensorParallelGroup&) = delete;
@@ -77,6 +84,16 @@ class TensorParallelGroup {
   std::span<const SequenceInput> batch_;
   const ForwardOptions* options_ = nullptr;
 };
+
+// DIR loaded whole (workers 1: `make_ops` unused) or split over `workers` threads, whose group
+// the returned pointer keeps alive.
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
+    const std::string& dir, const LoadOptions& options, int32_t workers = 1,
+    const TensorParallelGroup::OpsFactory& make_ops = {});
+// The same for any loader (whole: `load_slice(options)`).
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
+    const TensorParallelGroup::SliceLoader& load_slice, const LoadOptions& options,
+    int32_t workers = 1, const TensorParallelGroup::OpsFactory& make_ops = {});
 
 }  // namespace tandem::models
 

@@ -48,6 +48,7 @@ const std::vector<FlagSpec>& BenchFlags() {
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
       GpuGraphsFlagSpec(),
+      TensorParallelFlagSpec(),
       FastKernelsFlagSpec(),
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per step (default 512)"},
@@ -147,6 +148,7 @@ int RunBenchEngine(int argc, char** argv) {
   TraceReplayOptions t;
   engine::EngineConfig config;
   models::LoadOptions load;
+  int32_t tensor_parallel = 1;  // workers the model is split over
   absl::Status status = [&]() -> absl::Status {
     TANDEM_ASSIGN_OR_RETURN(load.weight_storage, ReadWeightDType(*args));
     TANDEM_ASSIGN_OR_RETURN(int64_t sessions, PositiveInt(*args, "sessions", 8));
@@ -181,6 +183,9 @@ int RunBenchEngine(int argc, char** argv) {
                             ReadBatchInvariant(*args, config.tensor_core_matmul));
     TANDEM_ASSIGN_OR_RETURN(config.cuda_graphs,
                             ReadGpuGraphs(*args, args->String("device").value_or("cpu")));
+    TANDEM_ASSIGN_OR_RETURN(tensor_parallel,
+                            ReadTensorParallel(*args, args->String("device").value_or("cpu")));
+    if (tensor_parallel > 1) config.threads = ThreadsPerWorker(config.threads, tensor_parallel);
     TANDEM_ASSIGN_OR_RETURN(int64_t running, PositiveInt(*args, "max-running", 32));
     config.scheduler.max_running = static_cast<int32_t>(std::min<int64_t>(running, 4096));
     TANDEM_ASSIGN_OR_RETURN(config.scheduler.step_tokens, PositiveInt(*args, "step-tokens", 512));
@@ -207,15 +212,15 @@ int RunBenchEngine(int argc, char** argv) {
   if (!device.ok()) return Fail(device.status());
   load.placer = (*device)->weight_placer();
   config.device = device->get();
-  absl::StatusOr<std::unique_ptr<models::Model>> model;
-  std::string model_name;
-  if (auto dir = args->String("model")) {
-    model = models::Model::Load(*dir, load);
-    model_name = *dir;
-  } else {
-    model_name = args->String("preset").value_or("jamba-100m");
-    model = models::RandomPresetModel(model_name, 1, load);
-  }
+  const std::optional<std::string> dir = args->String("model");
+  const std::string model_name = dir ? *dir : args->String("preset").value_or("jamba-100m");
+  const models::TensorParallelGroup::SliceLoader load_slice =
+      [&](const models::LoadOptions& slice) -> absl::StatusOr<std::unique_ptr<models::Model>> {
+    return dir ? models::Model::Load(*dir, slice) : models::RandomPresetModel(model_name, 1, slice);
+  };
+  absl::StatusOr<std::shared_ptr<const models::Model>> model = models::LoadModel(
+      load_slice, load, tensor_parallel,
+      CpuWorkerOps(config.threads, config.batch_invariant));
   if (!model.ok()) return Fail(model.status());
 
   const bool json = args->Has("json");

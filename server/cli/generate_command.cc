@@ -46,6 +46,7 @@ const std::vector<FlagSpec>& GenerateFlags() {
       {"page-size", true, "tokens per KV page (default 16)"},
       {"prefill-chunk", true, "prompt tokens per prefill step (default 512)"},
       {"threads", true, "compute threads (default: all cores)"},
+      TensorParallelFlagSpec(),
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
@@ -69,6 +70,7 @@ struct Settings {
   int threads = 0;
   bool reference_backend = false;
   std::string device = "cpu";
+  int32_t tensor_parallel = 1;
   bool tensor_core_matmul = false;
   bool cuda_graphs = false;
 };
@@ -159,6 +161,12 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   }
   TANDEM_ASSIGN_OR_RETURN(s.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(s.cuda_graphs, ReadGpuGraphs(args, s.device));
+  TANDEM_ASSIGN_OR_RETURN(s.tensor_parallel, ReadTensorParallel(args, s.device));
+  if (s.tensor_parallel > 1 && s.reference_backend) {
+    return absl::InvalidArgumentError(
+        "--tensor-parallel runs the fast CPU backend (--backend cpu), not the reference one");
+  }
+  if (s.tensor_parallel > 1) s.threads = ThreadsPerWorker(s.threads, s.tensor_parallel);
   const std::string clamp = args.String("zamba2-dt-clamp").value_or("none");
   if (clamp == "time_step_min") {
     s.load.config.zamba2_dt_clamp = models::Zamba2DtClamp::kTimeStepMin;
@@ -183,8 +191,9 @@ absl::Status Run(const Settings& settings) {
     };
   }
   const auto load_start = std::chrono::steady_clock::now();
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<models::Model> model,
-                          models::Model::Load(settings.model_dir, load));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const models::Model> model,
+                          models::LoadModel(settings.model_dir, load, settings.tensor_parallel,
+                                            CpuWorkerOps(settings.threads, false)));
   std::fprintf(
       stderr, "loaded %s: %s, %d layers, %.1f MB of weights (%s) on %s in %.2f s\n",
       settings.model_dir.c_str(), model->config().architecture.c_str(), model->config().num_layers,

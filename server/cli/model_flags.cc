@@ -1,9 +1,13 @@
 #include "server/cli/model_flags.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/backends.h"
+#include "models/status_macros.h"
 
 namespace tandem::cli {
 
@@ -92,6 +96,38 @@ FlagSpec GpuGraphsFlagSpec() {
 
 absl::StatusOr<bool> ReadGpuGraphs(const Args& args, const std::string& device) {
   return ReadGpuSwitch(args, "gpu-graphs", device);
+}
+
+FlagSpec TensorParallelFlagSpec() {
+  return {"tensor-parallel", true,
+          "split the model over N workers (attention and Mamba heads, MLP channels), each a "
+          "thread with its share of the compute threads; CPU only so far (default: 1)"};
+}
+
+absl::StatusOr<int32_t> ReadTensorParallel(const Args& args, const std::string& device) {
+  TANDEM_ASSIGN_OR_RETURN(const std::optional<int64_t> value, args.Int("tensor-parallel"));
+  const int64_t workers = value.value_or(1);
+  if (workers < 1 || workers > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("tensor-parallel"), " must be in [1, 64], got ", workers));
+  }
+  if (workers > 1 && device != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        args.Source("tensor-parallel"), " ", workers, " runs on --device cpu only (the GPU "
+        "workers and their NCCL collectives are not built yet)"));
+  }
+  return static_cast<int32_t>(workers);
+}
+
+int ThreadsPerWorker(int threads, int32_t workers) {
+  const int total = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, total / std::max(workers, 1));
+}
+
+models::TensorParallelGroup::OpsFactory CpuWorkerOps(int threads, bool batch_invariant) {
+  return [threads, batch_invariant](int32_t) {
+    return kernels::MakeCpuOps(threads, batch_invariant);
+  };
 }
 
 }  // namespace tandem::cli

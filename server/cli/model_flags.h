@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/compute_device.h"
+#include "models/tensor_parallel_group.h"
 #include "models/weight_store.h"
 #include "server/cli/args.h"
 
@@ -42,6 +43,18 @@ absl::StatusOr<bool> ReadBatchInvariant(const Args& args, bool tensor_core_matmu
 FlagSpec GpuGraphsFlagSpec();
 // Whether the flag is on; InvalidArgument on the CPU, like ReadGpuTensorCores.
 absl::StatusOr<bool> ReadGpuGraphs(const Args& args, const std::string& device);
+
+// --tensor-parallel N: the model split over N workers (models/tensor_parallel_group.h), threads
+// sharing the compute threads on the CPU.
+FlagSpec TensorParallelFlagSpec();
+// The flag's value (1 when absent). InvalidArgument outside [1, 64], or above 1 on a GPU
+// (`device`), where tensor parallelism is not built yet.
+absl::StatusOr<int32_t> ReadTensorParallel(const Args& args, const std::string& device);
+
+// Compute threads for each of `workers` (`threads` in all, 0 = one per core): at least 1.
+int ThreadsPerWorker(int threads, int32_t workers);
+// Each tensor-parallel worker's backend, as the lead's: the fast CPU backend with `threads`.
+models::TensorParallelGroup::OpsFactory CpuWorkerOps(int threads, bool batch_invariant);
 
 }  // namespace tandem::cli
 

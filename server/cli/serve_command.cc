@@ -48,6 +48,7 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"cache-policy", true,
        "prefix cache policy: marconi (default), sglang-plus, vllm-plus, none"},
       {"threads", true, "compute threads (default: all cores)"},
+      TensorParallelFlagSpec(),
       WeightDTypeFlagSpec(),
       DeviceFlagSpec(),
       GpuTensorCoresFlagSpec(),
@@ -107,6 +108,7 @@ const std::vector<FlagSpec>& ServeFlags() {
 struct Settings {
   std::string model_dir;
   std::string device = "cpu";
+  int32_t tensor_parallel = 1;  // workers the model is split over
   models::LoadOptions load;
   server::ServerConfig server;
   server::OpenAiEndpointOptions http;  // served when http.port != 0
@@ -261,6 +263,8 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(e.tensor_core_matmul, ReadGpuTensorCores(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(e.cuda_graphs, ReadGpuGraphs(args, s.device));
   TANDEM_ASSIGN_OR_RETURN(e.batch_invariant, ReadBatchInvariant(args, e.tensor_core_matmul));
+  TANDEM_ASSIGN_OR_RETURN(s.tensor_parallel, ReadTensorParallel(args, s.device));
+  if (s.tensor_parallel > 1) e.threads = ThreadsPerWorker(e.threads, s.tensor_parallel);
   // At most 65535: a decode batch is one grid row per sequence in the attention kernels (more
   // would change its kernel, and the batch-invariant mode's bits).
   TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65535, 32));
@@ -334,12 +338,16 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
   };
   const auto load_start = std::chrono::steady_clock::now();
   server::LogLine(server::LogLevel::kInfo, "loading model").Field("dir", settings.model_dir);
-  TANDEM_ASSIGN_OR_RETURN(server::ServedModel model,
-                          server::ServedModel::Load(settings.model_dir, load));
+  const engine::EngineConfig& engine = settings.server.engine;
+  TANDEM_ASSIGN_OR_RETURN(
+      server::ServedModel model,
+      server::ServedModel::Load(settings.model_dir, load, settings.tensor_parallel,
+                                CpuWorkerOps(engine.threads, engine.batch_invariant)));
   server::LogLine(server::LogLevel::kInfo, "model loaded")
       .Field("dir", settings.model_dir)
       .Field("architecture", model.model->config().architecture)
       .Field("layers", model.model->config().num_layers)
+      .Field("tensor_parallel", static_cast<int64_t>(settings.tensor_parallel))
       .Field("tokenizer", model.tokenizer != nullptr)
       .Field("chat_template", model.chat_template.has_value())
       .Field("seconds",

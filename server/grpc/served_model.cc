@@ -9,10 +9,11 @@
 
 namespace tandem::server {
 
-absl::StatusOr<ServedModel> ServedModel::Load(const std::string& dir,
-                                              const models::LoadOptions& options) {
+absl::StatusOr<ServedModel> ServedModel::Load(
+    const std::string& dir, const models::LoadOptions& options, int32_t workers,
+    const models::TensorParallelGroup::OpsFactory& make_ops) {
   ServedModel served;
-  TANDEM_ASSIGN_OR_RETURN(served.model, models::Model::Load(dir, options));
+  TANDEM_ASSIGN_OR_RETURN(served.model, models::LoadModel(dir, options, workers, make_ops));
   const bool has_tokenizer_file = std::filesystem::exists(dir + "/tokenizer.json") ||
                                   std::filesystem::exists(dir + "/tokenizer.model");
   if (!has_tokenizer_file) return served;

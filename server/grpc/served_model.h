@@ -10,13 +10,15 @@
 
 #include "absl/status/statusor.h"
 #include "models/model.h"
+#include "models/tensor_parallel_group.h"
 #include "models/tokenizer.h"
 #include "server/chat_template/chat_template.h"
 
 namespace tandem::server {
 
 struct ServedModel {
-  std::unique_ptr<models::Model> model;
+  // The whole model, or the lead of its tensor-parallel workers (which it keeps alive).
+  std::shared_ptr<const models::Model> model;
   std::unique_ptr<models::Tokenizer> tokenizer;  // may be null
   std::optional<ChatTemplate> chat_template;     // only with a tokenizer
   // The most bytes of text one token can stand for (the longest vocabulary entry, in its raw
@@ -26,8 +28,11 @@ struct ServedModel {
 
   // Loads a checkpoint directory. A missing tokenizer is not an error (token-id prompts still
   // work); a tokenizer that fails to load, or a chat template that fails to parse, is.
-  static absl::StatusOr<ServedModel> Load(const std::string& dir,
-                                          const models::LoadOptions& options);
+  // With `workers` > 1 the model is split over that many threads
+  // (models/tensor_parallel_group.h), each but the lead computing on a backend from `make_ops`.
+  static absl::StatusOr<ServedModel> Load(
+      const std::string& dir, const models::LoadOptions& options, int32_t workers = 1,
+      const models::TensorParallelGroup::OpsFactory& make_ops = {});
 };
 
 }  // namespace tandem::server
