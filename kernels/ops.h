@@ -402,7 +402,8 @@ class Ops {
 
   // A norm whose values are spread over the workers of a tensor-parallel group
   // (models/tensor_parallel.h): each worker sums the squares of its part of each row
-  // (sums[r] = Σ_c x[r,c]², accumulated in double, rounded once), the workers add their sums
+  // (sums[r] = Σ_c x[r,c]²: in double on the host, rounded once; in fp32 on a GPU, as its
+  // RmsNorm sums), the workers add their sums
   // together, then each scales its part: x[r,c] = weight[c] · (x[r,c] / sqrt(sums[r] / count +
   // eps)), `count` being the whole row's width. `sums` is in the backend's memory. By default
   // on the host (ops.cc); a device backend overrides both.

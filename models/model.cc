@@ -394,7 +394,16 @@ absl::Status Model::LoadMixer(WeightStore& w, const std::string& attention_prefi
 }
 
 size_t Model::weight_bytes() const {
-  return group_ != nullptr ? group_->weight_bytes() : weights_->bytes();
+  return group_ != nullptr ? group_->Total(&WeightStore::bytes) : weights_->bytes();
+}
+
+size_t Model::host_weight_bytes() const {
+  return group_ != nullptr ? group_->Total(&WeightStore::host_bytes_held)
+                           : weights_->host_bytes_held();
+}
+
+size_t Model::parameters() const {
+  return group_ != nullptr ? group_->Total(&WeightStore::parameters) : weights_->parameters();
 }
 
 int64_t Model::LogitRows(std::span<const SequenceInput> batch) {

@@ -96,8 +96,9 @@ class Model {
   size_t weight_bytes() const;
   // Host memory the weights still take beside the checkpoint's mapping (WeightStore::
   // host_bytes_held): 0 when they were placed on a device.
-  size_t host_weight_bytes() const { return weights_->host_bytes_held(); }
-  size_t parameters() const { return weights_->parameters(); }
+  size_t host_weight_bytes() const;
+  // Values held (a group's lead: every worker's, replicated tensors counted once per worker).
+  size_t parameters() const;
   // The placer the weights went through (LoadOptions::placer); null = host memory.
   const TensorPlacer* weight_placer() const { return weights_->placer(); }
 

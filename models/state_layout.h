@@ -6,7 +6,7 @@
 // A checkpoint of a sequence at position p is a copy of its SSM block taken after p tokens.
 // A tensor-parallel model's units hold every worker's part one after another (worker r's at
 // r × the worker's share), each part laid out like a whole unit of the worker's slice: one
-// allocation, one copy or one checkpoint covers every worker (engine/tensor_parallel_workers.h).
+// allocation, one copy or one checkpoint covers every worker (models/tensor_parallel_group.h).
 #ifndef TANDEM_MODELS_STATE_LAYOUT_H_
 #define TANDEM_MODELS_STATE_LAYOUT_H_
 

@@ -170,8 +170,10 @@ absl::StatusOr<ModelConfig> ShardConfig(const ModelConfig& full, const TensorSha
     }
     c.mamba2 = ShardMamba2(m, shard).dims;
   }
-  const bool dense = HasFfn(full, FfnKind::kDense) || full.family == Family::kZamba2 ||
-                     HasMixer(full, MixerKind::kNone);
+  // intermediate_size is the dense MLPs' width (Jamba, Bamba, Nemotron-H's MLP layers) and
+  // Zamba2's shared block's; Granite's dense layers run its shared MLP alone.
+  const bool dense = full.family == Family::kZamba2 ||
+                     (full.family != Family::kGraniteHybrid && HasFfn(full, FfnKind::kDense));
   if (dense && full.intermediate_size > 0) {
     if (full.intermediate_size % n != 0) return refuse("MLP width", full.intermediate_size);
     c.intermediate_size = full.intermediate_size / n;

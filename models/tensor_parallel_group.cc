@@ -16,6 +16,7 @@ struct TensorParallelGroup::Peer {
   kernels::Workspace ws;
   std::thread thread;
   absl::Status status;
+  std::exception_ptr thrown;  // what its pass threw, for the lead to rethrow
   // The batch as this worker sees it: the same sequences, its part of their units.
   std::vector<SequenceState> states;
   std::vector<std::vector<SsmSnapshot>> snapshots;
@@ -63,7 +64,8 @@ absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create
     }
     group->peers_.push_back(std::move(peer));
   }
-  group->lead_->group_ = group.get();
+  // One worker is the whole model: nothing to run beside it.
+  if (workers > 1) group->lead_->group_ = group.get();
   for (auto& peer : group->peers_) {
     Peer* p = peer.get();
     p->thread = std::thread([g = group.get(), p] { g->PeerLoop(*p); });
@@ -83,10 +85,10 @@ TensorParallelGroup::~TensorParallelGroup() {
   if (lead_ != nullptr) lead_->group_ = nullptr;
 }
 
-size_t TensorParallelGroup::weight_bytes() const {
-  size_t bytes = lead_->weights_->bytes();
-  for (const auto& peer : peers_) bytes += peer->model->weight_bytes();
-  return bytes;
+size_t TensorParallelGroup::Total(size_t (WeightStore::*count)() const) const {
+  size_t total = (*lead_->weights_.*count)();
+  for (const auto& peer : peers_) total += (*peer->model->weights_.*count)();
+  return total;
 }
 
 void TensorParallelGroup::PeerLoop(Peer& peer) {
@@ -103,58 +105,71 @@ void TensorParallelGroup::PeerLoop(Peer& peer) {
       batch = batch_;
       options = *options_;
     }
-    // Its part of every unit: the units hold the workers' parts one after another.
-    const StateLayout& layout = peer.model->layout();
-    const int64_t kv_offset = peer.rank * layout.worker_kv_page_floats();
-    const int64_t ssm_offset = peer.rank * layout.worker_ssm_block_floats();
-    const size_t n = batch.size();
-    peer.states.resize(n);
-    peer.snapshots.resize(n);
-    peer.inputs.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const SequenceInput& in = batch[i];
-      SequenceState& state = peer.states[i];
-      state.tokens = in.state != nullptr ? in.state->tokens : 0;
-      state.kv_pages.clear();
-      state.ssm = nullptr;
-      if (in.state != nullptr) {
-        for (float* page : in.state->kv_pages) {
-          state.kv_pages.push_back(page != nullptr ? page + kv_offset : nullptr);
-        }
-        if (in.state->ssm != nullptr) state.ssm = in.state->ssm + ssm_offset;
-      }
-      std::vector<SsmSnapshot>& snapshots = peer.snapshots[i];
-      snapshots.assign(in.snapshots.begin(), in.snapshots.end());
-      for (SsmSnapshot& s : snapshots) {
-        if (s.block != nullptr) s.block += ssm_offset;
-      }
-      peer.inputs[i] = {in.state != nullptr ? &state : nullptr, in.tokens, snapshots,
-                        in.all_logits};
-    }
-    options.stats = nullptr;  // the lead counts
-    options.host_scratch = nullptr;
-    options.collectives = &collectives_->member(peer.rank);
     absl::Status status;
+    std::exception_ptr thrown;
     try {
-      status = peer.model->Forward(*peer.ops, peer.ws, peer.inputs, nullptr, options);
-    } catch (const std::bad_alloc&) {
-      status = absl::ResourceExhaustedError(
-          absl::StrCat("tensor-parallel worker ", peer.rank, ": no memory for the activations"));
+      status = RunPeer(peer, batch, options);
+    } catch (...) {
+      // Handed to the lead's thread, which throws it as its own Forward would.
+      thrown = std::current_exception();
     }
     // A worker that stopped early must not leave the others waiting for its sums.
-    if (!status.ok()) collectives_->Abort();
+    if (thrown != nullptr || !status.ok()) collectives_->Abort();
     {
       std::lock_guard<std::mutex> lock(mu_);
       peer.status = std::move(status);
+      peer.thrown = thrown;
       ++finished_;
     }
     done_.notify_all();
   }
 }
 
+absl::Status TensorParallelGroup::RunPeer(Peer& peer, std::span<const SequenceInput> batch,
+                                          ForwardOptions options) {
+  // Its part of every unit: the units hold the workers' parts one after another.
+  const StateLayout& layout = peer.model->layout();
+  const int64_t kv_offset = peer.rank * layout.worker_kv_page_floats();
+  const int64_t ssm_offset = peer.rank * layout.worker_ssm_block_floats();
+  const size_t n = batch.size();
+  peer.states.resize(n);
+  peer.snapshots.resize(n);
+  peer.inputs.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SequenceInput& in = batch[i];
+    SequenceState& state = peer.states[i];
+    state.tokens = in.state != nullptr ? in.state->tokens : 0;
+    state.kv_pages.clear();
+    state.ssm = nullptr;
+    if (in.state != nullptr) {
+      for (float* page : in.state->kv_pages) {
+        state.kv_pages.push_back(page != nullptr ? page + kv_offset : nullptr);
+      }
+      if (in.state->ssm != nullptr) state.ssm = in.state->ssm + ssm_offset;
+    }
+    std::vector<SsmSnapshot>& snapshots = peer.snapshots[i];
+    snapshots.assign(in.snapshots.begin(), in.snapshots.end());
+    for (SsmSnapshot& s : snapshots) {
+      if (s.block != nullptr) s.block += ssm_offset;
+    }
+    peer.inputs[i] = {in.state != nullptr ? &state : nullptr, in.tokens, snapshots,
+                      in.all_logits};
+  }
+  options.stats = nullptr;  // the lead counts
+  options.host_scratch = nullptr;
+  options.collectives = &collectives_->member(peer.rank);
+  return peer.model->Forward(*peer.ops, peer.ws, peer.inputs, nullptr, options);
+}
+
 absl::Status TensorParallelGroup::Forward(kernels::Ops& ops, kernels::Workspace& ws,
                                           std::span<const SequenceInput> batch, float* logits,
                                           const ForwardOptions& options) {
+  if (!ops.activations_on_host()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tensor parallelism runs on host backends only, not ", std::string(ops.name())));
+  }
+  // One pass at a time: a whole model's Forward may be called from several threads at once.
+  std::lock_guard<std::mutex> one_pass(pass_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch_ = batch;
@@ -178,23 +193,23 @@ absl::Status TensorParallelGroup::Forward(kernels::Ops& ops, kernels::Workspace&
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, [&] { return finished_ == static_cast<int32_t>(peers_.size()); });
     for (const auto& peer : peers_) {
-      if (!peer->status.ok()) {
-        peers = peer->status;
-        break;
-      }
+      if (thrown == nullptr && peer->thrown != nullptr) thrown = peer->thrown;
+      if (peers.ok() && !peer->status.ok()) peers = peer->status;
     }
   }
   collectives_->Reset();
+  // A worker that threw (out of scratch memory, say) failed the pass partway, as the lead's
+  // own exception would: the caller's handler for it treats the states as lost.
   if (thrown != nullptr) std::rethrow_exception(thrown);
-  // A worker out of scratch memory fails the pass partway, as the lead's own would: the
-  // caller's bad_alloc path treats its sequences' states as lost.
-  if (absl::IsResourceExhausted(peers)) throw std::bad_alloc();
   // Every worker validates the same batch before it changes anything: the lead's refusal is
   // theirs too.
   if (!lead.ok()) return lead;
   if (!peers.ok()) {
-    return absl::InternalError(absl::StrCat("tensor-parallel worker refused what the lead ran: ",
-                                            peers.message()));
+    // Cannot happen (the workers validate what the lead validated), and the lead's states have
+    // advanced: say so rather than pretend nothing changed.
+    return absl::InternalError(absl::StrCat(
+        "tensor-parallel worker refused a batch the lead ran; its states are lost: ",
+        peers.message()));
   }
   return absl::OkStatus();
 }

@@ -56,8 +56,8 @@ class TensorParallelGroup {
   // The model callers run: worker 0's slice, which reports the whole model's config.
   const Model& lead() const { return *lead_; }
   int32_t workers() const { return static_cast<int32_t>(peers_.size()) + 1; }
-  // Every slice's weights together.
-  size_t weight_bytes() const;
+  // A weight store's count (bytes, parameters) over every worker's slice.
+  size_t Total(size_t (WeightStore::*count)() const) const;
 
  private:
   friend class Model;  // the lead's Forward runs the group's
@@ -69,12 +69,15 @@ class TensorParallelGroup {
                        std::span<const SequenceInput> batch, float* logits,
                        const ForwardOptions& options);
   void PeerLoop(Peer& peer);
+  // One pass of `peer` on its part of the batch's units.
+  absl::Status RunPeer(Peer& peer, std::span<const SequenceInput> batch, ForwardOptions options);
 
   std::unique_ptr<Model> lead_;
   std::unique_ptr<kernels::HostCollectiveGroup> collectives_;
   std::vector<std::unique_ptr<Peer>> peers_;
 
-  // One pass at a time, handed to every peer.
+  std::mutex pass_mu_;  // held through each pass
+  // The pass handed to every peer.
   std::mutex mu_;
   std::condition_variable work_;
   std::condition_variable done_;

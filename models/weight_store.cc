@@ -26,6 +26,23 @@ constexpr std::array<StorageName, 5> kStorageNames = {{
     {WeightStorage::kInt8, "int8"},
 }};
 
+// `shape` cut to `slice`. The loaders make the slices, so one that does not fit is our bug.
+absl::StatusOr<std::vector<int64_t>> SlicedShapeOf(const std::string& name,
+                                                   const std::vector<int64_t>& shape,
+                                                   const TensorSlice& slice) {
+  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShape(shape, slice);
+  if (!sliced.ok()) {
+    return absl::InternalError(absl::StrCat("tensor \"", name, "\": ", sliced.status().message()));
+  }
+  return sliced;
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  return count;
+}
+
 }  // namespace
 
 absl::StatusOr<WeightStorage> ParseWeightStorage(std::string_view name) {
@@ -49,12 +66,9 @@ absl::StatusOr<FloatTensor> WeightStore::LoadFloat(const std::string& name,
                                                    const TensorSlice& slice) const {
   absl::StatusOr<FloatTensor> t = source_.LoadFloat(name, shape);
   if (!t.ok() || slice.whole()) return t;
-  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShape(shape, slice);
-  if (!sliced.ok()) {
-    return absl::InternalError(absl::StrCat("tensor \"", name, "\": ", sliced.status().message()));
-  }
-  int64_t count = 1;
-  for (int64_t d : *sliced) count *= d;
+  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShapeOf(name, shape, slice);
+  if (!sliced.ok()) return sliced.status();
+  const int64_t count = Elements(*sliced);
   std::vector<float> kept(static_cast<size_t>(count));
   CopySlice(reinterpret_cast<const uint8_t*>(t->data().data()), shape, sizeof(float), slice,
             reinterpret_cast<uint8_t*>(kept.data()));
@@ -66,12 +80,9 @@ absl::StatusOr<RawTensor> WeightStore::LoadRaw(const std::string& name,
                                                const TensorSlice& slice) {
   absl::StatusOr<RawTensor> raw = source_.LoadRaw(name, shape);
   if (!raw.ok() || slice.whole()) return raw;
-  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShape(shape, slice);
-  if (!sliced.ok()) {
-    return absl::InternalError(absl::StrCat("tensor \"", name, "\": ", sliced.status().message()));
-  }
-  int64_t count = 1;
-  for (int64_t d : *sliced) count *= d;
+  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShapeOf(name, shape, slice);
+  if (!sliced.ok()) return sliced.status();
+  const int64_t count = Elements(*sliced);
   const size_t element = DTypeSize(raw->dtype);
   std::vector<uint8_t> kept(static_cast<size_t>(count) * element);
   CopySlice(raw->bytes.data(), shape, element, slice, kept.data());
@@ -208,10 +219,8 @@ absl::StatusOr<WeightMatrix> WeightStore::MatrixIn(WeightStorage storage, const 
                                                    const TensorSlice& slice) {
   absl::StatusOr<DType> stored = source_.StoredDType(name);
   if (!stored.ok()) return stored.status();
-  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShape(full_shape, slice);
-  if (!sliced.ok()) {
-    return absl::InternalError(absl::StrCat("tensor \"", name, "\": ", sliced.status().message()));
-  }
+  absl::StatusOr<std::vector<int64_t>> sliced = SlicedShapeOf(name, full_shape, slice);
+  if (!sliced.ok()) return sliced.status();
   const std::vector<int64_t>& shape = *sliced;
   const WeightFormat format = FormatFor(storage, *stored);
   const int64_t cols = shape.back();

@@ -55,6 +55,11 @@ bool HostCollectiveGroup::aborted() const {
   return aborted_;
 }
 
+int32_t HostCollectiveGroup::waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_;
+}
+
 void HostCollectiveGroup::Reset() {
   std::lock_guard<std::mutex> lock(mu_);
   aborted_ = false;

@@ -31,6 +31,8 @@ class HostCollectiveGroup {
   void Abort();
   bool aborted() const;
   void Reset();
+  // Workers waiting for the others right now (diagnostics and tests).
+  int32_t waiting() const;
 
  private:
   class Member;

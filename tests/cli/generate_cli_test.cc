@@ -114,6 +114,25 @@ TEST(GenerateCliTest, WeightDtypeChoosesTheStorage) {
   EXPECT_EQ((*json)["output_ids"].size(), 4u);
 }
 
+// --tensor-parallel: the model split over worker threads generates the whole model's tokens; a
+// split the model's dimensions do not allow fails naming the dimension.
+TEST(GenerateCliTest, TensorParallelGeneratesTheWholeModelsTokens) {
+  for (const char* name : {"granite-tiny", "jamba-tiny"}) {
+    SCOPED_TRACE(name);
+    const std::string base = "generate --model " + Model(name) +
+                             " --prompt-ids 398,174,304,12 --max-new-tokens 6 --greedy --json";
+    const Output whole = RunTandem(base), split = RunTandem(base + " --tensor-parallel 2");
+    ASSERT_EQ(whole.exit_code, 0) << whole.err;
+    ASSERT_EQ(split.exit_code, 0) << split.err;
+    EXPECT_EQ(split.out, whole.out);
+  }
+  const Output three = RunTandem("generate --model " + Model("jamba-tiny") +
+                                 " --prompt-ids 1 --tensor-parallel 3");
+  EXPECT_EQ(three.exit_code, 1);
+  EXPECT_NE(three.err.find("attention head count (4) is not divisible by 3"), std::string::npos)
+      << three.err;
+}
+
 TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
   struct Case {
     std::string args;
@@ -133,6 +152,14 @@ TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
        "--gpu-tensor-cores needs a GPU (--device cuda or cuda:N)"},
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --gpu-graphs",
        "--gpu-graphs needs a GPU (--device cuda or cuda:N)"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --tensor-parallel 0",
+       "--tensor-parallel must be in [1, 64], got 0"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --tensor-parallel 2 "
+       "--backend reference",
+       "--tensor-parallel runs the fast CPU backend"},
+      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --tensor-parallel 2 "
+       "--device cuda",
+       "--tensor-parallel 2 runs on --device cpu only"},
       {"frobnicate", "unknown command"},
   };
   for (const Case& c : cases) {

@@ -135,6 +135,14 @@ class SeparateMemoryOps final : public kernels::Ops {
                     int64_t ld_out) override {
     inner_->GatedRmsNorm(y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out, ld_out);
   }
+  void RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                     float* sums) override {
+    inner_->RowSquareSums(x, ld_x, rows, cols, sums);
+  }
+  void RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols, const float* sums,
+                     int64_t count, const float* weight, float eps) override {
+    inner_->RmsNormBySums(x, ld_x, rows, cols, sums, count, weight, eps);
+  }
   void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
             int64_t start_pos, float theta) override {
     ++counts_->sequence_op_calls;

@@ -53,6 +53,7 @@ TEST(HostCollectivesTest, EveryWorkerGetsTheSumInRankOrder) {
       }
       for (int32_t r = 0; r < ranks; ++r) {
         ASSERT_EQ(results[call][r].size(), want.size());
+        if (want.empty()) continue;
         EXPECT_EQ(std::memcmp(results[call][r].data(), want.data(), want.size() * sizeof(float)),
                   0)
             << ranks << " workers, call " << call << ", worker " << r;
@@ -67,6 +68,7 @@ TEST(HostCollectivesTest, AnAbortedGroupStopsWaitingAndCanBeReset) {
   // Worker 2 never comes: worker 0 and 1 wait until the abort, their buffers untouched.
   std::thread first([&] { group.member(0).AllReduceSum(a.data(), 2); });
   std::thread second([&] { group.member(1).AllReduceSum(b.data(), 2); });
+  while (group.waiting() < 2) std::this_thread::yield();
   group.Abort();
   first.join();
   second.join();

@@ -135,6 +135,16 @@ class SigningOps final : public Ops {
     Sign("GatedRmsNorm", y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out, ld_out);
     inner_.GatedRmsNorm(y, ld_y, z, ld_z, rows, dim, groups, weight, eps, out, ld_out);
   }
+  void RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
+                     float* sums) override {
+    Sign("RowSquareSums", x, ld_x, rows, cols, sums);
+    inner_.RowSquareSums(x, ld_x, rows, cols, sums);
+  }
+  void RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols, const float* sums,
+                     int64_t count, const float* weight, float eps) override {
+    Sign("RmsNormBySums", x, ld_x, rows, cols, sums, count, weight, eps);
+    inner_.RmsNormBySums(x, ld_x, rows, cols, sums, count, weight, eps);
+  }
   void Rope(float* x, int64_t ld_x, int64_t tokens, int32_t heads, int32_t head_dim,
             int64_t start_pos, float theta) override {
     Sign("Rope", x, ld_x, tokens, heads, head_dim, start_pos, theta);

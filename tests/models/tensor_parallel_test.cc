@@ -266,6 +266,53 @@ TEST(TensorParallelGroupTest, TheLeadRunsLikeTheWholeModel) {
   }
 }
 
+// Four workers, each holding one of Mamba-2's two groups for two of them and a quarter of a norm
+// that spans them all: a checkpoint taken mid-prefill holds every worker's part, and a sequence
+// restored from it continues as the original does.
+TEST(TensorParallelGroupTest, ACheckpointHoldsEveryWorkersPart) {
+  WholeModel whole("mamba2-tiny");
+  ASSERT_NE(whole.model, nullptr);
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group =
+      TensorParallelGroup::Load(ModelDir("mamba2-tiny"), 4, ParityOptions(4),
+                                [](int32_t) { return kernels::MakeCpuOps(1); });
+  ASSERT_TRUE(group.ok()) << group.status();
+  const Model& lead = (*group)->lead();
+  // The lead counts every worker's slice (the replicated embeddings and norms once per worker).
+  EXPECT_GT(lead.parameters(), whole.model->parameters());
+  EXPECT_GT(lead.weight_bytes(), whole.model->weight_bytes());
+  std::unique_ptr<kernels::Ops> ops = kernels::MakeCpuOps(1);
+  kernels::Workspace ws;
+
+  const std::vector<int32_t> tokens = {7, 3, 21, 9, 40, 2, 18, 33, 5};
+  std::vector<float> checkpoint(lead.layout().ssm_block_floats(), 0.0f);
+  const SsmSnapshot snapshot{5, checkpoint.data()};
+  TestSequence original(lead);
+  const std::vector<float> full = ::tandem::testing::RunTokens(lead, *ops, ws, original, tokens,
+                                                               true, {&snapshot, 1});
+  ASSERT_FALSE(full.empty());
+  // Every worker wrote its quarter of the checkpoint.
+  const int64_t part = lead.layout().worker_ssm_block_floats();
+  for (int32_t w = 0; w < 4; ++w) {
+    const auto begin = checkpoint.begin() + w * part;
+    EXPECT_TRUE(std::any_of(begin, begin + part, [](float v) { return v != 0.0f; }))
+        << "worker " << w << "'s part is empty";
+  }
+
+  TestSequence restored(lead);
+  std::copy(checkpoint.begin(), checkpoint.end(), restored.state().ssm);
+  restored.state().tokens = 5;
+  const std::vector<int32_t> rest(tokens.begin() + 5, tokens.end());
+  const std::vector<float> resumed =
+      ::tandem::testing::RunTokens(lead, *ops, ws, restored, rest, true);
+  const int64_t vocab = lead.config().vocab_size;
+  ASSERT_EQ(resumed.size(), rest.size() * vocab);
+  const std::vector<float> tail(full.end() - static_cast<ptrdiff_t>(resumed.size()), full.end());
+  EXPECT_LT(MaxAbsDiff(resumed, tail), 1e-5f);
+  TestSequence reference(*whole.model);
+  const std::vector<float> want = whole.Run({&reference}, {tokens}, true);
+  EXPECT_LT(MaxAbsDiff(full, want), kTolerance);
+}
+
 TEST(TensorParallelConfigTest, RefusesASplitTheDimensionsDoNotAllow) {
   LoadOptions options = ParityOptions(4);
   options.shard = {0, 3};
