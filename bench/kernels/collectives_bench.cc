@@ -1,6 +1,7 @@
 // What an all-reduce between tensor-parallel worker threads costs (kernels/cpu/host_collectives.h):
 // every sub-layer of a split model pays one, so its latency at a decode batch's size is the
-// overhead a split adds per layer. Args: workers, floats summed (rows × hidden).
+// overhead a split adds per layer. Args: workers, floats summed (rows × hidden), and how many
+// times a waiting worker checks before it sleeps (0: it sleeps at once, on a condition variable).
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -15,7 +16,7 @@ namespace {
 void BM_HostAllReduce(benchmark::State& state) {
   const int32_t workers = static_cast<int32_t>(state.range(0));
   const int64_t count = state.range(1);
-  HostCollectiveGroup group(workers);
+  HostCollectiveGroup group(workers, static_cast<int>(state.range(2)));
   std::atomic<bool> stop{false};
   std::vector<std::vector<float>> buffers(workers, std::vector<float>(count, 1.0f));
   std::vector<std::thread> others;
@@ -40,9 +41,7 @@ void BM_HostAllReduce(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_HostAllReduce)
-    ->Args({2, 4096})
-    ->Args({2, 64 * 4096})
-    ->Args({2, 512 * 4096})
+    ->ArgsProduct({{2}, {4096, 64 * 4096, 512 * 4096}, {0, HostCollectiveGroup::kDefaultSpins}})
     ->UseRealTime();
 
 }  // namespace

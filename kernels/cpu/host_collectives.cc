@@ -1,6 +1,7 @@
 #include "kernels/cpu/host_collectives.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace tandem::kernels {
 
@@ -18,8 +19,9 @@ class HostCollectiveGroup::Member final : public Collectives {
   const int32_t rank_;
 };
 
-HostCollectiveGroup::HostCollectiveGroup(int32_t ranks)
-    : published_(static_cast<size_t>(std::max(ranks, 1))),
+HostCollectiveGroup::HostCollectiveGroup(int32_t ranks, int spins)
+    : spins_(spins),
+      published_(static_cast<size_t>(std::max(ranks, 1))),
       sums_(static_cast<size_t>(std::max(ranks, 1))) {
   for (int32_t r = 0; r < std::max(ranks, 1); ++r) {
     members_.push_back(std::make_unique<Member>(*this, r));
@@ -31,39 +33,52 @@ HostCollectiveGroup::~HostCollectiveGroup() = default;
 Collectives& HostCollectiveGroup::member(int32_t rank) { return *members_[rank]; }
 
 bool HostCollectiveGroup::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (aborted_) return false;
-  const uint64_t generation = generation_;
-  if (++waiting_ == ranks()) {
-    waiting_ = 0;
-    ++generation_;
+  if (aborted_.load(std::memory_order_acquire)) return false;
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (arrivals_.fetch_add(1, std::memory_order_acq_rel) + 1 == ranks()) {
+    // The last to arrive releases the others; the count is ready for the next wait first.
+    arrivals_.store(0, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // a sleeper cannot miss the change
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+    }
     arrived_.notify_all();
     return true;
   }
-  arrived_.wait(lock, [&] { return generation_ != generation || aborted_; });
-  return generation_ != generation;
+  for (int spin = 0; spin < spins_; ++spin) {
+    if (generation_.load(std::memory_order_acquire) != generation) return true;
+    if (aborted_.load(std::memory_order_acquire)) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  arrived_.wait(lock, [&] {
+    return generation_.load(std::memory_order_acquire) != generation ||
+           aborted_.load(std::memory_order_acquire);
+  });
+  return generation_.load(std::memory_order_acquire) != generation;
 }
 
 void HostCollectiveGroup::Abort() {
-  std::lock_guard<std::mutex> lock(mu_);
-  aborted_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_.store(true, std::memory_order_release);
+  }
   arrived_.notify_all();
 }
 
-bool HostCollectiveGroup::aborted() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return aborted_;
-}
+bool HostCollectiveGroup::aborted() const { return aborted_.load(std::memory_order_acquire); }
 
 int32_t HostCollectiveGroup::waiting() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return waiting_;
+  return arrivals_.load(std::memory_order_acquire);
 }
 
 void HostCollectiveGroup::Reset() {
-  std::lock_guard<std::mutex> lock(mu_);
-  aborted_ = false;
-  waiting_ = 0;
+  aborted_.store(false, std::memory_order_release);
+  arrivals_.store(0, std::memory_order_release);
 }
 
 void HostCollectiveGroup::AllReduceSum(int32_t rank, float* data, int64_t count) {

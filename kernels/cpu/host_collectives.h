@@ -3,6 +3,7 @@
 #ifndef TANDEM_KERNELS_CPU_HOST_COLLECTIVES_H_
 #define TANDEM_KERNELS_CPU_HOST_COLLECTIVES_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -15,7 +16,10 @@ namespace tandem::kernels {
 
 class HostCollectiveGroup {
  public:
-  explicit HostCollectiveGroup(int32_t ranks);
+  // A waiting worker checks `spins` times (a pause instruction between checks, some µs in all)
+  // whether the others have arrived before it sleeps.
+  static constexpr int kDefaultSpins = 2000;
+  explicit HostCollectiveGroup(int32_t ranks, int spins = kDefaultSpins);
   HostCollectiveGroup(const HostCollectiveGroup&) = delete;
   HostCollectiveGroup& operator=(const HostCollectiveGroup&) = delete;
   ~HostCollectiveGroup();
@@ -40,14 +44,17 @@ class HostCollectiveGroup {
   // the two waits), then copies every share back into its own buffer: the work is split, the
   // order of each sum is fixed.
   void AllReduceSum(int32_t rank, float* data, int64_t count);
-  // Until every worker has arrived (true), or the group is aborted (false).
+  // Until every worker has arrived (true), or the group is aborted (false). Spins a while
+  // before it sleeps: a layer's workers arrive within microseconds of each other, and waking a
+  // sleeping thread costs tens of them (docs/BENCHMARKS.md, "Tensor parallelism").
   bool Wait();
 
-  mutable std::mutex mu_;
+  const int spins_;
+  std::atomic<int32_t> arrivals_{0};
+  std::atomic<uint64_t> generation_{0};  // how many waits every worker has finished
+  std::atomic<bool> aborted_{false};
+  std::mutex mu_;  // for the sleepers
   std::condition_variable arrived_;
-  int32_t waiting_ = 0;
-  uint64_t generation_ = 0;
-  bool aborted_ = false;
   std::vector<float*> published_;
   std::vector<std::vector<float>> sums_;  // per worker: its share of the sums
   std::vector<std::unique_ptr<Member>> members_;
