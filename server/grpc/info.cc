@@ -76,6 +76,7 @@ void FillModelInfo(const ServiceState& state, v1::ModelInfo* info) {
   info->set_max_new_tokens_limit(state.config().engine.scheduler.max_new_tokens_limit);
   const engine::ComputeDevice* device = state.config().engine.device;
   info->set_device(device != nullptr ? device->name() : "cpu");
+  info->set_tensor_parallel(served.model->shard().ranks);
 }
 
 void FillServerInfo(ServiceState& state, v1::ServerInfo* info) {

@@ -229,6 +229,7 @@ TEST_F(ApiTest, ModelInfoDescribesTheCheckpoint) {
   EXPECT_GT(info.weight_bytes(), 0);
   EXPECT_NE(info.model_path().find("zamba2-tiny"), std::string::npos);
   EXPECT_EQ(info.device(), "cpu");
+  EXPECT_EQ(info.tensor_parallel(), 1);
 }
 
 TEST_F(ApiTest, ServerInfoCountsRequestsAndReportsPools) {
