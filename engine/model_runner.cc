@@ -105,7 +105,12 @@ absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInp
         absl::StrCat(std::string(ops_->name()), " backend: no memory for the activations of ",
                      batch.size(), " sequences"));
   }
-  TANDEM_RETURN_IF_ERROR(forward);
+  if (!forward.ok()) {
+    // INTERNAL: the pass failed partway (a tensor-parallel worker), the states are lost; any
+    // other error is a refusal before anything changed.
+    *ops_failed = absl::IsInternal(forward);
+    return forward;
+  }
   const std::string failure = ReadBackRows(out, uses, first_row);
   if (failure.empty()) return absl::OkStatus();
   *ops_failed = true;

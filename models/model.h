@@ -111,7 +111,8 @@ class Model {
   // for a new sequence). Writes LogitRows(batch) × vocab logits, in batch order, unless
   // `logits` is null (a tensor-parallel worker other than the one that samples).
   // INVALID_ARGUMENT for out-of-vocabulary ids or bad snapshot positions, FAILED_PRECONDITION
-  // for missing pages or SSM block; on error no state has been modified.
+  // for missing pages or SSM block; on those errors no state has been modified. INTERNAL: a
+  // tensor-parallel pass failed partway, and the batch's states are lost.
   [[nodiscard]] absl::Status Forward(kernels::Ops& ops, kernels::Workspace& ws,
                                      std::span<const SequenceInput> batch, float* logits,
                                      const ForwardOptions& options = {}) const;

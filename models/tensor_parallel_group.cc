@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create
 }
 
 TensorParallelGroup::~TensorParallelGroup() {
+  std::lock_guard<std::mutex> no_pass(pass_mu_);  // a pass under way finishes first
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -95,20 +96,21 @@ void TensorParallelGroup::PeerLoop(Peer& peer) {
   peer.ops->BindCallingThread();
   uint64_t seen = 0;
   for (;;) {
-    std::span<const SequenceInput> batch;
     ForwardOptions options;
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_.wait(lock, [&] { return stopping_ || pass_ != seen; });
       if (stopping_) return;
       seen = pass_;
-      batch = batch_;
       options = *options_;
     }
+    options.stats = nullptr;  // the lead counts
+    options.host_scratch = nullptr;
+    options.collectives = &collectives_->member(peer.rank);
     absl::Status status;
     std::exception_ptr thrown;
     try {
-      status = RunPeer(peer, batch, options);
+      status = peer.model->Forward(*peer.ops, peer.ws, peer.inputs, nullptr, options);
     } catch (...) {
       // Handed to the lead's thread, which throws it as its own Forward would.
       thrown = std::current_exception();
@@ -125,8 +127,7 @@ void TensorParallelGroup::PeerLoop(Peer& peer) {
   }
 }
 
-absl::Status TensorParallelGroup::RunPeer(Peer& peer, std::span<const SequenceInput> batch,
-                                          ForwardOptions options) {
+void TensorParallelGroup::Translate(Peer& peer, std::span<const SequenceInput> batch) {
   // Its part of every unit: the units hold the workers' parts one after another.
   const StateLayout& layout = peer.model->layout();
   const int64_t kv_offset = peer.rank * layout.worker_kv_page_floats();
@@ -155,10 +156,6 @@ absl::Status TensorParallelGroup::RunPeer(Peer& peer, std::span<const SequenceIn
     peer.inputs[i] = {in.state != nullptr ? &state : nullptr, in.tokens, snapshots,
                       in.all_logits};
   }
-  options.stats = nullptr;  // the lead counts
-  options.host_scratch = nullptr;
-  options.collectives = &collectives_->member(peer.rank);
-  return peer.model->Forward(*peer.ops, peer.ws, peer.inputs, nullptr, options);
 }
 
 absl::Status TensorParallelGroup::Forward(kernels::Ops& ops, kernels::Workspace& ws,
@@ -170,9 +167,11 @@ absl::Status TensorParallelGroup::Forward(kernels::Ops& ops, kernels::Workspace&
   }
   // One pass at a time: a whole model's Forward may be called from several threads at once.
   std::lock_guard<std::mutex> one_pass(pass_mu_);
+  // Each worker's view of the batch, made here while they are idle: it may throw (no memory),
+  // and nothing has run yet.
+  for (auto& peer : peers_) Translate(*peer, batch);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    batch_ = batch;
     options_ = &options;
     finished_ = 0;
     ++pass_;

@@ -69,8 +69,8 @@ class TensorParallelGroup {
                        std::span<const SequenceInput> batch, float* logits,
                        const ForwardOptions& options);
   void PeerLoop(Peer& peer);
-  // One pass of `peer` on its part of the batch's units.
-  absl::Status RunPeer(Peer& peer, std::span<const SequenceInput> batch, ForwardOptions options);
+  // `peer`'s view of the batch: the same sequences, its part of each of their units.
+  static void Translate(Peer& peer, std::span<const SequenceInput> batch);
 
   std::unique_ptr<Model> lead_;
   std::unique_ptr<kernels::HostCollectiveGroup> collectives_;
@@ -84,7 +84,6 @@ class TensorParallelGroup {
   uint64_t pass_ = 0;  // the latest pass handed out
   int32_t finished_ = 0;
   bool stopping_ = false;
-  std::span<const SequenceInput> batch_;
   const ForwardOptions* options_ = nullptr;
 };
 

@@ -47,7 +47,9 @@ bool HostCollectiveGroup::Wait() {
   }
   for (int spin = 0; spin < spins_; ++spin) {
     if (generation_.load(std::memory_order_acquire) != generation) return true;
-    if (aborted_.load(std::memory_order_acquire)) return false;
+    if (aborted_.load(std::memory_order_acquire)) {
+      return generation_.load(std::memory_order_acquire) != generation;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #else
@@ -89,7 +91,16 @@ void HostCollectiveGroup::AllReduceSum(int32_t rank, float* data, int64_t count)
   if (!Wait()) return;  // every buffer is published
   const int64_t begin = share_begin(rank), end = share_begin(rank + 1);
   std::vector<float>& sums = sums_[rank];
-  sums.assign(published_[0] + begin, published_[0] + end);
+  try {
+    sums.assign(published_[0] + begin, published_[0] + end);
+  } catch (...) {
+    // No memory for this share. The others are reading every buffer: let them finish (an empty
+    // share copies nothing), then abort the pass and fail as the worker's own op would.
+    sums.clear();
+    Wait();
+    Abort();
+    throw;
+  }
   for (int64_t r = 1; r < n; ++r) {
     const float* from = published_[r] + begin;
     for (int64_t i = 0; i < end - begin; ++i) sums[i] += from[i];

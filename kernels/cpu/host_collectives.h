@@ -16,8 +16,8 @@ namespace tandem::kernels {
 
 class HostCollectiveGroup {
  public:
-  // A waiting worker checks `spins` times (a pause instruction between checks, some µs in all)
-  // whether the others have arrived before it sleeps.
+  // A waiting worker checks `spins` times (a pause instruction between checks: from a few µs to
+  // ~100 µs in all, by CPU) whether the others have arrived before it sleeps.
   static constexpr int kDefaultSpins = 2000;
   explicit HostCollectiveGroup(int32_t ranks, int spins = kDefaultSpins);
   HostCollectiveGroup(const HostCollectiveGroup&) = delete;
@@ -28,7 +28,8 @@ class HostCollectiveGroup {
   // Worker `rank`'s end, to be used by one thread at a time.
   Collectives& member(int32_t rank);
 
-  // A worker that cannot finish its pass (its scratch memory ran out, say) aborts the group:
+  // A worker that cannot finish its pass (its scratch memory ran out, say), and is not inside
+  // a collective, aborts the group (a collective that cannot allocate aborts it itself):
   // nobody waits for anybody any more, every collective returns at once with its buffer
   // unsummed, and the pass's results are garbage for the caller to discard. Reset() makes the
   // group usable again, once every worker has left the pass.
