@@ -225,8 +225,15 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
       c.family == Family::kNemotronH ? root + "norm_f.weight" : names.final_norm;
   progress("embeddings");
   TANDEM_ASSIGN_OR_RETURN(embed_, w.Embedding(embed_name, v, h));
-  TANDEM_ASSIGN_OR_RETURN(final_norm_, w.Get(final_norm, {h}));
-  if (c.tie_word_embeddings && w.storage() != WeightStorage::kInt8) {
+  // Only tensor-parallel worker 0 computes logits: the others hold no head (an untied one is a
+  // vocabulary × hidden matrix per worker).
+  const bool computes_logits = shard.rank == 0;
+  if (computes_logits) {
+    TANDEM_ASSIGN_OR_RETURN(final_norm_, w.Get(final_norm, {h}));
+  }
+  if (!computes_logits) {
+    // final_norm_ and lm_head_ stay empty.
+  } else if (c.tie_word_embeddings && w.storage() != WeightStorage::kInt8) {
     lm_head_ = embed_;
   } else if (c.tie_word_embeddings) {
     // The embedding rows are gathered in their float format; the head multiplies in int8.
@@ -351,6 +358,8 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
       continue;
     }
     if (c.tie_word_embeddings && name == "lm_head.weight") continue;
+    // Worker 0 reads them (a missing or misshapen one fails its load, and so the group's).
+    if (!computes_logits && (name == "lm_head.weight" || name == final_norm)) continue;
     // Nemotron 3's multi-token-prediction layers draft tokens for speculative decoding, which
     // tandem does not do; the model's own layers decode without them.
     if (c.family == Family::kNemotronH && name.starts_with("mtp.")) continue;
@@ -460,6 +469,10 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   // The lead of a tensor-parallel group runs the whole group (models/tensor_parallel_group.h).
   if (group_ != nullptr && options.collectives == nullptr) {
     return group_->Forward(ops, ws, batch, logits, options);
+  }
+  if (logits != nullptr && final_norm_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor-parallel worker ", shard_.rank, " holds no LM head; worker 0 computes the logits"));
   }
   TANDEM_RETURN_IF_ERROR(Validate(batch));
   const kernels::Collectives* group = options.collectives;

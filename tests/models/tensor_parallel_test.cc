@@ -357,6 +357,11 @@ TEST(TensorParallelConfigTest, AShardedModelNeedsItsOwnCollectives) {
   forward.collectives = &group.member(0);
   status = (*model)->Forward(*ops, ws, {&input, 1}, nullptr, forward);
   EXPECT_NE(status.message().find("worker 0 of 2"), std::string_view::npos) << status;
+  // Worker 1 holds no LM head: asking it for logits is refused too.
+  std::vector<float> logits((*model)->config().vocab_size);
+  forward.collectives = &group.member(1);
+  status = (*model)->Forward(*ops, ws, {&input, 1}, logits.data(), forward);
+  EXPECT_NE(status.message().find("holds no LM head"), std::string_view::npos) << status;
   EXPECT_EQ(seq.state().tokens, 0);
 }
 
