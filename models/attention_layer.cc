@@ -16,9 +16,11 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(WeightStore& w, const std::s
   layer.hidden_ = hidden;
   const int64_t q = int64_t{dims.heads} * dims.head_dim,
                 kv = int64_t{dims.kv_heads} * dims.head_dim;
+  // Key/value heads fewer than the ranks are held by every rank whose query heads read them.
+  const TensorSlice kv_rows = KvHeadRows(dims, shard);
   TANDEM_ASSIGN_OR_RETURN(layer.qkv_, w.Stack({{p + "q_proj.weight", q, ShardSegments(shard, {q})},
-                                               {p + "k_proj.weight", kv, ShardSegments(shard, {kv})},
-                                               {p + "v_proj.weight", kv, ShardSegments(shard, {kv})}},
+                                               {p + "k_proj.weight", kv, kv_rows},
+                                               {p + "v_proj.weight", kv, kv_rows}},
                                               dims.input_width));
   TANDEM_ASSIGN_OR_RETURN(layer.o_,
                           w.Matrix(p + "o_proj.weight", hidden, q, ShardSegments(shard, {q}, 1)));

@@ -26,7 +26,7 @@ absl::StatusOr<Mamba2Mixer> Mamba2Mixer::Load(WeightStore& w, const std::string&
   TensorSlice xbc;  // within xBC (the conv's channels); in_proj's rows are z ‖ xBC ‖ dt
   if (shard.sharded()) {
     const int64_t gn = int64_t{full.groups} * full.state_size;
-    const Mamba2GroupShare groups = Mamba2Groups(full, shard);
+    const GroupShare groups = Mamba2Groups(full, shard);
     const int64_t b0 = din + int64_t{groups.first} * full.state_size,
                   bn = int64_t{groups.count} * full.state_size;
     xbc.ranges = {inner.ranges[0], {b0, b0 + bn}, {b0 + gn, b0 + gn + bn}};

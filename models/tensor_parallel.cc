@@ -89,20 +89,33 @@ TensorSlice ShardSegments(const TensorShard& shard, const std::vector<int64_t>& 
   return slice;
 }
 
-Mamba2GroupShare Mamba2Groups(const Mamba2Dims& full, const TensorShard& shard) {
-  if (full.groups % shard.ranks == 0) {
-    const int32_t count = full.groups / shard.ranks;
+GroupShare ShareOfGroups(int32_t groups, const TensorShard& shard) {
+  if (groups % shard.ranks == 0) {
+    const int32_t count = groups / shard.ranks;
     return {shard.rank * count, count};
   }
   // Fewer groups than ranks (ShardConfig checks the ranks divide into them): each group's heads
   // span ranks / groups ranks.
-  return {shard.rank / (shard.ranks / full.groups), 1};
+  return {shard.rank / (shard.ranks / groups), 1};
+}
+
+GroupShare Mamba2Groups(const Mamba2Dims& full, const TensorShard& shard) {
+  return ShareOfGroups(full.groups, shard);
+}
+
+TensorSlice KvHeadRows(const AttentionDims& full, const TensorShard& shard) {
+  TensorSlice slice;
+  if (!shard.sharded()) return slice;
+  const GroupShare share = ShareOfGroups(full.kv_heads, shard);
+  slice.ranges.emplace_back(int64_t{share.first} * full.head_dim,
+                            int64_t{share.first + share.count} * full.head_dim);
+  return slice;
 }
 
 AttentionDims ShardAttention(const AttentionDims& full, const TensorShard& shard) {
   AttentionDims dims = full;
   dims.heads = full.heads / shard.ranks;
-  dims.kv_heads = full.kv_heads / shard.ranks;
+  dims.kv_heads = ShareOfGroups(full.kv_heads, shard).count;
   return dims;
 }
 
@@ -145,8 +158,11 @@ absl::StatusOr<ModelConfig> ShardConfig(const ModelConfig& full, const TensorSha
   ModelConfig c = full;
   if (full.num_attention_layers > 0) {
     if (full.attention.heads % n != 0) return refuse("attention head count", full.attention.heads);
-    if (full.attention.kv_heads % n != 0) {
-      return refuse("key/value head count", full.attention.kv_heads);
+    const int32_t kv = full.attention.kv_heads;
+    if (kv % n != 0 && n % kv != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor parallelism over ", n, " ranks: ", full.architecture, "'s ", kv,
+                       " key/value heads neither divide among nor into the ranks"));
     }
     c.attention = ShardAttention(full.attention, shard);
   }

@@ -1,5 +1,6 @@
 // Tensor parallelism (Megatron-style) over `ranks` workers, each holding a slice of every layer:
-//  - attention: its query and KV heads (q/k/v rows, o_proj columns);
+//  - attention: its query heads (q rows, o_proj columns) and the key/value heads they read (a
+//    share of them, or with fewer KV heads than ranks the one its query heads read);
 //  - MLPs and every expert: their intermediate channels (gate/up rows, down columns);
 //  - Mamba-1: its inner channels (in_proj rows, conv, x_proj columns, dt_proj rows, A, D,
 //    out_proj columns); x_proj's partial products are summed across the ranks;
@@ -58,13 +59,17 @@ void CopySlice(const uint8_t* src, const std::vector<int64_t>& shape, size_t ele
 TensorSlice ShardSegments(const TensorShard& shard, const std::vector<int64_t>& segments,
                           int32_t dim = 0);
 
-// How a Mamba-2 mixer's groups fall to a rank: either each rank holds groups / ranks of them,
-// or (fewer groups than ranks) the one group its heads read.
-struct Mamba2GroupShare {
+// How `groups` shared by consecutive heads (Mamba-2's B/C groups, attention's key/value heads)
+// fall to a rank: either each rank holds groups / ranks of them, or (fewer groups than ranks,
+// the ranks a multiple of them) the one group its heads read, which several ranks then hold.
+struct GroupShare {
   int32_t first = 0;  // the first group the rank holds
   int32_t count = 0;  // how many
 };
-Mamba2GroupShare Mamba2Groups(const Mamba2Dims& full, const TensorShard& shard);
+GroupShare ShareOfGroups(int32_t groups, const TensorShard& shard);
+GroupShare Mamba2Groups(const Mamba2Dims& full, const TensorShard& shard);
+// The rows of k_proj (or v_proj) the rank keeps: its key/value heads.
+TensorSlice KvHeadRows(const AttentionDims& full, const TensorShard& shard);
 
 // The dimensions a rank runs. The gated norm of a rank whose norm group spans several ranks
 // is marked by `norm_spans_ranks` (its statistic is summed across them).

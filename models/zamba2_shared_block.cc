@@ -80,8 +80,9 @@ absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "0.weight"));
       down_parts.push_back({name, r});
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "1.weight"));
-      TANDEM_ASSIGN_OR_RETURN(qkv.up[j],
-                              w.Matrix(name, widths[j], r, ShardSegments(shard, {widths[j]})));
+      TANDEM_ASSIGN_OR_RETURN(qkv.up[j], w.Matrix(name, widths[j], r,
+                                                  j == 0 ? ShardSegments(shard, {widths[j]})
+                                                         : KvHeadRows(d, shard)));
     }
     TANDEM_ASSIGN_OR_RETURN(qkv.down, w.Stack(down_parts, d.input_width));
     a.attention = qkv;
