@@ -26,8 +26,9 @@ absl::StatusOr<NamedAllocator> CreateAllocator(const std::string& name, const Mo
                                                const AllocatorOptions& options) {
   if (absl::Status s = spec.Validate(); !s.ok()) return s;
   if (options.page_tokens == 0) return absl::InvalidArgumentError("page_tokens must be positive");
-  const size_t kv_page = options.kv_page_bytes != 0 ? options.kv_page_bytes
-                                                    : spec.kv_bytes_per_token() * options.page_tokens;
+  const size_t kv_page = options.kv_page_bytes != 0
+                             ? options.kv_page_bytes
+                             : spec.kv_bytes_per_token() * options.page_tokens;
   const size_t ssm_block =
       options.ssm_block_bytes != 0 ? options.ssm_block_bytes : spec.ssm_state_bytes();
   NamedAllocator out;

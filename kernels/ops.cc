@@ -56,8 +56,7 @@ std::string Ops::ReadBack(const float* src, size_t count, float* dst) {
   return "";
 }
 
-void Ops::RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
-                        float* sums) {
+void Ops::RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols, float* sums) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * ld_x;
     double ss = 0.0;

@@ -407,10 +407,9 @@ class Ops {
   // together, then each scales its part: x[r,c] = weight[c] · (x[r,c] / sqrt(sums[r] / count +
   // eps)), `count` being the whole row's width. `sums` is in the backend's memory. By default
   // on the host (ops.cc); a device backend overrides both.
-  virtual void RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
-                             float* sums);
-  virtual void RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols,
-                             const float* sums, int64_t count, const float* weight, float eps);
+  virtual void RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols, float* sums);
+  virtual void RmsNormBySums(float* x, int64_t ld_x, int64_t rows, int64_t cols, const float* sums,
+                             int64_t count, const float* weight, float eps);
 
   // In-place NeoX ("rotate_half") rotary embedding over the full head_dim of each head, for T rows
   // at positions start_pos … start_pos+T-1.

@@ -32,8 +32,8 @@ class AttentionLayer {
                                              const AttentionDims& dims, int32_t hidden,
                                              const TensorShard& shard = {});
 
-  // x: [rows, dims.input_width]; out: [rows, hidden] (this worker's partial sum, when sharded). Writes this layer's K/V for the new
-  // positions into each sequence's pages at `attention_index`.
+  // x: [rows, dims.input_width]; out: [rows, hidden] (this worker's partial sum, when sharded).
+  // Writes this layer's K/V for the new positions into each sequence's pages at `attention_index`.
   void Forward(const ForwardContext& ctx, const float* x, const QkvAdapter* adapter,
                int32_t attention_index, float* out) const;
 

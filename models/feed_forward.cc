@@ -21,17 +21,16 @@ absl::StatusOr<GatedMlp> GatedMlp::Load(WeightStore& w, const std::string& p, in
   return mlp;
 }
 
-absl::StatusOr<GatedMlp> GatedMlp::LoadStacked(WeightStore& w, const std::string& p,
-                                               int32_t hidden, int32_t intermediate,
-                                               kernels::Activation act,
+absl::StatusOr<GatedMlp> GatedMlp::LoadStacked(WeightStore& w, const std::string& p, int32_t hidden,
+                                               int32_t intermediate, kernels::Activation act,
                                                const TensorShard& shard) {
   GatedMlp mlp;
   mlp.hidden_ = hidden;
   mlp.intermediate_ = intermediate / shard.ranks;
   mlp.act_ = act;
-  TANDEM_ASSIGN_OR_RETURN(mlp.gate_up_, w.Matrix(p + "input_linear.weight",
-                                                 int64_t{2} * intermediate, hidden,
-                                                 ShardSegments(shard, {intermediate, intermediate})));
+  TANDEM_ASSIGN_OR_RETURN(mlp.gate_up_,
+                          w.Matrix(p + "input_linear.weight", int64_t{2} * intermediate, hidden,
+                                   ShardSegments(shard, {intermediate, intermediate})));
   TANDEM_ASSIGN_OR_RETURN(mlp.down_, w.Matrix(p + "output_linear.weight", hidden, intermediate,
                                               ShardSegments(shard, {intermediate}, 1)));
   return mlp;
@@ -100,8 +99,7 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::Load(WeightStore& w, const st
   return moe;
 }
 
-absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadStacked(WeightStore& w,
-                                                               const std::string& p,
+absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadStacked(WeightStore& w, const std::string& p,
                                                                const ModelConfig& config,
                                                                const TensorShard& shard) {
   MixtureOfExperts moe = Shaped(config, shard);
@@ -109,8 +107,8 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadStacked(WeightStore& w,
   TANDEM_ASSIGN_OR_RETURN(moe.router_, w.Matrix(p + "router.layer.weight", e, h));
   TANDEM_ASSIGN_OR_RETURN(moe.gate_up_, w.Matrices(p + "input_linear.weight", e, 2 * i, h,
                                                    ShardSegments(shard, {i, i}, 1)));
-  TANDEM_ASSIGN_OR_RETURN(moe.down_, w.Matrices(p + "output_linear.weight", e, h, i,
-                                                ShardSegments(shard, {i}, 2)));
+  TANDEM_ASSIGN_OR_RETURN(
+      moe.down_, w.Matrices(p + "output_linear.weight", e, h, i, ShardSegments(shard, {i}, 2)));
   return moe;
 }
 
@@ -137,8 +135,7 @@ absl::StatusOr<MixtureOfExperts> MixtureOfExperts::LoadNemotronH(WeightStore& w,
       kernels::WeightMatrix up;
       kernels::WeightMatrix down;
       TANDEM_ASSIGN_OR_RETURN(up, w.Matrix(ep + "up_proj.weight", i, width, channels));
-      TANDEM_ASSIGN_OR_RETURN(down,
-                              w.Matrix(ep + "down_proj.weight", width, i, channels.Along(1)));
+      TANDEM_ASSIGN_OR_RETURN(down, w.Matrix(ep + "down_proj.weight", width, i, channels.Along(1)));
       moe.gate_up_.push_back(up);
       moe.down_.push_back(down);
     }

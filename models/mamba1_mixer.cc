@@ -37,7 +37,8 @@ absl::StatusOr<Mamba1Mixer> Mamba1Mixer::Load(WeightStore& w, const std::string&
   TANDEM_ASSIGN_OR_RETURN(m.dt_proj_, w.Matrix(p + "dt_proj.weight", din, r, channels));
   TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_proj.bias", {din}, channels));
   TANDEM_ASSIGN_OR_RETURN(
-      m.a_, w.Map(p + "A_log", {din, n}, [](float v) { return -std::exp(v); }, channels));
+      m.a_, w.Map(
+                p + "A_log", {din, n}, [](float v) { return -std::exp(v); }, channels));
   TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {din}, channels));
   TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din, channels.Along(1)));
   return m;

@@ -18,21 +18,19 @@ absl::StatusOr<Mamba2Mixer> Mamba2Mixer::Load(WeightStore& w, const std::string&
   m.full_inner_ = sharded.full_inner;
   m.hidden_ = config.hidden_size;
   m.ssm_index_ = ssm_index;
-  const int64_t h = config.hidden_size, din = full.inner, heads = full.heads,
-                k = full.conv_kernel, conv = full.conv_channels(), width = full.in_proj_width();
+  const int64_t h = config.hidden_size, din = full.inner, heads = full.heads, k = full.conv_kernel,
+                conv = full.conv_channels(), width = full.in_proj_width();
   // This worker's share: its heads' channels of z and x, the B/C groups they read, their dt.
   const TensorSlice inner = ShardSegments(shard, {din});
   const TensorSlice head_values = ShardSegments(shard, {heads});
-  TensorSlice xbc;  // within xBC (the conv's channels); in_proj's rows are z ‖ xBC ‖ dt
+  TensorSlice xbc;      // within xBC (the conv's channels)
+  TensorSlice in_rows;  // within in_proj's rows, z ‖ xBC ‖ dt
   if (shard.sharded()) {
     const int64_t gn = int64_t{full.groups} * full.state_size;
     const GroupShare groups = Mamba2Groups(full, shard);
     const int64_t b0 = din + int64_t{groups.first} * full.state_size,
                   bn = int64_t{groups.count} * full.state_size;
     xbc.ranges = {inner.ranges[0], {b0, b0 + bn}, {b0 + gn, b0 + gn + bn}};
-  }
-  TensorSlice in_rows;
-  if (shard.sharded()) {
     in_rows.ranges.push_back(inner.ranges[0]);
     for (const auto& [begin, end] : xbc.ranges) in_rows.ranges.emplace_back(din + begin, din + end);
     const auto& [h0, h1] = head_values.ranges[0];
@@ -49,7 +47,8 @@ absl::StatusOr<Mamba2Mixer> Mamba2Mixer::Load(WeightStore& w, const std::string&
   }
   TANDEM_ASSIGN_OR_RETURN(m.dt_bias_, w.Get(p + "dt_bias", {heads}, head_values));
   TANDEM_ASSIGN_OR_RETURN(
-      m.a_, w.Map(p + "A_log", {heads}, [](float v) { return -std::exp(v); }, head_values));
+      m.a_, w.Map(
+                p + "A_log", {heads}, [](float v) { return -std::exp(v); }, head_values));
   TANDEM_ASSIGN_OR_RETURN(m.d_, w.Get(p + "D", {heads}, head_values));
   TANDEM_ASSIGN_OR_RETURN(m.norm_, w.Get(p + "norm.weight", {din}, inner));
   TANDEM_ASSIGN_OR_RETURN(m.out_proj_, w.Matrix(p + "out_proj.weight", h, din, inner.Along(1)));

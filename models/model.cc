@@ -257,7 +257,8 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
     const int32_t blocks = std::min<int32_t>(c.num_mem_blocks, c.hybrid_layer_ids.size());
     for (int32_t b = 0; b < blocks; ++b) {
       progress(absl::StrCat("shared block ", b + 1, "/", blocks));
-      TANDEM_ASSIGN_OR_RETURN(Zamba2SharedBlock block, Zamba2SharedBlock::Load(w, resolve, b, c, shard));
+      TANDEM_ASSIGN_OR_RETURN(Zamba2SharedBlock block,
+                              Zamba2SharedBlock::Load(w, resolve, b, c, shard));
       shared_blocks_.push_back(std::move(block));
     }
   }
@@ -286,12 +287,12 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
       case Family::kZamba2: {
         const std::string mp = layer.spec.zamba2_hybrid ? base + "mamba_decoder." : base;
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(mp + "input_layernorm.weight", {h}));
-        TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
-                                Mamba2Mixer::Load(w, mp + "mamba.", c, layer.spec.ssm_index, shard));
+        TANDEM_ASSIGN_OR_RETURN(
+            layer.mamba2, Mamba2Mixer::Load(w, mp + "mamba.", c, layer.spec.ssm_index, shard));
         if (layer.spec.zamba2_hybrid) {
-          TANDEM_ASSIGN_OR_RETURN(layer.adapters, Zamba2SharedBlock::LoadAdapters(
-                                                      w, resolve, layer.spec.hybrid_position, c,
-                                                      shard));
+          TANDEM_ASSIGN_OR_RETURN(
+              layer.adapters,
+              Zamba2SharedBlock::LoadAdapters(w, resolve, layer.spec.hybrid_position, c, shard));
           TANDEM_ASSIGN_OR_RETURN(layer.hybrid_linear, w.Matrix(base + "linear.weight", h, h));
         }
         break;
@@ -299,8 +300,8 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
       case Family::kMamba2: {
         const std::string bp = absl::StrCat("backbone.layers.", i, ".");
         TANDEM_ASSIGN_OR_RETURN(layer.input_norm, w.Get(bp + "norm.weight", {h}));
-        TANDEM_ASSIGN_OR_RETURN(layer.mamba2,
-                                Mamba2Mixer::Load(w, bp + "mixer.", c, layer.spec.ssm_index, shard));
+        TANDEM_ASSIGN_OR_RETURN(
+            layer.mamba2, Mamba2Mixer::Load(w, bp + "mixer.", c, layer.spec.ssm_index, shard));
         break;
       }
       case Family::kGraniteHybrid: {
@@ -309,14 +310,13 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         TANDEM_ASSIGN_OR_RETURN(layer.ffn_norm,
                                 w.Get(base + "post_attention_layernorm.weight", {h}));
         if (layer.spec.ffn == FfnKind::kMoe) {
-          TANDEM_ASSIGN_OR_RETURN(layer.moe,
-                                  MixtureOfExperts::LoadStacked(w, base + "block_sparse_moe.", c,
-                                                                shard));
+          TANDEM_ASSIGN_OR_RETURN(
+              layer.moe, MixtureOfExperts::LoadStacked(w, base + "block_sparse_moe.", c, shard));
         }
-        TANDEM_ASSIGN_OR_RETURN(layer.shared_mlp,
-                                GatedMlp::LoadStacked(w, base + "shared_mlp.", c.hidden_size,
-                                                      c.shared_mlp_intermediate, c.ffn_activation,
-                                                      shard));
+        TANDEM_ASSIGN_OR_RETURN(
+            layer.shared_mlp,
+            GatedMlp::LoadStacked(w, base + "shared_mlp.", c.hidden_size, c.shared_mlp_intermediate,
+                                  c.ffn_activation, shard));
         break;
       }
       case Family::kNemotronH: {
@@ -336,9 +336,8 @@ absl::Status Model::LoadWeights(const LoadOptions& options) {
         } else if (layer.spec.mixer == MixerKind::kNone) {
           layer.ffn_norm = norm;
           TANDEM_ASSIGN_OR_RETURN(
-              layer.plain_mlp,
-              PlainMlp::Load(w, bp + "mixer.", c.hidden_size, c.intermediate_size,
-                             c.ffn_activation, c.ffn_bias, shard));
+              layer.plain_mlp, PlainMlp::Load(w, bp + "mixer.", c.hidden_size, c.intermediate_size,
+                                              c.ffn_activation, c.ffn_bias, shard));
         } else {
           layer.input_norm = norm;
           TANDEM_RETURN_IF_ERROR(LoadMixer(w, bp + "mixer.", bp + "mixer.", layer));
@@ -381,9 +380,9 @@ absl::Status Model::LoadMixer(WeightStore& w, const std::string& attention_prefi
   const ModelConfig& c = config_;
   switch (layer.spec.mixer) {
     case MixerKind::kAttention: {
-      TANDEM_ASSIGN_OR_RETURN(layer.attention,
-                              AttentionLayer::Load(w, attention_prefix, c.attention, c.hidden_size,
-                                                   shard_));
+      TANDEM_ASSIGN_OR_RETURN(
+          layer.attention,
+          AttentionLayer::Load(w, attention_prefix, c.attention, c.hidden_size, shard_));
       break;
     }
     case MixerKind::kMamba1: {
@@ -479,8 +478,8 @@ absl::Status Model::Forward(kernels::Ops& ops, kernels::Workspace& ws,
   if (shard_.sharded() != (group != nullptr) ||
       (group != nullptr && (group->rank() != shard_.rank || group->ranks() != shard_.ranks))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a model holding tensor-parallel slice ", shard_.rank, " of ", shard_.ranks,
-        " runs with ", group == nullptr ? "no collectives" : "the collectives of worker ",
+        "a model holding tensor-parallel slice ", shard_.rank, " of ", shard_.ranks, " runs with ",
+        group == nullptr ? "no collectives" : "the collectives of worker ",
         group == nullptr ? "" : absl::StrCat(group->rank(), " of ", group->ranks())));
   }
   ws.Reset();

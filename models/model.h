@@ -139,8 +139,7 @@ class Model {
 
   // `config` is the whole model's; `shard_config` its slice's (ShardConfig), which lays out
   // the state.
-  Model(ModelConfig config, const ModelConfig& shard_config, int32_t page_tokens,
-        TensorShard shard)
+  Model(ModelConfig config, const ModelConfig& shard_config, int32_t page_tokens, TensorShard shard)
       : config_(std::move(config)),
         shard_(shard),
         layout_(shard_config, page_tokens, shard.ranks) {}

@@ -40,8 +40,8 @@ absl::StatusOr<std::vector<int64_t>> SlicedShape(const std::vector<int64_t>& sha
                                                  const TensorSlice& slice) {
   if (slice.whole()) return shape;
   if (slice.dim < 0 || static_cast<size_t>(slice.dim) >= shape.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("a slice along dimension ", slice.dim,
-                                                   " of a ", shape.size(), "-D tensor"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a slice along dimension ", slice.dim, " of a ", shape.size(), "-D tensor"));
   }
   for (const auto& [begin, end] : slice.ranges) {
     if (begin < 0 || begin > end || end > shape[slice.dim]) {
@@ -146,14 +146,14 @@ ShardedMamba2 ShardMamba2(const Mamba2Dims& full, const TensorShard& shard) {
 absl::StatusOr<ModelConfig> ShardConfig(const ModelConfig& full, const TensorShard& shard) {
   const int32_t n = shard.ranks;
   if (n < 1 || shard.rank < 0 || shard.rank >= n) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", shard.rank,
-                                                   " is outside [0, ", n, ") ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor-parallel rank ", shard.rank, " is outside [0, ", n, ") ranks"));
   }
   if (n == 1) return full;
   auto refuse = [&](const std::string& what, int64_t value) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor parallelism over ", n, " ranks: ", full.architecture, "'s ", what,
-                     " (", value, ") is not divisible by ", n));
+    return absl::InvalidArgumentError(absl::StrCat("tensor parallelism over ", n,
+                                                   " ranks: ", full.architecture, "'s ", what, " (",
+                                                   value, ") is not divisible by ", n));
   };
   ModelConfig c = full;
   if (full.num_attention_layers > 0) {

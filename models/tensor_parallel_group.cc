@@ -153,8 +153,7 @@ void TensorParallelGroup::Translate(Peer& peer, std::span<const SequenceInput> b
     for (SsmSnapshot& s : snapshots) {
       if (s.block != nullptr) s.block += ssm_offset;
     }
-    peer.inputs[i] = {in.state != nullptr ? &state : nullptr, in.tokens, snapshots,
-                      in.all_logits};
+    peer.inputs[i] = {in.state != nullptr ? &state : nullptr, in.tokens, snapshots, in.all_logits};
   }
 }
 
@@ -206,9 +205,9 @@ absl::Status TensorParallelGroup::Forward(kernels::Ops& ops, kernels::Workspace&
   if (!peers.ok()) {
     // Cannot happen (the workers validate what the lead validated), and the lead's states have
     // advanced: say so rather than pretend nothing changed.
-    return absl::InternalError(absl::StrCat(
-        "tensor-parallel worker refused a batch the lead ran; its states are lost: ",
-        peers.message()));
+    return absl::InternalError(
+        absl::StrCat("tensor-parallel worker refused a batch the lead ran; its states are lost: ",
+                     peers.message()));
   }
   return absl::OkStatus();
 }
@@ -221,8 +220,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
 }
 
 absl::StatusOr<std::shared_ptr<const Model>> LoadModel(
-    const TensorParallelGroup::SliceLoader& load_slice, const LoadOptions& options,
-    int32_t workers, const TensorParallelGroup::OpsFactory& make_ops) {
+    const TensorParallelGroup::SliceLoader& load_slice, const LoadOptions& options, int32_t workers,
+    const TensorParallelGroup::OpsFactory& make_ops) {
   if (workers == 1) {
     TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, load_slice(options));
     return std::shared_ptr<const Model>(std::move(model));

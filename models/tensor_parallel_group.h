@@ -46,9 +46,10 @@ class TensorParallelGroup {
   // a random-weight model for benchmarks.
   using SliceLoader =
       std::function<absl::StatusOr<std::unique_ptr<Model>>(const LoadOptions& slice)>;
-  static absl::StatusOr<std::unique_ptr<TensorParallelGroup>> Create(
-      int32_t workers, const LoadOptions& options, const SliceLoader& load_slice,
-      const OpsFactory& make_ops);
+  static absl::StatusOr<std::unique_ptr<TensorParallelGroup>> Create(int32_t workers,
+                                                                     const LoadOptions& options,
+                                                                     const SliceLoader& load_slice,
+                                                                     const OpsFactory& make_ops);
   ~TensorParallelGroup();  // stops the threads; the lead must no longer run
   TensorParallelGroup(const TensorParallelGroup&) = delete;
   TensorParallelGroup& operator=(const TensorParallelGroup&) = delete;

@@ -310,8 +310,8 @@ absl::StatusOr<WeightMatrix> WeightStore::Stack(const std::vector<Part>& parts, 
     absl::StatusOr<FloatTensor> t = LoadFloat(p.name, std::vector<int64_t>{p.rows, cols}, p.slice);
     if (!t.ok()) return t.status();
     if (t->dim(1) != kept_cols || at + t->data().size() > out.size()) {
-      return absl::InternalError(absl::StrCat("stack of \"", p.name,
-                                              "\": parts kept different widths"));
+      return absl::InternalError(
+          absl::StrCat("stack of \"", p.name, "\": parts kept different widths"));
     }
     std::copy(t->data().begin(), t->data().end(), out.begin() + static_cast<ptrdiff_t>(at));
     at += t->data().size();
@@ -324,8 +324,8 @@ absl::StatusOr<WeightMatrix> WeightStore::Stack(const std::vector<Part>& parts, 
       FormatFor(storage_, uniform && !stored.empty() ? stored.front() : DType::kF32);
   // Widened 16-bit values convert back exactly, so a kAuto stack of bf16 parts is their bytes.
   absl::StatusOr<WeightMatrix> stack =
-      Own(absl::StrCat("stack of \"", parts.empty() ? std::string() : parts.front().name,
-                       "\" and ", parts.size() - 1, " more"),
+      Own(absl::StrCat("stack of \"", parts.empty() ? std::string() : parts.front().name, "\" and ",
+                       parts.size() - 1, " more"),
           std::move(out), rows, stack_cols, format);
   if (!stack.ok()) return stack.status();
   return Placed(*stack);

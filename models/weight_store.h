@@ -63,8 +63,8 @@ class WeightStore {
                                    const TensorSlice& slice = {});
 
   // The [rows, cols] matrix `name` in the store's weight storage.
-  absl::StatusOr<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows,
-                                               int64_t cols, const TensorSlice& slice = {});
+  absl::StatusOr<kernels::WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols,
+                                               const TensorSlice& slice = {});
 
   // The [rows, cols] matrix `name` in the checkpoint's own format (kAuto) whatever the store's
   // storage: a matrix whose rounding would change decisions rather than values (Nemotron 3's
@@ -126,8 +126,7 @@ class WeightStore {
                                                  const std::vector<int64_t>& shape,
                                                  const TensorSlice& slice);
   // The source's tensors, cut to `slice` (a copy) unless it is whole.
-  absl::StatusOr<FloatTensor> LoadFloat(const std::string& name,
-                                        const std::vector<int64_t>& shape,
+  absl::StatusOr<FloatTensor> LoadFloat(const std::string& name, const std::vector<int64_t>& shape,
                                         const TensorSlice& slice) const;
   absl::StatusOr<RawTensor> LoadRaw(const std::string& name, const std::vector<int64_t>& shape,
                                     const TensorSlice& slice);

@@ -38,9 +38,8 @@ absl::StatusOr<Zamba2SharedBlock> Zamba2SharedBlock::Load(WeightStore& w,
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "self_attn.q_proj.weight"));
   // All attention tensors of the block share the prefix of its q_proj.
   const std::string attn_prefix = name.substr(0, name.size() - std::strlen("q_proj.weight"));
-  TANDEM_ASSIGN_OR_RETURN(
-      block.attention_,
-      AttentionLayer::Load(w, attn_prefix, config.attention, config.hidden_size, shard));
+  TANDEM_ASSIGN_OR_RETURN(block.attention_, AttentionLayer::Load(w, attn_prefix, config.attention,
+                                                                 config.hidden_size, shard));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "pre_ff_layernorm.weight"));
   TANDEM_ASSIGN_OR_RETURN(block.pre_ff_norm_, w.Get(name, {h}));
   TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, "feed_forward.gate_up_proj.weight"));
@@ -52,8 +51,7 @@ absl::StatusOr<Zamba2SharedBlock> Zamba2SharedBlock::Load(WeightStore& w,
 
 absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
                                                                const SharedTensorResolver& resolve,
-                                                               int32_t k,
-                                                               const ModelConfig& config,
+                                                               int32_t k, const ModelConfig& config,
                                                                const TensorShard& shard) {
   Zamba2Adapters a;
   const int32_t b = k % config.num_mem_blocks;
@@ -80,9 +78,9 @@ absl::StatusOr<Zamba2Adapters> Zamba2SharedBlock::LoadAdapters(WeightStore& w,
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "0.weight"));
       down_parts.push_back({name, r});
       TANDEM_ASSIGN_OR_RETURN(name, Require(resolve, b, list + "1.weight"));
-      TANDEM_ASSIGN_OR_RETURN(qkv.up[j], w.Matrix(name, widths[j], r,
-                                                  j == 0 ? ShardSegments(shard, {widths[j]})
-                                                         : KvHeadRows(d, shard)));
+      TANDEM_ASSIGN_OR_RETURN(
+          qkv.up[j], w.Matrix(name, widths[j], r,
+                              j == 0 ? ShardSegments(shard, {widths[j]}) : KvHeadRows(d, shard)));
     }
     TANDEM_ASSIGN_OR_RETURN(qkv.down, w.Stack(down_parts, d.input_width));
     a.attention = qkv;

@@ -36,9 +36,9 @@ void BM_HostAllReduce(benchmark::State& state) {
   stop.store(true, std::memory_order_release);
   group.Abort();
   for (std::thread& t : others) t.join();
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * count * sizeof(float) * workers,
-      benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * count * sizeof(float) * workers,
+                         benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_HostAllReduce)
     ->ArgsProduct({{2}, {4096, 64 * 4096, 512 * 4096}, {0, HostCollectiveGroup::kDefaultSpins}})

@@ -74,9 +74,7 @@ void HostCollectiveGroup::Abort() {
 
 bool HostCollectiveGroup::aborted() const { return aborted_.load(std::memory_order_acquire); }
 
-int32_t HostCollectiveGroup::waiting() const {
-  return arrivals_.load(std::memory_order_acquire);
-}
+int32_t HostCollectiveGroup::waiting() const { return arrivals_.load(std::memory_order_acquire); }
 
 void HostCollectiveGroup::Reset() {
   aborted_.store(false, std::memory_order_release);

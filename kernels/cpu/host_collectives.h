@@ -6,8 +6,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "kernels/collectives.h"

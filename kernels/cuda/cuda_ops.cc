@@ -470,8 +470,7 @@ void CudaOps::GatedRmsNorm(const float* y, int64_t ld_y, const float* z, int64_t
                               ld_out);
 }
 
-void CudaOps::RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols,
-                            float* sums) {
+void CudaOps::RowSquareSums(const float* x, int64_t ld_x, int64_t rows, int64_t cols, float* sums) {
   Launch<&cuda::RowSquareSums>("RowSquareSums", x, ld_x, rows, cols, sums);
 }
 

@@ -25,7 +25,8 @@ namespace {
 const std::vector<FlagSpec>& BenchFlags() {
   static const std::vector<FlagSpec> specs = {
       {"model", true, "checkpoint directory (default: a random-weight preset, see --preset)"},
-      {"preset", true, "random-weight model: jamba-100m (default), zamba2-100m, mamba2-100m, granite-100m, "
+      {"preset", true,
+       "random-weight model: jamba-100m (default), zamba2-100m, mamba2-100m, granite-100m, "
        "nemotron-h-100m, nemotron3-100m, bamba-100m"},
       {"policies", true, "comma-separated cache policies (default none,sglang-plus,marconi)"},
       {"trace", true, "replay this Mooncake or session JSONL trace instead of --workload"},
@@ -219,8 +220,7 @@ int RunBenchEngine(int argc, char** argv) {
     return dir ? models::Model::Load(*dir, slice) : models::RandomPresetModel(model_name, 1, slice);
   };
   absl::StatusOr<std::shared_ptr<const models::Model>> model = models::LoadModel(
-      load_slice, load, tensor_parallel,
-      CpuWorkerOps(config.threads, config.batch_invariant));
+      load_slice, load, tensor_parallel, CpuWorkerOps(config.threads, config.batch_invariant));
   if (!model.ok()) return Fail(model.status());
 
   const bool json = args->Has("json");

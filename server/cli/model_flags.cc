@@ -112,9 +112,10 @@ absl::StatusOr<int32_t> ReadTensorParallel(const Args& args, const std::string& 
         absl::StrCat(args.Source("tensor-parallel"), " must be in [1, 64], got ", workers));
   }
   if (workers > 1 && device != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        args.Source("tensor-parallel"), " ", workers, " runs on --device cpu only (the GPU "
-        "workers and their NCCL collectives are not built yet)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("tensor-parallel"), " ", workers,
+                     " runs on --device cpu only (the GPU "
+                     "workers and their NCCL collectives are not built yet)"));
   }
   return static_cast<int32_t>(workers);
 }
@@ -125,9 +126,8 @@ int ThreadsPerWorker(int threads, int32_t workers) {
 }
 
 models::TensorParallelGroup::OpsFactory CpuWorkerOps(int threads, bool batch_invariant) {
-  return [threads, batch_invariant](int32_t) {
-    return kernels::MakeCpuOps(threads, batch_invariant);
-  };
+  return
+      [threads, batch_invariant](int32_t) { return kernels::MakeCpuOps(threads, batch_invariant); };
 }
 
 }  // namespace tandem::cli

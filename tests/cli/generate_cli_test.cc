@@ -126,8 +126,8 @@ TEST(GenerateCliTest, TensorParallelGeneratesTheWholeModelsTokens) {
     ASSERT_EQ(split.exit_code, 0) << split.err;
     EXPECT_EQ(split.out, whole.out);
   }
-  const Output three = RunTandem("generate --model " + Model("jamba-tiny") +
-                                 " --prompt-ids 1 --tensor-parallel 3");
+  const Output three =
+      RunTandem("generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --tensor-parallel 3");
   EXPECT_EQ(three.exit_code, 1);
   EXPECT_NE(three.err.find("attention head count (4) is not divisible by 3"), std::string::npos)
       << three.err;
@@ -154,11 +154,13 @@ TEST(GenerateCliTest, BadUsageExitsTwoWithAMessageNamingTheProblem) {
        "--gpu-graphs needs a GPU (--device cuda or cuda:N)"},
       {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --tensor-parallel 0",
        "--tensor-parallel must be in [1, 64], got 0"},
-      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --tensor-parallel 2 "
-       "--backend reference",
+      {"generate --model " + Model("jamba-tiny") +
+           " --prompt-ids 1 --tensor-parallel 2 "
+           "--backend reference",
        "--tensor-parallel runs the fast CPU backend"},
-      {"generate --model " + Model("jamba-tiny") + " --prompt-ids 1 --tensor-parallel 2 "
-       "--device cuda",
+      {"generate --model " + Model("jamba-tiny") +
+           " --prompt-ids 1 --tensor-parallel 2 "
+           "--device cuda",
        "--tensor-parallel 2 runs on --device cpu only"},
       {"frobnicate", "unknown command"},
   };

@@ -27,8 +27,8 @@ std::string Converse(const ServeProcess& server, const std::string& input) {
 }
 
 TEST(ServeTensorParallelCliTest, ASplitServerAnswersAsTheWholeOne) {
-  const std::vector<std::string> flags = {"--model", TestData("models/zamba2-tiny"),
-                                          "--threads", "2", "--memory-gib", "0.05"};
+  const std::vector<std::string> flags = {
+      "--model", TestData("models/zamba2-tiny"), "--threads", "2", "--memory-gib", "0.05"};
   ServeProcess whole(flags);
   std::vector<std::string> split_flags = flags;
   split_flags.insert(split_flags.end(), {"--tensor-parallel", "2"});

@@ -63,8 +63,8 @@ TEST(CudaDenseKernelsTest, SplitRmsNormMatchesTheWholeRow) {
       const std::vector<float> more = ToHost(second);
       for (int64_t r = 0; r < rows; ++r) sums[r] += more[r];
       auto dsums = ToDevice(sums);
-      ASSERT_CUDA_OK(RmsNormBySums(nullptr, dx.get(), ld, rows, half, dsums.get(), dim, dw.get(),
-                                   1e-6f));
+      ASSERT_CUDA_OK(
+          RmsNormBySums(nullptr, dx.get(), ld, rows, half, dsums.get(), dim, dw.get(), 1e-6f));
       ASSERT_CUDA_OK(RmsNormBySums(nullptr, dx.get() + half, ld, rows, half, dsums.get(), dim,
                                    dw.get() + half, 1e-6f));
       const std::vector<float> got = ToHost(dx);

@@ -31,8 +31,8 @@ TEST(HostCollectivesTest, EveryWorkerGetsTheSumInRankOrder) {
         inputs[call].push_back(rng.Uniform(static_cast<size_t>(counts[call]), -1e3f, 1e3f));
       }
     }
-    std::vector<std::vector<std::vector<float>>> results(
-        counts.size(), std::vector<std::vector<float>>(ranks));
+    std::vector<std::vector<std::vector<float>>> results(counts.size(),
+                                                         std::vector<std::vector<float>>(ranks));
     auto worker = [&](int32_t r) {
       Collectives& c = group.member(r);
       EXPECT_EQ(c.rank(), r);
@@ -54,8 +54,7 @@ TEST(HostCollectivesTest, EveryWorkerGetsTheSumInRankOrder) {
       for (int32_t r = 0; r < ranks; ++r) {
         ASSERT_EQ(results[call][r].size(), want.size());
         if (want.empty()) continue;
-        EXPECT_EQ(std::memcmp(results[call][r].data(), want.data(), want.size() * sizeof(float)),
-                  0)
+        EXPECT_EQ(std::memcmp(results[call][r].data(), want.data(), want.size() * sizeof(float)), 0)
             << ranks << " workers, call " << call << ", worker " << r;
       }
     }

@@ -2,6 +2,8 @@
 // dimensions allow, 4) workers, each a thread with its own backend, slice and state, must give
 // the logits of the whole model (up to the rounding of sums taken in another order) through
 // prefill, a varlen batch, decode steps and a checkpoint restore.
+#include "models/tensor_parallel.h"
+
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -15,10 +17,9 @@
 #include "kernels/backends.h"
 #include "kernels/cpu/host_collectives.h"
 #include "kernels/workspace.h"
-#include "models/model.h"
-#include "models/tensor_parallel.h"
-#include "models/tensor_parallel_group.h"
 #include "model_test_util.h"
+#include "models/model.h"
+#include "models/tensor_parallel_group.h"
 
 namespace tandem::models {
 namespace {
@@ -222,10 +223,9 @@ TEST_P(TensorParallelTest, MatchesTheWholeModel) {
 
 INSTANTIATE_TEST_SUITE_P(
     Families, TensorParallelTest,
-    ::testing::Values(Case{"jamba-tiny", 2}, Case{"jamba-tiny-projbias", 2},
-                      Case{"zamba2-tiny", 2}, Case{"zamba2-tiny-1block", 2},
-                      Case{"mamba2-tiny", 2}, Case{"mamba2-tiny", 4}, Case{"bamba-tiny", 2},
-                      Case{"granite-tiny", 2}, Case{"granite-tiny", 4},
+    ::testing::Values(Case{"jamba-tiny", 2}, Case{"jamba-tiny-projbias", 2}, Case{"zamba2-tiny", 2},
+                      Case{"zamba2-tiny-1block", 2}, Case{"mamba2-tiny", 2}, Case{"mamba2-tiny", 4},
+                      Case{"bamba-tiny", 2}, Case{"granite-tiny", 2}, Case{"granite-tiny", 4},
                       Case{"granite-tiny-dense", 2}, Case{"jamba-tiny", 4},
                       Case{"nemotron-h-tiny", 2}, Case{"nemotron3-tiny", 2},
                       Case{"nemotron3-tiny-nolatent", 2}),
@@ -263,7 +263,8 @@ TEST(TensorParallelGroupTest, TheLeadRunsLikeTheWholeModel) {
     std::vector<int32_t> tokens = {3, 14, 15, 92, 65, 35, 8};
     for (int step = 0; step < 5; ++step) {
       const std::vector<float> want = whole.Run({&reference}, {tokens}, false);
-      const std::vector<float> got = ::tandem::testing::RunTokens(lead, *ops, ws, seq, tokens, false);
+      const std::vector<float> got =
+          ::tandem::testing::RunTokens(lead, *ops, ws, seq, tokens, false);
       ASSERT_EQ(got.size(), want.size());
       EXPECT_LT(MaxAbsDiff(got, want), kTolerance) << "step " << step;
       tokens = {Argmax(want)};
@@ -277,9 +278,8 @@ TEST(TensorParallelGroupTest, TheLeadRunsLikeTheWholeModel) {
 TEST(TensorParallelGroupTest, ACheckpointHoldsEveryWorkersPart) {
   WholeModel whole("mamba2-tiny");
   ASSERT_NE(whole.model, nullptr);
-  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group =
-      TensorParallelGroup::Load(ModelDir("mamba2-tiny"), 4, ParityOptions(4),
-                                [](int32_t) { return kernels::MakeCpuOps(1); });
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = TensorParallelGroup::Load(
+      ModelDir("mamba2-tiny"), 4, ParityOptions(4), [](int32_t) { return kernels::MakeCpuOps(1); });
   ASSERT_TRUE(group.ok()) << group.status();
   const Model& lead = (*group)->lead();
   // The lead counts every worker's slice (the replicated embeddings and norms once per worker).
@@ -292,8 +292,8 @@ TEST(TensorParallelGroupTest, ACheckpointHoldsEveryWorkersPart) {
   std::vector<float> checkpoint(lead.layout().ssm_block_floats(), 0.0f);
   const SsmSnapshot snapshot{5, checkpoint.data()};
   TestSequence original(lead);
-  const std::vector<float> full = ::tandem::testing::RunTokens(lead, *ops, ws, original, tokens,
-                                                               true, {&snapshot, 1});
+  const std::vector<float> full =
+      ::tandem::testing::RunTokens(lead, *ops, ws, original, tokens, true, {&snapshot, 1});
   ASSERT_FALSE(full.empty());
   // Every worker wrote its quarter of the checkpoint.
   const int64_t part = lead.layout().worker_ssm_block_floats();
