@@ -17,8 +17,8 @@
 #include "engine/output_constraint.h"
 #include "engine/token_trie.h"
 #include "nlohmann/json.hpp"
-#include "server/openai/forced_tool_calls.h"
-#include "server/openai/tool_calls.h"
+#include "server/tools/forced_tool_calls.h"
+#include "server/tools/tool_calls.h"
 
 namespace tandem::server {
 namespace {

@@ -20,6 +20,8 @@ const char* FinishName(v1::FinishReason reason) {
       return "stop";
     case v1::ABORTED:
       return "aborted";
+    case v1::TOOL_CALLS:
+      return "tool_calls";
     default:
       return "unspecified";
   }

@@ -92,7 +92,8 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"http-max-body-bytes", true,
        "largest request body of the HTTP API; larger ones get 413 (default 4194304)"},
       {"tool-call-format", true,
-       "how the model writes tool calls, which the HTTP API returns as tool_calls: auto (the "
+       "how the model writes tool calls, which Chat and the HTTP API return as tool calls: auto "
+       "(the "
        "format its chat template shows, default), none (answers stay text), hermes, jamba, "
        "nemotron-json or xml-function"},
       {"served-model-name", true,
@@ -174,6 +175,19 @@ std::string DefaultModelName(std::string dir) {
   return slash == std::string::npos ? dir : dir.substr(slash + 1);
 }
 
+// --tool-call-format: auto leaves the server to read it from the chat template.
+absl::Status ReadToolCallFormat(const Args& args, server::ServerConfig* config) {
+  const std::string format = args.String("tool-call-format").value_or("auto");
+  if (format == "auto") return absl::OkStatus();
+  absl::StatusOr<server::ToolCallFormat> parsed = server::ParseToolCallFormat(format);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(args.Source("tool-call-format"), ": ",
+                                                   parsed.status().message(), " (or auto)"));
+  }
+  config->tool_call_format = *parsed;
+  return absl::OkStatus();
+}
+
 absl::Status ReadHttp(const Args& args, const Settings& s, server::OpenAiEndpointOptions* http) {
   http->host = args.String("http-host").value_or(s.server.host);
   TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "http-port", 0, 65535, 0));
@@ -185,15 +199,6 @@ absl::Status ReadHttp(const Args& args, const Settings& s, server::OpenAiEndpoin
   if (http->model_name.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(args.Source("served-model-name"), " must not be empty"));
-  }
-  const std::string format = args.String("tool-call-format").value_or("auto");
-  if (format != "auto") {
-    absl::StatusOr<server::ToolCallFormat> parsed = server::ParseToolCallFormat(format);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          args.Source("tool-call-format"), ": ", parsed.status().message(), " (or auto)"));
-    }
-    http->tool_call_format = *parsed;
   }
   // Every stream may be an HTTP connection, and probes and /v1/models need a few more.
   http->max_connections = s.server.limits.max_concurrent_streams + 16;
@@ -298,6 +303,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
                           IntIn(args, "max-request-bytes", 1, int64_t{1} << 30, 1 << 20));
 
   TANDEM_RETURN_IF_ERROR(ReadHttp(args, s, &s.http));
+  TANDEM_RETURN_IF_ERROR(ReadToolCallFormat(args, &s.server));
 
   TANDEM_ASSIGN_OR_RETURN(std::optional<double> grace, args.Double("grace-seconds"));
   if (grace && !(*grace >= 0 && *grace <= 3600)) {
@@ -362,7 +368,9 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
       .Field("tls", !config.security.tls_cert_file.empty())
       .Field("auth_tokens", static_cast<int64_t>(config.security.tokens.size()))
       .Field("metrics_port", server->metrics_port())
-      .Field("cache_policy", engine::CachePolicyName(config.engine.scheduler.cache.policy));
+      .Field("cache_policy", engine::CachePolicyName(config.engine.scheduler.cache.policy))
+      .Field("tool_call_format",
+             std::string(server::ToolCallFormatName(server->state().tool_calls().format())));
   // Scripts read these lines to find the ports (useful with --port 0 and --metrics-port 0).
   if (server->metrics_port() != 0) {
     std::fprintf(stdout, "tandem metrics on http://%s:%d/metrics\n", config.metrics.host.c_str(),

@@ -200,4 +200,9 @@ absl::StatusOr<ChatVariables> BuildChatVariables(const v1::ChatRequest& request,
   return v;
 }
 
+absl::StatusOr<json> ChatToolsJson(const v1::ChatRequest& request, int64_t max_bytes) {
+  Converter c(max_bytes);
+  return Objects(request.tools(), "tools", c);
+}
+
 }  // namespace tandem::server

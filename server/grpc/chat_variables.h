@@ -34,6 +34,11 @@ absl::StatusOr<ChatVariables> BuildChatVariables(const v1::ChatRequest& request,
                                                  const models::TokenizerConfig& tokenizer,
                                                  int64_t max_bytes);
 
+// The request's tools as the template sees them (null when it has none), checked as
+// BuildChatVariables checks them: the tool list a request's calls are read and forced by.
+absl::StatusOr<nlohmann::ordered_json> ChatToolsJson(const v1::ChatRequest& request,
+                                                     int64_t max_bytes);
+
 }  // namespace tandem::server
 
 #endif  // TANDEM_SERVER_GRPC_CHAT_VARIABLES_H_

@@ -2,9 +2,9 @@
 
 namespace tandem::server {
 
-void AppendTokens(const engine::Event& event, v1::Chunk* chunk) {
+void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text) {
   chunk->mutable_token_ids()->Add(event.tokens.begin(), event.tokens.end());
-  chunk->mutable_text()->append(event.text);
+  if (with_text) chunk->mutable_text()->append(event.text);
   for (const std::vector<engine::TopLogprob>& row : event.logprobs) {
     v1::TokenLogprobs* out = chunk->add_logprobs();
     if (row.empty()) continue;

@@ -10,8 +10,8 @@
 
 namespace tandem::server {
 
-// Appends a kTokens event's tokens, text and logprobs to `chunk`.
-void AppendTokens(const engine::Event& event, v1::Chunk* chunk);
+// Appends a kTokens event's tokens, logprobs and (`with_text`) text to `chunk`.
+void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text = true);
 
 // How a kFinished event ends the call: OK, or the engine's error (INTERNAL when it named none).
 absl::Status FinishStatus(const engine::Event& finished);

@@ -14,7 +14,8 @@ namespace tandem::server {
 GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump,
                                grpc::CallbackServerContext* context, const char* rpc,
                                std::string caller, std::string request_id,
-                               std::shared_ptr<engine::RequestStream> stream)
+                               std::shared_ptr<engine::RequestStream> stream,
+                               std::unique_ptr<ChatToolCalls> tool_calls)
     : state_(state),
       pump_(pump),
       context_(context),
@@ -23,7 +24,8 @@ GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump,
       peer_(context->peer()),
       request_id_(std::move(request_id)),
       deadline_(context->deadline()),
-      stream_(std::move(stream)) {
+      stream_(std::move(stream)),
+      tool_calls_(std::move(tool_calls)) {
   // Wakes the pump when the engine produces something for this stream (a pump that does not
   // know this stream yet ignores it, and its first Advance reads what is waiting).
   stream_->SetPushListener([this] { pump_.Signal(this, {}); });
@@ -128,6 +130,9 @@ void GenerateStream::Advance(const StreamSignals& signals) {
   if (finished) {
     ReleaseId();  // the request is over: Abort no longer finds it, the id may be reused
     final_status_ = ToGrpcStatus(FinishedResponse(*finished, last_token_, &response_));
+    if (tool_calls_ != nullptr && response_.has_complete()) {
+      tool_calls_->Finish(response_.mutable_complete());
+    }
     final_written_ = true;
     finished_ = std::move(finished);
   }
@@ -147,7 +152,8 @@ std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
   while (stream_->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) {
     if (event.kind == engine::Event::Kind::kFinished) return event;
     if (*chunk == nullptr) *chunk = response_.mutable_chunk();
-    AppendTokens(event, *chunk);
+    AppendTokens(event, *chunk, /*with_text=*/tool_calls_ == nullptr);
+    if (tool_calls_ != nullptr) tool_calls_->AddText(event.text, *chunk);
     if (event.tokens.empty()) continue;
     last_token_ = event.tokens.back();
     state_.metrics().ObserveTokenGaps(event, &last_token_seconds_);

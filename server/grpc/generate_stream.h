@@ -19,6 +19,7 @@
 
 #include "engine/request_stream.h"
 #include "grpcpp/grpcpp.h"
+#include "server/grpc/chat_tool_calls.h"
 #include "server/grpc/service_state.h"
 #include "tandem/v1/tandem.grpc.pb.h"
 
@@ -38,10 +39,12 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // The request is already in the engine as `stream`, with `request_id` reserved for `caller`
   // and one stream slot acquired in `state`; the destructor gives both back. `rpc` names the
-  // method for metrics and logs. `context` is the call's (valid until OnDone).
+  // method for metrics and logs. `context` is the call's (valid until OnDone). `tool_calls`
+  // (null unless a Chat's calls are parsed) moves the answer's calls out of its text.
   GenerateStream(ServiceState& state, StreamPump& pump, grpc::CallbackServerContext* context,
                  const char* rpc, std::string caller, std::string request_id,
-                 std::shared_ptr<engine::RequestStream> stream);
+                 std::shared_ptr<engine::RequestStream> stream,
+                 std::unique_ptr<ChatToolCalls> tool_calls = nullptr);
   ~GenerateStream() override;
 
   // Pump thread only: consumes signals, writes what the engine produced, finishes the call.
@@ -76,6 +79,7 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   const std::chrono::system_clock::time_point deadline_;  // the call's, to tell it from a cancel
   std::shared_ptr<engine::RequestStream> stream_;
   // Pump thread only.
+  std::unique_ptr<ChatToolCalls> tool_calls_;
   v1::GenerateResponse response_;
   grpc::ByteBuffer wire_response_;  // response_ serialized, while its write is pending
   std::chrono::steady_clock::time_point write_started_;

@@ -77,6 +77,7 @@ void FillModelInfo(const ServiceState& state, v1::ModelInfo* info) {
   const engine::ComputeDevice* device = state.config().engine.device;
   info->set_device(device != nullptr ? device->name() : "cpu");
   info->set_tensor_parallel(served.model->shard().ranks);
+  info->set_tool_call_format(std::string(ToolCallFormatName(state.tool_calls().format())));
 }
 
 void FillServerInfo(ServiceState& state, v1::ServerInfo* info) {

@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/engine.h"
 #include "server/grpc/reset_flood_guard.h"
+#include "server/tools/tool_call_format.h"
 #include "server/util/bearer_tokens.h"
 
 namespace tandem::server {
@@ -65,6 +67,9 @@ struct ServerConfig {
   // engine.max_waiting is the queue length cap; engine.scheduler.max_new_tokens_limit caps
   // max_new_tokens.
   engine::EngineConfig engine;
+  // How the model writes tool calls, which Chat and the OpenAI API parse out of answers; unset:
+  // the format its chat template shows (kNone if it shows none).
+  std::optional<ToolCallFormat> tool_call_format;
 };
 
 }  // namespace tandem::server

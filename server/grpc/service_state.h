@@ -18,6 +18,7 @@
 #include "server/grpc/served_model.h"
 #include "server/grpc/server_config.h"
 #include "server/metrics/request_metrics.h"
+#include "server/tools/tool_call_support.h"
 
 namespace tandem::server {
 
@@ -27,6 +28,7 @@ class ServiceState {
       : model_(model),
         engine_(engine),
         config_(config),
+        tool_calls_(model.tokenizer.get(), config.tool_call_format),
         reset_guard_(config.limits.reset_flood, [this] { metrics_.CountConnectionBlocked(); }) {
     validation_.model = &model_;
     validation_.limits = config.limits;
@@ -42,6 +44,8 @@ class ServiceState {
   // Structured output's and forced tool calls' compiled grammars, by their source.
   engine::GrammarCache& grammars() { return grammars_; }
   ResetFloodGuard& reset_guard() { return reset_guard_; }
+  // The tool-call format and what requests that use tools need of it.
+  const ToolCallSupport& tool_calls() const { return tool_calls_; }
   double uptime_seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   }
@@ -98,6 +102,7 @@ class ServiceState {
   engine::GrammarCache grammars_;
   ValidationContext validation_;
   RequestMetrics metrics_;
+  const ToolCallSupport tool_calls_;
   ResetFloodGuard reset_guard_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> draining_{false};

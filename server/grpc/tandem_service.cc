@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc/admission.h"
 #include "server/grpc/caller_identity.h"
+#include "server/grpc/chat_tool_calls.h"
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/info.h"
@@ -78,22 +79,34 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Stream(
   if (absl::Status s = ParseWireMessage(*wire_request, &request); !s.ok()) {
     return new RefusedStream(state_, rpc, *caller, "", ToGrpcStatus(s));
   }
-  return Start(rpc, context, *caller, request.request_id(), build(request, state_.validation()));
+  std::unique_ptr<ChatToolCalls> tool_calls;
+  absl::StatusOr<engine::Request> built = build(request, &tool_calls);
+  return Start(rpc, context, *caller, request.request_id(), std::move(built),
+               std::move(tool_calls));
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return Stream<v1::GenerateRequest>("Generate", context, request, BuildGenerateRequest);
+  return Stream<v1::GenerateRequest>(
+      "Generate", context, request,
+      [this](const v1::GenerateRequest& in, std::unique_ptr<ChatToolCalls>*) {
+        return BuildGenerateRequest(in, state_.validation());
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Chat(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return Stream<v1::ChatRequest>("Chat", context, request, BuildChatRequest);
+  return Stream<v1::ChatRequest>(
+      "Chat", context, request,
+      [this](const v1::ChatRequest& in, std::unique_ptr<ChatToolCalls>* tool_calls) {
+        return BuildChatWithTools(in, state_, tool_calls);
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
     const char* rpc, grpc::CallbackServerContext* context, const std::string& caller,
-    std::string request_id, absl::StatusOr<engine::Request> request) {
+    std::string request_id, absl::StatusOr<engine::Request> request,
+    std::unique_ptr<ChatToolCalls> tool_calls) {
   if (!request.ok()) {
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(request.status()));
   }
@@ -114,7 +127,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
       .Field("caller", caller)
       .Field("peer", context->peer());
   auto* reactor = new GenerateStream(state_, pump_, context, rpc, caller, std::move(request_id),
-                                     *std::move(stream));
+                                     *std::move(stream), std::move(tool_calls));
   pump_.Add(reactor);
   return reactor;
 }

@@ -8,7 +8,7 @@
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 #include "server/openai/openai_logprobs.h"
-#include "server/openai/tool_calls.h"
+#include "server/tools/tool_calls.h"
 
 namespace tandem::server {
 namespace {

@@ -12,7 +12,6 @@
 #include "server/grpc/request_validation.h"
 #include "server/logging/structured_log.h"
 #include "server/openai/completion_answer.h"
-#include "server/openai/forced_tool_calls.h"
 #include "server/openai/live_request.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
@@ -62,46 +61,7 @@ HttpResponse MethodNotAllowed(const char* allow) {
 }  // namespace
 
 OpenAiEndpoint::OpenAiEndpoint(ServiceState& state, const OpenAiEndpointOptions& options)
-    : state_(state),
-      options_(options),
-      tool_call_format_(options.tool_call_format.value_or(
-          state.model().tokenizer == nullptr
-              ? ToolCallFormat::kNone
-              : DetectToolCallFormat(state.model().tokenizer->config().chat_template))),
-      started_(UnixSeconds()) {
-  // Markers that are special tokens would be dropped from the text, and the calls with them.
-  if (const models::Tokenizer* tokenizer = state.model().tokenizer.get()) {
-    const ToolCallMarkers markers = MarkersOf(tool_call_format_);
-    for (std::string_view marker : {markers.start, markers.end}) {
-      if (marker.empty()) continue;
-      const int32_t id = tokenizer->PieceToId(marker);
-      if (id >= 0 && id != tokenizer->unk_id() && tokenizer->IsSpecial(id)) {
-        special_markers_.push_back(id);
-      }
-    }
-  }
-  LogLine(LogLevel::kInfo, "OpenAI API tool calls")
-      .Field("format", std::string(ToolCallFormatName(tool_call_format_)))
-      .Field("from", options.tool_call_format ? "--tool-call-format" : "the chat template");
-}
-
-absl::Status OpenAiEndpoint::ApplyToolUse(const ToolUse& tools, engine::Request* request) const {
-  const models::Tokenizer* tokenizer = state_.model().tokenizer.get();
-  if (!tools.parse) return absl::OkStatus();
-  if (tokenizer == nullptr) {
-    return absl::InvalidArgumentError("tools: the model has no tokenizer to read calls with");
-  }
-  request->shown_special_tokens = special_markers_;
-  if (!tools.forced) return absl::OkStatus();
-  // Agents send the same tools with every turn: compiled once (engine/grammar_cache.h).
-  absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar = state_.grammars().GetOrCompile(
-      ForcedToolCallKey(tool_call_format_, tools.tools, tools.only, tools.parallel), [&] {
-        return ForcedToolCallGrammar(tool_call_format_, tools.tools, tools.only, tools.parallel);
-      });
-  if (!grammar.ok()) return grammar.status();
-  request->grammar = *std::move(grammar);
-  return absl::OkStatus();
-}
+    : state_(state), options_(options), started_(UnixSeconds()) {}
 
 absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> OpenAiEndpoint::Start(
     ServiceState& state, const OpenAiEndpointOptions& options) {
@@ -202,7 +162,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   OpenAiRequestOptions translation;
   translation.model_name = options_.model_name;
   translation.default_chat_max_tokens = state_.validation().max_new_tokens_limit;
-  translation.tool_call_format = tool_call_format_;
+  translation.tool_call_format = state_.tool_calls().format();
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(http.body, translation)
                                                : ParseCompletionRequest(http.body, translation);
   if (!request.ok()) return Refuse(rpc, *caller, request.status(), writer);
@@ -210,7 +170,8 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
       chat ? BuildChatRequest(request->chat, state_.validation())
            : BuildGenerateRequest(request->generate, state_.validation());
   if (!built.ok()) return Refuse(rpc, *caller, built.status(), writer);
-  if (absl::Status s = ApplyToolUse(request->tool_use, &*built); !s.ok()) {
+  if (absl::Status s = state_.tool_calls().Apply(request->tool_use, &state_.grammars(), &*built);
+      !s.ok()) {
     return Refuse(rpc, *caller, s, writer);
   }
   absl::StatusOr<std::unique_ptr<LiveRequest>> live =
@@ -235,7 +196,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   shape.skip_special_tokens = sampling.skip_special_tokens();
   shape.tokenizer = state_.model().tokenizer.get();
   if (request->tool_use.parse) {
-    shape.tool_call_format = tool_call_format_;
+    shape.tool_call_format = state_.tool_calls().format();
     shape.tools = request->tool_use.tools;
   }
   CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())

@@ -10,23 +10,21 @@
 // rpc="ChatCompletions" or "Completions"). Each connection's thread reads its request's events;
 // a client that hangs up (seen by a failed write or by polling the socket between events) has
 // its request cancelled, which touches no other request. A chat with tools gets the calls the
-// model made as `tool_calls` (tool_calls.h), in the format of the model's chat template. Connections are kept alive between
-// whole answers (HttpServerOptions::keep_alive).
+// model made as `tool_calls` (server/tools/tool_calls.h), in the server's tool-call format
+// (ServiceState::tool_calls()). Connections are kept alive between whole answers
+// (HttpServerOptions::keep_alive).
 #ifndef TANDEM_SERVER_OPENAI_OPENAI_ENDPOINT_H_
 #define TANDEM_SERVER_OPENAI_OPENAI_ENDPOINT_H_
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/grpc/service_state.h"
 #include "server/http/http_server.h"
 #include "server/openai/openai_request.h"
 #include "server/openai/openai_response.h"
-#include "server/openai/tool_call_format.h"
 
 namespace tandem::server {
 
@@ -37,8 +35,6 @@ struct OpenAiEndpointOptions {
   std::string model_name;           // what `model` must say and /v1/models lists
   uint64_t max_body_bytes = 4 << 20;
   int max_connections = 256;
-  // How the model writes tool calls; unset: the format its chat template shows (kNone if none).
-  std::optional<ToolCallFormat> tool_call_format;
 };
 
 class OpenAiEndpoint {
@@ -63,15 +59,8 @@ class OpenAiEndpoint {
   void Refuse(const char* rpc, const std::string& caller, const absl::Status& status,
               HttpResponseWriter& writer);
 
-  // A chat whose tools ask for calls: the format's markers stay in the text, and a forced
-  // choice constrains the output (forced_tool_calls.h).
-  absl::Status ApplyToolUse(const ToolUse& tools, engine::Request* request) const;
-
   ServiceState& state_;
   const OpenAiEndpointOptions options_;
-  const ToolCallFormat tool_call_format_;
-  // The format's markers that are special tokens: kept in the text of requests that use tools.
-  std::vector<int32_t> special_markers_;
   const int64_t started_;             // Unix seconds: /v1/models' `created`
   std::unique_ptr<HttpServer> http_;  // last: destroyed (and its threads joined) first
 };

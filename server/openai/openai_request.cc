@@ -317,48 +317,43 @@ absl::Status ReadMessage(const json& message, const std::string& field, v1::Chat
 
 // tool_choice: "none", "auto" (the default with tools), "required", or {"type": "function",
 // "function": {"name": ...}}.
-absl::Status ReadToolChoice(Fields& f, bool has_tools, ToolCallFormat format, ToolUse* out) {
+absl::Status ReadToolChoice(Fields& f, const nlohmann::ordered_json& tools, ToolCallFormat format,
+                            ToolUse* out) {
   TANDEM_ASSIGN_OR_RETURN(auto parallel, Bool(f, "parallel_tool_calls"));
-  out->parallel = parallel.value_or(true);
   const json* choice = f.Get("tool_choice");
-  std::string mode = has_tools ? "auto" : "none";
+  ToolChoice mode = ToolChoice::kAuto;
+  std::string function;
   if (choice != nullptr && choice->is_string()) {
-    mode = choice->get<std::string>();
-    if (mode != "none" && mode != "auto" && mode != "required") {
+    const std::string name = choice->get<std::string>();
+    if (name == "none") {
+      mode = ToolChoice::kNone;
+    } else if (name == "required") {
+      mode = ToolChoice::kRequired;
+    } else if (name != "auto") {
       return Invalid("tool_choice",
                      absl::StrCat("must be \"none\", \"auto\", \"required\" or {\"type\": "
                                   "\"function\", \"function\": {\"name\": ...}}, got \"",
-                                  mode, "\""));
+                                  name, "\""));
     }
   } else if (choice != nullptr) {
     if (!choice->is_object()) return WrongType("tool_choice", "a string or an object", *choice);
     Fields c(*choice, "tool_choice");
     TANDEM_ASSIGN_OR_RETURN(auto type, String(c, "type"));
     if (type != "function") return Invalid("tool_choice.type", "must be \"function\"");
-    const json* function = c.Get("function");
-    if (function == nullptr || !function->is_object()) {
+    const json* fn_json = c.Get("function");
+    if (fn_json == nullptr || !fn_json->is_object()) {
       return Invalid("tool_choice.function", "required, an object with the function's name");
     }
-    Fields fn(*function, "tool_choice.function");
+    Fields fn(*fn_json, "tool_choice.function");
     TANDEM_ASSIGN_OR_RETURN(auto name, String(fn, "name"));
     if (!name || name->empty()) return Invalid("tool_choice.function.name", "required");
     TANDEM_RETURN_IF_ERROR(fn.CheckAllRead());
     TANDEM_RETURN_IF_ERROR(c.CheckAllRead());
-    mode = "function";
-    out->only = *name;
+    mode = ToolChoice::kFunction;
+    function = *name;
   }
-  if (mode == "none" || (mode == "auto" && !has_tools)) return absl::OkStatus();
-  if (!has_tools) return Invalid("tool_choice", "needs tools to choose from");
-  if (format == ToolCallFormat::kNone) {
-    // Without a format the calls cannot be found in the text; "auto" still lets the model see
-    // the tools and answer in text, as before.
-    if (mode == "auto") return absl::OkStatus();
-    return Invalid("tool_choice",
-                   "this model's chat template shows no tool-call format tandem knows; start the "
-                   "server with --tool-call-format");
-  }
-  out->parse = true;
-  out->forced = mode != "auto";
+  TANDEM_ASSIGN_OR_RETURN(*out, ResolveToolUse(mode, function, "tool_choice.function.name",
+                                               parallel.value_or(true), tools, format));
   return absl::OkStatus();
 }
 
@@ -366,13 +361,12 @@ absl::Status ReadTools(Fields& f, const OpenAiRequestOptions& options, absl::str
                        OpenAiRequest* request) {
   v1::ChatRequest* out = &request->chat;
   TANDEM_RETURN_IF_ERROR(ReadStructs(f, "tools", out->mutable_tools()));
-  TANDEM_RETURN_IF_ERROR(ReadToolChoice(f, out->tools_size() > 0, options.tool_call_format,
-                                        &request->tool_use));
-  if (request->tool_use.parse) {
-    // Kept in the client's order: a forced call's arguments follow its schema's property order.
-    request->tool_use.tools =
-        nlohmann::ordered_json::parse(body.begin(), body.end())["tools"];
-  }
+  // Kept in the client's order: a forced call's arguments follow its schema's property order.
+  nlohmann::ordered_json tools;
+  if (out->tools_size() > 0)
+    tools = nlohmann::ordered_json::parse(body.begin(), body.end())["tools"];
+  TANDEM_RETURN_IF_ERROR(
+      ReadToolChoice(f, std::move(tools), options.tool_call_format, &request->tool_use));
   TANDEM_RETURN_IF_ERROR(ReadStructs(f, "documents", out->mutable_documents()));
   if (const json* kwargs = f.Get("chat_template_kwargs")) {
     return ToProtoStruct(*kwargs, "chat_template_kwargs", out->mutable_chat_template_kwargs());

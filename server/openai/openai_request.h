@@ -18,22 +18,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "server/openai/tool_call_format.h"
+#include "server/tools/tool_call_format.h"
+#include "server/tools/tool_use.h"
 #include "tandem/v1/tandem.pb.h"
 
 namespace tandem::server {
-
-// What a chat request asks of tools (tools, tool_choice, parallel_tool_calls).
-struct ToolUse {
-  // Tools were given and tool_choice is not "none", so calls are parsed out of the answer in the
-  // server's tool-call format (which is not kNone).
-  bool parse = false;
-  // tool_choice "required" or a named function: the answer must be calls (forced_tool_calls.h).
-  bool forced = false;
-  std::string only;       // the named function
-  bool parallel = true;   // parallel_tool_calls
-  nlohmann::ordered_json tools;  // as the client wrote them, in its order
-};
 
 struct OpenAiRequest {
   bool stream = false;

@@ -1,6 +1,5 @@
 #include "server/openai/openai_response.h"
 
-#include <random>
 #include <utility>
 
 namespace tandem::server {
@@ -18,20 +17,10 @@ json NullableReason(const char* finish_reason) {
   return finish_reason == nullptr ? json(nullptr) : json(finish_reason);
 }
 
-// OpenAI's call ids are "call_" and 24 random characters; a conversation only needs them
-// distinct.
-std::string NewCallId() {
-  static constexpr char kDigits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-  thread_local std::mt19937_64 random(std::random_device{}());
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kDigits[random() % (sizeof(kDigits) - 1)];
-  return id;
-}
-
 json ToolCallsJson(const std::vector<ToolCall>& calls, int first_index, bool indexed) {
   json list = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
-    json call = {{"id", NewCallId()},
+    json call = {{"id", NewToolCallId()},
                  {"type", "function"},
                  {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
     if (indexed) call["index"] = first_index + static_cast<int>(i);

@@ -13,8 +13,8 @@
 #include "engine/request.h"
 #include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
-#include "server/openai/tool_call_format.h"
-#include "server/openai/tool_calls.h"
+#include "server/tools/tool_call_format.h"
+#include "server/tools/tool_calls.h"
 
 namespace tandem::server {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <string_view>
 
-#include "server/openai/forced_tool_calls.h"
 #include "server/openai/openai_request.h"
-#include "server/openai/tool_calls.h"
+#include "server/tools/forced_tool_calls.h"
+#include "server/tools/tool_calls.h"
 
 namespace {
 

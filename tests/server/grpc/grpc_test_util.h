@@ -63,6 +63,7 @@ struct StreamResult {
   bool has_error = false;
   v1::Error error;
   std::vector<v1::TokenLogprobs> logprobs;
+  std::vector<v1::ToolCall> tool_calls;  // chunks' calls followed by Complete's
   grpc::Status status;
 };
 
@@ -79,11 +80,13 @@ inline StreamResult ReadStream(grpc::ClientReader<v1::GenerateResponse>& reader,
                         response.chunk().token_ids().end());
       out.text += response.chunk().text();
       for (const auto& lp : response.chunk().logprobs()) out.logprobs.push_back(lp);
+      for (const auto& call : response.chunk().tool_calls()) out.tool_calls.push_back(call);
       if (on_chunk) on_chunk(out);
     } else if (response.has_complete()) {
       out.has_complete = true;
       out.complete = response.complete();
       out.text += response.complete().text();
+      for (const auto& call : response.complete().tool_calls()) out.tool_calls.push_back(call);
     } else if (response.has_error()) {
       out.has_error = true;
       out.error = response.error();

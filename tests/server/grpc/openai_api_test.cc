@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/openai/openai_endpoint.h"
@@ -98,13 +99,13 @@ class OpenAiApiTest : public ::testing::Test {
     // Room for a stream that cannot finish before its client hangs up.
     small.engine.scheduler.max_new_tokens_limit = 1 << 20;
     small.engine.memory_bytes = 256 << 20;
+    small.tool_call_format = tool_call_format_;
     absl::StatusOr<std::unique_ptr<GrpcServer>> server = GrpcServer::Start(*model_, small);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     OpenAiEndpointOptions options;
     options.model_name = kModel;
     options.max_body_bytes = 8192;
-    options.tool_call_format = tool_call_format_;
     absl::StatusOr<std::unique_ptr<OpenAiEndpoint>> endpoint =
         OpenAiEndpoint::Start(server_->state(), options);
     ASSERT_TRUE(endpoint.ok()) << endpoint.status();
@@ -372,6 +373,22 @@ TEST_F(OpenAiApiTest, AForcedToolCallComesBackAsToolCalls) {
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_hits_total 1\n")) << scrape;
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_compiles_total 1\n")) << scrape;
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_entries 1\n")) << scrape;
+
+  // gRPC's Chat, asked the same, makes the same call.
+  v1::ChatRequest grpc_request = GrpcChat("What is the weather in Oslo?", 200);
+  for (const json& tool : body["tools"]) {
+    ASSERT_TRUE(
+        google::protobuf::util::JsonStringToMessage(tool.dump(), grpc_request.add_tools()).ok());
+  }
+  grpc_request.mutable_tool_choice()->set_function("get_weather");
+  grpc_request.set_parallel_tool_calls(false);
+  Client client(server_->port());
+  StreamResult grpc_answer = client.Chat(grpc_request);
+  ASSERT_TRUE(grpc_answer.status.ok()) << grpc_answer.status.error_message();
+  ASSERT_EQ(grpc_answer.tool_calls.size(), 1u);
+  EXPECT_EQ(grpc_answer.tool_calls[0].name(), "get_weather");
+  EXPECT_EQ(grpc_answer.tool_calls[0].arguments(), call["function"]["arguments"]);
+  EXPECT_EQ(grpc_answer.complete.finish_reason(), v1::TOOL_CALLS);
 
   // "required": any of the tools.
   body["stream"] = false;

@@ -1,4 +1,4 @@
-#include "server/openai/forced_tool_calls.h"
+#include "server/tools/forced_tool_calls.h"
 
 #include <utility>
 

@@ -11,8 +11,8 @@
 //   kXmlFunction   <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n</function>\n
 //                  </tool_call> (Nemotron 3, Qwen3-Coder)
 //   kNone          calls are not parsed: the answer is the model's text
-#ifndef TANDEM_SERVER_OPENAI_TOOL_CALL_FORMAT_H_
-#define TANDEM_SERVER_OPENAI_TOOL_CALL_FORMAT_H_
+#ifndef TANDEM_SERVER_TOOLS_TOOL_CALL_FORMAT_H_
+#define TANDEM_SERVER_TOOLS_TOOL_CALL_FORMAT_H_
 
 #include <string>
 #include <string_view>
@@ -41,4 +41,4 @@ absl::StatusOr<ToolCallFormat> ParseToolCallFormat(std::string_view name);
 
 }  // namespace tandem::server
 
-#endif  // TANDEM_SERVER_OPENAI_TOOL_CALL_FORMAT_H_
+#endif  // TANDEM_SERVER_TOOLS_TOOL_CALL_FORMAT_H_

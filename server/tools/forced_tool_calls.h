@@ -3,15 +3,15 @@
 // with arguments its `parameters` schema admits. Built as a structured-output grammar
 // (engine/json_schema_grammar.h), so it holds for every sampled token; the parameters' schemas
 // must use the keywords structured output enforces (docs/STRUCTURED_OUTPUT.md).
-#ifndef TANDEM_SERVER_OPENAI_FORCED_TOOL_CALLS_H_
-#define TANDEM_SERVER_OPENAI_FORCED_TOOL_CALLS_H_
+#ifndef TANDEM_SERVER_TOOLS_FORCED_TOOL_CALLS_H_
+#define TANDEM_SERVER_TOOLS_FORCED_TOOL_CALLS_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/grammar.h"
 #include "nlohmann/json.hpp"
-#include "server/openai/tool_call_format.h"
+#include "server/tools/tool_call_format.h"
 
 namespace tandem::server {
 
@@ -29,4 +29,4 @@ std::string ForcedToolCallKey(ToolCallFormat format, const nlohmann::ordered_jso
 
 }  // namespace tandem::server
 
-#endif  // TANDEM_SERVER_OPENAI_FORCED_TOOL_CALLS_H_
+#endif  // TANDEM_SERVER_TOOLS_FORCED_TOOL_CALLS_H_

@@ -7,8 +7,8 @@
 // by the end of the output counts if what it holds parses. The stream holds back only what may
 // be the start of a block, and each block until it ends; what it hands out, joined, is what the
 // whole parse gives.
-#ifndef TANDEM_SERVER_OPENAI_TOOL_CALLS_H_
-#define TANDEM_SERVER_OPENAI_TOOL_CALLS_H_
+#ifndef TANDEM_SERVER_TOOLS_TOOL_CALLS_H_
+#define TANDEM_SERVER_TOOLS_TOOL_CALLS_H_
 
 #include <cstddef>
 #include <string>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "server/openai/tool_call_format.h"
+#include "server/tools/tool_call_format.h"
 
 namespace tandem::server {
 
@@ -54,10 +54,14 @@ class ToolCallStream {
   const nlohmann::json tools_;
   std::string held_;  // text not handed out yet
   bool in_block_ = false;
-  size_t scanned_ = 0;  // bytes of held_ already searched for the end marker
-  bool called_ = false;       // a call was handed out
-  std::string held_space_;    // whitespace after a call
+  size_t scanned_ = 0;      // bytes of held_ already searched for the end marker
+  bool called_ = false;     // a call was handed out
+  std::string held_space_;  // whitespace after a call
 };
+
+// A fresh call id as OpenAI spells them: "call_" and 24 random characters (a conversation only
+// needs them distinct).
+std::string NewToolCallId();
 
 // The whole output at once.
 ToolCallPiece ParseToolCalls(ToolCallFormat format, const nlohmann::json& tools,
@@ -65,4 +69,4 @@ ToolCallPiece ParseToolCalls(ToolCallFormat format, const nlohmann::json& tools,
 
 }  // namespace tandem::server
 
-#endif  // TANDEM_SERVER_OPENAI_TOOL_CALLS_H_
+#endif  // TANDEM_SERVER_TOOLS_TOOL_CALLS_H_

@@ -1,4 +1,4 @@
-#include "server/openai/tool_call_format.h"
+#include "server/tools/tool_call_format.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,7 +1,8 @@
-#include "server/openai/tool_calls.h"
+#include "server/tools/tool_calls.h"
 
 #include <algorithm>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "models/json_depth.h"
@@ -281,6 +282,15 @@ ToolCallPiece ParseToolCalls(ToolCallFormat format, const nlohmann::json& tools,
     for (ToolCall& call : piece.calls) whole.calls.push_back(std::move(call));
   }
   return whole;
+}
+
+std::string NewToolCallId() {
+  static constexpr char kDigits[] =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  thread_local std::mt19937_64 random(std::random_device{}());
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kDigits[random() % (sizeof(kDigits) - 1)];
+  return id;
 }
 
 }  // namespace tandem::server

@@ -1,4 +1,4 @@
-// Tool calls in a model's output (server/openai/tool_calls.h, tool_call_format.h,
+// Tool calls in a model's output (server/tools/tool_calls.h, tool_call_format.h,
 // forced_tool_calls.h): each format's calls are found, with content around them kept and broken
 // blocks left as text; a stream cut at every byte hands out what the whole parse gives; the
 // grammar of a forced choice admits exactly the calls of the request's tools.
@@ -9,9 +9,9 @@
 #include "engine/grammar_matcher.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/openai/forced_tool_calls.h"
-#include "server/openai/tool_call_format.h"
-#include "server/openai/tool_calls.h"
+#include "server/tools/forced_tool_calls.h"
+#include "server/tools/tool_call_format.h"
+#include "server/tools/tool_calls.h"
 
 namespace tandem::server {
 namespace {

@@ -1,0 +1,53 @@
+#include "server/tools/tool_call_support.h"
+
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "server/tools/forced_tool_calls.h"
+
+namespace tandem::server {
+
+ToolCallSupport::ToolCallSupport(const models::Tokenizer* tokenizer,
+                                 std::optional<ToolCallFormat> configured)
+    : has_tokenizer_(tokenizer != nullptr),
+      configured_(configured.has_value()),
+      format_(configured.value_or(tokenizer == nullptr
+                                      ? ToolCallFormat::kNone
+                                      : DetectToolCallFormat(tokenizer->config().chat_template))) {
+  if (tokenizer == nullptr) return;
+  const ToolCallMarkers markers = MarkersOf(format_);
+  for (std::string_view marker : {markers.start, markers.end}) {
+    if (marker.empty()) continue;
+    const int32_t id = tokenizer->PieceToId(marker);
+    if (id >= 0 && id != tokenizer->unk_id() && tokenizer->IsSpecial(id)) {
+      special_markers_.push_back(id);
+    }
+  }
+}
+
+absl::Status ToolCallSupport::Apply(const ToolUse& use, engine::GrammarCache* grammars,
+                                    engine::Request* request) const {
+  if (!use.parse) return absl::OkStatus();
+  if (!has_tokenizer_) {
+    return absl::InvalidArgumentError("tools: the model has no tokenizer to read calls with");
+  }
+  request->shown_special_tokens = special_markers_;
+  if (!use.forced) return absl::OkStatus();
+  auto compile = [&] { return ForcedToolCallGrammar(format_, use.tools, use.only, use.parallel); };
+  absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar;
+  if (grammars != nullptr) {
+    // Agents send the same tools with every turn: compiled once (engine/grammar_cache.h).
+    grammar = grammars->GetOrCompile(ForcedToolCallKey(format_, use.tools, use.only, use.parallel),
+                                     compile);
+  } else if (absl::StatusOr<engine::Grammar> compiled = compile(); compiled.ok()) {
+    grammar = std::make_shared<const engine::Grammar>(*std::move(compiled));
+  } else {
+    grammar = compiled.status();
+  }
+  if (!grammar.ok()) return grammar.status();
+  request->grammar = *std::move(grammar);
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::server
