@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/json_number_range.h"
 #include "models/json_depth.h"
 #include "models/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -34,10 +35,17 @@ const std::set<std::string>& Annotations() {
 
 // Keywords that constrain and are enforced.
 const std::set<std::string>& Enforced() {
-  static const auto* const kSet = new std::set<std::string>{
-      "type",     "enum",      "const",    "anyOf",      "oneOf",      "allOf",
-      "$ref",     "minLength", "maxLength", "items",     "minItems",   "maxItems",
-      "properties", "required", "additionalProperties"};
+  static const auto* const kSet =
+      new std::set<std::string>{// any value
+                                "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
+                                // strings
+                                "minLength", "maxLength",
+                                // numbers
+                                "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                // arrays
+                                "items", "minItems", "maxItems",
+                                // objects
+                                "properties", "required", "additionalProperties"};
   return *kSet;
 }
 
@@ -235,6 +243,7 @@ class SchemaCompiler {
     if (schema.contains("minLength") || schema.contains("maxLength")) {
       return std::vector<std::string>{"string"};
     }
+    if (HasNumberBounds(schema)) return std::vector<std::string>{"number"};
     return TypeNames();
   }
 
@@ -378,6 +387,9 @@ class SchemaCompiler {
                                      const std::string& path) {
     if (type == "null") return Keyword("null");
     if (type == "boolean") return Boolean();
+    if ((type == "integer" || type == "number") && HasNumberBounds(schema)) {
+      return BoundedNumber(schema, type == "integer", path);
+    }
     if (type == "integer") return Integer();
     if (type == "number") return Number();
     if (type == "string") return String(schema, path);
@@ -410,6 +422,74 @@ class SchemaCompiler {
                                        *min, ": no value is allowed"));
     }
     return std::make_pair(*min, *max);
+  }
+
+  static bool HasNumberBounds(const json& schema) {
+    for (const char* keyword : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (schema.contains(keyword)) return true;
+    }
+    return false;
+  }
+
+  // One side of a number's bounds: `inclusive_keyword` (minimum or maximum) and
+  // `exclusive_keyword`, a number (the bound, exclusive) or, as in draft 4, a boolean that makes
+  // the inclusive one exclusive. Of two bounds the tighter holds; `low` says which way is tighter.
+  absl::StatusOr<std::optional<NumberBound>> NumberSide(const json& schema,
+                                                        const char* inclusive_keyword,
+                                                        const char* exclusive_keyword, bool low,
+                                                        const std::string& path) {
+    std::optional<NumberBound> bound;
+    bool draft4_exclusive = false;
+    if (schema.contains(exclusive_keyword) && schema[exclusive_keyword].is_boolean()) {
+      draft4_exclusive = schema[exclusive_keyword].get<bool>();
+      if (draft4_exclusive && !schema.contains(inclusive_keyword)) {
+        return Refuse(path + "/" + exclusive_keyword,
+                      absl::StrCat("true needs '", inclusive_keyword, "' beside it"));
+      }
+    }
+    for (const char* keyword : {inclusive_keyword, exclusive_keyword}) {
+      if (!schema.contains(keyword) || schema[keyword].is_boolean()) continue;
+      const json& value = schema[keyword];
+      if (!value.is_number()) return Refuse(path + "/" + keyword, "must be a number");
+      absl::StatusOr<Decimal> decimal = ParseDecimal(value.dump());
+      if (!decimal.ok()) {
+        return Refuse(path + "/" + keyword, std::string(decimal.status().message()));
+      }
+      const bool exclusive = keyword == exclusive_keyword || draft4_exclusive;
+      if (!bound) {
+        bound = NumberBound{*decimal, exclusive};
+        continue;
+      }
+      const int order = CompareDecimals(*decimal, bound->value);
+      if (order == 0) {
+        bound->exclusive = bound->exclusive || exclusive;
+      } else if ((order > 0) == low) {
+        bound = NumberBound{*decimal, exclusive};
+      }
+    }
+    return bound;
+  }
+
+  // An integer or a number between minimum/exclusiveMinimum and maximum/exclusiveMaximum.
+  absl::StatusOr<int32_t> BoundedNumber(const json& schema, bool integer, const std::string& path) {
+    NumberRange range;
+    TANDEM_ASSIGN_OR_RETURN(range.low,
+                            NumberSide(schema, "minimum", "exclusiveMinimum", true, path));
+    TANDEM_ASSIGN_OR_RETURN(range.high,
+                            NumberSide(schema, "maximum", "exclusiveMaximum", false, path));
+    std::optional<int32_t> rule = NumberRangeRule(b_, range, integer, Where(path));
+    if (rule) return *rule;
+    std::vector<std::string> bounds;
+    if (range.low) {
+      bounds.push_back(
+          absl::StrCat(range.low->exclusive ? "> " : ">= ", range.low->value.ToString()));
+    }
+    if (range.high) {
+      bounds.push_back(
+          absl::StrCat(range.high->exclusive ? "< " : "<= ", range.high->value.ToString()));
+    }
+    return Refuse(path, absl::StrCat("no ", integer ? "integer" : "number", " is ",
+                                     absl::StrJoin(bounds, " and "), ": no value is allowed"));
   }
 
   int32_t Keyword(const char* word) {

@@ -9,6 +9,8 @@
 //   allOf                      with one subschema only
 //   $ref                       "#" or a JSON pointer into the schema ("#/$defs/Name"); recursion
 //                              is allowed as long as a finite value exists
+//   integer, number            minimum, maximum, exclusiveMinimum, exclusiveMaximum, exactly
+//                              (json_number_range.h)
 //   string                     minLength, maxLength (in characters)
 //   array                      items, minItems, maxItems
 //   object                     properties, required, additionalProperties

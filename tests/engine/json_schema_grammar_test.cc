@@ -109,6 +109,36 @@ TEST(JsonSchemaGrammarTest, ScalarsNumbersAndStrings) {
   EXPECT_FALSE(Whole(maybe, "0"));
 }
 
+TEST(JsonSchemaGrammarTest, NumericBounds) {
+  auto month = Compile(R"({"type": "integer", "minimum": 1, "maximum": 12})");
+  for (const char* ok : {"1", "9", "10", "12", " 7"}) EXPECT_TRUE(Whole(month, ok)) << ok;
+  for (const char* no : {"0", "13", "-1", "1.0", "1e1", "012", "100"}) {
+    EXPECT_FALSE(Whole(month, no)) << no;
+  }
+  // exclusiveMinimum as a number (draft 6 on) and as draft 4's boolean; the tighter bound holds.
+  auto positive = Compile(R"({"type": "number", "exclusiveMinimum": 0, "maximum": 1.5})");
+  for (const char* ok : {"0.001", "1", "1.5", "1.50", "0.25"})
+    EXPECT_TRUE(Whole(positive, ok)) << ok;
+  for (const char* no : {"0", "0.0", "-0.5", "1.51", "2"}) EXPECT_FALSE(Whole(positive, no)) << no;
+  auto draft4 = Compile(R"({"type": "integer", "minimum": 0, "exclusiveMinimum": true,
+                            "exclusiveMaximum": 3})");
+  EXPECT_FALSE(Whole(draft4, "0"));
+  EXPECT_TRUE(Whole(draft4, "1"));
+  EXPECT_TRUE(Whole(draft4, "2"));
+  EXPECT_FALSE(Whole(draft4, "3"));
+  auto tighter = Compile(R"({"minimum": -5, "exclusiveMinimum": -2})");  // implies a number
+  EXPECT_FALSE(Whole(tighter, "-2"));
+  EXPECT_TRUE(Whole(tighter, "-1.99"));
+  EXPECT_FALSE(Whole(tighter, "1e9"));  // bounded numbers take no exponent
+  EXPECT_TRUE(Whole(tighter, "1000000000"));
+  EXPECT_FALSE(Whole(tighter, "\"a\""));
+  // Beside other types the bounds apply to numbers only.
+  auto either = Compile(R"({"type": ["integer", "string"], "maximum": 0})");
+  EXPECT_TRUE(Whole(either, "-3"));
+  EXPECT_FALSE(Whole(either, "3"));
+  EXPECT_TRUE(Whole(either, "\"3\""));
+}
+
 TEST(JsonSchemaGrammarTest, ArraysWithItemCounts) {
   auto grammar = Compile(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1,
                              "maxItems": 3})");
@@ -182,8 +212,16 @@ TEST(JsonSchemaGrammarTest, WhitespaceIsBounded) {
 
 TEST(JsonSchemaGrammarTest, RefusesWhatItCannotEnforceByName) {
   ExpectRefused(R"({"type": "string", "pattern": "^a"})", "keyword 'pattern' is not supported");
-  ExpectRefused(R"({"properties": {"x": {"type": "integer", "minimum": 0}}})",
-                "json_schema at #/properties/x: keyword 'minimum' is not supported");
+  ExpectRefused(R"({"properties": {"x": {"type": "integer", "multipleOf": 2}}})",
+                "json_schema at #/properties/x: keyword 'multipleOf' is not supported");
+  ExpectRefused(R"({"type": "integer", "minimum": "0"})", "#/minimum: must be a number");
+  ExpectRefused(R"({"type": "integer", "exclusiveMaximum": true})",
+                "#/exclusiveMaximum: true needs 'maximum' beside it");
+  ExpectRefused(R"({"type": "integer", "minimum": 2.5, "maximum": 2.9})",
+                "#: no integer is >= 2.5 and <= 2.9: no value is allowed");
+  ExpectRefused(R"({"type": "number", "exclusiveMinimum": 1, "maximum": 1})",
+                "no number is > 1 and <= 1");
+  ExpectRefused(R"({"type": "number", "maximum": 1e-80})", "#/maximum: '1e-80' needs more than 64");
   ExpectRefused(R"({"type": "strng"})", "unknown type 'strng'");
   ExpectRefused(R"({"properties": {"a": {}}, "required": ["b"]})", "'b' is required");
   ExpectRefused(R"({"$ref": "#/$defs/none"})", "names nothing");
@@ -290,6 +328,19 @@ TEST(JsonSchemaGrammarTest, RandomWalksGiveValidInstances) {
          for (const auto& [key, unused] : v.items()) {
            EXPECT_TRUE(key == "name" || key == "tags" || key == "ok") << key;
          }
+       });
+  Walk(R"({"type": "object", "properties": {
+             "t": {"type": "number", "minimum": -2.5, "exclusiveMaximum": 10},
+             "n": {"type": "integer", "exclusiveMinimum": -3, "maximum": 40}},
+           "required": ["t", "n"]})",
+       [](const nlohmann::json& v) {
+         ASSERT_TRUE(v.is_object());
+         ASSERT_TRUE(v["t"].is_number());
+         EXPECT_GE(v["t"].get<double>(), -2.5);
+         EXPECT_LT(v["t"].get<double>(), 10);
+         ASSERT_TRUE(v["n"].is_number_integer());
+         EXPECT_GT(v["n"].get<int64_t>(), -3);
+         EXPECT_LE(v["n"].get<int64_t>(), 40);
        });
   Walk(R"({"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "null"}, "maxItems": 3}]})",
        [](const nlohmann::json& v) {
