@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/json_number_range.h"
+#include "engine/json_string_format.h"
 #include "models/json_depth.h"
 #include "models/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -39,7 +40,7 @@ const std::set<std::string>& Enforced() {
       new std::set<std::string>{// any value
                                 "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
                                 // strings
-                                "minLength", "maxLength",
+                                "minLength", "maxLength", "format",
                                 // numbers
                                 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                 // arrays
@@ -240,7 +241,7 @@ class SchemaCompiler {
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
       return std::vector<std::string>{"array"};
     }
-    if (schema.contains("minLength") || schema.contains("maxLength")) {
+    if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("format")) {
       return std::vector<std::string>{"string"};
     }
     if (HasNumberBounds(schema)) return std::vector<std::string>{"number"};
@@ -574,9 +575,30 @@ class SchemaCompiler {
   }
 
   absl::StatusOr<int32_t> String(const json& schema, const std::string& path) {
+    if (schema.contains("format")) return Format(schema, path);
     absl::StatusOr<std::pair<int32_t, int32_t>> bounds = Bounds(schema, "minLength", "maxLength", path);
     if (!bounds.ok()) return bounds.status();
     return StringOf(bounds->first, bounds->second);
+  }
+
+  // A string in the schema's `format` (json_string_format.h).
+  absl::StatusOr<int32_t> Format(const json& schema, const std::string& path) {
+    const json& format = schema["format"];
+    if (!format.is_string()) return Refuse(path + "/format", "must be a string");
+    for (const char* keyword : {"minLength", "maxLength"}) {
+      if (schema.contains(keyword)) {
+        return Refuse(path, absl::StrCat("'", keyword, "' beside 'format' is not supported"));
+      }
+    }
+    const std::string name = format.get<std::string>();
+    if (auto it = formats_.find(name); it != formats_.end()) return it->second;
+    std::optional<int32_t> rule = StringFormatRule(b_, name);
+    if (!rule) {
+      return Refuse(path + "/format", absl::StrCat("'", name, "' is not supported (supported: ",
+                                                   absl::StrJoin(StringFormats(), ", "), ")"));
+    }
+    formats_[name] = *rule;
+    return *rule;
   }
 
   // [ item (, item)* ] with the count in [min, max] (max < 0: unbounded).
@@ -723,6 +745,7 @@ class SchemaCompiler {
   int ref_depth_ = 0;
   std::map<std::string, int32_t> keywords_;
   std::map<std::pair<int32_t, int32_t>, int32_t> strings_;
+  std::map<std::string, int32_t> formats_;
   std::optional<int32_t> boolean_, digits_, integer_, number_, character_;
   int32_t any_value_ = -1;
   int32_t any_object_ = -1;

@@ -11,7 +11,8 @@
 //                              is allowed as long as a finite value exists
 //   integer, number            minimum, maximum, exclusiveMinimum, exclusiveMaximum, exactly
 //                              (json_number_range.h)
-//   string                     minLength, maxLength (in characters)
+//   string                     minLength, maxLength (in characters), format
+//                              (json_string_format.h)
 //   array                      items, minItems, maxItems
 //   object                     properties, required, additionalProperties
 //   annotations (ignored)      title, description, default, examples, $schema, $id, $comment,
