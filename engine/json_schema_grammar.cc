@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "engine/json_number_range.h"
 #include "engine/json_string_format.h"
+#include "engine/json_string_pattern.h"
 #include "models/json_depth.h"
 #include "models/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -40,7 +41,7 @@ const std::set<std::string>& Enforced() {
       new std::set<std::string>{// any value
                                 "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref",
                                 // strings
-                                "minLength", "maxLength", "format",
+                                "minLength", "maxLength", "format", "pattern",
                                 // numbers
                                 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                 // arrays
@@ -241,7 +242,8 @@ class SchemaCompiler {
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
       return std::vector<std::string>{"array"};
     }
-    if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("format")) {
+    if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("format") ||
+        schema.contains("pattern")) {
       return std::vector<std::string>{"string"};
     }
     if (HasNumberBounds(schema)) return std::vector<std::string>{"number"};
@@ -576,6 +578,7 @@ class SchemaCompiler {
 
   absl::StatusOr<int32_t> String(const json& schema, const std::string& path) {
     if (schema.contains("format")) return Format(schema, path);
+    if (schema.contains("pattern")) return Pattern(schema, path);
     absl::StatusOr<std::pair<int32_t, int32_t>> bounds = Bounds(schema, "minLength", "maxLength", path);
     if (!bounds.ok()) return bounds.status();
     return StringOf(bounds->first, bounds->second);
@@ -585,7 +588,7 @@ class SchemaCompiler {
   absl::StatusOr<int32_t> Format(const json& schema, const std::string& path) {
     const json& format = schema["format"];
     if (!format.is_string()) return Refuse(path + "/format", "must be a string");
-    for (const char* keyword : {"minLength", "maxLength"}) {
+    for (const char* keyword : {"minLength", "maxLength", "pattern"}) {
       if (schema.contains(keyword)) {
         return Refuse(path, absl::StrCat("'", keyword, "' beside 'format' is not supported"));
       }
@@ -598,6 +601,23 @@ class SchemaCompiler {
                                                    absl::StrJoin(StringFormats(), ", "), ")"));
     }
     formats_[name] = *rule;
+    return *rule;
+  }
+
+  // A string its `pattern` matches (json_string_pattern.h).
+  absl::StatusOr<int32_t> Pattern(const json& schema, const std::string& path) {
+    const json& pattern = schema["pattern"];
+    if (!pattern.is_string()) return Refuse(path + "/pattern", "must be a string");
+    for (const char* keyword : {"minLength", "maxLength"}) {
+      if (schema.contains(keyword)) {
+        return Refuse(path, absl::StrCat("'", keyword, "' beside 'pattern' is not supported"));
+      }
+    }
+    const std::string text = pattern.get<std::string>();
+    if (auto it = patterns_.find(text); it != patterns_.end()) return it->second;
+    absl::StatusOr<int32_t> rule = StringPatternRule(b_, text);
+    if (!rule.ok()) return Refuse(path + "/pattern", std::string(rule.status().message()));
+    patterns_[text] = *rule;
     return *rule;
   }
 
@@ -746,6 +766,7 @@ class SchemaCompiler {
   std::map<std::string, int32_t> keywords_;
   std::map<std::pair<int32_t, int32_t>, int32_t> strings_;
   std::map<std::string, int32_t> formats_;
+  std::map<std::string, int32_t> patterns_;
   std::optional<int32_t> boolean_, digits_, integer_, number_, character_;
   int32_t any_value_ = -1;
   int32_t any_object_ = -1;

@@ -12,7 +12,7 @@
 //   integer, number            minimum, maximum, exclusiveMinimum, exclusiveMaximum, exactly
 //                              (json_number_range.h)
 //   string                     minLength, maxLength (in characters), format
-//                              (json_string_format.h)
+//                              (json_string_format.h), pattern (json_string_pattern.h)
 //   array                      items, minItems, maxItems
 //   object                     properties, required, additionalProperties
 //   annotations (ignored)      title, description, default, examples, $schema, $id, $comment,

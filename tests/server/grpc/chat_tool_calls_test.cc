@@ -280,7 +280,7 @@ TEST_F(ChatToolCallsServerTest, RefusalsNameTheFieldAndTheFormatIsReported) {
   v1::ChatRequest dated = WeatherChat(8);
   dated.clear_tools();
   SetTools(R"([{"type": "function", "function": {"name": "book", "parameters": {"type": "object",
-      "properties": {"day": {"type": "string", "format": "date"}}}}}])",
+      "properties": {"day": {"type": "integer", "multipleOf": 7}}}}}])",
            &dated);
   dated.mutable_tool_choice()->set_mode(v1::ToolChoice::REQUIRED);
   StreamResult unenforceable = client.Chat(dated);

@@ -112,12 +112,14 @@ TEST_F(ErrorsTest, BadGenerateRequestsGetPreciseErrors) {
       {"stop string not UTF-8", [](auto& r) { r.mutable_sampling()->add_stop_strings("\xc0"); },
        kInvalid, "stop_strings[0]"},
       {"json_schema keyword tandem cannot enforce",
-       [](auto& r) { r.mutable_sampling()->set_json_schema(R"({"type": "string", "format": "email"})"); },
-       kInvalid, "sampling.json_schema: json_schema at #: keyword 'format' is not supported"},
+       [](auto& r) {
+         r.mutable_sampling()->set_json_schema(R"({"type": "integer", "multipleOf": 3})");
+       },
+       kInvalid, "sampling.json_schema: json_schema at #: keyword 'multipleOf' is not supported"},
       {"json_schema not JSON", [](auto& r) { r.mutable_sampling()->set_json_schema("{type"); },
        kInvalid, "sampling.json_schema: json_schema: not valid JSON"},
-      {"json_object false", [](auto& r) { r.mutable_sampling()->set_json_object(false); },
-       kInvalid, "sampling.json_object: only true"},
+      {"json_object false", [](auto& r) { r.mutable_sampling()->set_json_object(false); }, kInvalid,
+       "sampling.json_object: only true"},
       {"request id with a space", [](auto& r) { r.set_request_id("a b"); }, kInvalid, "request_id"},
       {"request id too long", [](auto& r) { r.set_request_id(std::string(200, 'x')); }, kInvalid,
        "request_id"},

@@ -413,7 +413,7 @@ TEST_F(OpenAiApiTest, AForcedToolCallComesBackAsToolCalls) {
   // A schema structured output cannot enforce is refused, naming the tool.
   body["tool_choice"] = "required";
   body["tools"][1]["function"]["parameters"] = {
-      {"type", "object"}, {"properties", {{"t", {{"type", "string"}, {"format", "date"}}}}}};
+      {"type", "object"}, {"properties", {{"t", {{"type", "integer"}, {"multipleOf", 2}}}}}};
   testing::HttpResponse refused = Post("/v1/chat/completions", body);
   EXPECT_EQ(refused.status, 400) << refused.body;
   EXPECT_TRUE(absl::StrContains(refused.body, "tools[1].function.parameters")) << refused.body;

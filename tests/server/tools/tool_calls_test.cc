@@ -256,7 +256,7 @@ TEST(ForcedToolCallsTest, WhatCannotBeEnforcedIsRefusedByName) {
             std::string::npos);
   const nlohmann::ordered_json pattern = nlohmann::ordered_json::parse(R"([{"type": "function",
       "function": {"name": "f"}}, {"type": "function", "function": {"name": "g", "parameters":
-      {"type": "object", "properties": {"id": {"type": "string", "pattern": "^a"}}}}}])");
+      {"type": "object", "properties": {"id": {"type": "array", "uniqueItems": true}}}}}])");
   const std::string message = refusal(ToolCallFormat::kHermes, pattern, "");
   EXPECT_NE(message.find("tools[1].function.parameters: json_schema at #/properties/id"),
             std::string::npos)
