@@ -15,7 +15,8 @@ if [[ $# -lt 2 ]]; then
     -DCMAKE_CXX_COMPILER=clang++ -DTANDEM_CUDA=OFF -DTANDEM_BUILD_TESTS=OFF \
     -DTANDEM_BUILD_BENCH=OFF -DTANDEM_NATIVE=OFF -DTANDEM_FUZZ=ON >/dev/null
 fi
-cmake --build "$dir" --target chat_template_fuzzer request_validation_fuzzer openai_request_fuzzer
+cmake --build "$dir" --target chat_template_fuzzer request_validation_fuzzer openai_request_fuzzer \
+  json_schema_fuzzer
 
 mkdir -p "$dir/artifacts"
 run() {
@@ -29,12 +30,14 @@ run() {
     -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$corpus" >"$dir/$fuzzer.log" 2>&1
 }
 # Side by side: each is one process, and a run is mostly the wall-clock time it is given.
-fuzzers=(chat_template_fuzzer request_validation_fuzzer openai_request_fuzzer)
+fuzzers=(chat_template_fuzzer request_validation_fuzzer openai_request_fuzzer json_schema_fuzzer)
 run chat_template_fuzzer tests/data/chat_templates/templates &
 pids=($!)
 run request_validation_fuzzer tests/data/fuzz/request_validation &
 pids+=($!)
 run openai_request_fuzzer tests/data/fuzz/openai_request &
+pids+=($!)
+run json_schema_fuzzer tests/data/fuzz/json_schema &
 pids+=($!)
 failed=0
 for i in "${!fuzzers[@]}"; do
