@@ -45,7 +45,7 @@ const std::set<std::string>& Enforced() {
                                 // numbers
                                 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                 // arrays
-                                "items", "minItems", "maxItems",
+                                "items", "minItems", "maxItems", "prefixItems", "additionalItems",
                                 // objects
                                 "properties", "required", "additionalProperties"};
   return *kSet;
@@ -239,7 +239,8 @@ class SchemaCompiler {
         schema.contains("additionalProperties")) {
       return std::vector<std::string>{"object"};
     }
-    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
+    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems") ||
+        schema.contains("prefixItems") || schema.contains("additionalItems")) {
       return std::vector<std::string>{"array"};
     }
     if (schema.contains("minLength") || schema.contains("maxLength") || schema.contains("format") ||
@@ -636,18 +637,87 @@ class SchemaCompiler {
     return b_.AddRule(name, std::move(alternatives));
   }
 
+  // An array: its positional schemas (prefixItems, or, before draft 2020-12, items as a list),
+  // then the schema of every later item (items, or additionalItems beside a list), whose `false`
+  // allows none; minItems and maxItems count them all.
   absl::StatusOr<int32_t> Array(const json& schema, const std::string& path) {
     absl::StatusOr<std::pair<int32_t, int32_t>> bounds = Bounds(schema, "minItems", "maxItems", path);
     if (!bounds.ok()) return bounds.status();
-    int32_t item = 0;
-    if (schema.contains("items")) {
-      absl::StatusOr<int32_t> rule = Value(schema["items"], path + "/items");
-      if (!rule.ok()) return rule.status();
-      item = *rule;
-    } else {
-      item = AnyValue();
+    auto [min, max] = *bounds;
+    const bool listed = schema.contains("items") && schema["items"].is_array();
+    if (listed && schema.contains("prefixItems")) {
+      return Refuse(path + "/items", "a list of schemas beside 'prefixItems' is not supported");
     }
-    return ArrayOf(item, bounds->first, bounds->second, Where(path));
+    if (schema.contains("additionalItems") && !listed) {
+      return Refuse(path + "/additionalItems", "is supported only beside 'items' as a list");
+    }
+    const char* prefix_keyword = listed ? "items" : "prefixItems";
+    const char* rest_keyword = listed ? "additionalItems" : "items";
+    std::vector<int32_t> prefix;
+    if (schema.contains(prefix_keyword)) {
+      const json& list = schema[prefix_keyword];
+      if (!list.is_array()) return Refuse(path + "/" + prefix_keyword, "must be a list of schemas");
+      for (size_t i = 0; i < list.size(); ++i) {
+        absl::StatusOr<int32_t> rule =
+            Value(list[i], absl::StrCat(path, "/", prefix_keyword, "/", i));
+        if (!rule.ok()) return rule.status();
+        prefix.push_back(*rule);
+      }
+    }
+    // Later items: a schema's rule, or -1 when `false` allows none.
+    int32_t rest = 0;
+    if (!schema.contains(rest_keyword) || schema[rest_keyword] == true) {
+      rest = AnyValue();
+    } else if (schema[rest_keyword] == false) {
+      rest = -1;
+    } else {
+      absl::StatusOr<int32_t> rule = Value(schema[rest_keyword], path + "/" + rest_keyword);
+      if (!rule.ok()) return rule.status();
+      rest = *rule;
+    }
+    const auto count = static_cast<int32_t>(prefix.size());
+    if (rest < 0) {
+      if (min > count) {
+        return Refuse(path, absl::StrCat("minItems ", min, " is above the ", count,
+                                         " items allowed: no value is allowed"));
+      }
+      max = max < 0 ? count : std::min(max, count);
+    }
+    if (prefix.empty()) return ArrayOf(rest < 0 ? AnyValue() : rest, min, max, Where(path));
+    return TupleOf(prefix, rest, min, max, Where(path));
+  }
+
+  // [ prefix[0], prefix[1], ..., then items of `rest` (-1: none) ] with the count in [min, max]
+  // (max < 0: unbounded); every later position is optional once min is met. One rule per
+  // position: what may follow once that many items are written.
+  int32_t TupleOf(const std::vector<int32_t>& prefix, int32_t rest, int32_t min, int32_t max,
+                  const std::string& name) {
+    const GrammarSymbol ws = B::Ref(ws_);
+    const GrammarSymbol comma = B::Bytes(ByteSet::Of(','));
+    const GrammarSymbol close = B::Bytes(ByteSet::Of(']'));
+    const auto count = static_cast<int32_t>(prefix.size());
+    std::vector<GrammarSequence> after_prefix;
+    if (rest >= 0 && (max < 0 || max > count)) {
+      const int32_t more = b_.Repeat(name + " more items", {comma, ws, B::Ref(rest), ws},
+                                     std::max(min - count, 0), max < 0 ? -1 : max - count);
+      after_prefix.push_back({B::Ref(more), close});
+    } else {
+      after_prefix.push_back({close});  // count >= min here (Array refuses the rest)
+    }
+    int32_t after = b_.AddRule(name + " after its prefix", std::move(after_prefix));
+    for (int32_t written = count - 1; written >= 1; --written) {
+      std::vector<GrammarSequence> alternatives;
+      if (written >= min) alternatives.push_back({close});
+      if (max < 0 || written < max) {
+        alternatives.push_back({comma, ws, B::Ref(prefix[written]), ws, B::Ref(after)});
+      }
+      after = b_.AddRule(absl::StrCat(name, " after item ", written), std::move(alternatives));
+    }
+    std::vector<GrammarSequence> alternatives;
+    const GrammarSymbol open = B::Bytes(ByteSet::Of('['));
+    if (min == 0) alternatives.push_back({open, ws, close});
+    if (max != 0) alternatives.push_back({open, ws, B::Ref(prefix[0]), ws, B::Ref(after)});
+    return b_.AddRule(name, std::move(alternatives));
   }
 
   // "key" ws : ws value ws, the key given or any string.

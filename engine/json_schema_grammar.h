@@ -13,7 +13,8 @@
 //                              (json_number_range.h)
 //   string                     minLength, maxLength (in characters), format
 //                              (json_string_format.h), pattern (json_string_pattern.h)
-//   array                      items, minItems, maxItems
+//   array                      items, prefixItems (or items as a list with additionalItems),
+//                              minItems, maxItems
 //   object                     properties, required, additionalProperties
 //   annotations (ignored)      title, description, default, examples, $schema, $id, $comment,
 //                              deprecated, readOnly, writeOnly, $defs, definitions

@@ -149,6 +149,38 @@ TEST(JsonSchemaGrammarTest, ArraysWithItemCounts) {
   EXPECT_FALSE(Whole(empty_ok, "[1]"));
 }
 
+TEST(JsonSchemaGrammarTest, TupleArrays) {
+  // prefixItems (2020-12): positional schemas; items false: nothing after them.
+  auto pair = Compile(R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                          "items": false})");
+  for (const char* ok : {"[]", "[1]", R"([1, "a"])"}) EXPECT_TRUE(Whole(pair, ok)) << ok;
+  for (const char* no : {R"([1, "a", 2])", R"(["a"])", R"([1, 2])"})
+    EXPECT_FALSE(Whole(pair, no)) << no;
+  auto whole_pair = Compile(R"({"prefixItems": [{"type": "integer"}, {"type": "string"}],
+                                "minItems": 2, "items": {"type": "boolean"}, "maxItems": 3})");
+  for (const char* ok : {R"([1, "a"])", R"([1,"a",true])"})
+    EXPECT_TRUE(Whole(whole_pair, ok)) << ok;
+  for (const char* no : {"[]", "[1]", R"([1, "a", true, false])", R"([1, "a", 3])"}) {
+    EXPECT_FALSE(Whole(whole_pair, no)) << no;
+  }
+  // Drafts 4 to 2019-09: items as a list, additionalItems for the rest.
+  auto draft7 = Compile(R"({"items": [{"const": "x"}], "additionalItems": {"type": "null"}})");
+  for (const char* ok : {"[]", R"(["x"])", R"(["x", null, null])"})
+    EXPECT_TRUE(Whole(draft7, ok)) << ok;
+  EXPECT_FALSE(Whole(draft7, R"(["x", 1])"));
+  EXPECT_FALSE(Whole(draft7, "[null]"));
+  auto none = Compile(R"({"type": "array", "items": false})");
+  EXPECT_TRUE(Whole(none, "[]"));
+  EXPECT_FALSE(Whole(none, "[1]"));
+
+  ExpectRefused(R"({"prefixItems": [{}], "items": false, "minItems": 2})",
+                "minItems 2 is above the 1 items allowed");
+  ExpectRefused(R"({"items": {"type": "null"}, "additionalItems": false})",
+                "#/additionalItems: is supported only beside 'items' as a list");
+  ExpectRefused(R"({"prefixItems": {"type": "null"}})", "#/prefixItems: must be a list of schemas");
+  ExpectRefused(R"({"prefixItems": [{"type": "nul"}]})", "#/prefixItems/0/type: unknown type");
+}
+
 TEST(JsonSchemaGrammarTest, EnumConstAndAnyOf) {
   auto colours = Compile(R"({"enum": ["red", "green", 3, null, {"a": [1]}]})");
   for (const char* ok : {R"("red")", "3", "null", R"({"a":[1]})"}) EXPECT_TRUE(Whole(colours, ok)) << ok;
@@ -342,6 +374,15 @@ TEST(JsonSchemaGrammarTest, RandomWalksGiveValidInstances) {
          ASSERT_TRUE(v["n"].is_number_integer());
          EXPECT_GT(v["n"].get<int64_t>(), -3);
          EXPECT_LE(v["n"].get<int64_t>(), 40);
+       });
+  Walk(R"({"type": "array", "prefixItems": [{"type": "boolean"}, {"enum": ["a", "b"]}],
+           "items": {"type": "null"}, "maxItems": 4})",
+       [](const nlohmann::json& v) {
+         ASSERT_TRUE(v.is_array());
+         EXPECT_LE(v.size(), 4u);
+         if (v.size() > 0) EXPECT_TRUE(v[0].is_boolean());
+         if (v.size() > 1) EXPECT_TRUE(v[1] == "a" || v[1] == "b");
+         for (size_t i = 2; i < v.size(); ++i) EXPECT_TRUE(v[i].is_null());
        });
   Walk(R"({"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "null"}, "maxItems": 3}]})",
        [](const nlohmann::json& v) {
