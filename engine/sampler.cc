@@ -39,6 +39,22 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
     return absl::InvalidArgumentError(absl::StrCat(
         "top_logprobs must be in [0, ", SampleResult::kMaxTop, "], got ", p.top_logprobs));
   }
+  if (p.logit_bias.size() > SamplingParams::kMaxLogitBiasTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("logit_bias may name at most ",
+                                                   SamplingParams::kMaxLogitBiasTokens,
+                                                   " tokens, got ", p.logit_bias.size()));
+  }
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    const auto [token, bias] = p.logit_bias[i];
+    if (token < 0 || (i > 0 && token <= p.logit_bias[i - 1].first)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logit_bias tokens must be distinct, non-negative and ascending, got ", token));
+    }
+    if (!(bias >= -SamplingParams::kMaxLogitBias && bias <= SamplingParams::kMaxLogitBias)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias for token ", token, " must be in [-100, 100], got ", bias));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -132,6 +148,8 @@ std::span<const kernels::PenaltyToken> BatchSampler::Seen(const SamplingState& s
 SampleResult BatchSampler::SampleRow(std::span<const float> logits, SamplingState& state) {
   TANDEM_CHECK(logits.size() == static_cast<size_t>(vocab_), "logits row is not vocab-sized");
   const SamplingParams& p = state.params();
+  // A biased row is drawn from a copy, as SampleRowAmong draws from its allowed tokens.
+  if (!p.logit_bias.empty()) return SampleRowAmong(logits, AllTokens(), state);
   kernels::SamplingRow rule = p.rule();
   // Drawn for every sampled step, used or not, so the stream advances once per step.
   if (!p.greedy) rule.uniform = state.rng().Uniform();
@@ -155,6 +173,10 @@ SampleResult BatchSampler::SampleRowAmong(std::span<const float> logits,
   // and the penalty tokens renamed to their places among them.
   allowed_logits_.resize(allowed.size());
   for (size_t i = 0; i < allowed.size(); ++i) allowed_logits_[i] = logits[allowed[i]];
+  for (const auto& [token, bias] : p.logit_bias) {
+    const auto at = std::lower_bound(allowed.begin(), allowed.end(), token);
+    if (at != allowed.end() && *at == token) allowed_logits_[at - allowed.begin()] += bias;
+  }
   seen_among_.clear();
   for (const kernels::PenaltyToken& t : Seen(state)) {
     const auto at = std::lower_bound(allowed.begin(), allowed.end(), t.token);
@@ -188,7 +210,19 @@ void BatchSampler::Sample(std::span<const float> logits, std::span<SamplingState
 std::vector<std::pair<int32_t, double>> BatchSampler::Distribution(std::span<const float> logits,
                                                                    const SamplingState& state) {
   const kernels::SamplingRow rule = state.params().rule();
-  return rows_.Distribution(rows_.Penalised(logits, rule.penalties, Seen(state)), rule);
+  std::vector<float> biased(logits.begin(), logits.end());
+  for (const auto& [token, bias] : state.params().logit_bias) {
+    if (token < static_cast<int32_t>(biased.size())) biased[token] += bias;
+  }
+  return rows_.Distribution(rows_.Penalised(biased, rule.penalties, Seen(state)), rule);
+}
+
+std::span<const int32_t> BatchSampler::AllTokens() {
+  if (all_tokens_.empty()) {
+    all_tokens_.resize(static_cast<size_t>(vocab_));
+    for (int32_t i = 0; i < vocab_; ++i) all_tokens_[i] = i;
+  }
+  return all_tokens_;
 }
 
 SampleResult Sampler::SampleWithLogprobs(std::span<const float> logits) {

@@ -1,6 +1,7 @@
 // Chooses the next token of each sequence from its row of logits.
 //
 // Per row, in this order (the order of Hugging Face's logits processors):
+//   0. OpenAI's logit_bias: a fixed amount added to chosen tokens' logits;
 //   1. penalties on the raw logits: repetition (prompt + generated), then presence and frequency
 //      (generated only) — see logits_processors.h;
 //   2. greedy: argmax of the penalised logits, lowest id on ties; otherwise
@@ -42,6 +43,12 @@ struct SamplingParams {
   uint64_t seed = 0;
   bool logprobs = false;     // report the chosen token's logprob
   int32_t top_logprobs = 0;  // and the n most likely tokens' (0..20; > 0 implies logprobs)
+  // (token, amount) pairs, ascending unique tokens, amounts in [-kMaxLogitBias, kMaxLogitBias]
+  // added to those tokens' logits before anything else: -100 all but bans a token, +100 all but
+  // forces it. Applied on the host (a row with a bias is read back whole).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  static constexpr float kMaxLogitBias = 100.0f;
+  static constexpr size_t kMaxLogitBiasTokens = 300;  // OpenAI's limit
 
   PenaltyParams penalties() const {
     return {repetition_penalty, presence_penalty, frequency_penalty};
@@ -51,11 +58,12 @@ struct SamplingParams {
   // The next token is the argmax of the raw logits and nothing else is read from them, so the
   // backend may pick it where the logits are (ModelRunner's LogitsUse::kArgmax).
   bool argmax_only() const {
-    return greedy && !penalties().active() && !logprobs && top_logprobs == 0;
+    return greedy && !penalties().active() && !logprobs && top_logprobs == 0 && logit_bias.empty();
   }
 };
 
 // INVALID_ARGUMENT naming the field and the value, e.g. "top_p must be in (0, 1], got 1.5".
+// (logit_bias's tokens are checked against the vocabulary where it is known.)
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 
 // A small, fast, portable generator (xoshiro256**) so that a seed means the same stream on
@@ -139,11 +147,14 @@ class BatchSampler {
  private:
   // The state's penalty tokens as kernels::RowSampler takes them (none without penalties).
   std::span<const kernels::PenaltyToken> Seen(const SamplingState& state);
+  // Every token id, ascending: the allowed set of a biased row without a grammar.
+  std::span<const int32_t> AllTokens();
 
   int32_t vocab_;
   std::vector<kernels::PenaltyToken> seen_;
   std::vector<kernels::PenaltyToken> seen_among_;  // seen_ as indices into the allowed tokens
   std::vector<float> allowed_logits_;
+  std::vector<int32_t> all_tokens_;
   kernels::RowSampler rows_;
 };
 

@@ -455,13 +455,15 @@ void Scheduler::Step() {
          seq->step_snapshots, false});
     // Only a step that reaches the end of the tokens samples. Greedy needs only the argmax;
     // other rules, and logprobs, are computed where the logits are. Structured output samples
-    // on the host, from the whole row, after its grammar has chosen the allowed tokens.
+    // on the host, from the whole row, after its grammar has chosen the allowed tokens; so does
+    // a logit_bias.
     const bool samples = begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
     const SamplingParams& params = seq->sampling.params();
-    logits_uses_.push_back(!samples                 ? LogitsUse::kNone
-                           : seq->constraint        ? LogitsUse::kRow
-                           : params.argmax_only()   ? LogitsUse::kArgmax
-                                                    : LogitsUse::kSample);
+    const bool on_host = seq->constraint || !params.logit_bias.empty();
+    logits_uses_.push_back(!samples               ? LogitsUse::kNone
+                           : on_host              ? LogitsUse::kRow
+                           : params.argmax_only() ? LogitsUse::kArgmax
+                                                  : LogitsUse::kSample);
     kernels::SamplingRow& rule = sampling_rules_.emplace_back();
     if (logits_uses_.back() == LogitsUse::kSample) {
       rule = params.rule();
@@ -494,6 +496,11 @@ void Scheduler::Step() {
       SampleResult sample;
       if (logits_uses_[i] == LogitsUse::kArgmax) {
         sample.token = runner_->token(i);
+      } else if (logits_uses_[i] == LogitsUse::kRow && !seq.constraint) {
+        sample = HostSampler().SampleRow(
+            std::span(runner_->logits_row(i), static_cast<size_t>(runner_->vocab())), seq.sampling);
+        Emit(seq, sample);
+        continue;
       } else if (logits_uses_[i] == LogitsUse::kRow) {
         absl::StatusOr<std::optional<SampleResult>> chosen =
             SampleConstrained(seq, runner_->logits_row(i));
@@ -523,6 +530,11 @@ void Scheduler::Step() {
   RemoveFinished();
 }
 
+BatchSampler& Scheduler::HostSampler() {
+  if (!host_sampler_) host_sampler_.emplace(static_cast<int32_t>(runner_->vocab()));
+  return *host_sampler_;
+}
+
 const std::shared_ptr<const TokenTrie>& Scheduler::token_trie() {
   if (token_trie_ == nullptr) {
     token_trie_ = std::make_shared<const TokenTrie>(
@@ -548,9 +560,8 @@ absl::StatusOr<std::optional<SampleResult>> Scheduler::SampleConstrained(Sequenc
         "response format: no token of the vocabulary can continue the output within the grammar");
   }
   const auto vocab = static_cast<int32_t>(runner_->vocab());
-  if (!constrained_sampler_) constrained_sampler_.emplace(vocab);
-  SampleResult sample = constrained_sampler_->SampleRowAmong(
-      std::span(logits, static_cast<size_t>(vocab)), allowed_tokens_, seq.sampling);
+  SampleResult sample = HostSampler().SampleRowAmong(std::span(logits, static_cast<size_t>(vocab)),
+                                                     allowed_tokens_, seq.sampling);
   // An end token ends the output (Emit finishes the sequence); any other grows its text.
   if (std::find(end_tokens_.begin(), end_tokens_.end(), sample.token) == end_tokens_.end()) {
     if (absl::Status s = seq.constraint->Accept(tokenizer_->TokenBytes(sample.token)); !s.ok()) {

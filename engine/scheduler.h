@@ -145,6 +145,8 @@ class Scheduler {
   // Structured output: the next token of `seq` from its row of logits, among those its
   // constraint allows (and accepted by it). Nothing when the text is complete and nothing may
   // follow; an error when no token can continue it.
+  // The sampler of rows drawn on the host.
+  BatchSampler& HostSampler();
   absl::StatusOr<std::optional<SampleResult>> SampleConstrained(Sequence& seq,
                                                                 const float* logits);
   // The vocabulary trie structured output walks, built on first use.
@@ -180,7 +182,8 @@ class Scheduler {
   std::vector<kernels::PenaltyToken> penalty_tokens_;  // what sampling_rules_ index
   // Structured output's: the vocabulary trie, a host sampler and the allowed tokens.
   std::shared_ptr<const TokenTrie> token_trie_;
-  std::optional<BatchSampler> constrained_sampler_;
+  // Rows sampled on the host (structured output, logit_bias); sized on first use.
+  std::optional<BatchSampler> host_sampler_;
   std::vector<int32_t> allowed_tokens_;
   std::vector<int32_t> end_tokens_;
 };

@@ -134,6 +134,34 @@ absl::Status ConvertResponseFormat(const v1::SamplingParams& p, const Validation
   return absl::OkStatus();
 }
 
+namespace {
+
+// sampling.logit_bias: ids in the vocabulary, amounts in [-100, 100], at most 300 of them,
+// sorted by id (a protobuf map keeps no order).
+absl::Status ConvertLogitBias(const v1::SamplingParams& p, int32_t vocab,
+                              engine::SamplingParams* out) {
+  constexpr size_t kMax = engine::SamplingParams::kMaxLogitBiasTokens;
+  if (p.logit_bias_size() > static_cast<int>(kMax)) {
+    return Invalid("sampling.logit_bias",
+                   absl::StrCat("at most ", kMax, " tokens, got ", p.logit_bias_size()));
+  }
+  for (const auto& [token, bias] : p.logit_bias()) {
+    const std::string field = absl::StrCat("sampling.logit_bias[", token, "]");
+    if (token < 0 || token >= vocab) {
+      return Invalid(field, absl::StrCat("not a token id: must be in [0, ", vocab, ")"));
+    }
+    if (!InRange(bias, -engine::SamplingParams::kMaxLogitBias,
+                 engine::SamplingParams::kMaxLogitBias)) {
+      return Invalid(field, absl::StrCat("must be in [-100, 100], got ", bias));
+    }
+    out->logit_bias.emplace_back(token, bias);
+  }
+  std::sort(out->logit_bias.begin(), out->logit_bias.end());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContext& context,
                              engine::Request* out) {
   engine::SamplingParams& s = out->sampling;
@@ -195,6 +223,7 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContex
     return s;
   }
   out->stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+  if (absl::Status s = ConvertLogitBias(p, vocab, &out->sampling); !s.ok()) return s;
   out->stop_strings.assign(p.stop_strings().begin(), p.stop_strings().end());
   if (absl::Status s = engine::ValidateStopStrings(out->stop_strings); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling.", s.message()));

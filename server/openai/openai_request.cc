@@ -156,6 +156,28 @@ absl::Status ReadStop(Fields& f, v1::SamplingParams* out) {
   return absl::OkStatus();
 }
 
+// logit_bias: {"token id": amount, ...}, ids as decimal strings; the ranges are the validation's.
+absl::Status ReadLogitBias(Fields& f, v1::SamplingParams* out) {
+  const json* bias = f.Get("logit_bias");
+  if (bias == nullptr || bias->is_null()) return absl::OkStatus();
+  if (!bias->is_object()) return WrongType("logit_bias", "an object of token ids", *bias);
+  for (const auto& [key, value] : bias->items()) {
+    const std::string field = absl::StrCat("logit_bias[", json(key).dump(), "]");
+    int64_t token = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) token = std::stoll(key);
+    if (!digits || token > std::numeric_limits<int32_t>::max()) {
+      return Invalid(field, "a key must be a token id (a decimal integer)");
+    }
+    if (!value.is_number()) return WrongType(field, "a number", value);
+    constexpr double kFloatMax = std::numeric_limits<float>::max();
+    (*out->mutable_logit_bias())[static_cast<int32_t>(token)] =
+        static_cast<float>(std::clamp(value.get<double>(), -kFloatMax, kFloatMax));
+  }
+  return absl::OkStatus();
+}
+
 // The parameters both endpoints share: sampling, stopping, n, streaming, and those ignored.
 absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* request,
                         v1::SamplingParams* out) {
@@ -202,9 +224,7 @@ absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* re
 
   TANDEM_ASSIGN_OR_RETURN(auto n, Integer(f, "n"));
   if (n && *n != 1) return Invalid("n", absl::StrCat("only 1 is supported, got ", *n));
-  if (const json* bias = f.Get("logit_bias"); bias != nullptr && !bias->empty()) {
-    return Unsupported("logit_bias");
-  }
+  TANDEM_RETURN_IF_ERROR(ReadLogitBias(f, out));
   TANDEM_RETURN_IF_ERROR(ReadStreaming(f, request));
   // Nothing generated depends on these.
   for (const char* key : {"user", "metadata", "store", "service_tier"}) f.Ignore(key);

@@ -239,6 +239,36 @@ TEST(SamplerTest, PenaltiesChangeTheGreedyChoice) {
   EXPECT_EQ(freq.state().counts().generated(1), 2);
 }
 
+TEST(SamplerTest, LogitBiasMovesTheChoiceButNotTheLogprobs) {
+  const std::vector<float> logits = LogitsOfProbs({0.1, 0.2, 0.4, 0.2, 0.1});
+  SamplingParams banned;  // greedy
+  banned.logit_bias = {{2, -100.0f}};
+  banned.logprobs = true;
+  Sampler b(banned);
+  const SampleResult r = b.SampleWithLogprobs(logits);
+  EXPECT_EQ(r.token, 1);  // the likeliest is banned; 1 and 3 tie, lower id first
+  EXPECT_NEAR(r.logprob, std::log(0.2), 1e-6);  // the raw model's
+
+  SamplingParams forced = Sampling();  // sampled, not greedy
+  forced.logit_bias = {{0, 100.0f}, {4, -100.0f}};
+  Sampler f(forced);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(f.Sample(logits), 0);
+  // The distribution drawn from: token 0 takes all but e^-100 of it.
+  BatchSampler batch(5);
+  const auto distribution = batch.Distribution(logits, f.state());
+  double zero = 0;
+  for (const auto& [token, p] : distribution) {
+    if (token == 0) zero = p;
+  }
+  EXPECT_NEAR(zero, 1.0, 1e-9);
+
+  // A small bias tilts a tie.
+  SamplingParams tilt;
+  tilt.logit_bias = {{3, 0.01f}};
+  Sampler t(tilt);
+  EXPECT_EQ(t.Sample(LogitsOfProbs({0.1, 0.45, 0.0001, 0.45, 0.0})), 3);
+}
+
 TEST(SamplerTest, LogprobsAreLogSoftmaxOfTheRawLogits) {
   const std::vector<float> logits = LogitsOfProbs({0.1, 0.2, 0.4, 0.2, 0.1});
   SamplingParams p;  // greedy; penalties must not change the reported logprobs
@@ -399,6 +429,22 @@ TEST(SamplerTest, InvalidParametersAreNamed) {
       {[](SamplingParams& p) { p.frequency_penalty = -3.0f; }, "frequency_penalty"},
       {[](SamplingParams& p) { p.top_logprobs = 21; }, "top_logprobs must be in [0, 20], got 21"},
       {[](SamplingParams& p) { p.top_logprobs = -1; }, "top_logprobs"},
+      {[](SamplingParams& p) {
+         p.logit_bias = {{3, 100.5f}};
+       },
+       "logit_bias for token 3 must be in [-100, 100], got 100.5"},
+      {[](SamplingParams& p) {
+         p.logit_bias = {{3, NAN}};
+       },
+       "logit_bias for token 3"},
+      {[](SamplingParams& p) {
+         p.logit_bias = {{3, 1.0f}, {3, 2.0f}};
+       },
+       "logit_bias tokens must be distinct, non-negative and ascending, got 3"},
+      {[](SamplingParams& p) {
+         p.logit_bias.assign(301, {0, 0.0f});
+       },
+       "logit_bias may name at most 300 tokens, got 301"},
   };
   for (const Case& c : cases) {
     SamplingParams p = Sampling();

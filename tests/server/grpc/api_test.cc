@@ -301,6 +301,47 @@ TEST_F(ApiTest, JsonSchemaConstrainsTheAnswerAndEndsIt) {
   EXPECT_TRUE(answer == "\"yes\"" || answer == "\"no\"" || answer == "[true,null]") << got.text;
 }
 
+// logit_bias: a banned token never comes, a forced one always does; the logprobs stay the raw
+// model's (the banned token may still be the likeliest).
+TEST_F(ApiTest, LogitBiasBansAndForcesTokens) {
+  const std::vector<int32_t> prompt = Tokens(14, 41, vocab());
+  StreamResult free_run = client_->Generate(GreedyIds(prompt, 8));
+  ASSERT_TRUE(free_run.status.ok()) << free_run.status.error_message();
+  const int32_t first = free_run.tokens[0];
+
+  v1::GenerateRequest banned = GreedyIds(prompt, 8);
+  (*banned.mutable_sampling()->mutable_logit_bias())[first] = -100.0f;
+  banned.mutable_sampling()->set_top_logprobs(1);
+  StreamResult without = client_->Generate(banned);
+  ASSERT_TRUE(without.status.ok()) << without.status.error_message();
+  ASSERT_EQ(without.tokens.size(), 8u);
+  for (int32_t t : without.tokens) EXPECT_NE(t, first);
+  EXPECT_EQ(without.logprobs[0].top(0).token_id(), first);  // still the model's favourite
+
+  v1::GenerateRequest forced = GreedyIds(prompt, 8);
+  forced.mutable_sampling()->set_temperature(1.0f);  // sampled
+  forced.mutable_sampling()->set_seed(5);
+  (*forced.mutable_sampling()->mutable_logit_bias())[7] = 100.0f;
+  StreamResult only = client_->Generate(forced);
+  ASSERT_TRUE(only.status.ok()) << only.status.error_message();
+  EXPECT_EQ(only.tokens, std::vector<int32_t>(8, 7));
+
+  // Beside a schema the bias works among the tokens the schema allows.
+  v1::GenerateRequest schema = GreedyIds(prompt, 20);
+  schema.mutable_sampling()->set_json_schema(R"({"enum": ["yes", "no"]})");
+  StreamResult plain = client_->Generate(schema);
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  ASSERT_FALSE(plain.tokens.empty());
+  const int32_t chosen = plain.tokens[0];
+  (*schema.mutable_sampling()->mutable_logit_bias())[chosen] = -100.0f;
+  StreamResult other = client_->Generate(schema);
+  ASSERT_TRUE(other.status.ok()) << other.status.error_message();
+  ASSERT_FALSE(other.tokens.empty());
+  EXPECT_NE(other.tokens[0], chosen);
+  const std::string answer = other.text.substr(other.text.find_first_not_of(" \n\t"));
+  EXPECT_TRUE(answer == "\"yes\"" || answer == "\"no\"") << other.text;
+}
+
 TEST_F(ApiTest, SeededSamplingIsReproducible) {
   v1::GenerateRequest request = GreedyIds(Tokens(12, 21, vocab()), 12);
   request.mutable_sampling()->set_temperature(1.5f);

@@ -240,6 +240,21 @@ TEST(OpenAiRequestTest, LogprobsBecomeTheSamplingsLogprobs) {
   EXPECT_FALSE(completion->generate.sampling().logprobs());
 }
 
+TEST(OpenAiRequestTest, LogitBiasBecomesTheSamplingsBias) {
+  absl::StatusOr<OpenAiRequest> completion =
+      Completion(R"({"model": "m", "prompt": "a", "logit_bias": {"5": -100, "12": 2.5}})");
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  const auto& bias = completion->generate.sampling().logit_bias();
+  ASSERT_EQ(bias.size(), 2u);
+  EXPECT_EQ(bias.at(5), -100.0f);
+  EXPECT_EQ(bias.at(12), 2.5f);
+  // Out of range values reach the validation, which names them as the client wrote them.
+  completion = Completion(R"({"model": "m", "prompt": "a", "logit_bias": {"5": 1e300}})");
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_GT(completion->generate.sampling().logit_bias().at(5), 100.0f);
+  EXPECT_EQ(OpenAiParam("sampling.logit_bias[5]"), "logit_bias[5]");
+}
+
 TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
   const std::pair<std::string, std::string> cases[] = {
@@ -262,7 +277,12 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
        "response_format.json_schema.x: unknown parameter"},
       {R"({"model": "m", )" + messages + R"(, "response_format": {"type": "text", "extra": 1}})",
        "response_format.extra: unknown parameter"},
-      {R"({"model": "m", )" + messages + R"(, "logit_bias": {"5": 10}})", "logit_bias: not"},
+      {R"({"model": "m", )" + messages + R"(, "logit_bias": {"five": 10}})",
+       "logit_bias[\"five\"]: a key must be a token id"},
+      {R"({"model": "m", )" + messages + R"(, "logit_bias": {"5": "up"}})",
+       "logit_bias[\"5\"]: must be a number, got string"},
+      {R"({"model": "m", )" + messages + R"(, "logit_bias": [5]})",
+       "logit_bias: must be an object of token ids, got array"},
       {R"({"model": "m", )" + messages + R"(, "top_logprobs": 3})",
        "top_logprobs: only allowed with logprobs: true"},
       {R"({"model": "m", )" + messages + R"(, "logprobs": 1})",
