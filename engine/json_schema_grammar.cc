@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/json_number_range.h"
+#include "engine/json_number_texts.h"
 #include "engine/json_string_format.h"
 #include "engine/json_string_pattern.h"
 #include "models/json_depth.h"
@@ -63,21 +64,6 @@ absl::Status Refuse(const std::string& path, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("json_schema at ", Where(path), ": ", what));
 }
 
-// JSON pointer escaping of one path segment (RFC 6901).
-std::string Segment(std::string_view key) {
-  std::string out;
-  for (const char c : key) {
-    if (c == '~') {
-      out += "~0";
-    } else if (c == '/') {
-      out += "~1";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 // Whether `value` is an instance of the JSON Schema type `type`.
 bool OfType(const json& value, const std::string& type) {
   if (type == "null") return value.is_null();
@@ -96,7 +82,9 @@ bool OfType(const json& value, const std::string& type) {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json& root) : root_(root) {
+  // `number_texts`: the schema's numbers as it wrote them (json_number_texts.h).
+  SchemaCompiler(const json& root, const std::map<std::string, std::string>& number_texts)
+      : root_(root), number_texts_(number_texts) {
     const int32_t indent =
         b_.Repeat("indent", {B::Bytes(ByteSet::Of(' ').Add(ByteSet::Of('\t')))}, 0, kMaxIndent);
     ws_ = b_.AddRule("whitespace", {{}, B::Literal(" "), {B::Bytes(ByteSet::Of('\n')), B::Ref(indent)}});
@@ -322,11 +310,15 @@ class SchemaCompiler {
   absl::StatusOr<int32_t> Values(const json& schema, const std::vector<std::string>& types,
                                  const std::string& path) {
     std::vector<json> values;
+    std::vector<std::string> pointers;  // where each value is in the document
     if (schema.contains("enum")) {
       if (!schema["enum"].is_array() || schema["enum"].empty()) {
         return Refuse(path + "/enum", "must be a non-empty list");
       }
-      for (const json& v : schema["enum"]) values.push_back(v);
+      for (const json& v : schema["enum"]) {
+        pointers.push_back(absl::StrCat(path, "/enum/", values.size()));
+        values.push_back(v);
+      }
     }
     if (schema.contains("const")) {
       if (!values.empty() &&
@@ -334,16 +326,19 @@ class SchemaCompiler {
         return Refuse(path, "const is not one of enum's values: no value is allowed");
       }
       values = {schema["const"]};
+      pointers = {path + "/const"};
     }
     std::vector<std::string> texts;
-    for (const json& v : values) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const json& v = values[i];
       const bool typed = std::any_of(types.begin(), types.end(),
                                      [&](const std::string& t) { return OfType(v, t); });
       if (!typed) {
         return Refuse(path, absl::StrCat("the value ", v.dump(), " is not of type ",
                                          absl::StrJoin(types, " or ")));
       }
-      texts.push_back(v.dump());
+      // Numbers as the schema wrote them: a double may not hold the value exactly.
+      texts.push_back(DumpWithNumberTexts(v, pointers[i], number_texts_));
     }
     return Literals(texts, Where(path + "/enum"));
   }
@@ -455,7 +450,10 @@ class SchemaCompiler {
       if (!schema.contains(keyword) || schema[keyword].is_boolean()) continue;
       const json& value = schema[keyword];
       if (!value.is_number()) return Refuse(path + "/" + keyword, "must be a number");
-      absl::StatusOr<Decimal> decimal = ParseDecimal(value.dump());
+      // The bound as the schema wrote it: a double may not hold it exactly (1e-400, 2^64 + 1).
+      const auto text = number_texts_.find(path + "/" + keyword);
+      absl::StatusOr<Decimal> decimal =
+          ParseDecimal(text != number_texts_.end() ? text->second : value.dump());
       if (!decimal.ok()) {
         return Refuse(path + "/" + keyword, std::string(decimal.status().message()));
       }
@@ -783,7 +781,7 @@ class SchemaCompiler {
     }
     std::vector<std::pair<int32_t, bool>> members;
     for (const auto& [key, subschema] : properties.items()) {
-      const std::string at = absl::StrCat(path, "/properties/", Segment(key));
+      const std::string at = absl::StrCat(path, "/properties/", PointerSegment(key));
       absl::StatusOr<int32_t> value = Value(subschema, at);
       if (!value.ok()) return value.status();
       members.emplace_back(Member(B::Literal(json(key).dump()), *value, Where(at)), required.contains(key));
@@ -829,6 +827,7 @@ class SchemaCompiler {
   }
 
   const json& root_;
+  const std::map<std::string, std::string>& number_texts_;
   GrammarBuilder b_;
   int32_t ws_ = 0;
   std::map<std::string, int32_t> refs_;
@@ -842,34 +841,36 @@ class SchemaCompiler {
   int32_t any_object_ = -1;
 };
 
-absl::StatusOr<json> ParseSchema(std::string_view schema_text) {
+absl::StatusOr<JsonWithNumberTexts> ParseSchema(std::string_view schema_text) {
   if (models::JsonDepth(schema_text, kMaxJsonSchemaDepth) > kMaxJsonSchemaDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("json_schema: nested deeper than ", kMaxJsonSchemaDepth, " levels"));
   }
-  try {
-    return json::parse(schema_text);
-  } catch (const json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("json_schema: not valid JSON: ", e.what()));
+  absl::StatusOr<JsonWithNumberTexts> parsed = ParseJsonWithNumberTexts(schema_text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("json_schema: not valid JSON: ", parsed.status().message()));
   }
+  return parsed;
 }
 
 }  // namespace
 
 absl::StatusOr<Grammar> JsonSchemaGrammar(std::string_view schema_text) {
-  TANDEM_ASSIGN_OR_RETURN(json schema, ParseSchema(schema_text));
-  return SchemaCompiler(schema).Compile(schema);
+  TANDEM_ASSIGN_OR_RETURN(JsonWithNumberTexts schema, ParseSchema(schema_text));
+  return SchemaCompiler(schema.value, schema.number_texts).Compile(schema.value);
 }
 
 absl::StatusOr<Grammar> FramedJsonSchemaGrammar(std::string_view schema_text,
                                                 const JsonFrame& frame) {
-  TANDEM_ASSIGN_OR_RETURN(json schema, ParseSchema(schema_text));
-  return SchemaCompiler(schema).CompileFramed(schema, frame);
+  TANDEM_ASSIGN_OR_RETURN(JsonWithNumberTexts schema, ParseSchema(schema_text));
+  return SchemaCompiler(schema.value, schema.number_texts).CompileFramed(schema.value, frame);
 }
 
 Grammar JsonObjectGrammar() {
   const json unused;
-  return SchemaCompiler(unused).AnyObjectGrammar();
+  const std::map<std::string, std::string> no_numbers;
+  return SchemaCompiler(unused, no_numbers).AnyObjectGrammar();
 }
 
 }  // namespace tandem::engine

@@ -56,17 +56,19 @@ class FormatRules {
                                      {Is('0'), In("469"), Is('-'), B::Ref(d30)},
                                      Cat({B::Literal("11-"), {B::Ref(d30)}}),
                                      Cat({B::Literal("02-"), {B::Ref(d28)}})});
-    // Two digits that are a multiple of 4: an even tens digit with 0, 4 or 8, an odd one with 2
-    // or 6. A leap year: such a pair other than 00 at the end, or 00 after such a pair.
+    // Years 0001 to 9999 (Python's and most libraries' dates have no year 0).
+    const int32_t year = b_.AddRule("year", {{In('1', '9'), digit, digit, digit},
+                                             {Is('0'), In('1', '9'), digit, digit},
+                                             {Is('0'), Is('0'), In('1', '9'), digit},
+                                             {Is('0'), Is('0'), Is('0'), In('1', '9')}});
+    // Two digits that are a multiple of 4 other than 00: an even tens digit with 0, 4 or 8 (0
+    // with 4 or 8), an odd one with 2 or 6. A leap year: such a pair at the end, or 00 after one.
     const int32_t by_four =
         b_.AddRule("multiple of 4, not 00",
                    {{Is('0'), In("48")}, {In("2468"), In("048")}, {In("13579"), In("26")}});
-    const int32_t by_four_or_zero =
-        b_.AddRule("multiple of 4", {{B::Ref(by_four)}, B::Literal("00")});
     const int32_t leap_year = b_.AddRule(
-        "leap year",
-        {{digit, digit, B::Ref(by_four)}, Cat({{B::Ref(by_four_or_zero)}, B::Literal("00")})});
-    return b_.AddRule("date", {Cat({Times({digit}, 4), {Is('-'), B::Ref(month_day)}}),
+        "leap year", {{digit, digit, B::Ref(by_four)}, Cat({{B::Ref(by_four)}, B::Literal("00")})});
+    return b_.AddRule("date", {{B::Ref(year), Is('-'), B::Ref(month_day)},
                                Cat({{B::Ref(leap_year)}, B::Literal("-02-29")})});
   }
 

@@ -2,7 +2,8 @@
 // their format, so structured output can enforce `format` instead of refusing it. The formats are
 // those OpenAI's strict structured outputs accept:
 //
-//   date        RFC 3339 full-date, with the days each month has (29 February in leap years only)
+//   date        RFC 3339 full-date, with the days each month has (29 February in leap years only),
+//               years 0001 to 9999
 //   time        RFC 3339 full-time: HH:MM:SS, optional fraction, then Z or an offset
 //   date-time   date "T" time
 //   duration    RFC 3339 appendix A: P1Y2M3D, PT4H5M6S, P2W, ...

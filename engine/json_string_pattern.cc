@@ -98,8 +98,13 @@ class PatternParser {
 
   // An error at the next character, or at byte `at` of the pattern.
   absl::Status Error(const std::string& what) const { return ErrorAt(at_, what); }
-  static absl::Status ErrorAt(size_t at, const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("at character ", at + 1, ": ", what));
+  // Characters, not bytes: a UTF-8 continuation byte does not start one.
+  absl::Status ErrorAt(size_t at, const std::string& what) const {
+    size_t character = 1;
+    for (size_t i = 0; i < at && i < p_.size(); ++i) {
+      if ((static_cast<uint8_t>(p_[i]) & 0xC0) != 0x80) ++character;
+    }
+    return absl::InvalidArgumentError(absl::StrCat("at character ", character, ": ", what));
   }
   bool Peek(char c) const { return at_ < p_.size() && p_[at_] == c; }
   bool Consume(char c) {
@@ -167,14 +172,15 @@ class PatternParser {
     return repeat;
   }
 
-  // Whether a {n}, {n,} or {n,m} starts here.
+  // Whether a {n}, {n,} or {n,m} starts here (counts out of range included).
   bool QuantifierAhead() {
     const size_t saved = at_;
     const absl::Status saved_error = bad_quantifier_;
-    std::optional<std::pair<int32_t, int32_t>> counts = Braces();
+    bad_quantifier_ = absl::OkStatus();
+    const bool shaped = Braces().has_value() || !bad_quantifier_.ok();
     at_ = saved;
     bad_quantifier_ = saved_error;
-    return counts.has_value();
+    return shaped;
   }
 
   std::optional<std::pair<int32_t, int32_t>> Quantifier() {
@@ -240,10 +246,16 @@ class PatternParser {
           return Error("lookahead is not supported");
         } else if (Consume('<')) {
           if (Peek('=') || Peek('!')) return Error("lookbehind is not supported");
-          const size_t close = p_.find('>', at_);
-          if (close == std::string_view::npos || close == at_)
-            return Error("a group name is not closed");
-          at_ = close + 1;
+          // A name: a letter, '_' or '$', then those or digits.
+          auto name_char = [&](char n, bool first) {
+            return (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || n == '_' || n == '$' ||
+                   (!first && n >= '0' && n <= '9');
+          };
+          const size_t begin = at_;
+          while (at_ < p_.size() && name_char(p_[at_], at_ == begin)) ++at_;
+          if (at_ == begin || !Consume('>')) {
+            return Error("a group name is letters, digits, '_' or '$', then '>'");
+          }
         } else {
           return Error("unknown group kind after '(?'");
         }
@@ -301,7 +313,7 @@ class PatternParser {
     if (at_ == p_.size()) return Error("a pattern cannot end with a backslash");
     // Errors point at the backslash.
     const size_t start = at_ - 1;
-    auto Error = [start](const std::string& what) { return ErrorAt(start, what); };
+    auto Error = [this, start](const std::string& what) { return ErrorAt(start, what); };
     const char c = p_[at_++];
     switch (c) {
       case 'd':
@@ -362,10 +374,18 @@ class PatternParser {
           return Error("octal escapes are not supported");
         }
         return CodePointSet::Of(0);
+      case 'p':
+      case 'P':
+        return Error("Unicode property escapes (\\p{...}) are not supported");
       default:
         if (c >= '1' && c <= '9') {
           if (in_class) return Error("octal escapes are not supported");
           return Error("backreferences are not supported");
+        }
+        // Escaped letters mean something else in each regex dialect, and nothing in ECMA-262's
+        // unicode mode: refused rather than read as the letter.
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+          return Error(absl::StrCat("unknown escape \\", std::string(1, c)));
         }
         --at_;
         absl::StatusOr<uint32_t> literal = Literal();  // any other character stands for itself
@@ -376,10 +396,12 @@ class PatternParser {
 
   // After '[': the class up to its ']'.
   absl::StatusOr<Node> Class() {
+    const size_t start = at_ - 1;  // the '['
     const bool negated = Consume('^');
     CodePointSet set;
     while (!Consume(']')) {
       if (at_ == p_.size()) return Error("missing ']'");
+      const size_t item = at_;
       absl::StatusOr<CodePointSet> first = ClassAtom();
       if (!first.ok()) return first.status();
       const bool single =
@@ -392,14 +414,14 @@ class PatternParser {
             last->ranges().size() == 1 && last->ranges()[0].first == last->ranges()[0].second;
         if (!last_single) return Error("a range cannot end with a class escape");
         const uint32_t a = first->ranges()[0].first, z = last->ranges()[0].first;
-        if (a > z) return Error("range out of order in character class");
+        if (a > z) return ErrorAt(item, "range out of order in character class");
         set.Add(CodePointSet::Range(a, z));
         continue;
       }
       set.Add(*first);
     }
     if (negated) set = set.Complement();
-    if (set.empty()) return Error("the character class matches nothing");
+    if (set.empty()) return ErrorAt(start, "the character class matches nothing");
     return SetNode(std::move(set));
   }
 

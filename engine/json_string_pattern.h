@@ -9,9 +9,9 @@
 // the pattern or of one of its top-level alternatives.
 //
 // Refused with the character where the pattern says it: backreferences, lookahead and
-// lookbehind, word boundaries, anchors elsewhere, \u{...} and \cX, classes that match nothing,
-// and an unbounded repetition of something that can match the empty string ((a?)*), which a
-// grammar cannot run without looping.
+// lookbehind, word boundaries, \p{...}, other escaped letters, anchors elsewhere, \u{...} and
+// \cX, classes that match nothing, and an unbounded repetition of something that can match the
+// empty string ((a?)*), which a grammar cannot run without looping.
 #ifndef TANDEM_ENGINE_JSON_STRING_PATTERN_H_
 #define TANDEM_ENGINE_JSON_STRING_PATTERN_H_
 

@@ -2,7 +2,7 @@
 //
 // Per row, in this order (the order of Hugging Face's logits processors):
 //   0. OpenAI's logit_bias: a fixed amount added to chosen tokens' logits;
-//   1. penalties on the raw logits: repetition (prompt + generated), then presence and frequency
+//   1. penalties on those logits: repetition (prompt + generated), then presence and frequency
 //      (generated only) — see logits_processors.h;
 //   2. greedy: argmax of the penalised logits, lowest id on ties; otherwise
 //   3. softmax at `temperature`, cut to the top_k most likely, then to the smallest prefix whose

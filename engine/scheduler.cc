@@ -48,6 +48,12 @@ absl::Status Scheduler::Validate(const Request& r) const {
           "stop_token_ids[", i, "]: token id ", r.stop_token_ids[i], " is outside the vocabulary"));
     }
   }
+  for (const auto& [token, bias] : r.sampling.logit_bias) {
+    if (token >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling: logit_bias: token id ", token, " is outside the vocabulary"));
+    }
+  }
   for (size_t i = 0; i < r.shown_special_tokens.size(); ++i) {
     const int32_t id = r.shown_special_tokens[i];
     // The tokenizer's ids: a marker may be one the model has no logit for (then never sampled).

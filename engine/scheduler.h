@@ -142,11 +142,11 @@ class Scheduler {
   [[nodiscard]] absl::Status ReleaseState(Sequence& seq, bool insert);
   // ReleaseState without insertion, which cannot fail.
   void DropState(Sequence& seq);
+  // The sampler of rows drawn on the host (structured output, logit_bias).
+  BatchSampler& HostSampler();
   // Structured output: the next token of `seq` from its row of logits, among those its
   // constraint allows (and accepted by it). Nothing when the text is complete and nothing may
   // follow; an error when no token can continue it.
-  // The sampler of rows drawn on the host.
-  BatchSampler& HostSampler();
   absl::StatusOr<std::optional<SampleResult>> SampleConstrained(Sequence& seq,
                                                                 const float* logits);
   // The vocabulary trie structured output walks, built on first use.

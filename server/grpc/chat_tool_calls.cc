@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/unicode_utf8.h"
 #include "server/grpc/chat_variables.h"
 #include "server/grpc/request_validation.h"
 
@@ -21,6 +22,11 @@ absl::StatusOr<ToolUse> ReadChatToolUse(const v1::ChatRequest& request, ToolCall
   ToolChoice choice = ToolChoice::kAuto;
   std::string function;
   const v1::ToolChoice& asked = request.tool_choice();
+  // A mode this server does not know arrives as an unknown field (proto2's enums are closed):
+  // refused rather than read as AUTO.
+  if (!asked.unknown_fields().empty()) {
+    return Invalid("tool_choice", "holds a field or mode value this server does not know");
+  }
   switch (asked.choice_case()) {
     case v1::ToolChoice::kMode:
       switch (asked.mode()) {
@@ -39,6 +45,7 @@ absl::StatusOr<ToolUse> ReadChatToolUse(const v1::ChatRequest& request, ToolCall
     case v1::ToolChoice::kFunction:
       choice = ToolChoice::kFunction;
       function = asked.function();
+      if (!models::IsValidUtf8(function)) return Invalid("tool_choice.function", "not valid UTF-8");
       break;
     default:  // no tool_choice, or one that chose nothing: AUTO
       break;
@@ -96,12 +103,12 @@ absl::StatusOr<engine::Request> BuildChatWithTools(const v1::ChatRequest& reques
                                                    ServiceState& state,
                                                    std::unique_ptr<ChatToolCalls>* tool_calls) {
   const ToolCallSupport& support = state.tool_calls();
-  // Before the template renders: a refused choice costs nothing.
+  // The conversation first, so that its errors come first whatever the tools say.
+  absl::StatusOr<engine::Request> built = BuildChatRequest(request, state.validation());
+  if (!built.ok()) return built.status();
   absl::StatusOr<ToolUse> use =
       ReadChatToolUse(request, support.format(), state.validation().limits.max_request_bytes);
   if (!use.ok()) return use.status();
-  absl::StatusOr<engine::Request> built = BuildChatRequest(request, state.validation());
-  if (!built.ok()) return built.status();
   if (absl::Status s = support.Apply(*use, &state.grammars(), &*built); !s.ok()) return s;
   if (use->parse) *tool_calls = std::make_unique<ChatToolCalls>(support.format(), use->tools);
   return built;

@@ -162,11 +162,13 @@ absl::Status ReadLogitBias(Fields& f, v1::SamplingParams* out) {
   if (bias == nullptr || bias->is_null()) return absl::OkStatus();
   if (!bias->is_object()) return WrongType("logit_bias", "an object of token ids", *bias);
   for (const auto& [key, value] : bias->items()) {
-    const std::string field = absl::StrCat("logit_bias[", json(key).dump(), "]");
     int64_t token = -1;
     const bool digits = !key.empty() && key.size() <= 10 &&
                         key.find_first_not_of("0123456789") == std::string::npos;
     if (digits) token = std::stoll(key);
+    // logit_bias[5] as the validation names it; a key that is no id, quoted.
+    const std::string field =
+        absl::StrCat("logit_bias[", digits ? std::to_string(token) : json(key).dump(), "]");
     if (!digits || token > std::numeric_limits<int32_t>::max()) {
       return Invalid(field, "a key must be a token id (a decimal integer)");
     }

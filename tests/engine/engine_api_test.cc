@@ -175,6 +175,13 @@ TEST(EngineApiTest, SubmitRefusesBadRequestsAndAFullQueue) {
   auto bad = (*engine)->Submit(Greedy({5, 99999}, 2));
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
   EXPECT_NE(bad.status().message().find("prompt[1]"), std::string::npos);
+  Request biased = Greedy({5, 6}, 2);
+  biased.sampling.logit_bias = {{99999, 1.0f}};
+  auto outside = (*engine)->Submit(biased);
+  EXPECT_TRUE(absl::IsInvalidArgument(outside.status()));
+  EXPECT_NE(outside.status().message().find("logit_bias: token id 99999 is outside the vocabulary"),
+            std::string::npos)
+      << outside.status();
 
   config.max_waiting = 0;  // no queue at all
   auto full = Engine::Create(*model, nullptr, config);

@@ -97,10 +97,18 @@ TEST(JsonStringPatternTest, WhatCannotBeEnforcedIsRefusedAtItsCharacter) {
   EXPECT_EQ(refusal("(a?)*"),
             "at character 5: an unbounded repetition of something that can match the empty "
             "string (such as (a?)*) is not supported");
-  EXPECT_EQ(refusal("[z-a]"), "at character 5: range out of order in character class");
+  EXPECT_EQ(refusal("[z-a]"), "at character 2: range out of order in character class");
   EXPECT_EQ(refusal("a{5,2}"), "at character 2: numbers out of order in {} quantifier");
   EXPECT_EQ(refusal("a{2000}"), "at character 2: a count above 1000 is not supported");
-  EXPECT_EQ(refusal("[]"), "at character 3: the character class matches nothing");
+  EXPECT_EQ(refusal("[]"), "at character 1: the character class matches nothing");
+  EXPECT_EQ(refusal("é("), "at character 3: missing ')'");  // characters, not bytes
+  EXPECT_EQ(refusal(R"(^\p{L}+$)"),
+            "at character 2: Unicode property escapes (\\p{...}) are not supported");
+  EXPECT_EQ(refusal(R"(\A)"), "at character 1: unknown escape \\A");
+  EXPECT_EQ(refusal("{2000}"), "at character 1: nothing to repeat");
+  EXPECT_EQ(refusal("x|{5,2}"), "at character 3: nothing to repeat");
+  EXPECT_EQ(refusal("(?<a)|(?<b>c)"),
+            "at character 5: a group name is letters, digits, '_' or '$', then '>'");
   EXPECT_EQ(refusal("a**"), "at character 3: nothing to repeat");
   EXPECT_EQ(refusal("*a"), "at character 1: nothing to repeat");
   EXPECT_EQ(refusal("(ab"), "at character 4: missing ')'");

@@ -262,6 +262,24 @@ TEST(SamplerTest, LogitBiasMovesTheChoiceButNotTheLogprobs) {
   }
   EXPECT_NEAR(zero, 1.0, 1e-9);
 
+  // A zero bias draws exactly the unbiased stream (the biased path is the same rule on a copy),
+  // with penalties too.
+  SamplingParams plain = Sampling();
+  plain.seed = 99;
+  plain.repetition_penalty = 1.3f;
+  plain.frequency_penalty = 0.4f;
+  plain.top_logprobs = 2;
+  SamplingParams zero_bias = plain;
+  zero_bias.logit_bias = {{1, 0.0f}, {3, 0.0f}};
+  const std::vector<int32_t> prompt = {1, 2};
+  Sampler a(plain, prompt), z(zero_bias, prompt);
+  for (int i = 0; i < 40; ++i) {
+    const SampleResult ra = a.SampleWithLogprobs(logits), rz = z.SampleWithLogprobs(logits);
+    ASSERT_EQ(ra.token, rz.token) << i;
+    EXPECT_EQ(ra.logprob, rz.logprob);
+    EXPECT_EQ(ra.top[0].token, rz.top[0].token);
+  }
+
   // A small bias tilts a tie.
   SamplingParams tilt;
   tilt.logit_bias = {{3, 0.01f}};

@@ -96,6 +96,13 @@ TEST(ChatToolUseTest, ChoicesThatCannotBeMetAreRefusedByField) {
             "tool_choice.function: 'get_time' is not one of the request's tools");
   request.mutable_tool_choice()->set_function("");
   EXPECT_EQ(ReadError(request).message(), "tool_choice.function: required");
+  request.mutable_tool_choice()->set_function("get\xC3");
+  EXPECT_EQ(ReadError(request).message(), "tool_choice.function: not valid UTF-8");
+  // A mode added after this server (proto2 keeps the unknown value as an unknown field).
+  v1::ChatRequest newer = WeatherChat(8);
+  newer.mutable_tool_choice()->mutable_unknown_fields()->AddVarint(1, 7);
+  EXPECT_EQ(ReadError(newer).message(),
+            "tool_choice: holds a field or mode value this server does not know");
 
   request.mutable_tool_choice()->set_mode(v1::ToolChoice::REQUIRED);
   EXPECT_TRUE(

@@ -226,6 +226,23 @@ TEST_F(OpenAiApiTest, CompletionSaysWhatGenerateSays) {
   }
   EXPECT_TRUE(done);
   EXPECT_EQ(text, expected.text);
+
+  // logit_bias as gRPC takes it: the greedy choice banned, another forced.
+  v1::GenerateRequest biased = testing::GreedyIds(ids, 6);
+  (*biased.mutable_sampling()->mutable_logit_bias())[expected.tokens[0]] = -100.0f;
+  (*biased.mutable_sampling()->mutable_logit_bias())[11] = 30.0f;
+  StreamResult grpc_biased = client.Generate(biased);
+  ASSERT_TRUE(grpc_biased.status.ok()) << grpc_biased.status.error_message();
+  EXPECT_NE(grpc_biased.tokens[0], expected.tokens[0]);
+  body["stream"] = false;
+  body["logit_bias"] = {{std::to_string(expected.tokens[0]), -100}, {"11", 30}};
+  testing::HttpResponse with_bias = Post("/v1/completions", body);
+  ASSERT_EQ(with_bias.status, 200) << with_bias.body;
+  EXPECT_EQ(Parse(with_bias.body)["choices"][0]["text"], grpc_biased.text);
+  body["logit_bias"] = {{"11", 101}};
+  testing::HttpResponse out_of_range = Post("/v1/completions", body);
+  EXPECT_EQ(out_of_range.status, 400);
+  EXPECT_EQ(Parse(out_of_range.body)["error"]["param"], "logit_bias[11]") << out_of_range.body;
 }
 
 // Logprobs over HTTP are gRPC's: the same tokens, spelled as the tokenizer spells them, with the
@@ -374,7 +391,8 @@ TEST_F(OpenAiApiTest, AForcedToolCallComesBackAsToolCalls) {
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_compiles_total 1\n")) << scrape;
   EXPECT_TRUE(absl::StrContains(scrape, "tandem_grammar_cache_entries 1\n")) << scrape;
 
-  // gRPC's Chat, asked the same, makes the same call.
+  // gRPC's Chat, asked the same, makes the same call (these properties are in name order, the
+  // order a Struct gives gRPC's tools).
   v1::ChatRequest grpc_request = GrpcChat("What is the weather in Oslo?", 200);
   for (const json& tool : body["tools"]) {
     ASSERT_TRUE(

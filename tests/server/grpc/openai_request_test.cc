@@ -280,7 +280,7 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
       {R"({"model": "m", )" + messages + R"(, "logit_bias": {"five": 10}})",
        "logit_bias[\"five\"]: a key must be a token id"},
       {R"({"model": "m", )" + messages + R"(, "logit_bias": {"5": "up"}})",
-       "logit_bias[\"5\"]: must be a number, got string"},
+       "logit_bias[5]: must be a number, got string"},
       {R"({"model": "m", )" + messages + R"(, "logit_bias": [5]})",
        "logit_bias: must be an object of token ids, got array"},
       {R"({"model": "m", )" + messages + R"(, "top_logprobs": 3})",
