@@ -5,7 +5,8 @@
 // vocabulary made of those tokens and pairs of them), and the output so far (0 nothing: a value
 // starts; 1 inside a string: nearly every token is allowed; 2 after a member: a key must start;
 // 3 inside a string with a maxLength of 64, whose every character moves the parse on, so that
-// no subtree can be taken whole).
+// no subtree can be taken whole; 4 inside a string of a `pattern`, ^[A-Za-z ,.]{1,64}$; 5 inside
+// a `date-time` string; 6 inside an integer between bounds).
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -26,6 +27,24 @@ constexpr const char* kSchema = R"({"type": "object", "properties": {
     "items": {"type": "string"}}}, "required": ["name", "age"]})";
 constexpr const char* kBoundedSchema = R"({"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 64}}, "required": ["name"]})";
+constexpr const char* kPatternSchema = R"({"type": "object", "properties": {
+    "name": {"type": "string", "pattern": "^[A-Za-z ,.]{1,64}$"}}, "required": ["name"]})";
+constexpr const char* kFormatSchema = R"({"type": "object", "properties": {
+    "when": {"type": "string", "format": "date-time"}}, "required": ["when"]})";
+constexpr const char* kRangeSchema = R"({"type": "object", "properties": {
+    "age": {"type": "integer", "minimum": 18, "maximum": 130}}, "required": ["age"]})";
+
+struct Place {
+  const char* schema;
+  const char* prefix;
+};
+constexpr Place kPlaces[] = {{kSchema, ""},
+                             {kSchema, "{\"name\": \"Eliza"},
+                             {kSchema, "{\"name\": \"Eliza\", "},
+                             {kBoundedSchema, "{\"name\": \"Eliza"},
+                             {kPatternSchema, "{\"name\": \"Eliza"},
+                             {kFormatSchema, "{\"when\": \"2024-02-"},
+                             {kRangeSchema, "{\"age\": 1"}};
 
 void BM_AllowedTokens(benchmark::State& state) {
   static const auto* const kTries = new std::vector<std::shared_ptr<const TokenTrie>>{
@@ -36,18 +55,19 @@ void BM_AllowedTokens(benchmark::State& state) {
     state.SkipWithError("the bundled model's tokenizer did not load");
     return;
   }
-  auto grammar = std::make_shared<const Grammar>(
-      *JsonSchemaGrammar(state.range(1) == 3 ? kBoundedSchema : kSchema));
+  const Place& place = kPlaces[state.range(1)];
+  auto grammar = std::make_shared<const Grammar>(*JsonSchemaGrammar(place.schema));
   absl::StatusOr<OutputConstraint> constraint = OutputConstraint::Create(grammar, trie);
-  const char* prefixes[] = {"", "{\"name\": \"Eliza", "{\"name\": \"Eliza\", ", "{\"name\": \"Eliza"};
-  if (!constraint.ok() || !constraint->Accept(prefixes[state.range(1)]).ok()) {
+  if (!constraint.ok() || !constraint->Accept(place.prefix).ok()) {
     state.SkipWithError("the prefix does not fit the schema");
     return;
   }
   bench::TimeAllowedTokens(state, *constraint);
   state.counters["trie_nodes"] = static_cast<double>(trie->num_nodes());
 }
-BENCHMARK(BM_AllowedTokens)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AllowedTokens)
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5, 6}})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tandem::engine

@@ -380,8 +380,12 @@ TEST(JsonSchemaGrammarTest, RandomWalksGiveValidInstances) {
        [](const nlohmann::json& v) {
          ASSERT_TRUE(v.is_array());
          EXPECT_LE(v.size(), 4u);
-         if (v.size() > 0) EXPECT_TRUE(v[0].is_boolean());
-         if (v.size() > 1) EXPECT_TRUE(v[1] == "a" || v[1] == "b");
+         if (v.size() > 0) {
+           EXPECT_TRUE(v[0].is_boolean());
+         }
+         if (v.size() > 1) {
+           EXPECT_TRUE(v[1] == "a" || v[1] == "b");
+         }
          for (size_t i = 2; i < v.size(); ++i) EXPECT_TRUE(v[i].is_null());
        });
   Walk(R"({"anyOf": [{"type": "integer"}, {"type": "array", "items": {"type": "null"}, "maxItems": 3}]})",
