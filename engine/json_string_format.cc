@@ -206,36 +206,45 @@ class FormatRules {
 
 }  // namespace
 
+namespace {
+
+// Each format and how its body is built: StringFormats() and StringFormatRule() read this one
+// list.
+struct FormatEntry {
+  const char* name;
+  int32_t (*body)(FormatRules&);
+};
+constexpr FormatEntry kFormats[] = {
+    {"date", [](FormatRules& r) { return r.Date(); }},
+    {"time", [](FormatRules& r) { return r.Time(); }},
+    {"date-time", [](FormatRules& r) { return r.DateTime(); }},
+    {"duration", [](FormatRules& r) { return r.Duration(); }},
+    {"uuid", [](FormatRules& r) { return r.Uuid(); }},
+    {"ipv4", [](FormatRules& r) { return r.Ipv4(); }},
+    {"ipv6", [](FormatRules& r) { return r.Ipv6(); }},
+    {"hostname", [](FormatRules& r) { return r.Hostname(8, 30); }},
+    {"email", [](FormatRules& r) { return r.Email(); }},
+};
+
+}  // namespace
+
 const std::vector<std::string>& StringFormats() {
-  static const auto* const kFormats = new std::vector<std::string>{
-      "date", "time", "date-time", "duration", "uuid", "ipv4", "ipv6", "hostname", "email"};
-  return *kFormats;
+  static const auto* const kNames = [] {
+    auto* names = new std::vector<std::string>;
+    for (const FormatEntry& entry : kFormats) names->push_back(entry.name);
+    return names;
+  }();
+  return *kNames;
 }
 
 std::optional<int32_t> StringFormatRule(GrammarBuilder& builder, std::string_view format) {
-  FormatRules rules(builder);
-  int32_t body = 0;
-  if (format == "date") {
-    body = rules.Date();
-  } else if (format == "time") {
-    body = rules.Time();
-  } else if (format == "date-time") {
-    body = rules.DateTime();
-  } else if (format == "duration") {
-    body = rules.Duration();
-  } else if (format == "uuid") {
-    body = rules.Uuid();
-  } else if (format == "ipv4") {
-    body = rules.Ipv4();
-  } else if (format == "ipv6") {
-    body = rules.Ipv6();
-  } else if (format == "hostname") {
-    body = rules.Hostname(8, 30);
-  } else if (format == "email") {
-    body = rules.Email();
-  } else {
-    return std::nullopt;
+  const FormatEntry* entry = nullptr;
+  for (const FormatEntry& e : kFormats) {
+    if (format == e.name) entry = &e;
   }
+  if (entry == nullptr) return std::nullopt;
+  FormatRules rules(builder);
+  const int32_t body = entry->body(rules);
   return builder.AddRule(std::string(format), {{Is('"'), B::Ref(body), Is('"')}});
 }
 

@@ -109,7 +109,7 @@ absl::StatusOr<engine::Request> BuildChatWithTools(const v1::ChatRequest& reques
   absl::StatusOr<ToolUse> use =
       ReadChatToolUse(request, support.format(), state.validation().limits.max_request_bytes);
   if (!use.ok()) return use.status();
-  if (absl::Status s = support.Apply(*use, &state.grammars(), &*built); !s.ok()) return s;
+  if (absl::Status s = support.Apply(*use, state.grammars(), &*built); !s.ok()) return s;
   if (use->parse) *tool_calls = std::make_unique<ChatToolCalls>(support.format(), use->tools);
   return built;
 }

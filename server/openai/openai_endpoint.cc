@@ -170,7 +170,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
       chat ? BuildChatRequest(request->chat, state_.validation())
            : BuildGenerateRequest(request->generate, state_.validation());
   if (!built.ok()) return Refuse(rpc, *caller, built.status(), writer);
-  if (absl::Status s = state_.tool_calls().Apply(request->tool_use, &state_.grammars(), &*built);
+  if (absl::Status s = state_.tool_calls().Apply(request->tool_use, state_.grammars(), &*built);
       !s.ok()) {
     return Refuse(rpc, *caller, s, writer);
   }

@@ -26,7 +26,7 @@ ToolCallSupport::ToolCallSupport(const models::Tokenizer* tokenizer,
   }
 }
 
-absl::Status ToolCallSupport::Apply(const ToolUse& use, engine::GrammarCache* grammars,
+absl::Status ToolCallSupport::Apply(const ToolUse& use, engine::GrammarCache& grammars,
                                     engine::Request* request) const {
   if (!use.parse) return absl::OkStatus();
   if (!has_tokenizer_) {
@@ -34,17 +34,10 @@ absl::Status ToolCallSupport::Apply(const ToolUse& use, engine::GrammarCache* gr
   }
   request->shown_special_tokens = special_markers_;
   if (!use.forced) return absl::OkStatus();
-  auto compile = [&] { return ForcedToolCallGrammar(format_, use.tools, use.only, use.parallel); };
-  absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar;
-  if (grammars != nullptr) {
-    // Agents send the same tools with every turn: compiled once (engine/grammar_cache.h).
-    grammar = grammars->GetOrCompile(ForcedToolCallKey(format_, use.tools, use.only, use.parallel),
-                                     compile);
-  } else if (absl::StatusOr<engine::Grammar> compiled = compile(); compiled.ok()) {
-    grammar = std::make_shared<const engine::Grammar>(*std::move(compiled));
-  } else {
-    grammar = compiled.status();
-  }
+  // Agents send the same tools with every turn: compiled once (engine/grammar_cache.h).
+  absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar = grammars.GetOrCompile(
+      ForcedToolCallKey(format_, use.tools, use.only, use.parallel),
+      [&] { return ForcedToolCallGrammar(format_, use.tools, use.only, use.parallel); });
   if (!grammar.ok()) return grammar.status();
   request->grammar = *std::move(grammar);
   return absl::OkStatus();

@@ -29,9 +29,9 @@ class ToolCallSupport {
 
   // Prepares `request` for an answer whose calls are parsed: the format's markers that are
   // special tokens stay in its text, and a forced choice constrains it to calls (the grammar
-  // compiled once per tool list in `grammars`, which may be null). INVALID_ARGUMENT naming the
-  // tool when its calls cannot be enforced.
-  absl::Status Apply(const ToolUse& use, engine::GrammarCache* grammars,
+  // compiled once per tool list in `grammars`). INVALID_ARGUMENT naming the tool when its calls
+  // cannot be enforced.
+  absl::Status Apply(const ToolUse& use, engine::GrammarCache& grammars,
                      engine::Request* request) const;
 
  private:
