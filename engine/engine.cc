@@ -28,6 +28,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
                      config.scheduler.max_running, ", ", config.scheduler.step_tokens, ", ",
                      config.scheduler.prefill_chunk));
   }
+  const SpeculationConfig& spec = config.scheduler.speculation;
+  if (spec.draft_tokens < 0 || spec.min_match < 1 || spec.max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speculation: draft_tokens must be >= 0, min_match and max_batch >= 1, got ",
+                     spec.draft_tokens, ", ", spec.min_match, ", ", spec.max_batch));
+  }
   std::unique_ptr<Engine> engine(new Engine(model, config));
   TANDEM_ASSIGN_OR_RETURN(engine->spec_, CacheModelSpecFor(model.config(), model.dir()));
   cache::AllocatorOptions options;

@@ -89,9 +89,9 @@ std::string ModelRunner::ReadBackRows(const float* out, std::span<const LogitsUs
 }
 
 absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInput> batch,
-                                             std::span<const LogitsUse> uses, size_t first_row,
+                                             std::span<const LogitsUse> row_uses, size_t first_row,
                                              bool* ops_failed) {
-  TANDEM_ASSIGN_OR_RETURN(float* out, BackendLogits(first_row + batch.size()));
+  TANDEM_ASSIGN_OR_RETURN(float* out, BackendLogits(first_row + row_uses.size()));
   out += first_row * vocab_;
   absl::Status forward;
   try {
@@ -111,44 +111,66 @@ absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInp
     *ops_failed = absl::IsInternal(forward);
     return forward;
   }
-  const std::string failure = ReadBackRows(out, uses, first_row);
+  const std::string failure = ReadBackRows(out, row_uses, first_row);
   if (failure.empty()) return absl::OkStatus();
   *ops_failed = true;
   return absl::InternalError(absl::StrCat(std::string(ops_->name()), " backend: ", failure));
+}
+
+absl::Status ModelRunner::PlanRows(std::span<const models::SequenceInput> batch,
+                                   std::span<const LogitsUse> uses, const StepSampling& sampling) {
+  first_rows_.assign(1, 0);
+  row_uses_.clear();
+  bool several = false;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t rows = batch[i].all_logits ? batch[i].tokens.size() : 1;
+    if (rows != 1 && uses[i] == LogitsUse::kSample) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", i, ": a sampling rule draws one row, but all ", rows, " rows are asked"));
+    }
+    several |= rows != 1;
+    first_rows_.push_back(first_rows_.back() + rows);
+    row_uses_.insert(row_uses_.end(), rows, uses[i]);
+  }
+  sampling_ = sampling;
+  if (several && !sampling.rules.empty()) {
+    // The read-back takes a rule per row: a multi-row sequence's rows take copies of its own
+    // (never read: such rows are not kSample).
+    row_rules_.clear();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      row_rules_.insert(row_rules_.end(), first_rows_[i + 1] - first_rows_[i], sampling.rules[i]);
+    }
+    sampling_.rules = row_rules_;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
                               std::vector<absl::Status>* errors,
                               std::span<const LogitsUse> uses, const StepSampling& sampling) {
   errors->assign(batch.size(), absl::OkStatus());
+  auto refuse = [&](const absl::Status& refused) {
+    errors->assign(batch.size(), refused);
+    return refused;
+  };
   if (uses.empty()) {
     all_rows_.assign(batch.size(), LogitsUse::kRow);
     uses = all_rows_;
   } else if (uses.size() != batch.size()) {
-    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
-        "logits uses for ", uses.size(), " sequences, but the batch has ", batch.size()));
-    errors->assign(batch.size(), refused);
-    return refused;
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "logits uses for ", uses.size(), " sequences, but the batch has ", batch.size())));
   }
   const bool samples = std::find(uses.begin(), uses.end(), LogitsUse::kSample) != uses.end();
   if (samples && sampling.rules.size() != batch.size()) {
-    const absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
-        "sampling rules for ", sampling.rules.size(), " sequences, but the batch has ",
-        batch.size()));
-    errors->assign(batch.size(), refused);
-    return refused;
+    return refuse(
+        absl::InvalidArgumentError(absl::StrCat("sampling rules for ", sampling.rules.size(),
+                                                " sequences, but the batch has ", batch.size())));
   }
-  sampling_ = sampling;
-  for (const models::SequenceInput& input : batch) {
-    // One logits row per sequence: the scheduler samples only after a sequence's last token.
-    if (input.all_logits) {
-      const absl::Status refused = absl::InvalidArgumentError("the runner returns last rows only");
-      errors->assign(batch.size(), refused);
-      return refused;
-    }
+  if (absl::Status planned = PlanRows(batch, uses, sampling); !planned.ok()) {
+    return refuse(planned);
   }
   bool ops_failed = false;
-  absl::Status status = ForwardAndReadBack(batch, uses, 0, &ops_failed);
+  absl::Status status = ForwardAndReadBack(batch, row_uses_, 0, &ops_failed);
   if (ops_failed) {
     // The pass had begun writing the sequences' states when an op failed: none of them can be
     // trusted, or retried.
@@ -161,8 +183,12 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
   }
   // Model::Forward refused the batch before changing anything: isolate the sequences it refuses.
   bool any_ok = false;
+  const std::span<const LogitsUse> row_uses(row_uses_);
   for (size_t i = 0; i < batch.size(); ++i) {
-    (*errors)[i] = ForwardAndReadBack(batch.subspan(i, 1), uses.subspan(i, 1), i, &ops_failed);
+    const size_t first = first_rows_[i];
+    (*errors)[i] =
+        ForwardAndReadBack(batch.subspan(i, 1), row_uses.subspan(first, first_rows_[i + 1] - first),
+                           first, &ops_failed);
     any_ok |= (*errors)[i].ok();
     if (ops_failed) {
       for (size_t j = i + 1; j < batch.size(); ++j) (*errors)[j] = (*errors)[i];

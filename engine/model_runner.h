@@ -51,9 +51,12 @@ class ModelRunner {
   ModelRunner& operator=(const ModelRunner&) = delete;
   ~ModelRunner();
 
-  // Runs `batch` and returns, per sequence and as `uses` asks (empty: every row whole), its row
-  // of logits after its last new token, that row's argmax, or what its sampling rule (in
-  // `sampling`) draws, in batch order; they stay valid until the next Run. When the whole batch fails (Model::Forward changes no state on error)
+  // Runs `batch` and returns, per sequence and as `uses` asks (empty: every row whole), its rows
+  // of logits, their argmaxes, or what its sampling rule (in `sampling`) draws, in batch order;
+  // they stay valid until the next Run. A sequence has one row, after its last new token, or
+  // with `all_logits` one after each of its new tokens (speculative decoding verifies a draft
+  // from them); such a sequence's use must be kRow, kArgmax or kNone, since a sampling rule
+  // draws for one row. When the whole batch fails (Model::Forward changes no state on error)
   // each sequence is retried alone, so one bad sequence cannot fail the others. `errors` always
   // gets one entry per sequence, saying how it fared; the result is an error only when every
   // entry is one.
@@ -61,9 +64,13 @@ class ModelRunner {
                                  std::vector<absl::Status>* errors,
                                  std::span<const LogitsUse> uses = {},
                                  const StepSampling& sampling = {});
-  const float* logits_row(size_t i) const { return logits_.data() + i * vocab_; }
-  int32_t token(size_t i) const { return tokens_[i]; }  // kArgmax rows
-  const kernels::SampledToken& sampled(size_t i) const { return sampled_[i]; }  // kSample rows
+  // Sequence i's row j (0 unless it asked for all_logits).
+  const float* logits_row(size_t i, size_t j = 0) const {
+    return logits_.data() + (first_rows_[i] + j) * vocab_;
+  }
+  int32_t token(size_t i, size_t j = 0) const { return tokens_[first_rows_[i] + j]; }  // kArgmax
+  const kernels::SampledToken& sampled(size_t i) const { return sampled_[first_rows_[i]]; }
+  size_t rows(size_t i) const { return first_rows_[i + 1] - first_rows_[i]; }
   int64_t vocab() const { return vocab_; }
 
   // Counts over every pass so far (Hydragen nodes attended: tests see the shared path ran).
@@ -74,12 +81,16 @@ class ModelRunner {
   const kernels::Ops& ops() const { return *ops_; }
 
  private:
-  // Forward into the backend's logits buffer, then what `uses` asks of each row to logits_,
-  // tokens_ or sampled_ from entry first_row. `ops_failed` is set when the backend reported a failed op
-  // (not a refused batch).
+  // Forward into the backend's logits buffer, then what `row_uses` asks of each row (one entry
+  // per logits row) to logits_, tokens_ or sampled_ from entry first_row. `ops_failed` is set
+  // when the backend reported a failed op (not a refused batch).
   absl::Status ForwardAndReadBack(std::span<const models::SequenceInput> batch,
-                                  std::span<const LogitsUse> uses, size_t first_row,
+                                  std::span<const LogitsUse> row_uses, size_t first_row,
                                   bool* ops_failed);
+  // Lays out the rows of `batch` (first_rows_, row_uses_, and sampling_ with one rule per row);
+  // INVALID_ARGUMENT for a multi-row sequence whose use is kSample.
+  absl::Status PlanRows(std::span<const models::SequenceInput> batch,
+                        std::span<const LogitsUse> uses, const StepSampling& sampling);
   // Copies what `uses` asks of rows [0, uses.size()) at `out`, from entry first_row; returns
   // the backend's first failure or "".
   std::string ReadBackRows(const float* out, std::span<const LogitsUse> uses, size_t first_row);
@@ -97,8 +108,12 @@ class ModelRunner {
   std::vector<float> logits_;
   std::vector<int32_t> tokens_;
   std::vector<kernels::SampledToken> sampled_;
-  StepSampling sampling_;  // the current Run's
+  StepSampling sampling_;            // the current Run's, its rules one per row
   std::vector<LogitsUse> all_rows_;  // uses when Run is given none
+  // The current Run's rows: sequence i's are [first_rows_[i], first_rows_[i + 1]).
+  std::vector<size_t> first_rows_;
+  std::vector<LogitsUse> row_uses_;
+  std::vector<kernels::SamplingRow> row_rules_;  // when a sequence has several rows
   float* device_logits_ = nullptr;  // device backends only; from ops_->activation_memory()
   size_t device_logits_rows_ = 0;
 };

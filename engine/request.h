@@ -44,7 +44,14 @@ struct Request {
   // Each kept hint costs an SSM block (on a full cache, the least valuable cached state), so
   // name only where a later request is likely to branch, not every message boundary.
   std::vector<size_t> checkpoint_hints;
+  // The output the client expects, or most of it (OpenAI's "predicted outputs"): a file being
+  // edited, a document being rewritten. With speculative decoding on, the engine drafts from it
+  // (engine/draft_tokens.h) and verifies the drafts against the model, so the output is the
+  // same as without it, only sooner where they agree. At most kMaxPredictionTokens ids.
+  std::vector<int32_t> prediction;
 };
+
+inline constexpr size_t kMaxPredictionTokens = 32768;
 
 inline constexpr size_t kMaxCheckpointHints = 16;
 
@@ -61,6 +68,10 @@ struct Usage {
   int64_t cached_tokens = 0;  // prompt tokens restored from the prefix cache
   int64_t completion_tokens = 0;
   int32_t preemptions = 0;  // times the request was evicted from the batch and resumed
+  // Speculative decoding: drafted tokens the model confirmed (each also counts in
+  // completion_tokens) and those it did not (computed, then dropped).
+  int64_t accepted_draft_tokens = 0;
+  int64_t rejected_draft_tokens = 0;
 };
 
 // Seconds, measured from Submit().

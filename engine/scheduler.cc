@@ -54,6 +54,17 @@ absl::Status Scheduler::Validate(const Request& r) const {
           absl::StrCat("sampling: logit_bias: token id ", token, " is outside the vocabulary"));
     }
   }
+  if (r.prediction.size() > kMaxPredictionTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prediction: at most ", kMaxPredictionTokens,
+                                                   " tokens, got ", r.prediction.size()));
+  }
+  for (size_t i = 0; i < r.prediction.size(); ++i) {
+    if (r.prediction[i] < 0 || r.prediction[i] >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prediction[", i, "]: token id ", r.prediction[i],
+                       " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
   for (size_t i = 0; i < r.shown_special_tokens.size(); ++i) {
     const int32_t id = r.shown_special_tokens[i];
     // The tokenizer's ids: a marker may be one the model has no logit for (then never sampled).
@@ -163,6 +174,8 @@ bool Scheduler::EvictFor(cache::Pool pool, size_t units) {
 }
 
 absl::Status Scheduler::ReleaseState(Sequence& seq, bool insert) {
+  // A sequence that finishes inside a draft's verification has run tokens it did not keep.
+  if (!SettleDraft(seq).ok()) insert = false;  // its state cannot be trusted
   absl::Status inserted;
   if (seq.lease.has_value()) {
     if (insert && seq.memory) {
@@ -379,6 +392,10 @@ void Scheduler::Step() {
   int64_t budget = config_.step_tokens;
   scheduled_.clear();
 
+  decoding_this_step_ = static_cast<int32_t>(
+      std::count_if(running_.begin(), running_.end(), [](const std::unique_ptr<Sequence>& s) {
+        return s && s->status == SequenceStatus::kDecoding;
+      }));
   // Running sequences in admission order: decode rows first, then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size(); ++i) {
@@ -387,9 +404,18 @@ void Scheduler::Step() {
       const bool decoding = seq.status == SequenceStatus::kDecoding;
       if (decoding != (pass == 0)) continue;
       const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
-      const int64_t n = std::min({remaining, budget, config_.prefill_chunk});
+      int64_t n = std::min({remaining, budget, config_.prefill_chunk});
       if (n <= 0) continue;
       if (!ReserveKv(seq, seq.computed() + n, /*may_preempt=*/true)) continue;
+      if (decoding) {
+        ProposeDraftFor(seq, budget - n);
+        // A draft's KV comes from free memory or the cache, never from preempting others.
+        const auto drafted = static_cast<int64_t>(seq.draft.size());
+        if (drafted > 0 && seq.memory->Reserve(seq.computed() + n + drafted).ok())
+          n += drafted;
+        else
+          seq.draft.clear();
+      }
       seq.step_tokens = n;
       budget -= n;
       scheduled_.push_back(&seq);
@@ -452,8 +478,22 @@ void Scheduler::Step() {
   sampling_rules_.clear();
   penalty_tokens_.clear();
   for (Sequence* seq : scheduled_) {
-    PlanSnapshots(*seq);
     const int64_t begin = seq->computed();
+    const SamplingParams& params = seq->sampling.params();
+    if (!seq->draft.empty()) {
+      // The last sampled token and the draft, with logits after each: row j says what follows
+      // draft token j - 1. Drawn one by one on the host unless greedy's argmax is enough.
+      BorrowDraftStates(*seq);
+      if (!seq->draft.empty()) {
+        inputs_.push_back({&seq->memory->state(), seq->draft_input, seq->step_snapshots, true});
+        const bool argmax = params.argmax_only() && !seq->constraint;
+        logits_uses_.push_back(argmax ? LogitsUse::kArgmax : LogitsUse::kRow);
+        sampling_rules_.emplace_back();
+        continue;
+      }
+      seq->step_tokens = 1;  // no block to rewind to: decode plainly
+    }
+    PlanSnapshots(*seq);
     inputs_.push_back(
         {&seq->memory->state(),
          std::span<const int32_t>(seq->tokens)
@@ -464,7 +504,6 @@ void Scheduler::Step() {
     // on the host, from the whole row, after its grammar has chosen the allowed tokens; so does
     // a logit_bias.
     const bool samples = begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
-    const SamplingParams& params = seq->sampling.params();
     const bool on_host = seq->constraint || !params.logit_bias.empty();
     logits_uses_.push_back(!samples               ? LogitsUse::kNone
                            : on_host              ? LogitsUse::kRow
@@ -497,40 +536,15 @@ void Scheduler::Step() {
       continue;
     }
     stats_.prefill_tokens += seq.status == SequenceStatus::kDecoding ? 0 : seq.step_tokens;
-    if (seq.computed() == static_cast<int64_t>(seq.tokens.size())) {
-      // Picked where the logits are: no logits row comes back for the sampler.
-      SampleResult sample;
-      if (logits_uses_[i] == LogitsUse::kArgmax) {
-        sample.token = runner_->token(i);
-      } else if (logits_uses_[i] == LogitsUse::kRow && !seq.constraint) {
-        sample = HostSampler().SampleRow(
-            std::span(runner_->logits_row(i), static_cast<size_t>(runner_->vocab())), seq.sampling);
-        Emit(seq, sample);
-        continue;
-      } else if (logits_uses_[i] == LogitsUse::kRow) {
-        absl::StatusOr<std::optional<SampleResult>> chosen =
-            SampleConstrained(seq, runner_->logits_row(i));
-        if (!chosen.ok()) {
-          Finish(seq, FinishReason::kError, chosen.status());
-          continue;
-        }
-        if (!chosen->has_value()) {
-          Finish(seq, FinishReason::kStop);
-          continue;
-        }
-        sample = **chosen;
-        Emit(seq, sample);
-        // A value that is whole with nothing to follow ends here, not one forced EOS later.
-        if (seq.status != SequenceStatus::kFinished && seq.constraint->complete() &&
-            !seq.constraint->can_continue()) {
-          Finish(seq, FinishReason::kStop);
-        }
-        continue;
-      } else {
-        sample = FromSampled(runner_->sampled(i), seq.sampling.params());
-      }
-      seq.sampling.Accept(sample.token);
-      Emit(seq, sample);
+    if (logits_uses_[i] == LogitsUse::kNone) continue;
+    // Row j follows draft token j - 1: it is read only while the draft agrees with what was
+    // sampled, so the tokens emitted are those plain decoding would have emitted.
+    for (size_t row = 0; row < runner_->rows(i); ++row) {
+      if (!SampleAndEmit(seq, i, row)) break;
+      if (row >= seq.draft.size() || seq.tokens.back() != seq.draft[row]) break;
+    }
+    if (absl::Status settled = SettleDraft(seq); !settled.ok()) {
+      Finish(seq, FinishReason::kError, std::move(settled));
     }
   }
   RemoveFinished();
@@ -576,6 +590,44 @@ absl::StatusOr<std::optional<SampleResult>> Scheduler::SampleConstrained(Sequenc
     }
   }
   return sample;
+}
+
+bool Scheduler::SampleAndEmit(Sequence& seq, size_t i, size_t row) {
+  SampleResult sample;
+  if (logits_uses_[i] == LogitsUse::kArgmax) {
+    sample.token = runner_->token(i, row);  // picked where the logits are: no row came back
+    seq.sampling.Accept(sample.token);
+  } else if (logits_uses_[i] == LogitsUse::kSample) {
+    sample = FromSampled(runner_->sampled(i), seq.sampling.params());
+    seq.sampling.Accept(sample.token);
+  } else if (logits_uses_[i] == LogitsUse::kRow && !seq.constraint) {
+    sample = HostSampler().SampleRow(
+        std::span(runner_->logits_row(i, row), static_cast<size_t>(runner_->vocab())),
+        seq.sampling);
+  } else if (logits_uses_[i] == LogitsUse::kRow) {
+    absl::StatusOr<std::optional<SampleResult>> chosen =
+        SampleConstrained(seq, runner_->logits_row(i, row));
+    if (!chosen.ok()) {
+      Finish(seq, FinishReason::kError, chosen.status());
+      return false;
+    }
+    if (!chosen->has_value()) {
+      Finish(seq, FinishReason::kStop);
+      return false;
+    }
+    Emit(seq, **chosen);
+    if (seq.status == SequenceStatus::kFinished) return false;
+    // A value that is whole with nothing to follow ends here, not one forced EOS later.
+    if (seq.constraint->complete() && !seq.constraint->can_continue()) {
+      Finish(seq, FinishReason::kStop);
+      return false;
+    }
+    return true;
+  } else {
+    return false;  // kNone: nothing to sample
+  }
+  Emit(seq, sample);
+  return seq.status != SequenceStatus::kFinished;
 }
 
 void Scheduler::Emit(Sequence& seq, const SampleResult& sample) {

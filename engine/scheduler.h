@@ -39,12 +39,28 @@
 
 namespace tandem::engine {
 
+// Speculative decoding (engine/draft_tokens.h for where drafts come from). A decoding sequence
+// with a draft runs its last sampled token and the draft in one pass, with logits after each,
+// and keeps the longest prefix of the draft that sampling would have produced anyway: the output
+// is the same, token for token, seeded sampling included, as without speculation. A model with
+// SSM layers saves its state after each drafted token (SSM blocks borrowed for the step), since
+// a recurrent state cannot drop the tokens it was not supposed to see.
+struct SpeculationConfig {
+  int32_t draft_tokens = 0;   // the longest draft per step; 0 turns speculation off
+  bool prompt_lookup = true;  // draft from the sequence itself, not only from predictions
+  int32_t min_match = 2;      // DraftOptions::min_match
+  // Steps with more decoding sequences than this do not speculate: a large batch already
+  // fills the hardware, and verifying drafts would only add work.
+  int32_t max_batch = 8;
+};
+
 struct SchedulerConfig {
   int32_t max_running = 32;     // sequences in the batch at once
   int64_t step_tokens = 512;    // tokens per forward pass (decode rows + prefill chunks)
   int64_t prefill_chunk = 256;  // most prompt tokens one sequence runs per step
   int32_t max_new_tokens_limit = 4096;
   CacheBindingConfig cache;
+  SpeculationConfig speculation;
 };
 
 struct SchedulerStats {
@@ -61,6 +77,10 @@ struct SchedulerStats {
   uint64_t hit_without_checkpoint = 0;  // matched in the tree beyond the deepest checkpoint
   uint64_t generated_tokens = 0;
   uint64_t prefill_tokens = 0;  // run through the model, including recomputation
+  // Speculative decoding: tokens drafted and verified, and how many of them the model
+  // confirmed (emitted without a pass of their own).
+  uint64_t draft_tokens = 0;
+  uint64_t accepted_draft_tokens = 0;
   // Finished or preempted sequences whose state the prefix cache refused (a broken invariant
   // between the scheduler and the tree; 0 in a correct engine).
   uint64_t cache_insert_errors = 0;
@@ -153,6 +173,20 @@ class Scheduler {
   const std::shared_ptr<const TokenTrie>& token_trie();
   // Appends the sampled token, streams it, and finishes the sequence on a stop or its length.
   void Emit(Sequence& seq, const SampleResult& sample);
+  // Samples the token of sequence `i`'s row `row` of this step's logits and emits it; false
+  // when the sequence finished (on a stop, its length, or a failure of structured output).
+  bool SampleAndEmit(Sequence& seq, size_t i, size_t row);
+
+  // Speculative decoding (engine/scheduler_drafts.cc). ProposeDraftFor sets a decoding
+  // sequence's draft for this step, of at most `room` tokens (empty: no speculation).
+  void ProposeDraftFor(Sequence& seq, int64_t room);
+  // Lays out the pass's input and borrows the SSM blocks that the rewind after it may need,
+  // shortening the draft to the blocks it gets.
+  void BorrowDraftStates(Sequence& seq);
+  // After the pass and the draft's verification: takes the state back to the tokens the
+  // sequence kept, returns the borrowed blocks and counts the draft. Safe to call on any
+  // sequence (nothing to do without a draft in flight).
+  absl::Status SettleDraft(Sequence& seq);
   void RemoveFinished();
   // Tells an AVMP allocator the KV pages running sequences will still allocate, so that it does
   // not move capacity away that admitted requests are about to need.
@@ -186,6 +220,7 @@ class Scheduler {
   std::optional<BatchSampler> host_sampler_;
   std::vector<int32_t> allowed_tokens_;
   std::vector<int32_t> end_tokens_;
+  int32_t decoding_this_step_ = 0;  // sequences decoding when the step was planned
 };
 
 }  // namespace tandem::engine

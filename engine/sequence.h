@@ -61,6 +61,15 @@ struct Sequence {
   int64_t step_tokens = 0;
   std::vector<models::SsmSnapshot> step_snapshots;
 
+  // Speculative decoding, this step's (empty when the sequence does not speculate): the draft;
+  // the pass's input, the last sampled token followed by the draft; the SSM states after each
+  // input token but the last (draft_states[j]: after draft_base + 1 + j tokens), in blocks
+  // borrowed for the step; and computed() before the pass.
+  std::vector<int32_t> draft;
+  std::vector<int32_t> draft_input;
+  std::vector<SsmCheckpoint> draft_states;
+  int64_t draft_base = 0;
+
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer
   std::optional<OutputConstraint> constraint;  // structured output: where the text stands

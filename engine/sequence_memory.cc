@@ -96,6 +96,20 @@ absl::Status SequenceMemory::Reserve(int64_t tokens) {
   return absl::OkStatus();
 }
 
+absl::Status SequenceMemory::Rewind(int64_t position, const float* ssm_state) {
+  if (position < 0 || position > state_.tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot rewind a sequence of ", state_.tokens,
+                                                   " tokens to position ", position));
+  }
+  if (state_.ssm != nullptr && position != state_.tokens) {
+    TANDEM_RETURN_IF_ERROR(allocator_->CopyBytes(reinterpret_cast<std::byte*>(state_.ssm),
+                                                 reinterpret_cast<const std::byte*>(ssm_state),
+                                                 model_->layout().ssm_block_bytes()));
+  }
+  state_.tokens = position;
+  return absl::OkStatus();
+}
+
 absl::Status SequenceMemory::RestoreFrom(const float* checkpoint,
                                          std::span<float* const> source_pages, int64_t position) {
   if (state_.tokens != 0 || !state_.kv_pages.empty()) {

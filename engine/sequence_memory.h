@@ -61,6 +61,12 @@ class SequenceMemory {
   absl::Status RestoreFrom(const float* checkpoint, std::span<float* const> source_pages,
                            int64_t position);
 
+  // Takes the sequence back to `position` tokens (at most state().tokens), as if the later ones
+  // had never run: the SSM block is copied from `ssm_state`, the state after `position` tokens
+  // (unread for a model without SSM layers). The KV of later positions stays where it is,
+  // unread, until the tokens that follow overwrite it; its pages stay reserved.
+  absl::Status Rewind(int64_t position, const float* ssm_state);
+
   // KV pages this sequence owns (excludes shared ones).
   size_t owned_pages() const { return owned_handles_.size(); }
   // Leading pages borrowed from a checkpoint's source by RestoreFrom (owned by someone else).

@@ -18,12 +18,13 @@
 #include "server/cli/commands.h"
 #include "server/cli/engine_replay.h"
 #include "server/cli/model_flags.h"
+#include "server/cli/speculation_flags.h"
 
 namespace tandem::cli {
 namespace {
 
 const std::vector<FlagSpec>& BenchFlags() {
-  static const std::vector<FlagSpec> specs = {
+  static const std::vector<FlagSpec> specs = WithSpeculationFlags({
       {"model", true, "checkpoint directory (default: a random-weight preset, see --preset)"},
       {"preset", true,
        "random-weight model: jamba-100m (default), zamba2-100m, mamba2-100m, granite-100m, "
@@ -56,7 +57,7 @@ const std::vector<FlagSpec>& BenchFlags() {
       {"prefill-chunk", true, "prompt tokens per sequence per step (default 256)"},
       {"json", false, "print one JSON object per policy instead of a table"},
       {"help", false, "show this help"},
-  };
+  });
   return specs;
 }
 
@@ -107,6 +108,8 @@ nlohmann::json Summary(const PolicyResult& r) {
           {"hit_without_checkpoint_tokens", s.hit_without_checkpoint},
           {"prefill_tokens_run", s.prefill_tokens},
           {"preemptions", s.preemptions},
+          {"draft_tokens", s.draft_tokens},
+          {"accepted_draft_tokens", s.accepted_draft_tokens},
           {"gpu_graph_replays", s.graph_replays},
           {"gpu_graph_captures", s.graph_captures},
           {"engine_steps", s.steps},
@@ -192,6 +195,7 @@ int RunBenchEngine(int argc, char** argv) {
     TANDEM_ASSIGN_OR_RETURN(config.scheduler.step_tokens, PositiveInt(*args, "step-tokens", 512));
     TANDEM_ASSIGN_OR_RETURN(config.scheduler.prefill_chunk,
                             PositiveInt(*args, "prefill-chunk", 256));
+    TANDEM_ASSIGN_OR_RETURN(config.scheduler.speculation, ReadSpeculation(*args));
     const std::string workload = args->String("workload").value_or("multiturn");
     if (workload != "multiturn") {
       return absl::InvalidArgumentError(

@@ -20,6 +20,7 @@
 #include "server/cli/commands.h"
 #include "server/cli/config_sources.h"
 #include "server/cli/model_flags.h"
+#include "server/cli/speculation_flags.h"
 #include "server/grpc/grpc_server.h"
 #include "server/grpc/served_model.h"
 #include "server/grpc/service_state.h"
@@ -36,7 +37,7 @@ namespace {
 constexpr size_t kMaxTokenFileBytes = 1 << 20;
 
 const std::vector<FlagSpec>& ServeFlags() {
-  static const std::vector<FlagSpec> specs = {
+  static const std::vector<FlagSpec> specs = WithSpeculationFlags({
       {"model", true,
        "checkpoint directory (config.json, *.safetensors, tokenizer); default: the bundled "
        "model, bundled/tandem-tiny-chat"},
@@ -102,7 +103,7 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"log-format", true, "text (logfmt, default) or json: one line per event on stderr"},
       {"log-level", true, "debug, info (default), warning or error"},
       {"help", false, "show this help"},
-  };
+  });
   return specs;
 }
 
@@ -276,6 +277,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.prefill_chunk, IntIn(args, "prefill-chunk", 1, 1 << 20, 256));
+  TANDEM_ASSIGN_OR_RETURN(e.scheduler.speculation, ReadSpeculation(args));
   TANDEM_ASSIGN_OR_RETURN(int64_t queue, IntIn(args, "max-queue", 1, 1 << 20, 1024));
   e.max_waiting = static_cast<size_t>(queue);
   TANDEM_ASSIGN_OR_RETURN(int64_t max_new, IntIn(args, "max-new-tokens", 1, 1 << 20, 4096));

@@ -55,6 +55,8 @@ absl::Status FinishedResponse(const engine::Event& event, int32_t last_token,
   usage->set_cached_tokens(event.usage.cached_tokens);
   usage->set_completion_tokens(event.usage.completion_tokens);
   usage->set_preemptions(event.usage.preemptions);
+  usage->set_accepted_draft_tokens(event.usage.accepted_draft_tokens);
+  usage->set_rejected_draft_tokens(event.usage.rejected_draft_tokens);
   v1::Timings* timings = complete->mutable_timings();
   timings->set_queued_seconds(event.timings.queued);
   timings->set_first_token_seconds(event.timings.first_token);

@@ -93,6 +93,8 @@ void FillServerInfo(ServiceState& state, v1::ServerInfo* info) {
   info->set_cancelled_requests(static_cast<int64_t>(s.cancelled));
   info->set_failed_requests(static_cast<int64_t>(s.failed));
   info->set_preemptions(static_cast<int64_t>(s.preemptions));
+  info->set_draft_tokens(static_cast<int64_t>(s.draft_tokens));
+  info->set_accepted_draft_tokens(static_cast<int64_t>(s.accepted_draft_tokens));
   info->set_prompt_tokens(static_cast<int64_t>(s.prompt_tokens));
   info->set_cached_tokens(static_cast<int64_t>(s.cached_tokens));
   info->set_generated_tokens(static_cast<int64_t>(s.generated_tokens));

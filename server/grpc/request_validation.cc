@@ -236,6 +236,29 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContex
   return ConvertResponseFormat(p, context, out);
 }
 
+absl::Status ConvertPrediction(const std::string& text, const std::string& field,
+                               const ValidationContext& context, engine::Request* out) {
+  if (text.empty()) return absl::OkStatus();
+  if (absl::Status s = CheckPromptText(text, field, context); !s.ok()) return s;
+  const models::Tokenizer* tokenizer = context.model->tokenizer.get();
+  if (tokenizer == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ": the model has no tokenizer to read a prediction with"));
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer->EncodePlain(text, false);
+  if (!ids.ok()) return Invalid(field, std::string(ids.status().message()));
+  if (ids->size() > engine::kMaxPredictionTokens) {
+    return Invalid(field, absl::StrCat(ids->size(), " tokens, more than the ",
+                                       engine::kMaxPredictionTokens, " allowed"));
+  }
+  // Ids the model has no logit for (a tokenizer may know more) could never be confirmed.
+  const int32_t vocab = context.model->model->config().vocab_size;
+  ids->erase(std::remove_if(ids->begin(), ids->end(), [&](int32_t id) { return id >= vocab; }),
+             ids->end());
+  out->prediction = *std::move(ids);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,
                                                      const ValidationContext& context) {
   if (absl::Status s = ValidateRequestId(request.request_id()); !s.ok()) return s;
@@ -270,6 +293,10 @@ absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& 
       return Invalid("prompt", "give either text or token_ids");
   }
   if (absl::Status s = ConvertSampling(request.sampling(), context, &out); !s.ok()) return s;
+  if (absl::Status s = ConvertPrediction(request.prediction(), "prediction", context, &out);
+      !s.ok()) {
+    return s;
+  }
   out.client_id = request.request_id();
   return out;
 }
@@ -309,6 +336,10 @@ absl::StatusOr<engine::Request> BuildChatRequest(const v1::ChatRequest& request,
       ChatCheckpointHints(*served.chat_template, *served.tokenizer, *variables, *rendered, *ids);
   out.prompt = *std::move(ids);
   if (absl::Status s = ConvertSampling(request.sampling(), context, &out); !s.ok()) return s;
+  if (absl::Status s = ConvertPrediction(request.prediction(), "prediction", context, &out);
+      !s.ok()) {
+    return s;
+  }
   out.client_id = request.request_id();
   return out;
 }

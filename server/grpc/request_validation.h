@@ -61,6 +61,13 @@ absl::Status CheckTokenizableLength(size_t bytes, const std::string& field,
 absl::Status CheckPromptLength(size_t tokens, const std::string& field,
                                const ValidationContext& context);
 
+// A request's `prediction` (the output the client expects): its tokens (plain text, no special
+// tokens added) into out->prediction. Empty text is no prediction. INVALID_ARGUMENT naming
+// `field` for text that is not UTF-8, too long, or more than engine::kMaxPredictionTokens
+// tokens; FAILED_PRECONDITION for a model without a tokenizer.
+absl::Status ConvertPrediction(const std::string& text, const std::string& field,
+                               const ValidationContext& context, engine::Request* out);
+
 // Ids in [0, vocab): INVALID_ARGUMENT naming `field`[i] otherwise.
 absl::Status ValidateTokenIds(const google::protobuf::RepeatedField<int32_t>& ids,
                               int32_t vocab_size, const std::string& field);

@@ -71,6 +71,13 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
   f.Counter("tandem_prefill_tokens_total",
             "Tokens run through prefill, recomputation after preemption included.",
             static_cast<double>(s.prefill_tokens));
+  f.Counter("tandem_draft_tokens_total",
+            "Speculative decoding: drafted tokens verified by the model.",
+            static_cast<double>(s.draft_tokens));
+  f.Counter("tandem_draft_tokens_accepted_total",
+            "Speculative decoding: drafted tokens the model confirmed, emitted without a pass of "
+            "their own.",
+            static_cast<double>(s.accepted_draft_tokens));
   f.Counter("tandem_preemptions_total",
             "Sequences evicted from the batch for memory and resumed later.",
             static_cast<double>(s.preemptions));

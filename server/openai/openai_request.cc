@@ -281,6 +281,26 @@ absl::Status ReadContent(const json& content, const std::string& field, v1::Chat
   return absl::OkStatus();
 }
 
+// prediction: {"type": "content", "content": text or text parts}, OpenAI's predicted output.
+absl::Status ReadPrediction(Fields& f, std::string* out) {
+  const json* prediction = f.Get("prediction");
+  if (prediction == nullptr) return absl::OkStatus();
+  if (!prediction->is_object()) return WrongType("prediction", "an object", *prediction);
+  Fields p(*prediction, "prediction");
+  TANDEM_ASSIGN_OR_RETURN(auto type, String(p, "type"));
+  if (type != "content") {
+    return Invalid(p.Name("type"), type ? absl::StrCat("\"", *type, "\" is not \"content\"")
+                                        : std::string("required (\"content\")"));
+  }
+  const json* content = p.Get("content");
+  if (content == nullptr) return Invalid(p.Name("content"), "required");
+  v1::ChatMessage text;
+  TANDEM_RETURN_IF_ERROR(ReadContent(*content, p.Name("content"), &text));
+  TANDEM_RETURN_IF_ERROR(p.CheckAllRead());
+  *out = text.content();
+  return absl::OkStatus();
+}
+
 absl::Status ReadStructs(Fields& f, const std::string& key,
                          google::protobuf::RepeatedPtrField<google::protobuf::Struct>* out) {
   const json* list = f.Get(key);
@@ -440,6 +460,7 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   TANDEM_RETURN_IF_ERROR(
       ReadCommon(f, options.default_chat_max_tokens, request, chat.mutable_sampling()));
   TANDEM_RETURN_IF_ERROR(ReadTools(f, options, body, request));
+  TANDEM_RETURN_IF_ERROR(ReadPrediction(f, chat.mutable_prediction()));
   TANDEM_ASSIGN_OR_RETURN(auto generation_prompt, Bool(f, "add_generation_prompt"));
   if (generation_prompt) chat.set_add_generation_prompt(*generation_prompt);
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Bool(f, "logprobs"));
@@ -494,6 +515,7 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
       ReadCommon(f, /*default_max_tokens=*/16, request, generate.mutable_sampling()));
   TANDEM_ASSIGN_OR_RETURN(auto add_special, Bool(f, "add_special_tokens"));
   if (add_special) generate.set_add_special_tokens(*add_special);
+  TANDEM_RETURN_IF_ERROR(ReadPrediction(f, generate.mutable_prediction()));
   // logprobs: N asks for the chosen token's logprob and the N likeliest tokens' (0 too).
   TANDEM_ASSIGN_OR_RETURN(auto logprobs, Integer(f, "logprobs"));
   if (logprobs) {

@@ -33,7 +33,11 @@ json UsageJson(const engine::Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.completion_tokens},
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}},
+          // Drafts from the request's prediction (or, with --prompt-lookup, its own text).
+          {"completion_tokens_details",
+           {{"accepted_prediction_tokens", usage.accepted_draft_tokens},
+            {"rejected_prediction_tokens", usage.rejected_draft_tokens}}}};
 }
 
 }  // namespace

@@ -1,0 +1,328 @@
+// Speculative decoding through the real scheduler (SpeculationConfig): whatever the draft, the
+// output must be the one plain decoding gives, token for token and logprob for logprob, on every
+// family. Drafts come from a client's prediction (all right, partly wrong, entirely wrong) or
+// from the sequence itself; the runs cover seeded sampling with penalties, batches that mix
+// speculating, decoding and prefilling sequences, a stop inside an accepted draft, the request's
+// length limit, scarce SSM blocks, and the prefix cache's state after speculation (a later hit
+// must give the bits of a miss).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model_runner.h"
+#include "gtest/gtest.h"
+#include "kernels/backends.h"
+#include "models/hydragen_config.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/fixture_families.h"
+
+namespace tandem::engine {
+namespace {
+
+using testing::Backend;
+using testing::Drain;
+using testing::LoadFixtureModel;
+using testing::Outcome;
+using testing::SameLogprobs;
+using testing::SchedulerHarness;
+using testing::Tokens;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+SchedulerConfig Speculating(int32_t draft_tokens) {
+  SchedulerConfig config;
+  config.prefill_chunk = 32;
+  config.step_tokens = 128;
+  config.speculation.draft_tokens = draft_tokens;
+  return config;
+}
+
+// Hydragen sums a shared prefix's attention in another order than plain attention, which would
+// make a verification row differ from a decode row in rounding; exactness is checked without it.
+models::HydragenConfig Plain() {
+  models::HydragenConfig plain;
+  plain.enabled = false;
+  return plain;
+}
+
+class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    model_ = LoadFixtureModel(GetParam());
+    ASSERT_NE(model_, nullptr);
+    vocab_ = model_->config().vocab_size;
+  }
+
+  // A lone run without speculation: what every speculative run must reproduce.
+  Outcome Plainly(const Request& request) {
+    SchedulerHarness plain(*model_, CachePolicy::kNone, 64 * kMiB, Speculating(0), Backend::kCpu,
+                           "avmp-dynamic", Plain());
+    return plain.Run(request);
+  }
+
+  std::unique_ptr<SchedulerHarness> Harness(int32_t draft_tokens, size_t memory = 64 * kMiB,
+                                            CachePolicy policy = CachePolicy::kMarconi) {
+    return Harness(Speculating(draft_tokens), memory, policy);
+  }
+  std::unique_ptr<SchedulerHarness> Harness(const SchedulerConfig& config,
+                                            size_t memory = 64 * kMiB,
+                                            CachePolicy policy = CachePolicy::kMarconi) {
+    return std::make_unique<SchedulerHarness>(*model_, policy, memory, config, Backend::kCpu,
+                                              "avmp-dynamic", Plain());
+  }
+
+  std::unique_ptr<models::Model> model_;
+  int32_t vocab_ = 0;
+};
+
+void ExpectSameOutput(const Outcome& got, const Outcome& want) {
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_TRUE(SameLogprobs(got.logprobs, want.logprobs));
+  EXPECT_EQ(got.finished.finish_reason, want.finished.finish_reason) << got.finished.error;
+  EXPECT_EQ(got.finished.usage.completion_tokens, want.finished.usage.completion_tokens);
+}
+
+TEST_P(SpeculativeDecodingTest, ARightPredictionIsAcceptedAndChangesNothing) {
+  const Request request = testing::GreedyWithLogprobs(Tokens(40, 7, vocab_), 30);
+  const Outcome plain = Plainly(request);
+  ASSERT_EQ(plain.tokens.size(), 30u);
+
+  Request predicted = request;
+  predicted.prediction = plain.tokens;
+  auto speculating = Harness(4);
+  const Outcome got = speculating->Run(predicted);
+  ExpectSameOutput(got, plain);
+  // After the prompt's first token, each step verifies four drafted tokens, all right, and
+  // emits five; the last step drafts three (the limit leaves room for four tokens).
+  const Usage& usage = got.finished.usage;
+  EXPECT_EQ(usage.accepted_draft_tokens, 23);
+  EXPECT_EQ(usage.rejected_draft_tokens, 0);
+  const SchedulerStats stats = speculating->scheduler().stats();
+  EXPECT_EQ(stats.accepted_draft_tokens, 23u);
+  EXPECT_EQ(stats.draft_tokens, 23u);
+  // The borrowed SSM blocks went back; nothing but the cache holds memory.
+  EXPECT_EQ(stats.memory_usage_ratio(), 0.0);
+}
+
+TEST_P(SpeculativeDecodingTest, WrongPredictionsCostOnlyRejectedTokens) {
+  const Request request = testing::GreedyWithLogprobs(Tokens(33, 8, vocab_), 28);
+  const Outcome plain = Plainly(request);
+  for (const int every : {5, 2, 1}) {
+    SCOPED_TRACE(every);
+    Request predicted = request;
+    predicted.prediction = plain.tokens;
+    // Every `every`-th token wrong (every one: a prediction with nothing right).
+    for (size_t i = 3; i < predicted.prediction.size(); i += every) {
+      predicted.prediction[i] = (predicted.prediction[i] + 1) % vocab_;
+    }
+    auto speculating = Harness(6);
+    const Outcome got = speculating->Run(predicted);
+    ExpectSameOutput(got, plain);
+    EXPECT_GT(got.finished.usage.rejected_draft_tokens, 0);
+    const SchedulerStats stats = speculating->scheduler().stats();
+    EXPECT_EQ(stats.draft_tokens, static_cast<uint64_t>(got.finished.usage.accepted_draft_tokens +
+                                                        got.finished.usage.rejected_draft_tokens));
+  }
+}
+
+TEST_P(SpeculativeDecodingTest, SeededSamplingWithPenaltiesDrawsTheSameStream) {
+  Request request = testing::GreedyWithLogprobs(Tokens(36, 9, vocab_), 32);
+  request.sampling.greedy = false;
+  request.sampling.temperature = 0.7f;
+  request.sampling.top_p = 0.9f;
+  request.sampling.top_k = 40;
+  request.sampling.repetition_penalty = 1.2f;
+  request.sampling.frequency_penalty = 0.3f;
+  request.sampling.seed = 1234;
+  const Outcome plain = Plainly(request);
+  Request predicted = request;
+  predicted.prediction = plain.tokens;
+  predicted.prediction[10] = (predicted.prediction[10] + 3) % vocab_;
+  auto speculating = Harness(5);
+  const Outcome got = speculating->Run(predicted);
+  ExpectSameOutput(got, plain);
+  EXPECT_GT(got.finished.usage.accepted_draft_tokens, 10);
+}
+
+TEST_P(SpeculativeDecodingTest, PromptLookupDraftsFromTheSequenceItself) {
+  // A prompt that repeats a phrase, and an output over a vocabulary of 1,024 that repeats
+  // tokens of the sequence (these random models also fall into loops): with matches of one
+  // token allowed, there is always something to draft from.
+  std::vector<int32_t> prompt = Tokens(12, 10, vocab_);
+  const std::vector<int32_t> phrase = Tokens(9, 11, vocab_);
+  for (int i = 0; i < 3; ++i) prompt.insert(prompt.end(), phrase.begin(), phrase.end());
+  prompt.insert(prompt.end(), phrase.begin(), phrase.begin() + 4);
+  const Request request = testing::GreedyWithLogprobs(prompt, 48);
+  const Outcome plain = Plainly(request);
+  SchedulerConfig config = Speculating(4);
+  config.speculation.min_match = 1;
+  auto speculating = Harness(config);
+  const Outcome got = speculating->Run(request);
+  ExpectSameOutput(got, plain);
+  EXPECT_GT(speculating->scheduler().stats().draft_tokens, 0u);
+}
+
+TEST_P(SpeculativeDecodingTest, ABatchMixesSpeculationDecodingAndPrefill) {
+  // Requests arrive while others speculate: every step mixes verification passes, plain decode
+  // rows and prefill chunks, and each request must still get its lone output.
+  std::vector<Request> requests;
+  std::vector<Outcome> plain;
+  for (int i = 0; i < 5; ++i) {
+    Request r = testing::GreedyWithLogprobs(Tokens(20 + 13 * i, 20 + i, vocab_), 18 + 3 * i);
+    if (i == 3) {
+      r.sampling.greedy = false;
+      r.sampling.seed = 99;
+      r.sampling.presence_penalty = 0.5f;
+    }
+    plain.push_back(Plainly(r));
+    if (i % 2 == 0) r.prediction = plain.back().tokens;  // the others draft from themselves
+    requests.push_back(std::move(r));
+  }
+  auto speculating = Harness(3);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    streams.push_back(speculating->Add(requests[i]));
+    for (int step = 0; step < 3; ++step) speculating->scheduler().Step();
+  }
+  speculating->RunUntilIdle();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE(i);
+    ExpectSameOutput(Drain(*streams[i]), plain[i]);
+  }
+  EXPECT_GT(speculating->scheduler().stats().accepted_draft_tokens, 0u);
+}
+
+TEST_P(SpeculativeDecodingTest, AStopInsideAnAcceptedDraftEndsThereAndCachesTheRightState) {
+  const std::vector<int32_t> prompt = Tokens(45, 12, vocab_);
+  const Outcome unstopped = Plainly(testing::GreedyWithLogprobs(prompt, 30));
+  // Stop at the last token that is new to the output (a stop id must not have come earlier):
+  // never the first token, which the prompt's pass samples, so inside some step's draft.
+  size_t stop_at = 0;
+  for (size_t i = 1; i < unstopped.tokens.size(); ++i) {
+    const auto begin = unstopped.tokens.begin();
+    if (std::find(begin, begin + i, unstopped.tokens[i]) == begin + i) stop_at = i;
+  }
+  ASSERT_GT(stop_at, 0u);
+  Request request = testing::GreedyWithLogprobs(prompt, 30);
+  request.stop_token_ids = {unstopped.tokens[stop_at]};
+  const Outcome plain = Plainly(request);
+  ASSERT_EQ(plain.tokens.size(), stop_at + 1);
+  ASSERT_EQ(plain.finished.finish_reason, FinishReason::kStop);
+
+  Request predicted = request;
+  predicted.prediction = unstopped.tokens;  // goes on past the stop
+  auto speculating = Harness(8);
+  const Outcome got = speculating->Run(predicted);
+  ExpectSameOutput(got, plain);
+
+  // The cache holds the state of what was emitted, not of the draft's tail: the next turn, a
+  // hit, gives the bits of a miss.
+  std::vector<int32_t> next = prompt;
+  next.insert(next.end(), got.tokens.begin(), got.tokens.end());
+  const std::vector<int32_t> user = Tokens(7, 13, vocab_);
+  next.insert(next.end(), user.begin(), user.end());
+  const Request second = testing::GreedyWithLogprobs(next, 12);
+  const Outcome hit = speculating->Run(second);
+  EXPECT_GT(hit.finished.usage.cached_tokens, static_cast<int64_t>(prompt.size()));
+  ExpectSameOutput(hit, Plainly(second));
+}
+
+TEST_P(SpeculativeDecodingTest, DraftsNeverRunPastTheLengthLimit) {
+  const Request request = testing::GreedyWithLogprobs(Tokens(30, 14, vocab_), 7);
+  const Outcome plain = Plainly(request);
+  Request predicted = request;
+  predicted.prediction = plain.tokens;
+  predicted.prediction.resize(40, 1);  // a prediction longer than the limit
+  auto speculating = Harness(16);
+  const Outcome got = speculating->Run(predicted);
+  ExpectSameOutput(got, plain);
+  // After the prompt's token, one step: five drafted tokens and the row after them.
+  EXPECT_EQ(got.finished.usage.accepted_draft_tokens, 5);
+  EXPECT_EQ(got.finished.usage.rejected_draft_tokens, 0);
+}
+
+TEST_P(SpeculativeDecodingTest, ScarceMemoryShortensDraftsWithoutChangingOutput) {
+  const Request request = testing::GreedyWithLogprobs(Tokens(50, 15, vocab_), 24);
+  const Outcome plain = Plainly(request);
+  Request predicted = request;
+  predicted.prediction = plain.tokens;
+  // Room for the sequence's own SSM block and KV pages and about two more blocks, with no cache:
+  // the drafts get what is free.
+  const models::StateLayout& layout = model_->layout();
+  const size_t kv = static_cast<size_t>(layout.PagesFor(80)) * layout.kv_page_bytes();
+  const size_t block = model_->config().num_ssm_layers > 0 ? layout.ssm_block_bytes() : 0;
+  auto speculating = Harness(8, kv + 3 * block + layout.kv_page_bytes(), CachePolicy::kNone);
+  const Outcome got = speculating->Run(predicted);
+  ExpectSameOutput(got, plain);
+  EXPECT_GT(got.finished.usage.accepted_draft_tokens, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, SpeculativeDecodingTest,
+                         ::testing::ValuesIn(::tandem::testing::kFamilyFixtures),
+                         testing::FixtureTestName);
+
+// What speculation rests on: a verification pass's rows (all_logits) are the bits of the decode
+// steps that would have run those tokens one by one, on the batch-invariant CPU backend.
+TEST(ModelRunnerRowsTest, AllRowsOfAPassAreTheBitsOfDecodeSteps) {
+  for (const std::string& family : ::tandem::testing::kFamilyFixtures) {
+    SCOPED_TRACE(family);
+    auto model = LoadFixtureModel(family);
+    ASSERT_NE(model, nullptr);
+    const int32_t vocab = model->config().vocab_size;
+    auto make = [&] {
+      return std::make_unique<ModelRunner>(*model, kernels::MakeCpuOps(2, true), Plain());
+    };
+    const std::vector<int32_t> prompt = Tokens(21, 16, vocab);
+    const std::vector<int32_t> next = Tokens(5, 17, vocab);
+    cache::AllocatorOptions options;
+    auto spec = CacheModelSpecFor(model->config(), "fixture");
+    ASSERT_TRUE(spec.ok());
+    options.budget_bytes = 16 * kMiB;
+    options.page_tokens = 16;
+    options.backing = cache::BackingKind::kHost;
+    auto allocator = cache::CreateAllocator("avmp-dynamic", *spec, options);
+    ASSERT_TRUE(allocator.ok());
+    std::vector<std::vector<float>> rows(2);
+    for (int mode = 0; mode < 2; ++mode) {
+      auto runner = make();
+      auto memory = SequenceMemory::Create(*allocator->allocator, *model);
+      ASSERT_TRUE(memory.ok());
+      ASSERT_TRUE(memory->Reserve(40).ok());
+      std::vector<absl::Status> errors;
+      const models::SequenceInput first{&memory->state(), prompt, {}, false};
+      ASSERT_TRUE(runner->Run({&first, 1}, &errors).ok());
+      // A second sequence beside it, so the rows' places in the pass differ between modes.
+      auto other = SequenceMemory::Create(*allocator->allocator, *model);
+      ASSERT_TRUE(other.ok());
+      ASSERT_TRUE(other->Reserve(40).ok());
+      const std::vector<int32_t> other_tokens = Tokens(9, 18, vocab);
+      if (mode == 0) {
+        for (size_t t = 0; t < next.size(); ++t) {
+          const models::SequenceInput step{
+              &memory->state(), std::span(next).subspan(t, 1), {}, false};
+          ASSERT_TRUE(runner->Run({&step, 1}, &errors).ok());
+          rows[0].insert(rows[0].end(), runner->logits_row(0), runner->logits_row(0) + vocab);
+        }
+      } else {
+        const std::vector<models::SequenceInput> batch = {
+            {&other->state(), other_tokens, {}, false}, {&memory->state(), next, {}, true}};
+        const std::vector<LogitsUse> uses = {LogitsUse::kArgmax, LogitsUse::kRow};
+        ASSERT_TRUE(runner->Run(batch, &errors, uses).ok());
+        ASSERT_EQ(runner->rows(0), 1u);
+        ASSERT_EQ(runner->rows(1), next.size());
+        for (size_t t = 0; t < next.size(); ++t) {
+          rows[1].insert(rows[1].end(), runner->logits_row(1, t), runner->logits_row(1, t) + vocab);
+        }
+        // A sampling rule draws one row: a multi-row sequence cannot ask for one.
+        const std::vector<LogitsUse> sampled = {LogitsUse::kArgmax, LogitsUse::kSample};
+        const std::vector<kernels::SamplingRow> rules(2);
+        EXPECT_TRUE(absl::IsInvalidArgument(runner->Run(batch, &errors, sampled, {rules, {}})));
+      }
+    }
+    EXPECT_EQ(rows[0], rows[1]);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::engine
