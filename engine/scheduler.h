@@ -46,9 +46,13 @@ namespace tandem::engine {
 // SSM layers saves its state after each drafted token (SSM blocks borrowed for the step), since
 // a recurrent state cannot drop the tokens it was not supposed to see.
 struct SpeculationConfig {
-  int32_t draft_tokens = 0;   // the longest draft per step; 0 turns speculation off
-  bool prompt_lookup = true;  // draft from the sequence itself, not only from predictions
-  int32_t min_match = 2;      // DraftOptions::min_match
+  // The longest draft per step; 0 turns speculation off. Without prompt lookup only requests
+  // that send a prediction speculate.
+  int32_t draft_tokens = 4;
+  // Draft from the sequence itself too: faster where the output repeats its text, a wasted
+  // verification where a draft is wrong, so off unless asked for.
+  bool prompt_lookup = false;
+  int32_t min_match = 2;  // DraftOptions::min_match
   // Steps with more decoding sequences than this do not speculate: a large batch already
   // fills the hardware, and verifying drafts would only add work.
   int32_t max_batch = 8;

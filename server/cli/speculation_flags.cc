@@ -49,9 +49,11 @@ std::vector<FlagSpec> WithSpeculationFlags(std::vector<FlagSpec> flags) {
 
 absl::StatusOr<engine::SpeculationConfig> ReadSpeculation(const Args& args) {
   engine::SpeculationConfig config;
-  TANDEM_ASSIGN_OR_RETURN(config.draft_tokens, IntFlag(args, "speculative-tokens", 0, 64, 4));
+  TANDEM_ASSIGN_OR_RETURN(config.draft_tokens,
+                          IntFlag(args, "speculative-tokens", 0, 64, config.draft_tokens));
   config.prompt_lookup = args.Has("prompt-lookup");
-  TANDEM_ASSIGN_OR_RETURN(config.min_match, IntFlag(args, "prompt-lookup-min-match", 1, 64, 2));
+  TANDEM_ASSIGN_OR_RETURN(config.min_match,
+                          IntFlag(args, "prompt-lookup-min-match", 1, 64, config.min_match));
   TANDEM_ASSIGN_OR_RETURN(config.max_batch,
                           IntFlag(args, "speculative-max-batch", 1, 65535, config.max_batch));
   if (config.draft_tokens == 0 && config.prompt_lookup) {

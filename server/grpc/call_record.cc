@@ -89,6 +89,8 @@ void RecordServedCall(ServiceState& state, const char* rpc, const std::string& c
       .Field("cached_tokens", finished->usage.cached_tokens)
       .Field("completion_tokens", finished->usage.completion_tokens)
       .Field("preemptions", finished->usage.preemptions)
+      .Field("accepted_draft_tokens", finished->usage.accepted_draft_tokens)
+      .Field("rejected_draft_tokens", finished->usage.rejected_draft_tokens)
       .Field("queued_s", finished->timings.queued)
       .Field("ttft_s", finished->timings.first_token)
       .Field("e2e_s", finished->timings.finished);

@@ -35,6 +35,7 @@ SchedulerConfig Speculating(int32_t draft_tokens) {
   config.prefill_chunk = 32;
   config.step_tokens = 128;
   config.speculation.draft_tokens = draft_tokens;
+  config.speculation.prompt_lookup = true;
   return config;
 }
 

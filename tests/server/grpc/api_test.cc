@@ -342,6 +342,46 @@ TEST_F(ApiTest, LogitBiasBansAndForcesTokens) {
   EXPECT_TRUE(answer == "\"yes\"" || answer == "\"no\"") << other.text;
 }
 
+// A prediction (speculative decoding's drafts) changes how soon the output comes, never what it
+// is; Usage and ServerInfo count the drafted tokens the model confirmed.
+TEST_F(ApiTest, APredictionLeavesTheOutputAsItIs) {
+  const std::vector<int32_t> prompt = Tokens(30, 43, vocab());
+  v1::GenerateRequest request = GreedyIds(prompt, 24);
+  request.mutable_sampling()->set_top_logprobs(2);
+  const StreamResult plain = client_->Generate(request);
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  const int64_t confirmed_before = client_->ServerInfo().accepted_draft_tokens();
+
+  request.set_prediction(plain.text);
+  const StreamResult predicted = client_->Generate(request);
+  ASSERT_TRUE(predicted.status.ok()) << predicted.status.error_message();
+  EXPECT_EQ(predicted.tokens, plain.tokens);
+  ASSERT_EQ(predicted.logprobs.size(), plain.logprobs.size());
+  for (size_t i = 0; i < plain.logprobs.size(); ++i) {
+    EXPECT_EQ(predicted.logprobs[i].SerializeAsString(), plain.logprobs[i].SerializeAsString());
+  }
+  const v1::Usage& usage = predicted.complete.usage();
+  EXPECT_GT(usage.accepted_draft_tokens(), 0);
+  EXPECT_EQ(usage.completion_tokens(), 24);
+  EXPECT_EQ(plain.complete.usage().accepted_draft_tokens(), 0);
+  EXPECT_EQ(client_->ServerInfo().accepted_draft_tokens(),
+            confirmed_before + usage.accepted_draft_tokens());
+
+  // A prediction the model disagrees with costs rejected drafts, not a different answer.
+  const std::vector<int32_t> half(plain.tokens.begin(), plain.tokens.begin() + 12);
+  request.set_prediction(model_->tokenizer->Decode(half, true) + " something else");
+  const StreamResult wrong = client_->Generate(request);
+  ASSERT_TRUE(wrong.status.ok()) << wrong.status.error_message();
+  EXPECT_EQ(wrong.tokens, plain.tokens);
+
+  // Predictions are text: not UTF-8 is refused by name.
+  request.set_prediction("\xff\xfe");
+  const StreamResult bad = client_->Generate(request);
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.status.error_message().find("prediction"), std::string::npos)
+      << bad.status.error_message();
+}
+
 TEST_F(ApiTest, SeededSamplingIsReproducible) {
   v1::GenerateRequest request = GreedyIds(Tokens(12, 21, vocab()), 12);
   request.mutable_sampling()->set_temperature(1.5f);

@@ -168,6 +168,33 @@ TEST_F(OpenAiApiTest, GreedyChatSaysWhatGrpcChatSays) {
       << scrape;
 }
 
+// OpenAI's predicted outputs: the same answer, with the drafted tokens it confirmed counted in
+// usage.completion_tokens_details as OpenAI counts them.
+TEST_F(OpenAiApiTest, APredictedOutputGivesTheSameAnswer) {
+  testing::HttpResponse plain = Post("/v1/chat/completions", ChatBody("Name four seas.", 16));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  const json answer = Parse(plain.body);
+  const json& details = answer["usage"]["completion_tokens_details"];
+  EXPECT_EQ(details["accepted_prediction_tokens"], 0);
+  EXPECT_EQ(details["rejected_prediction_tokens"], 0);
+  const std::string content = answer["choices"][0]["message"]["content"];
+
+  json body = ChatBody("Name four seas.", 16);
+  body["prediction"] = {{"type", "content"}, {"content", content}};
+  testing::HttpResponse predicted = Post("/v1/chat/completions", body);
+  ASSERT_EQ(predicted.status, 200) << predicted.body;
+  const json again = Parse(predicted.body);
+  EXPECT_EQ(again["choices"][0]["message"]["content"], content);
+  EXPECT_GT(again["usage"]["completion_tokens_details"]["accepted_prediction_tokens"], 0)
+      << predicted.body;
+  EXPECT_EQ(again["usage"]["completion_tokens"], answer["usage"]["completion_tokens"]);
+
+  body["prediction"] = {{"type", "file"}, {"content", content}};
+  testing::HttpResponse bad = Post("/v1/chat/completions", body);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_TRUE(absl::StrContains(bad.body, "prediction.type")) << bad.body;
+}
+
 TEST_F(OpenAiApiTest, StreamedChunksAddUpToTheWholeAnswer) {
   testing::HttpResponse whole = Post("/v1/chat/completions", ChatBody("Count to five.", 10));
   ASSERT_EQ(whole.status, 200) << whole.body;

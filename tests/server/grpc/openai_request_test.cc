@@ -255,6 +255,24 @@ TEST(OpenAiRequestTest, LogitBiasBecomesTheSamplingsBias) {
   EXPECT_EQ(OpenAiParam("sampling.logit_bias[5]"), "logit_bias[5]");
 }
 
+TEST(OpenAiRequestTest, APredictionBecomesTheRequestsPrediction) {
+  absl::StatusOr<OpenAiRequest> chat = Chat(
+      R"({"model": "m", "messages": [{"role": "user", "content": "fix it"}],
+          "prediction": {"type": "content", "content": "int main() {}"}})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->chat.prediction(), "int main() {}");
+  // Text parts, joined as a message's are.
+  chat = Chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                  "prediction": {"type": "content", "content": [{"type": "text", "text": "a"},
+                                                                {"type": "text", "text": "b"}]}})");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->chat.prediction(), "a\nb");
+  absl::StatusOr<OpenAiRequest> completion = Completion(
+      R"({"model": "m", "prompt": "a", "prediction": {"type": "content", "content": "b"}})");
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_EQ(completion->generate.prediction(), "b");
+}
+
 TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
   const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
   const std::pair<std::string, std::string> cases[] = {
@@ -297,6 +315,20 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
       {R"({"model": "m", )" + messages + R"(, "stop": [1]})", "stop[0]: must be a string"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "hi", "audio": {"id": "a"}}]})",
        "messages[0].audio: unknown parameter"},
+      {R"({"model": "m", )" + messages + R"(, "prediction": "text"})",
+       "prediction: must be an object, got string"},
+      {R"({"model": "m", )" + messages + R"(, "prediction": {"content": "x"}})",
+       "prediction.type: required"},
+      {R"({"model": "m", )" + messages + R"(, "prediction": {"type": "file", "content": "x"}})",
+       "prediction.type: \"file\" is not \"content\""},
+      {R"({"model": "m", )" + messages + R"(, "prediction": {"type": "content"}})",
+       "prediction.content: required"},
+      {R"({"model": "m", )" + messages +
+           R"(, "prediction": {"type": "content", "content": [{"type": "image_url"}]}})",
+       "prediction.content[0].type"},
+      {R"({"model": "m", )" + messages +
+           R"(, "prediction": {"type": "content", "content": "x", "extra": 1}})",
+       "prediction.extra: unknown parameter"},
   };
   for (const auto& [body, message] : cases) {
     absl::StatusOr<OpenAiRequest> request = Chat(body);
