@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -30,12 +31,23 @@ struct DraftOptions {
   bool prompt_lookup = true;  // also search the sequence itself, not only the prediction
 };
 
+// Where a draft came from: a place in the sequence itself, or in the expected sequence (the
+// prompt's positions, then the prediction's), whose tokens from `at` on are the draft.
+struct DraftPlace {
+  bool in_prediction = false;
+  size_t at = 0;
+};
+
 // Replaces `draft` with up to options.max_tokens tokens to follow `tokens` (prompt, then the
-// output so far; its first `prompt_tokens` are the prompt). `prediction` may be empty. Equal
-// matches prefer the prediction, then the latest place in the sequence.
-void ProposeDraft(std::span<const int32_t> tokens, size_t prompt_tokens,
-                  std::span<const int32_t> prediction, const DraftOptions& options,
-                  std::vector<int32_t>* draft);
+// output so far; its first `prompt_tokens` are the prompt) and returns where they came from
+// (nothing when the draft is empty). `prediction` may be empty. Equal matches prefer the
+// prediction; among its places the one nearest `prediction_hint` (a position in the expected
+// sequence: where the previous draft from it would continue; 0 for none), else the latest, as
+// in the sequence itself. The hint keeps a prediction that repeats a long passage aligned.
+std::optional<DraftPlace> ProposeDraft(std::span<const int32_t> tokens, size_t prompt_tokens,
+                                       std::span<const int32_t> prediction,
+                                       const DraftOptions& options, std::vector<int32_t>* draft,
+                                       size_t prediction_hint = 0);
 
 }  // namespace tandem::engine
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/allocator_factory.h"
 #include "engine/cache_model_spec.h"
+#include "engine/draft_tokens.h"
 #include "engine/heap_trim.h"
 #include "kernels/backends.h"
 #include "models/status_macros.h"
@@ -29,10 +30,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
                      config.scheduler.prefill_chunk));
   }
   const SpeculationConfig& spec = config.scheduler.speculation;
-  if (spec.draft_tokens < 0 || spec.min_match < 1 || spec.max_batch < 1) {
+  const int32_t longest_match = DraftOptions().max_match;
+  if (spec.draft_tokens < 0 || spec.min_match < 1 || spec.min_match > longest_match ||
+      spec.max_batch < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("speculation: draft_tokens must be >= 0, min_match and max_batch >= 1, got ",
-                     spec.draft_tokens, ", ", spec.min_match, ", ", spec.max_batch));
+        absl::StrCat("speculation: draft_tokens must be >= 0, min_match in [1, ", longest_match,
+                     "] and max_batch >= 1, got ", spec.draft_tokens, ", ", spec.min_match, ", ",
+                     spec.max_batch));
   }
   std::unique_ptr<Engine> engine(new Engine(model, config));
   TANDEM_ASSIGN_OR_RETURN(engine->spec_, CacheModelSpecFor(model.config(), model.dir()));

@@ -117,32 +117,15 @@ absl::Status ModelRunner::ForwardAndReadBack(std::span<const models::SequenceInp
   return absl::InternalError(absl::StrCat(std::string(ops_->name()), " backend: ", failure));
 }
 
-absl::Status ModelRunner::PlanRows(std::span<const models::SequenceInput> batch,
-                                   std::span<const LogitsUse> uses, const StepSampling& sampling) {
+void ModelRunner::PlanRows(std::span<const models::SequenceInput> batch,
+                           std::span<const LogitsUse> uses) {
   first_rows_.assign(1, 0);
   row_uses_.clear();
-  bool several = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     const size_t rows = batch[i].all_logits ? batch[i].tokens.size() : 1;
-    if (rows != 1 && uses[i] == LogitsUse::kSample) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", i, ": a sampling rule draws one row, but all ", rows, " rows are asked"));
-    }
-    several |= rows != 1;
     first_rows_.push_back(first_rows_.back() + rows);
     row_uses_.insert(row_uses_.end(), rows, uses[i]);
   }
-  sampling_ = sampling;
-  if (several && !sampling.rules.empty()) {
-    // The read-back takes a rule per row: a multi-row sequence's rows take copies of its own
-    // (never read: such rows are not kSample).
-    row_rules_.clear();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      row_rules_.insert(row_rules_.end(), first_rows_[i + 1] - first_rows_[i], sampling.rules[i]);
-    }
-    sampling_.rules = row_rules_;
-  }
-  return absl::OkStatus();
 }
 
 absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
@@ -160,15 +143,14 @@ absl::Status ModelRunner::Run(std::span<const models::SequenceInput> batch,
     return refuse(absl::InvalidArgumentError(absl::StrCat(
         "logits uses for ", uses.size(), " sequences, but the batch has ", batch.size())));
   }
+  PlanRows(batch, uses);
   const bool samples = std::find(uses.begin(), uses.end(), LogitsUse::kSample) != uses.end();
-  if (samples && sampling.rules.size() != batch.size()) {
+  if (samples && sampling.rules.size() != row_uses_.size()) {
     return refuse(
         absl::InvalidArgumentError(absl::StrCat("sampling rules for ", sampling.rules.size(),
-                                                " sequences, but the batch has ", batch.size())));
+                                                " rows, but the batch has ", row_uses_.size())));
   }
-  if (absl::Status planned = PlanRows(batch, uses, sampling); !planned.ok()) {
-    return refuse(planned);
-  }
+  sampling_ = sampling;
   bool ops_failed = false;
   absl::Status status = ForwardAndReadBack(batch, row_uses_, 0, &ops_failed);
   if (ops_failed) {

@@ -33,8 +33,9 @@ enum class LogitsUse : uint8_t {
   kNone,    // nothing: a prefill chunk that does not reach the end of its prompt
 };
 
-// The rules of the rows a step samples where the logits are (LogitsUse::kSample): rules[i] is
-// sequence i's (unread for other uses), its penalty tokens in `seen` (SamplingRow's range).
+// The rules of the rows a step samples where the logits are (LogitsUse::kSample): one per
+// logits row in batch order (a sequence with all_logits has one per token; rules of rows that
+// are not kSample are unread), their penalty tokens in `seen` (SamplingRow's range).
 struct StepSampling {
   std::span<const kernels::SamplingRow> rules;
   std::span<const kernels::PenaltyToken> seen;
@@ -55,11 +56,10 @@ class ModelRunner {
   // of logits, their argmaxes, or what its sampling rule (in `sampling`) draws, in batch order;
   // they stay valid until the next Run. A sequence has one row, after its last new token, or
   // with `all_logits` one after each of its new tokens (speculative decoding verifies a draft
-  // from them); such a sequence's use must be kRow, kArgmax or kNone, since a sampling rule
-  // draws for one row. When the whole batch fails (Model::Forward changes no state on error)
-  // each sequence is retried alone, so one bad sequence cannot fail the others. `errors` always
-  // gets one entry per sequence, saying how it fared; the result is an error only when every
-  // entry is one.
+  // from them); its use applies to each of its rows. When the whole batch fails (Model::Forward
+  // changes no state on error) each sequence is retried alone, so one bad sequence cannot fail the
+  // others. `errors` always gets one entry per sequence, saying how it fared; the result is an
+  // error only when every entry is one.
   [[nodiscard]] absl::Status Run(std::span<const models::SequenceInput> batch,
                                  std::vector<absl::Status>* errors,
                                  std::span<const LogitsUse> uses = {},
@@ -69,7 +69,9 @@ class ModelRunner {
     return logits_.data() + (first_rows_[i] + j) * vocab_;
   }
   int32_t token(size_t i, size_t j = 0) const { return tokens_[first_rows_[i] + j]; }  // kArgmax
-  const kernels::SampledToken& sampled(size_t i) const { return sampled_[first_rows_[i]]; }
+  const kernels::SampledToken& sampled(size_t i, size_t j = 0) const {                 // kSample
+    return sampled_[first_rows_[i] + j];
+  }
   size_t rows(size_t i) const { return first_rows_[i + 1] - first_rows_[i]; }
   int64_t vocab() const { return vocab_; }
 
@@ -87,10 +89,8 @@ class ModelRunner {
   absl::Status ForwardAndReadBack(std::span<const models::SequenceInput> batch,
                                   std::span<const LogitsUse> row_uses, size_t first_row,
                                   bool* ops_failed);
-  // Lays out the rows of `batch` (first_rows_, row_uses_, and sampling_ with one rule per row);
-  // INVALID_ARGUMENT for a multi-row sequence whose use is kSample.
-  absl::Status PlanRows(std::span<const models::SequenceInput> batch,
-                        std::span<const LogitsUse> uses, const StepSampling& sampling);
+  // Lays out the rows of `batch` (first_rows_, row_uses_).
+  void PlanRows(std::span<const models::SequenceInput> batch, std::span<const LogitsUse> uses);
   // Copies what `uses` asks of rows [0, uses.size()) at `out`, from entry first_row; returns
   // the backend's first failure or "".
   std::string ReadBackRows(const float* out, std::span<const LogitsUse> uses, size_t first_row);
@@ -108,12 +108,11 @@ class ModelRunner {
   std::vector<float> logits_;
   std::vector<int32_t> tokens_;
   std::vector<kernels::SampledToken> sampled_;
-  StepSampling sampling_;            // the current Run's, its rules one per row
+  StepSampling sampling_;            // the current Run's
   std::vector<LogitsUse> all_rows_;  // uses when Run is given none
   // The current Run's rows: sequence i's are [first_rows_[i], first_rows_[i + 1]).
   std::vector<size_t> first_rows_;
   std::vector<LogitsUse> row_uses_;
-  std::vector<kernels::SamplingRow> row_rules_;  // when a sequence has several rows
   float* device_logits_ = nullptr;  // device backends only; from ops_->activation_memory()
   size_t device_logits_rows_ = 0;
 };

@@ -404,18 +404,9 @@ void Scheduler::Step() {
       const bool decoding = seq.status == SequenceStatus::kDecoding;
       if (decoding != (pass == 0)) continue;
       const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
-      int64_t n = std::min({remaining, budget, config_.prefill_chunk});
+      const int64_t n = std::min({remaining, budget, config_.prefill_chunk});
       if (n <= 0) continue;
       if (!ReserveKv(seq, seq.computed() + n, /*may_preempt=*/true)) continue;
-      if (decoding) {
-        ProposeDraftFor(seq, budget - n);
-        // A draft's KV comes from free memory or the cache, never from preempting others.
-        const auto drafted = static_cast<int64_t>(seq.draft.size());
-        if (drafted > 0 && seq.memory->Reserve(seq.computed() + n + drafted).ok())
-          n += drafted;
-        else
-          seq.draft.clear();
-      }
       seq.step_tokens = n;
       budget -= n;
       scheduled_.push_back(&seq);
@@ -473,44 +464,49 @@ void Scheduler::Step() {
   UpdateReservedDemand();
   if (scheduled_.empty()) return;
 
+  // The sequences' own snapshots first; drafts get only what is left of the budget and memory.
+  for (Sequence* seq : scheduled_) PlanSnapshots(*seq);
+  PlanDrafts(budget);
+
   inputs_.clear();
   logits_uses_.clear();
   sampling_rules_.clear();
   penalty_tokens_.clear();
   for (Sequence* seq : scheduled_) {
     const int64_t begin = seq->computed();
-    const SamplingParams& params = seq->sampling.params();
-    if (!seq->draft.empty()) {
+    const bool drafting = !seq->draft_input.empty();
+    if (drafting) {
       // The last sampled token and the draft, with logits after each: row j says what follows
-      // draft token j - 1. Drawn one by one on the host unless greedy's argmax is enough.
-      BorrowDraftStates(*seq);
-      if (!seq->draft.empty()) {
-        inputs_.push_back({&seq->memory->state(), seq->draft_input, seq->step_snapshots, true});
-        const bool argmax = params.argmax_only() && !seq->constraint;
-        logits_uses_.push_back(argmax ? LogitsUse::kArgmax : LogitsUse::kRow);
-        sampling_rules_.emplace_back();
-        continue;
-      }
-      seq->step_tokens = 1;  // no block to rewind to: decode plainly
+      // draft token j - 1.
+      inputs_.push_back({&seq->memory->state(), seq->draft_input, seq->step_snapshots, true});
+    } else {
+      inputs_.push_back(
+          {&seq->memory->state(),
+           std::span<const int32_t>(seq->tokens)
+               .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
+           seq->step_snapshots, false});
     }
-    PlanSnapshots(*seq);
-    inputs_.push_back(
-        {&seq->memory->state(),
-         std::span<const int32_t>(seq->tokens)
-             .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
-         seq->step_snapshots, false});
     // Only a step that reaches the end of the tokens samples. Greedy needs only the argmax;
     // other rules, and logprobs, are computed where the logits are. Structured output samples
     // on the host, from the whole row, after its grammar has chosen the allowed tokens; so does
-    // a logit_bias.
-    const bool samples = begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
+    // a logit_bias. A draft's rows are used as plain decoding's row would be.
+    const bool samples =
+        drafting || begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
+    const SamplingParams& params = seq->sampling.params();
     const bool on_host = seq->constraint || !params.logit_bias.empty();
     logits_uses_.push_back(!samples               ? LogitsUse::kNone
                            : on_host              ? LogitsUse::kRow
                            : params.argmax_only() ? LogitsUse::kArgmax
                                                   : LogitsUse::kSample);
-    kernels::SamplingRow& rule = sampling_rules_.emplace_back();
-    if (logits_uses_.back() == LogitsUse::kSample) {
+    // One rule per logits row (read for kSample rows only).
+    if (drafting && logits_uses_.back() == LogitsUse::kSample) {
+      AppendDraftRules(*seq);
+      continue;
+    }
+    const size_t rows = drafting ? seq->draft_input.size() : 1;
+    for (size_t r = 0; r < rows; ++r) {
+      kernels::SamplingRow& rule = sampling_rules_.emplace_back();
+      if (logits_uses_.back() != LogitsUse::kSample) continue;
       rule = params.rule();
       // The sequence's generator draws now what BatchSampler would draw after the pass.
       if (!params.greedy) rule.uniform = seq->sampling.rng().Uniform();
@@ -540,6 +536,7 @@ void Scheduler::Step() {
     // Row j follows draft token j - 1: it is read only while the draft agrees with what was
     // sampled, so the tokens emitted are those plain decoding would have emitted.
     for (size_t row = 0; row < runner_->rows(i); ++row) {
+      seq.draft_rows_read = static_cast<int64_t>(row) + 1;
       if (!SampleAndEmit(seq, i, row)) break;
       if (row >= seq.draft.size() || seq.tokens.back() != seq.draft[row]) break;
     }
@@ -598,7 +595,11 @@ bool Scheduler::SampleAndEmit(Sequence& seq, size_t i, size_t row) {
     sample.token = runner_->token(i, row);  // picked where the logits are: no row came back
     seq.sampling.Accept(sample.token);
   } else if (logits_uses_[i] == LogitsUse::kSample) {
-    sample = FromSampled(runner_->sampled(i), seq.sampling.params());
+    const SamplingParams& params = seq.sampling.params();
+    sample = FromSampled(runner_->sampled(i, row), params);
+    // A draft's rows drew from a copy of the generator (AppendDraftRules): this row's draw
+    // happens now, as it would have in plain decoding.
+    if (!seq.draft_input.empty() && !params.greedy) seq.sampling.rng().Uniform();
     seq.sampling.Accept(sample.token);
   } else if (logits_uses_[i] == LogitsUse::kRow && !seq.constraint) {
     sample = HostSampler().SampleRow(

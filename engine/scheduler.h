@@ -181,12 +181,16 @@ class Scheduler {
   // when the sequence finished (on a stop, its length, or a failure of structured output).
   bool SampleAndEmit(Sequence& seq, size_t i, size_t row);
 
-  // Speculative decoding (engine/scheduler_drafts.cc). ProposeDraftFor sets a decoding
-  // sequence's draft for this step, of at most `room` tokens (empty: no speculation).
+  // Speculative decoding (engine/scheduler_drafts.cc). PlanDrafts gives decoding sequences
+  // drafts from the step's `budget` left after everything else, with memory that is free.
+  void PlanDrafts(int64_t budget);
+  // Sets a decoding sequence's draft for this step, of at most `room` tokens (empty: none).
   void ProposeDraftFor(Sequence& seq, int64_t room);
-  // Lays out the pass's input and borrows the SSM blocks that the rewind after it may need,
-  // shortening the draft to the blocks it gets.
-  void BorrowDraftStates(Sequence& seq);
+  // Reserves the draft's KV and borrows the SSM blocks its rewind may need, from free memory
+  // only, shortening the draft to what it gets; then lays out the pass's input and snapshots.
+  void BorrowDraftMemory(Sequence& seq);
+  // Appends the sampling rules of a drafting sequence's rows (one per input token).
+  void AppendDraftRules(Sequence& seq);
   // After the pass and the draft's verification: takes the state back to the tokens the
   // sequence kept, returns the borrowed blocks and counts the draft. Safe to call on any
   // sequence (nothing to do without a draft in flight).

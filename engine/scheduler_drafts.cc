@@ -1,5 +1,5 @@
 // Speculative decoding inside the scheduler (SpeculationConfig in engine/scheduler.h): choosing a
-// draft, laying out its verification pass, and taking the state back to the tokens kept.
+// draft, giving it memory and a place in the pass, and taking the state back to the tokens kept.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -8,10 +8,31 @@
 
 namespace tandem::engine {
 
-void Scheduler::ProposeDraftFor(Sequence& seq, int64_t room) {
-  seq.draft.clear();
+namespace {
+
+size_t FreeUnits(const cache::BlockAllocator& allocator, cache::Pool pool) {
+  const cache::PoolStats stats = allocator.stats(pool);
+  return stats.capacity_units > stats.used_units ? stats.capacity_units - stats.used_units : 0;
+}
+
+}  // namespace
+
+void Scheduler::PlanDrafts(int64_t budget) {
   const SpeculationConfig& spec = config_.speculation;
   if (spec.draft_tokens <= 0 || decoding_this_step_ > spec.max_batch) return;
+  for (Sequence* seq : scheduled_) {
+    if (budget <= 0) return;
+    if (seq->status != SequenceStatus::kDecoding) continue;
+    ProposeDraftFor(*seq, budget);
+    BorrowDraftMemory(*seq);
+    budget -= static_cast<int64_t>(seq->draft.size());
+  }
+}
+
+void Scheduler::ProposeDraftFor(Sequence& seq, int64_t room) {
+  seq.draft.clear();
+  seq.draft_place.reset();
+  const SpeculationConfig& spec = config_.speculation;
   // A checkpoint the cache asked for beyond this point would land among the draft's own
   // snapshots: such a step decodes plainly (a rare case: checkpoints sit inside prompts).
   const int64_t computed = seq.computed();
@@ -28,27 +49,68 @@ void Scheduler::ProposeDraftFor(Sequence& seq, int64_t room) {
   options.min_match = spec.min_match;
   options.prompt_lookup = spec.prompt_lookup;
   if (options.max_tokens <= 0) return;
-  ProposeDraft(seq.tokens, seq.prompt_tokens, seq.request.prediction, options, &seq.draft);
+  seq.draft_place = ProposeDraft(seq.tokens, seq.prompt_tokens, seq.request.prediction, options,
+                                 &seq.draft, seq.prediction_hint);
 }
 
-void Scheduler::BorrowDraftStates(Sequence& seq) {
-  seq.draft_base = seq.computed();
+void Scheduler::BorrowDraftMemory(Sequence& seq) {
+  // Only what is free: a draft is an optimisation, so it never evicts cached state, preempts a
+  // sequence or makes AVMP move capacity between the pools, and it comes after every
+  // sequence's own needs of this step (PlanSnapshots ran first).
+  const int64_t base = seq.computed();
+  if (model_.config().num_attention_layers > 0) {
+    const auto have = static_cast<int64_t>(seq.memory->state().kv_pages.size());
+    const auto free = static_cast<int64_t>(FreeUnits(*allocator_, cache::Pool::kKvPage));
+    while (!seq.draft.empty() &&
+           model_.layout().PagesFor(base + 1 + static_cast<int64_t>(seq.draft.size())) - have >
+               free) {
+      seq.draft.pop_back();
+    }
+    if (!seq.draft.empty() &&
+        !seq.memory->Reserve(base + 1 + static_cast<int64_t>(seq.draft.size())).ok()) {
+      seq.draft.clear();
+    }
+  }
   if (model_.config().num_ssm_layers > 0) {
-    // The state after each input token but the last, which the live block holds. No cached
-    // state is evicted for these: a draft is an optimisation, and a shorter one will do.
-    for (size_t j = 0; j < seq.draft.size(); ++j) {
+    // The state after each input token but the last, which the live block holds.
+    const size_t wanted =
+        std::min(seq.draft.size(), FreeUnits(*allocator_, cache::Pool::kSsmBlock));
+    for (size_t j = 0; j < wanted; ++j) {
       absl::StatusOr<SsmCheckpoint> block = SsmCheckpoint::Allocate(*allocator_);
       if (!block.ok()) break;
       seq.draft_states.push_back(std::move(*block));
     }
     seq.draft.resize(seq.draft_states.size());
   }
-  if (seq.draft.empty()) return;
+  if (seq.draft.empty()) {
+    seq.draft_states.clear();
+    seq.draft_place.reset();
+    return;
+  }
+  seq.draft_base = base;
+  seq.draft_rows_read = 0;
   seq.draft_input.assign(1, seq.tokens.back());
   seq.draft_input.insert(seq.draft_input.end(), seq.draft.begin(), seq.draft.end());
   seq.step_tokens = static_cast<int64_t>(seq.draft_input.size());
   for (size_t j = 0; j < seq.draft_states.size(); ++j) {
     seq.step_snapshots.push_back({static_cast<int64_t>(j + 1), seq.draft_states[j].data()});
+  }
+}
+
+void Scheduler::AppendDraftRules(Sequence& seq) {
+  const SamplingParams& params = seq.sampling.params();
+  // Row j is sampled only if draft[0, j) was, so its rule is the one plain decoding would use
+  // after them: the generator's next draw after j draws, and the penalty counts with those
+  // tokens added. A copy of the sampling state gives both; the sequence's own generator
+  // advances as rows are read (SampleAndEmit).
+  SamplingState ahead = seq.sampling;
+  for (size_t j = 0; j < seq.draft_input.size(); ++j) {
+    kernels::SamplingRow& rule = sampling_rules_.emplace_back(params.rule());
+    if (!params.greedy) rule.uniform = ahead.rng().Uniform();
+    rule.penalties_begin = static_cast<int32_t>(penalty_tokens_.size());
+    if (params.penalties().active()) AppendPenaltyTokens(ahead.counts(), &penalty_tokens_);
+    rule.penalties_end = static_cast<int32_t>(penalty_tokens_.size());
+    if (j < seq.draft.size()) ahead.Accept(seq.draft[j]);
   }
 }
 
@@ -58,38 +120,45 @@ absl::Status Scheduler::SettleDraft(Sequence& seq) {
     seq.draft_states.clear();
     return absl::OkStatus();
   }
-  absl::Status rewound;
-  if (seq.memory) {
-    // The state ran the whole draft (or, after a failed pass, none of it); the sequence keeps
-    // the tokens up to its last emitted one, which is not run yet.
+  absl::Status settled;
+  if (seq.memory && seq.memory->state().tokens > seq.draft_base) {
+    // The pass ran the whole draft. Each row read ran one more input token: the state plain
+    // decoding would have is the one after those.
     const int64_t ran = seq.memory->state().tokens;
-    const auto kept = static_cast<int64_t>(seq.tokens.size()) - 1;
-    if (kept < ran) {
-      const int64_t after = kept - seq.draft_base;  // input tokens kept, at least 1
-      const float* state = after >= 1 && after <= static_cast<int64_t>(seq.draft_states.size())
-                               ? seq.draft_states[static_cast<size_t>(after - 1)].data()
-                               : nullptr;
-      rewound = state != nullptr || model_.config().num_ssm_layers == 0
-                    ? seq.memory->Rewind(kept, state)
-                    : absl::InternalError(absl::StrCat("speculative decoding: no saved state "
-                                                       "after ",
-                                                       after, " of the pass's tokens"));
+    const int64_t rows = seq.draft_rows_read;
+    if (rows == 0) {
+      // Ran, then failed before any row was sampled: nothing to keep, nothing to rewind to.
+      settled = absl::InternalError("speculative decoding: the pass's rows were never read");
+    } else if (seq.draft_base + rows < ran) {
+      settled = seq.memory->Rewind(seq.draft_base + rows,
+                                   seq.draft_states.empty()
+                                       ? nullptr
+                                       : seq.draft_states[static_cast<size_t>(rows - 1)].data());
     }
-    if (ran > seq.draft_base) {
-      // The pass ran: every emitted token after the first was a confirmed draft token.
-      const int64_t emitted = static_cast<int64_t>(seq.tokens.size()) - 1 - seq.draft_base;
-      const int64_t accepted = std::max<int64_t>(emitted - 1, 0);
-      const auto drafted = static_cast<int64_t>(seq.draft.size());
-      seq.usage.accepted_draft_tokens += accepted;
-      seq.usage.rejected_draft_tokens += drafted - accepted;
-      stats_.draft_tokens += static_cast<uint64_t>(drafted);
-      stats_.accepted_draft_tokens += static_cast<uint64_t>(accepted);
+    // Drafted tokens confirmed: the emitted tokens that equal the draft, from its start.
+    const auto emitted = static_cast<int64_t>(seq.tokens.size()) - 1 - seq.draft_base;
+    int64_t accepted = 0;
+    while (accepted < emitted && accepted < static_cast<int64_t>(seq.draft.size()) &&
+           seq.tokens[static_cast<size_t>(seq.draft_base + 1 + accepted)] ==
+               seq.draft[static_cast<size_t>(accepted)]) {
+      ++accepted;
     }
+    const auto drafted = static_cast<int64_t>(seq.draft.size());
+    seq.usage.accepted_draft_tokens += accepted;
+    seq.usage.rejected_draft_tokens += drafted - accepted;
+    stats_.draft_tokens += static_cast<uint64_t>(drafted);
+    stats_.accepted_draft_tokens += static_cast<uint64_t>(accepted);
+    // The next draft from the prediction continues after the tokens emitted from this one.
+    seq.prediction_hint =
+        seq.draft_place && seq.draft_place->in_prediction
+            ? seq.draft_place->at + static_cast<size_t>(std::max<int64_t>(emitted, 0))
+            : 0;
   }
   seq.draft.clear();
   seq.draft_input.clear();
   seq.draft_states.clear();  // back to the allocator
-  return rewound;
+  seq.draft_place.reset();
+  return settled;
 }
 
 }  // namespace tandem::engine

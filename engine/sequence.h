@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/prefix_cache.h"
+#include "engine/draft_tokens.h"
 #include "engine/output_constraint.h"
 #include "engine/output_text.h"
 #include "engine/request.h"
@@ -69,6 +70,11 @@ struct Sequence {
   std::vector<int32_t> draft_input;
   std::vector<SsmCheckpoint> draft_states;
   int64_t draft_base = 0;
+  int64_t draft_rows_read = 0;  // rows of the pass sampled so far (each ran one input token)
+  // Where the draft came from, and where in the expected sequence (prompt, prediction) the
+  // next draft from the prediction should continue (DraftTokens' hint; 0: nowhere).
+  std::optional<DraftPlace> draft_place;
+  size_t prediction_hint = 0;
 
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer

@@ -251,9 +251,10 @@ absl::Status ConvertPrediction(const std::string& text, const std::string& field
     return Invalid(field, absl::StrCat(ids->size(), " tokens, more than the ",
                                        engine::kMaxPredictionTokens, " allowed"));
   }
-  // Ids the model has no logit for (a tokenizer may know more) could never be confirmed.
+  // An id the model has no logit for (a tokenizer may know more) could never be confirmed:
+  // the prediction ends before it rather than join the text on either side.
   const int32_t vocab = context.model->model->config().vocab_size;
-  ids->erase(std::remove_if(ids->begin(), ids->end(), [&](int32_t id) { return id >= vocab; }),
+  ids->erase(std::find_if(ids->begin(), ids->end(), [&](int32_t id) { return id >= vocab; }),
              ids->end());
   out->prediction = *std::move(ids);
   return absl::OkStatus();

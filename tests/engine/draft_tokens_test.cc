@@ -1,5 +1,6 @@
 #include "engine/draft_tokens.h"
 
+#include <optional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -72,6 +73,30 @@ TEST(DraftTokensTest, ThePredictionWinsATieWithTheSequence) {
   DraftOptions off;
   off.prompt_lookup = false;
   EXPECT_EQ(Draft({5, 6, 7, 0, 5, 6}, 6, {}, off), Ids{});
+}
+
+TEST(DraftTokensTest, AHintKeepsARepeatingPredictionAligned) {
+  // The prediction says "10 11 12" twice, followed by 20 then 21; the output has written the
+  // first. With matches capped at three tokens both places tie: the latest wins, unless the
+  // hint says where the previous draft would continue.
+  const Ids tokens = {1, 2, 10, 11, 12};
+  const Ids prediction = {10, 11, 12, 20, 10, 11, 12, 21};
+  DraftOptions capped;
+  capped.max_match = 3;
+  Ids draft;
+  std::optional<DraftPlace> place = ProposeDraft(tokens, 2, prediction, capped, &draft);
+  EXPECT_EQ(draft, Ids{21});
+  ASSERT_TRUE(place.has_value());
+  EXPECT_TRUE(place->in_prediction);
+  EXPECT_EQ(place->at, 9u);
+  place = ProposeDraft(tokens, 2, prediction, capped, &draft, /*prediction_hint=*/5);
+  EXPECT_EQ(draft, (Ids{20, 10, 11, 12}));
+  ASSERT_TRUE(place.has_value());
+  EXPECT_EQ(place->at, 5u);
+  // No draft, no place.
+  const Ids plain_text = {1, 2, 3};
+  EXPECT_FALSE(ProposeDraft(plain_text, 3, {}, {}, &draft).has_value());
+  EXPECT_TRUE(draft.empty());
 }
 
 TEST(DraftTokensTest, InconsistentArgumentsDraftNothing) {

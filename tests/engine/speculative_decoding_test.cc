@@ -229,6 +229,31 @@ TEST_P(SpeculativeDecodingTest, AStopInsideAnAcceptedDraftEndsThereAndCachesTheR
   ExpectSameOutput(hit, Plainly(second));
 }
 
+TEST_P(SpeculativeDecodingTest, DraftsTakeOnlyTheBudgetOthersLeave) {
+  // A step of 8 tokens, a sequence with a perfect prediction, and a prompt that arrives while it
+  // decodes: the prompt gets the 7 tokens the decode row leaves each step, as without
+  // speculation, and the draft gets nothing until the prompt is in.
+  const Request first = testing::GreedyWithLogprobs(Tokens(20, 30, vocab_), 40);
+  const Request second = testing::GreedyWithLogprobs(Tokens(30, 31, vocab_), 6);
+  const Outcome first_plain = Plainly(first), second_plain = Plainly(second);
+  SchedulerConfig config = Speculating(8);
+  config.step_tokens = 8;
+  auto speculating = Harness(config);
+  Request predicted = first;
+  predicted.prediction = first_plain.tokens;
+  auto first_stream = speculating->Add(predicted);
+  Scheduler& scheduler = speculating->scheduler();
+  while (scheduler.status_of(1) != SequenceStatus::kDecoding) scheduler.Step();
+  auto second_stream = speculating->Add(second);
+  for (int step = 0; step < 5; ++step) scheduler.Step();  // 7 + 7 + 7 + 7 + 2 prompt tokens
+  EXPECT_EQ(scheduler.status_of(2), SequenceStatus::kDecoding);
+  EXPECT_EQ(scheduler.status_of(1), SequenceStatus::kDecoding);  // one token a step meanwhile
+  speculating->RunUntilIdle();
+  ExpectSameOutput(Drain(*first_stream), first_plain);
+  ExpectSameOutput(Drain(*second_stream), second_plain);
+  EXPECT_GT(scheduler.stats().accepted_draft_tokens, 0u);
+}
+
 TEST_P(SpeculativeDecodingTest, DraftsNeverRunPastTheLengthLimit) {
   const Request request = testing::GreedyWithLogprobs(Tokens(30, 14, vocab_), 7);
   const Outcome plain = Plainly(request);
@@ -315,10 +340,11 @@ TEST(ModelRunnerRowsTest, AllRowsOfAPassAreTheBitsOfDecodeSteps) {
         for (size_t t = 0; t < next.size(); ++t) {
           rows[1].insert(rows[1].end(), runner->logits_row(1, t), runner->logits_row(1, t) + vocab);
         }
-        // A sampling rule draws one row: a multi-row sequence cannot ask for one.
+        // Sampling rules come one per row: one per sequence is refused before anything runs.
         const std::vector<LogitsUse> sampled = {LogitsUse::kArgmax, LogitsUse::kSample};
-        const std::vector<kernels::SamplingRow> rules(2);
-        EXPECT_TRUE(absl::IsInvalidArgument(runner->Run(batch, &errors, sampled, {rules, {}})));
+        const std::vector<kernels::SamplingRow> per_sequence(2);
+        EXPECT_TRUE(
+            absl::IsInvalidArgument(runner->Run(batch, &errors, sampled, {per_sequence, {}})));
       }
     }
     EXPECT_EQ(rows[0], rows[1]);

@@ -138,6 +138,44 @@ TEST_F(StructuredOutputTest, JsonObjectModeWithLogprobs) {
   }
 }
 
+// Speculative decoding under a constraint: a prediction (right, or right only in part) leaves
+// every constrained answer as it was, greedy or sampled, and the state the answer leaves in the
+// cache (its last rows read inside a draft) serves the next turn as a miss would.
+TEST_F(StructuredOutputTest, APredictionChangesNoConstrainedAnswer) {
+  auto harness = Harness(CachePolicy::kMarconi);
+  for (uint64_t seed : {0, 7}) {
+    SCOPED_TRACE(seed);
+    Request r = Ask("Mrs. Bennet said to her husband", person_);
+    if (seed != 0) {
+      r.sampling.greedy = false;
+      r.sampling.seed = seed;
+      r.sampling.presence_penalty = 0.4f;
+    }
+    const Outcome plain = Harness()->Run(r);
+    ExpectPerson(ParsedAnswer(plain));
+    for (const bool whole : {true, false}) {
+      Request predicted = r;
+      predicted.prediction = plain.tokens;
+      if (!whole) predicted.prediction.resize(plain.tokens.size() / 2);
+      const Outcome got = harness->Run(predicted);
+      EXPECT_EQ(got.tokens, plain.tokens);
+      EXPECT_EQ(got.text, plain.text);
+      EXPECT_GT(got.finished.usage.accepted_draft_tokens, 0);
+    }
+    // The next turn starts with this one's prompt and answer: restored from the cache, it
+    // answers as a cold run does.
+    Request next = Ask("", nullptr);
+    next.prompt = r.prompt;
+    next.prompt.insert(next.prompt.end(), plain.tokens.begin(), plain.tokens.end());
+    const std::vector<int32_t> more = *tokenizer_->Encode(" Then she said", false);
+    next.prompt.insert(next.prompt.end(), more.begin(), more.end());
+    next.max_new_tokens = 12;
+    const Outcome hit = harness->Run(next);
+    EXPECT_GT(hit.finished.usage.cached_tokens, static_cast<int64_t>(r.prompt.size()));
+    EXPECT_EQ(hit.tokens, Harness()->Run(next).tokens);
+  }
+}
+
 TEST_F(StructuredOutputTest, CacheHitGivesTheSameAnswerAsAMiss) {
   auto harness = Harness(CachePolicy::kMarconi);
   // A prompt of several pages with a checkpoint hinted a few tokens before its end (a request
