@@ -372,7 +372,10 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
       .Field("metrics_port", server->metrics_port())
       .Field("cache_policy", engine::CachePolicyName(config.engine.scheduler.cache.policy))
       .Field("tool_call_format",
-             std::string(server::ToolCallFormatName(server->state().tool_calls().format())));
+             std::string(server::ToolCallFormatName(server->state().tool_calls().format())))
+      .Field("speculative_tokens",
+             static_cast<int64_t>(config.engine.scheduler.speculation.draft_tokens))
+      .Field("prompt_lookup", config.engine.scheduler.speculation.prompt_lookup);
   // Scripts read these lines to find the ports (useful with --port 0 and --metrics-port 0).
   if (server->metrics_port() != 0) {
     std::fprintf(stdout, "tandem metrics on http://%s:%d/metrics\n", config.metrics.host.c_str(),

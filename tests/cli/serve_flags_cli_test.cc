@@ -61,6 +61,11 @@ TEST_F(ServeFlagsTest, ImpossibleSettingsAreUsageErrorsNamingWhatWasWrong) {
            {"--max-streams-per-connection 0", "--max-streams-per-connection must be in"},
            {"--gpu-graphs", "--gpu-graphs needs a GPU (--device cuda or cuda:N)"},
            {"--gpu-tensor-cores", "--gpu-tensor-cores needs a GPU (--device cuda or cuda:N)"},
+           {"--speculative-tokens 65", "--speculative-tokens must be in [0, 64], got 65"},
+           {"--speculative-tokens 0 --prompt-lookup",
+            "--prompt-lookup needs drafts: --speculative-tokens is 0"},
+           {"--prompt-lookup-min-match 0", "--prompt-lookup-min-match must be in [1, 64]"},
+           {"--speculative-max-batch 0", "--speculative-max-batch must be in [1, 65535]"},
        }) {
     const auto out = RunTandem("serve --model " + Fixture("models/zamba2-tiny") + " " + c.args);
     EXPECT_EQ(out.exit_code, 2) << c.args << "\n" << out.err;
