@@ -241,6 +241,18 @@ absl::StatusOr<Handle> AvmpAllocator::Allocate(Pool pool) {
     return absl::ResourceExhaustedError(
         absl::StrCat("pool ", PoolName(pool), " is full (", capacity_units(pool), " units)"));
   }
+  return TakeFreeUnit(pool);
+}
+
+absl::StatusOr<Handle> AvmpAllocator::AllocateIfFree(Pool pool) {
+  if (pools_[int(pool)].partial.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat("pool ", PoolName(pool), " has no free unit"));
+  }
+  return TakeFreeUnit(pool);
+}
+
+absl::StatusOr<Handle> AvmpAllocator::TakeFreeUnit(Pool pool) {
+  PoolState& p = pools_[int(pool)];
   // The lowest free unit: the first free slot of the lowest granule that has one.
   const uint32_t gi = *p.partial.begin();
   if (!committed_[gi]) {

@@ -80,6 +80,8 @@ class AvmpAllocator final : public BlockAllocator {
       const AvmpConfig& config, std::unique_ptr<MemoryBacking> backing = nullptr);
 
   absl::StatusOr<Handle> Allocate(Pool pool) override;
+  // No deferred pull, no migration, no OOM count, and no tick of the migration throttle.
+  absl::StatusOr<Handle> AllocateIfFree(Pool pool) override;
   void Free(Handle handle) override;
   std::byte* Resolve(Handle handle) const override;
   // Through the backing, whose memory may be a GPU's.
@@ -109,6 +111,9 @@ class AvmpAllocator final : public BlockAllocator {
 
  private:
   static constexpr uint8_t kNoPool = 0xff;
+  // The lowest free unit of `pool`, which has one (`partial` is not empty), committing its
+  // granule's memory if needed.
+  absl::StatusOr<Handle> TakeFreeUnit(Pool pool);
   struct PoolState {
     size_t unit_bytes = 0;
     size_t stride = 0;

@@ -127,6 +127,13 @@ absl::StatusOr<std::unique_ptr<PaddedUnifiedAllocator>> PaddedUnifiedAllocator::
   return a;
 }
 
+absl::StatusOr<Handle> PaddedUnifiedAllocator::AllocateIfFree(Pool pool) {
+  if (free_.empty() || unit_bytes(pool) == 0) {
+    return absl::ResourceExhaustedError("unified pool has no free slot");
+  }
+  return Allocate(pool);
+}
+
 absl::StatusOr<Handle> PaddedUnifiedAllocator::Allocate(Pool pool) {
   ++ops_;
   if (unit_bytes(pool) == 0) {

@@ -66,6 +66,8 @@ class PaddedUnifiedAllocator final : public BlockAllocator {
       const PaddedUnifiedConfig& config);
 
   absl::StatusOr<Handle> Allocate(Pool pool) override;
+  // Its pools share one set of slots, which stats() counts as each pool's capacity.
+  absl::StatusOr<Handle> AllocateIfFree(Pool pool) override;
   void Free(Handle handle) override;
   std::byte* Resolve(Handle handle) const override;
   // kKvPage: kv_pages_per_slot() base pages; kSsmBlock: one SSM state.

@@ -75,6 +75,11 @@ class BlockAllocator {
   // One unit of `pool`. RESOURCE_EXHAUSTED when the pool cannot grow (or its memory could
   // not be committed).
   [[nodiscard]] virtual absl::StatusOr<Handle> Allocate(Pool pool) = 0;
+  // One unit of `pool` only if one is free now: an optional use (speculative decoding's
+  // borrowed blocks) must not move capacity between the pools, evict anything, or count an
+  // out-of-memory event. RESOURCE_EXHAUSTED otherwise. The default serves allocators whose
+  // Allocate does nothing more than take a free unit (fixed pools, arenas).
+  [[nodiscard]] virtual absl::StatusOr<Handle> AllocateIfFree(Pool pool);
   // Returns a unit. Freeing an invalid or already free handle is a programming error.
   virtual void Free(Handle handle) = 0;
   // The memory of a live unit: unit_bytes(pool) bytes, aligned to 64 bytes, stable until freed.

@@ -220,7 +220,7 @@ class Scheduler {
   std::vector<models::SequenceInput> inputs_;
   std::vector<absl::Status> errors_;
   std::vector<LogitsUse> logits_uses_;  // per scheduled sequence, what its step reads
-  std::vector<kernels::SamplingRow> sampling_rules_;  // per scheduled sequence (kSample rows)
+  std::vector<kernels::SamplingRow> sampling_rules_;   // per logits row (read for kSample rows)
   std::vector<kernels::PenaltyToken> penalty_tokens_;  // what sampling_rules_ index
   // Structured output's: the vocabulary trie, a host sampler and the allowed tokens.
   std::shared_ptr<const TokenTrie> token_trie_;

@@ -49,38 +49,44 @@ void Scheduler::ProposeDraftFor(Sequence& seq, int64_t room) {
   options.min_match = spec.min_match;
   options.prompt_lookup = spec.prompt_lookup;
   if (options.max_tokens <= 0) return;
+  // The hint moves on with the tokens decoded since it was set.
+  const size_t hint = seq.prediction_hint == 0
+                          ? 0
+                          : seq.prediction_hint + seq.tokens.size() - seq.prediction_hint_tokens;
   seq.draft_place = ProposeDraft(seq.tokens, seq.prompt_tokens, seq.request.prediction, options,
-                                 &seq.draft, seq.prediction_hint);
+                                 &seq.draft, hint);
 }
 
 void Scheduler::BorrowDraftMemory(Sequence& seq) {
   // Only what is free: a draft is an optimisation, so it never evicts cached state, preempts a
-  // sequence or makes AVMP move capacity between the pools, and it comes after every
-  // sequence's own needs of this step (PlanSnapshots ran first).
+  // sequence or makes AVMP move capacity between the pools (BlockAllocator::AllocateIfFree),
+  // and it comes after every sequence's own needs of this step (PlanSnapshots ran first).
   const int64_t base = seq.computed();
-  if (model_.config().num_attention_layers > 0) {
-    const auto have = static_cast<int64_t>(seq.memory->state().kv_pages.size());
-    const auto free = static_cast<int64_t>(FreeUnits(*allocator_, cache::Pool::kKvPage));
-    while (!seq.draft.empty() &&
-           model_.layout().PagesFor(base + 1 + static_cast<int64_t>(seq.draft.size())) - have >
-               free) {
-      seq.draft.pop_back();
-    }
-    if (!seq.draft.empty() &&
-        !seq.memory->Reserve(base + 1 + static_cast<int64_t>(seq.draft.size())).ok()) {
-      seq.draft.clear();
-    }
-  }
   if (model_.config().num_ssm_layers > 0) {
     // The state after each input token but the last, which the live block holds.
-    const size_t wanted =
-        std::min(seq.draft.size(), FreeUnits(*allocator_, cache::Pool::kSsmBlock));
-    for (size_t j = 0; j < wanted; ++j) {
-      absl::StatusOr<SsmCheckpoint> block = SsmCheckpoint::Allocate(*allocator_);
+    while (seq.draft_states.size() < seq.draft.size()) {
+      absl::StatusOr<SsmCheckpoint> block =
+          SsmCheckpoint::Allocate(*allocator_, /*only_free=*/true);
       if (!block.ok()) break;
       seq.draft_states.push_back(std::move(*block));
     }
     seq.draft.resize(seq.draft_states.size());
+  }
+  if (model_.config().num_attention_layers > 0 && !seq.draft.empty()) {
+    const auto have = static_cast<int64_t>(seq.memory->state().kv_pages.size());
+    const auto free = static_cast<int64_t>(FreeUnits(*allocator_, cache::Pool::kKvPage));
+    auto pages_for = [&](size_t drafted) {
+      return model_.layout().PagesFor(base + 1 + static_cast<int64_t>(drafted));
+    };
+    while (!seq.draft.empty() && pages_for(seq.draft.size()) - have > free) seq.draft.pop_back();
+    if (!seq.memory->Reserve(base + 1 + static_cast<int64_t>(seq.draft.size()), true).ok()) {
+      seq.memory->TrimTo(base + 1);
+      seq.draft.clear();
+    }
+    if (seq.draft_states.size() > seq.draft.size()) {  // blocks beyond a shortened draft
+      seq.draft_states.erase(seq.draft_states.begin() + static_cast<ptrdiff_t>(seq.draft.size()),
+                             seq.draft_states.end());
+    }
   }
   if (seq.draft.empty()) {
     seq.draft_states.clear();
@@ -149,10 +155,13 @@ absl::Status Scheduler::SettleDraft(Sequence& seq) {
     stats_.draft_tokens += static_cast<uint64_t>(drafted);
     stats_.accepted_draft_tokens += static_cast<uint64_t>(accepted);
     // The next draft from the prediction continues after the tokens emitted from this one.
-    seq.prediction_hint =
-        seq.draft_place && seq.draft_place->in_prediction
-            ? seq.draft_place->at + static_cast<size_t>(std::max<int64_t>(emitted, 0))
-            : 0;
+    if (seq.draft_place && seq.draft_place->in_prediction) {
+      seq.prediction_hint =
+          seq.draft_place->at + static_cast<size_t>(std::max<int64_t>(emitted, 0));
+      seq.prediction_hint_tokens = seq.tokens.size();
+    }
+    // The pages reserved for the refused part go back (the next step needs one more position).
+    seq.memory->TrimTo(static_cast<int64_t>(seq.tokens.size()));
   }
   seq.draft.clear();
   seq.draft_input.clear();

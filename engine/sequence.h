@@ -75,6 +75,7 @@ struct Sequence {
   // next draft from the prediction should continue (DraftTokens' hint; 0: nowhere).
   std::optional<DraftPlace> draft_place;
   size_t prediction_hint = 0;
+  size_t prediction_hint_tokens = 0;  // tokens.size() when the hint was set
 
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer

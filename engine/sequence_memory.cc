@@ -8,8 +8,11 @@
 
 namespace tandem::engine {
 
-absl::StatusOr<SsmCheckpoint> SsmCheckpoint::Allocate(cache::BlockAllocator& allocator) {
-  TANDEM_ASSIGN_OR_RETURN(cache::Handle handle, allocator.Allocate(cache::Pool::kSsmBlock));
+absl::StatusOr<SsmCheckpoint> SsmCheckpoint::Allocate(cache::BlockAllocator& allocator,
+                                                      bool only_free) {
+  TANDEM_ASSIGN_OR_RETURN(cache::Handle handle,
+                          only_free ? allocator.AllocateIfFree(cache::Pool::kSsmBlock)
+                                    : allocator.Allocate(cache::Pool::kSsmBlock));
   return SsmCheckpoint(&allocator, handle, reinterpret_cast<float*>(allocator.Resolve(handle)));
 }
 
@@ -67,12 +70,7 @@ SequenceMemory::~SequenceMemory() {
 
 SequenceMemory::Released SequenceMemory::Release() {
   Released released;
-  const size_t needed = static_cast<size_t>(model_->layout().PagesFor(state_.tokens));
-  while (state_.kv_pages.size() > needed && !owned_handles_.empty()) {
-    allocator_->Free(owned_handles_.back());
-    owned_handles_.pop_back();
-    state_.kv_pages.pop_back();
-  }
+  TrimTo(state_.tokens);
   released.kv_pages = std::move(owned_handles_);
   owned_handles_.clear();
   released.ssm_block = std::exchange(ssm_handle_, cache::Handle());
@@ -80,20 +78,32 @@ SequenceMemory::Released SequenceMemory::Release() {
   return released;
 }
 
-absl::StatusOr<float*> SequenceMemory::NewPage() {
-  TANDEM_ASSIGN_OR_RETURN(cache::Handle h, allocator_->Allocate(cache::Pool::kKvPage));
+absl::StatusOr<float*> SequenceMemory::NewPage(bool only_free) {
+  TANDEM_ASSIGN_OR_RETURN(cache::Handle h, only_free
+                                               ? allocator_->AllocateIfFree(cache::Pool::kKvPage)
+                                               : allocator_->Allocate(cache::Pool::kKvPage));
   owned_handles_.push_back(h);
   return reinterpret_cast<float*>(allocator_->Resolve(h));
 }
 
-absl::Status SequenceMemory::Reserve(int64_t tokens) {
+absl::Status SequenceMemory::Reserve(int64_t tokens, bool only_free) {
   if (model_->config().num_attention_layers == 0) return absl::OkStatus();
   const int64_t needed = model_->layout().PagesFor(tokens);
   while (static_cast<int64_t>(state_.kv_pages.size()) < needed) {
-    TANDEM_ASSIGN_OR_RETURN(float* page, NewPage());
+    TANDEM_ASSIGN_OR_RETURN(float* page, NewPage(only_free));
     state_.kv_pages.push_back(page);
   }
   return absl::OkStatus();
+}
+
+void SequenceMemory::TrimTo(int64_t tokens) {
+  const auto needed =
+      static_cast<size_t>(model_->layout().PagesFor(std::max(tokens, state_.tokens)));
+  while (state_.kv_pages.size() > needed && !owned_handles_.empty()) {
+    allocator_->Free(owned_handles_.back());
+    owned_handles_.pop_back();
+    state_.kv_pages.pop_back();
+  }
 }
 
 absl::Status SequenceMemory::Rewind(int64_t position, const float* ssm_state) {
@@ -130,7 +140,7 @@ absl::Status SequenceMemory::RestoreFrom(const float* checkpoint,
     const int64_t full = position / layout.page_tokens();
     for (int64_t i = 0; i < full; ++i) state_.kv_pages.push_back(source_pages[i]);
     if (position % layout.page_tokens() != 0) {
-      TANDEM_ASSIGN_OR_RETURN(float* page, NewPage());
+      TANDEM_ASSIGN_OR_RETURN(float* page, NewPage(false));
       state_.kv_pages.push_back(page);
       TANDEM_RETURN_IF_ERROR(allocator_->CopyBytes(
           reinterpret_cast<std::byte*>(page),

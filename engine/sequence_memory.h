@@ -18,7 +18,9 @@ namespace tandem::engine {
 // One SSM block that holds a checkpoint: every SSM layer's state at one position.
 class SsmCheckpoint {
  public:
-  static absl::StatusOr<SsmCheckpoint> Allocate(cache::BlockAllocator& allocator);
+  // `only_free`: only a block free now (BlockAllocator::AllocateIfFree), for optional uses.
+  static absl::StatusOr<SsmCheckpoint> Allocate(cache::BlockAllocator& allocator,
+                                                bool only_free = false);
   SsmCheckpoint(SsmCheckpoint&& other) noexcept;
   SsmCheckpoint& operator=(SsmCheckpoint&& other) noexcept;
   ~SsmCheckpoint();
@@ -50,8 +52,11 @@ class SequenceMemory {
   const models::SequenceState& state() const { return state_; }
 
   // Makes sure KV pages exist for `tokens` positions. RESOURCE_EXHAUSTED leaves the pages that
-  // were already there.
-  absl::Status Reserve(int64_t tokens);
+  // were already there (and any it added). `only_free`: from free pages only
+  // (BlockAllocator::AllocateIfFree), for optional uses.
+  absl::Status Reserve(int64_t tokens, bool only_free = false);
+  // Frees the owned KV pages beyond those `tokens` positions need (pages a draft reserved).
+  void TrimTo(int64_t tokens);
 
   // Sets this (fresh) sequence to position `position` of another one: the SSM block is copied
   // from `checkpoint` (taken after `position` tokens) and the KV of positions [0, position) comes
@@ -85,7 +90,7 @@ class SequenceMemory {
  private:
   SequenceMemory(cache::BlockAllocator& allocator, const models::Model& model)
       : allocator_(&allocator), model_(&model) {}
-  absl::StatusOr<float*> NewPage();
+  absl::StatusOr<float*> NewPage(bool only_free);
 
   cache::BlockAllocator* allocator_;
   const models::Model* model_;

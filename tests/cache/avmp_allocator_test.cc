@@ -72,6 +72,33 @@ TEST(AvmpAllocatorTest, MigratesCapacityUnderPressure) {
   std::memset(a->Resolve(*h), 1, 4096);
 }
 
+// An optional allocation (speculative decoding's borrowed blocks) takes a free unit or nothing:
+// where Allocate would move capacity over, it refuses without a migration or an OOM event.
+TEST(AvmpAllocatorTest, AllocateIfFreeNeverMigratesOrCountsAnOom) {
+  auto a = *AvmpAllocator::Create(SmallConfig());
+  std::vector<Handle> ssm;
+  for (int i = 0; i < 7; ++i) ssm.push_back(*a->Allocate(Pool::kSsmBlock));
+  auto last = a->AllocateIfFree(Pool::kSsmBlock);  // the eighth, free
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_TRUE(absl::IsResourceExhausted(a->AllocateIfFree(Pool::kSsmBlock).status()));
+  AllocatorStats s = a->allocator_stats();
+  EXPECT_EQ(s.migrations, 0u);
+  EXPECT_EQ(s.pools[1].oom_events, 0u);
+  EXPECT_EQ(a->stats(Pool::kSsmBlock).capacity_units, 8u);
+  // Allocate itself still moves capacity when it must.
+  EXPECT_TRUE(a->Allocate(Pool::kSsmBlock).ok());
+  EXPECT_EQ(a->allocator_stats().migrations, 1u);
+}
+
+TEST(AvmpAllocatorTest, AllocateIfFreeOfAFixedSplit) {
+  auto fixed = *FixedDualAllocator::Create(
+      {.kv_page_bytes = 1024, .ssm_block_bytes = 4096, .budget_bytes = 16 * 4096});
+  const size_t blocks = fixed->stats(Pool::kSsmBlock).capacity_units;
+  for (size_t i = 0; i < blocks; ++i) ASSERT_TRUE(fixed->AllocateIfFree(Pool::kSsmBlock).ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(fixed->AllocateIfFree(Pool::kSsmBlock).status()));
+  EXPECT_EQ(fixed->stats(Pool::kSsmBlock).oom_events, 0u);
+}
+
 TEST(AvmpAllocatorTest, MigratedGranulesAreDecommitted) {
   auto a = *AvmpAllocator::Create(SmallConfig());
   std::vector<Handle> kv;

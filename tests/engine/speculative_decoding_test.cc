@@ -273,15 +273,30 @@ TEST_P(SpeculativeDecodingTest, ScarceMemoryShortensDraftsWithoutChangingOutput)
   const Outcome plain = Plainly(request);
   Request predicted = request;
   predicted.prediction = plain.tokens;
-  // Room for the sequence's own SSM block and KV pages and about two more blocks, with no cache:
-  // the drafts get what is free.
+  // Room for the sequence's SSM block, its KV pages twice over (AVMP splits the budget between
+  // the pools) and about two more blocks, with no cache: the drafts get what is free.
   const models::StateLayout& layout = model_->layout();
   const size_t kv = static_cast<size_t>(layout.PagesFor(80)) * layout.kv_page_bytes();
   const size_t block = model_->config().num_ssm_layers > 0 ? layout.ssm_block_bytes() : 0;
-  auto speculating = Harness(8, kv + 3 * block + layout.kv_page_bytes(), CachePolicy::kNone);
+  const size_t memory = 2 * kv + 3 * block + layout.kv_page_bytes();
+  auto speculating = Harness(8, memory, CachePolicy::kNone);
   const Outcome got = speculating->Run(predicted);
   ExpectSameOutput(got, plain);
   EXPECT_GT(got.finished.usage.accepted_draft_tokens, 0);
+  // Drafts took free units only: the allocator saw the out-of-memory events and capacity moves
+  // of plain decoding in the same memory, and got every unit back (with no cache, nothing is
+  // held once the request is done).
+  auto alone = Harness(0, memory, CachePolicy::kNone);
+  const Outcome alone_out = alone->Run(request);
+  ExpectSameOutput(alone_out, plain);
+  EXPECT_TRUE(alone_out.finished.error.ok()) << alone_out.finished.error;
+  for (const cache::Pool pool : {cache::Pool::kKvPage, cache::Pool::kSsmBlock}) {
+    EXPECT_EQ(speculating->allocator().stats(pool).oom_events,
+              alone->allocator().stats(pool).oom_events);
+    EXPECT_EQ(speculating->used(pool), 0u);
+  }
+  EXPECT_EQ(speculating->allocator().allocator_stats().migrations,
+            alone->allocator().allocator_stats().migrations);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SpeculativeDecodingTest,

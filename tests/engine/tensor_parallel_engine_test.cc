@@ -95,6 +95,38 @@ TEST_P(TensorParallelEngineTest, TurnsMatchTheWholeModelAndHitsMatchMisses) {
   EXPECT_TRUE(testing::SameLogprobs(cold.logprobs, got[1].logprobs));
 }
 
+// Speculation on a split model: each worker saves and restores its part of the SSM state
+// after each drafted token, so a prediction (here wrong in one place) leaves the split model's
+// output bit for bit as it was.
+TEST_P(TensorParallelEngineTest, APredictionChangesNothingOnASplitModel) {
+  const std::shared_ptr<const models::Model> split = Load(GetParam(), 2);
+  ASSERT_NE(split, nullptr);
+  const int32_t vocab = split->config().vocab_size;
+  EngineConfig plain_config = Config(1);
+  plain_config.scheduler.speculation.draft_tokens = 0;
+  auto plain_engine = Engine::Create(*split, nullptr, plain_config);
+  ASSERT_TRUE(plain_engine.ok()) << plain_engine.status();
+  const Request request = testing::GreedyWithLogprobs(testing::Tokens(37, 9, vocab), 20);
+  auto plain_stream = (*plain_engine)->Submit(request);
+  ASSERT_TRUE(plain_stream.ok()) << plain_stream.status();
+  const Outcome plain = testing::Drain(**plain_stream);
+  (*plain_engine)->Shutdown();
+
+  auto engine = Engine::Create(*split, nullptr, Config(1));
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Request predicted = request;
+  predicted.prediction = plain.tokens;
+  // Wrong at output position 8: inside the second draft (positions 6-9), so it is refused there.
+  predicted.prediction[8] = (predicted.prediction[8] + 1) % vocab;
+  auto stream = (*engine)->Submit(predicted);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const Outcome got = testing::Drain(**stream);
+  EXPECT_EQ(got.tokens, plain.tokens);
+  EXPECT_TRUE(testing::SameLogprobs(got.logprobs, plain.logprobs));
+  EXPECT_GT(got.finished.usage.accepted_draft_tokens, 0);
+  EXPECT_GT(got.finished.usage.rejected_draft_tokens, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallelEngineTest,
                          ::testing::Values("jamba-tiny", "zamba2-tiny", "mamba2-tiny",
                                            "granite-tiny", "nemotron3-tiny"),
