@@ -312,6 +312,50 @@ void ExpectHitIsMissAndBatchIsAlone(const models::Model& model, ComputeDevice& g
   }
 }
 
+// Speculative decoding on the GPU: a verification pass's rows are decode rows to the
+// batch-invariant kernels, and a sampled draft's rows are drawn on the device with the rules
+// plain decoding would use, so a prediction (wrong in one place) changes no bit of the output,
+// greedy or seeded. Written without a GPU.
+TEST_P(CudaEngineTest, APredictionGivesTheBitsOfPlainDecoding) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto gpu = ComputeDevice::Open("cuda");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto model = LoadOn(GetParam(), **gpu);
+  ASSERT_NE(model, nullptr);
+  const int32_t vocab = model->config().vocab_size;
+  EngineConfig config = Config(**gpu);
+  config.hydragen.enabled = false;
+  for (const bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    Request request = GreedyWithLogprobs(Tokens(33, 12, vocab), 20);
+    if (sampled) {
+      request.sampling.greedy = false;
+      request.sampling.temperature = 0.8f;
+      request.sampling.frequency_penalty = 0.5f;
+      request.sampling.seed = 77;
+    }
+    auto run = [&](int32_t draft_tokens, const Request& r) {
+      EngineConfig c = config;
+      c.scheduler.speculation.draft_tokens = draft_tokens;
+      auto engine = Engine::Create(*model, nullptr, c);
+      EXPECT_TRUE(engine.ok()) << engine.status();
+      if (!engine.ok()) return Outcome{};
+      auto stream = (*engine)->Submit(r);
+      EXPECT_TRUE(stream.ok()) << stream.status();
+      return stream.ok() ? Drain(**stream) : Outcome{};
+    };
+    const Outcome plain = run(0, request);
+    ASSERT_EQ(plain.finished.finish_reason, FinishReason::kLength) << plain.finished.error;
+    Request predicted = request;
+    predicted.prediction = plain.tokens;
+    predicted.prediction[8] = (predicted.prediction[8] + 1) % vocab;
+    const Outcome got = run(4, predicted);
+    EXPECT_EQ(got.tokens, plain.tokens);
+    EXPECT_TRUE(testing::SameLogprobs(got.logprobs, plain.logprobs));
+    EXPECT_GT(got.finished.usage.accepted_draft_tokens, 0);
+  }
+}
+
 // The fixtures' small heads take the row kernel.
 TEST_P(CudaEngineTest, BatchInvariantKernelsMakeAHitTheBitsOfAMiss) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
