@@ -10,6 +10,9 @@ namespace tandem::engine {
 
 namespace {
 
+// Drafting pauses for at most 2^6 = 64 generated tokens after drafts refused whole.
+constexpr int32_t kMaxDraftBackoff = 6;
+
 size_t FreeUnits(const cache::BlockAllocator& allocator, cache::Pool pool) {
   const cache::PoolStats stats = allocator.stats(pool);
   return stats.capacity_units > stats.used_units ? stats.capacity_units - stats.used_units : 0;
@@ -48,7 +51,7 @@ void Scheduler::ProposeDraftFor(Sequence& seq, int64_t room) {
       std::min<int64_t>({spec.draft_tokens, room, left, config_.prefill_chunk - 1}));
   options.min_match = spec.min_match;
   options.prompt_lookup = spec.prompt_lookup;
-  if (options.max_tokens <= 0) return;
+  if (options.max_tokens <= 0 || seq.generated() < seq.drafts_paused_until) return;
   // The hint moves on with the tokens decoded since it was set.
   const size_t hint = seq.prediction_hint == 0
                           ? 0
@@ -154,6 +157,9 @@ absl::Status Scheduler::SettleDraft(Sequence& seq) {
     seq.usage.rejected_draft_tokens += drafted - accepted;
     stats_.draft_tokens += static_cast<uint64_t>(drafted);
     stats_.accepted_draft_tokens += static_cast<uint64_t>(accepted);
+    // A draft refused whole pauses drafting for a while, longer each time in a row.
+    seq.draft_misses = accepted > 0 ? 0 : std::min(seq.draft_misses + 1, kMaxDraftBackoff);
+    if (seq.draft_misses > 0) seq.drafts_paused_until = seq.generated() + (1 << seq.draft_misses);
     // The next draft from the prediction continues after the tokens emitted from this one.
     if (seq.draft_place && seq.draft_place->in_prediction) {
       seq.prediction_hint =

@@ -76,6 +76,12 @@ struct Sequence {
   std::optional<DraftPlace> draft_place;
   size_t prediction_hint = 0;
   size_t prediction_hint_tokens = 0;  // tokens.size() when the hint was set
+  // Drafting backs off after drafts that were refused whole: text that does not repeat (or a
+  // prediction the output has left) would otherwise pay a wasted verification on every chance
+  // match. After the n-th such draft in a row, drafting pauses for 2^n generated tokens (at most
+  // 64); a confirmed token resets it.
+  int32_t draft_misses = 0;
+  int32_t drafts_paused_until = 0;  // generated() from which the sequence drafts again
 
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer
