@@ -229,6 +229,31 @@ TEST_P(SpeculativeDecodingTest, AStopInsideAnAcceptedDraftEndsThereAndCachesTheR
   ExpectSameOutput(hit, Plainly(second));
 }
 
+TEST_P(SpeculativeDecodingTest, RefusedDraftsBackOff) {
+  // A prediction made so that every draft after the first is wrong: each pair of consecutive
+  // output tokens appears in it, followed by four tokens the output never has. Without the
+  // back-off every step would verify four refused tokens (about 150 here); with it, drafting
+  // pauses for 2, 4, 8, ... tokens after each refusal.
+  const Request request = testing::GreedyWithLogprobs(Tokens(25, 19, vocab_), 40);
+  const Outcome plain = Plainly(request);
+  int32_t absent = 0;
+  while (std::find(plain.tokens.begin(), plain.tokens.end(), absent) != plain.tokens.end()) {
+    ++absent;
+  }
+  Request predicted = request;
+  for (size_t i = 1; i < plain.tokens.size(); ++i) {
+    predicted.prediction.insert(predicted.prediction.end(), {plain.tokens[i - 1], plain.tokens[i],
+                                                             absent, absent, absent, absent});
+  }
+  SchedulerConfig config = Speculating(4);
+  config.speculation.prompt_lookup = false;
+  auto speculating = Harness(config);
+  const Outcome got = speculating->Run(predicted);
+  ExpectSameOutput(got, plain);
+  EXPECT_LE(got.finished.usage.rejected_draft_tokens, 32);
+  EXPECT_GT(got.finished.usage.rejected_draft_tokens, 0);
+}
+
 TEST_P(SpeculativeDecodingTest, DraftsTakeOnlyTheBudgetOthersLeave) {
   // A step of 8 tokens, a sequence with a perfect prediction, and a prompt that arrives while it
   // decodes: the prompt gets the 7 tokens the decode row leaves each step, as without
