@@ -392,10 +392,6 @@ void Scheduler::Step() {
   int64_t budget = config_.step_tokens;
   scheduled_.clear();
 
-  decoding_this_step_ = static_cast<int32_t>(
-      std::count_if(running_.begin(), running_.end(), [](const std::unique_ptr<Sequence>& s) {
-        return s && s->status == SequenceStatus::kDecoding;
-      }));
   // Running sequences in admission order: decode rows first, then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < running_.size(); ++i) {
@@ -498,23 +494,15 @@ void Scheduler::Step() {
                            : on_host              ? LogitsUse::kRow
                            : params.argmax_only() ? LogitsUse::kArgmax
                                                   : LogitsUse::kSample);
-    // One rule per logits row (read for kSample rows only).
-    if (drafting && logits_uses_.back() == LogitsUse::kSample) {
-      AppendDraftRules(*seq);
-      continue;
-    }
+    // One rule per logits row, read for kSample rows only.
     const size_t rows = drafting ? seq->draft_input.size() : 1;
-    for (size_t r = 0; r < rows; ++r) {
-      kernels::SamplingRow& rule = sampling_rules_.emplace_back();
-      if (logits_uses_.back() != LogitsUse::kSample) continue;
-      rule = params.rule();
+    if (logits_uses_.back() != LogitsUse::kSample) {
+      sampling_rules_.resize(sampling_rules_.size() + rows);
+    } else if (drafting) {
+      AppendDraftRules(*seq);
+    } else {
       // The sequence's generator draws now what BatchSampler would draw after the pass.
-      if (!params.greedy) rule.uniform = seq->sampling.rng().Uniform();
-      rule.penalties_begin = static_cast<int32_t>(penalty_tokens_.size());
-      if (params.penalties().active()) {
-        AppendPenaltyTokens(seq->sampling.counts(), &penalty_tokens_);
-      }
-      rule.penalties_end = static_cast<int32_t>(penalty_tokens_.size());
+      AppendSampleRule(seq->sampling);
     }
   }
   // The runner isolates a failure to the sequences that cause it (errors_[i]) and fails as a
@@ -545,6 +533,15 @@ void Scheduler::Step() {
     }
   }
   RemoveFinished();
+}
+
+void Scheduler::AppendSampleRule(SamplingState& state) {
+  const SamplingParams& params = state.params();
+  kernels::SamplingRow& rule = sampling_rules_.emplace_back(params.rule());
+  if (!params.greedy) rule.uniform = state.rng().Uniform();
+  rule.penalties_begin = static_cast<int32_t>(penalty_tokens_.size());
+  if (params.penalties().active()) AppendPenaltyTokens(state.counts(), &penalty_tokens_);
+  rule.penalties_end = static_cast<int32_t>(penalty_tokens_.size());
 }
 
 BatchSampler& Scheduler::HostSampler() {

@@ -189,6 +189,9 @@ class Scheduler {
   // Reserves the draft's KV and borrows the SSM blocks its rewind may need, from free memory
   // only, shortening the draft to what it gets; then lays out the pass's input and snapshots.
   void BorrowDraftMemory(Sequence& seq);
+  // Appends the rule of one kSample row drawn from `state`: its generator's next draw (which
+  // advances it) and its penalty counts.
+  void AppendSampleRule(SamplingState& state);
   // Appends the sampling rules of a drafting sequence's rows (one per input token).
   void AppendDraftRules(Sequence& seq);
   // After the pass and the draft's verification: takes the state back to the tokens the
@@ -228,7 +231,6 @@ class Scheduler {
   std::optional<BatchSampler> host_sampler_;
   std::vector<int32_t> allowed_tokens_;
   std::vector<int32_t> end_tokens_;
-  int32_t decoding_this_step_ = 0;  // sequences decoding when the step was planned
 };
 
 }  // namespace tandem::engine

@@ -22,7 +22,10 @@ size_t FreeUnits(const cache::BlockAllocator& allocator, cache::Pool pool) {
 
 void Scheduler::PlanDrafts(int64_t budget) {
   const SpeculationConfig& spec = config_.speculation;
-  if (spec.draft_tokens <= 0 || decoding_this_step_ > spec.max_batch) return;
+  const auto decoding = std::count_if(scheduled_.begin(), scheduled_.end(), [](Sequence* seq) {
+    return seq->status == SequenceStatus::kDecoding;
+  });
+  if (spec.draft_tokens <= 0 || decoding > spec.max_batch) return;
   for (Sequence* seq : scheduled_) {
     if (budget <= 0) return;
     if (seq->status != SequenceStatus::kDecoding) continue;
@@ -107,18 +110,13 @@ void Scheduler::BorrowDraftMemory(Sequence& seq) {
 }
 
 void Scheduler::AppendDraftRules(Sequence& seq) {
-  const SamplingParams& params = seq.sampling.params();
   // Row j is sampled only if draft[0, j) was, so its rule is the one plain decoding would use
   // after them: the generator's next draw after j draws, and the penalty counts with those
   // tokens added. A copy of the sampling state gives both; the sequence's own generator
   // advances as rows are read (SampleAndEmit).
   SamplingState ahead = seq.sampling;
   for (size_t j = 0; j < seq.draft_input.size(); ++j) {
-    kernels::SamplingRow& rule = sampling_rules_.emplace_back(params.rule());
-    if (!params.greedy) rule.uniform = ahead.rng().Uniform();
-    rule.penalties_begin = static_cast<int32_t>(penalty_tokens_.size());
-    if (params.penalties().active()) AppendPenaltyTokens(ahead.counts(), &penalty_tokens_);
-    rule.penalties_end = static_cast<int32_t>(penalty_tokens_.size());
+    AppendSampleRule(ahead);
     if (j < seq.draft.size()) ahead.Accept(seq.draft[j]);
   }
 }

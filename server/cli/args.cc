@@ -70,6 +70,18 @@ absl::StatusOr<std::optional<int64_t>> Args::Int(const std::string& name) const 
   return std::optional<int64_t>(v);
 }
 
+absl::StatusOr<int64_t> Args::IntIn(const std::string& name, int64_t lo, int64_t hi,
+                                    int64_t fallback) const {
+  absl::StatusOr<std::optional<int64_t>> value = Int(name);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return fallback;
+  if (**value < lo || **value > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Source(name), " must be in [", lo, ", ", hi, "], got ", **value));
+  }
+  return **value;
+}
+
 absl::StatusOr<std::optional<double>> Args::Double(const std::string& name) const {
   auto s = String(name);
   if (!s) return std::optional<double>();

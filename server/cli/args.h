@@ -36,6 +36,10 @@ class Args {
   std::string Source(const std::string& name) const;
   std::optional<std::string> String(const std::string& name) const;
   absl::StatusOr<std::optional<int64_t>> Int(const std::string& name) const;
+  // An integer flag in [lo, hi], or `fallback` when absent; out of range is InvalidArgument
+  // naming the flag and the range.
+  absl::StatusOr<int64_t> IntIn(const std::string& name, int64_t lo, int64_t hi,
+                                int64_t fallback) const;
   absl::StatusOr<std::optional<double>> Double(const std::string& name) const;
   // A comma-separated list of integers, e.g. "1,2,3".
   absl::StatusOr<std::optional<std::vector<int64_t>>> IntList(const std::string& name) const;

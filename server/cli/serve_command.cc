@@ -119,18 +119,6 @@ struct Settings {
   server::LogLevel log_level = server::LogLevel::kInfo;
 };
 
-// An integer flag in [lo, hi], or `fallback` when absent.
-absl::StatusOr<int64_t> IntIn(const Args& args, const std::string& name, int64_t lo, int64_t hi,
-                              int64_t fallback) {
-  TANDEM_ASSIGN_OR_RETURN(std::optional<int64_t> value, args.Int(name));
-  if (!value) return fallback;
-  if (*value < lo || *value > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(args.Source(name), " must be in [", lo, ", ", hi, "], got ", *value));
-  }
-  return *value;
-}
-
 // A token file (server/util/bearer_tokens.h has the format), read through the bounded reader.
 absl::StatusOr<server::BearerTokens> ReadTokenFile(const Args& args, const std::string& flag) {
   const std::string path = *args.String(flag);
@@ -191,10 +179,10 @@ absl::Status ReadToolCallFormat(const Args& args, server::ServerConfig* config) 
 
 absl::Status ReadHttp(const Args& args, const Settings& s, server::OpenAiEndpointOptions* http) {
   http->host = args.String("http-host").value_or(s.server.host);
-  TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "http-port", 0, 65535, 0));
+  TANDEM_ASSIGN_OR_RETURN(int64_t port, args.IntIn("http-port", 0, 65535, 0));
   http->port = static_cast<int>(port);
   TANDEM_ASSIGN_OR_RETURN(int64_t body,
-                          IntIn(args, "http-max-body-bytes", 1, int64_t{1} << 30, 4 << 20));
+                          args.IntIn("http-max-body-bytes", 1, int64_t{1} << 30, 4 << 20));
   http->max_body_bytes = static_cast<uint64_t>(body);
   http->model_name = args.String("served-model-name").value_or(DefaultModelName(s.model_dir));
   if (http->model_name.empty()) {
@@ -210,7 +198,7 @@ absl::Status ReadMetrics(const Args& args, const std::string& default_host,
                          server::MetricsConfig* metrics) {
   metrics->enabled = !args.Has("no-metrics");
   metrics->host = args.String("metrics-host").value_or(default_host);
-  TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "metrics-port", 0, 65535, 9464));
+  TANDEM_ASSIGN_OR_RETURN(int64_t port, args.IntIn("metrics-port", 0, 65535, 9464));
   metrics->port = static_cast<int>(port);
   metrics->tls_cert_file = args.String("metrics-tls-cert").value_or("");
   metrics->tls_key_file = args.String("metrics-tls-key").value_or("");
@@ -245,7 +233,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
     TANDEM_ASSIGN_OR_RETURN(s.model_dir, BundledModelDir());
   }
   s.server.host = args.String("host").value_or("127.0.0.1");
-  TANDEM_ASSIGN_OR_RETURN(int64_t port, IntIn(args, "port", 0, 65535, 50051));
+  TANDEM_ASSIGN_OR_RETURN(int64_t port, args.IntIn("port", 0, 65535, 50051));
   s.server.port = static_cast<int>(port);
   TANDEM_RETURN_IF_ERROR(ReadSecurity(args, &s.server.security));
   TANDEM_RETURN_IF_ERROR(ReadMetrics(args, s.server.host, &s.server.metrics));
@@ -260,9 +248,9 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(
       e.scheduler.cache.policy,
       engine::ParseCachePolicy(args.String("cache-policy").value_or("marconi")));
-  TANDEM_ASSIGN_OR_RETURN(int64_t threads, IntIn(args, "threads", 0, 1024, 0));
+  TANDEM_ASSIGN_OR_RETURN(int64_t threads, args.IntIn("threads", 0, 1024, 0));
   e.threads = static_cast<int>(threads);
-  TANDEM_ASSIGN_OR_RETURN(int64_t page, IntIn(args, "page-size", 1, 65536, 16));
+  TANDEM_ASSIGN_OR_RETURN(int64_t page, args.IntIn("page-size", 1, 65536, 16));
   s.load.page_tokens = static_cast<int32_t>(page);
   TANDEM_ASSIGN_OR_RETURN(s.load.weight_storage, ReadWeightDType(args));
   s.device = args.String("device").value_or("cpu");
@@ -273,21 +261,21 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   if (s.tensor_parallel > 1) e.threads = ThreadsPerWorker(e.threads, s.tensor_parallel);
   // At most 65535: a decode batch is one grid row per sequence in the attention kernels (more
   // would change its kernel, and the batch-invariant mode's bits).
-  TANDEM_ASSIGN_OR_RETURN(int64_t running, IntIn(args, "max-running", 1, 65535, 32));
+  TANDEM_ASSIGN_OR_RETURN(int64_t running, args.IntIn("max-running", 1, 65535, 32));
   e.scheduler.max_running = static_cast<int32_t>(running);
-  TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, IntIn(args, "step-tokens", 1, 1 << 20, 512));
-  TANDEM_ASSIGN_OR_RETURN(e.scheduler.prefill_chunk, IntIn(args, "prefill-chunk", 1, 1 << 20, 256));
+  TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, args.IntIn("step-tokens", 1, 1 << 20, 512));
+  TANDEM_ASSIGN_OR_RETURN(e.scheduler.prefill_chunk, args.IntIn("prefill-chunk", 1, 1 << 20, 256));
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.speculation, ReadSpeculation(args));
-  TANDEM_ASSIGN_OR_RETURN(int64_t queue, IntIn(args, "max-queue", 1, 1 << 20, 1024));
+  TANDEM_ASSIGN_OR_RETURN(int64_t queue, args.IntIn("max-queue", 1, 1 << 20, 1024));
   e.max_waiting = static_cast<size_t>(queue);
-  TANDEM_ASSIGN_OR_RETURN(int64_t max_new, IntIn(args, "max-new-tokens", 1, 1 << 20, 4096));
+  TANDEM_ASSIGN_OR_RETURN(int64_t max_new, args.IntIn("max-new-tokens", 1, 1 << 20, 4096));
   e.scheduler.max_new_tokens_limit = static_cast<int32_t>(max_new);
 
   server::RequestLimits& limits = s.server.limits;
-  TANDEM_ASSIGN_OR_RETURN(int64_t streams, IntIn(args, "max-streams", 1, 1 << 20, 256));
+  TANDEM_ASSIGN_OR_RETURN(int64_t streams, args.IntIn("max-streams", 1, 1 << 20, 256));
   limits.max_concurrent_streams = static_cast<int32_t>(streams);
   TANDEM_ASSIGN_OR_RETURN(int64_t per_connection,
-                          IntIn(args, "max-streams-per-connection", 1, 1 << 20, 128));
+                          args.IntIn("max-streams-per-connection", 1, 1 << 20, 128));
   limits.max_streams_per_connection = static_cast<int32_t>(per_connection);
   TANDEM_ASSIGN_OR_RETURN(std::optional<double> stall, args.Double("stream-stall-seconds"));
   if (stall && !(*stall > 0 && *stall <= 86400)) {
@@ -297,12 +285,12 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   limits.write_stall_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(std::ceil(stall.value_or(30.0) * 1000)));
   TANDEM_ASSIGN_OR_RETURN(int64_t resets,
-                          IntIn(args, "max-resets-per-connection", 0, 1 << 30, 500));
+                          args.IntIn("max-resets-per-connection", 0, 1 << 30, 500));
   limits.reset_flood.max_resets = static_cast<int32_t>(resets);
-  TANDEM_ASSIGN_OR_RETURN(int64_t prompt, IntIn(args, "max-prompt-tokens", 1, 1 << 24, 8192));
+  TANDEM_ASSIGN_OR_RETURN(int64_t prompt, args.IntIn("max-prompt-tokens", 1, 1 << 24, 8192));
   limits.max_prompt_tokens = static_cast<int32_t>(prompt);
   TANDEM_ASSIGN_OR_RETURN(limits.max_request_bytes,
-                          IntIn(args, "max-request-bytes", 1, int64_t{1} << 30, 1 << 20));
+                          args.IntIn("max-request-bytes", 1, int64_t{1} << 30, 1 << 20));
 
   TANDEM_RETURN_IF_ERROR(ReadHttp(args, s, &s.http));
   TANDEM_RETURN_IF_ERROR(ReadToolCallFormat(args, &s.server));

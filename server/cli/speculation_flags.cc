@@ -1,29 +1,12 @@
 #include "server/cli/speculation_flags.h"
 
 #include <algorithm>
-#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "models/status_macros.h"
 
 namespace tandem::cli {
-
-namespace {
-
-// An integer flag in [lo, hi], or `fallback` when absent.
-absl::StatusOr<int32_t> IntFlag(const Args& args, const std::string& name, int32_t lo, int32_t hi,
-                                int32_t fallback) {
-  TANDEM_ASSIGN_OR_RETURN(const std::optional<int64_t> value, args.Int(name));
-  if (!value) return fallback;
-  if (*value < lo || *value > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(args.Source(name), " must be in [", lo, ", ", hi, "], got ", *value));
-  }
-  return static_cast<int32_t>(*value);
-}
-
-}  // namespace
 
 std::vector<FlagSpec> WithSpeculationFlags(std::vector<FlagSpec> flags) {
   std::vector<FlagSpec> added = {
@@ -50,12 +33,12 @@ std::vector<FlagSpec> WithSpeculationFlags(std::vector<FlagSpec> flags) {
 absl::StatusOr<engine::SpeculationConfig> ReadSpeculation(const Args& args) {
   engine::SpeculationConfig config;
   TANDEM_ASSIGN_OR_RETURN(config.draft_tokens,
-                          IntFlag(args, "speculative-tokens", 0, 64, config.draft_tokens));
+                          args.IntIn("speculative-tokens", 0, 64, config.draft_tokens));
   config.prompt_lookup = args.Has("prompt-lookup");
   TANDEM_ASSIGN_OR_RETURN(config.min_match,
-                          IntFlag(args, "prompt-lookup-min-match", 1, 64, config.min_match));
+                          args.IntIn("prompt-lookup-min-match", 1, 64, config.min_match));
   TANDEM_ASSIGN_OR_RETURN(config.max_batch,
-                          IntFlag(args, "speculative-max-batch", 1, 65535, config.max_batch));
+                          args.IntIn("speculative-max-batch", 1, 65535, config.max_batch));
   if (config.draft_tokens == 0 && config.prompt_lookup) {
     return absl::InvalidArgumentError(absl::StrCat(args.Source("prompt-lookup"), " needs drafts: ",
                                                    args.Source("speculative-tokens"), " is 0"));
