@@ -89,23 +89,42 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
 Engine::~Engine() { Shutdown(); }
 
 absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
+  TANDEM_ASSIGN_OR_RETURN(std::vector<std::shared_ptr<RequestStream>> streams,
+                          SubmitChoices(std::move(request), 1));
+  return std::move(streams.front());
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<RequestStream>>> Engine::SubmitChoices(Request request,
+                                                                                  int32_t n) {
+  if (n < 1 || n > kMaxChoices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n: the number of choices must be in [1, ", kMaxChoices, "], got ", n));
+  }
   TANDEM_RETURN_IF_ERROR(scheduler_->Validate(request));
-  std::shared_ptr<RequestStream> stream;
+  std::vector<std::shared_ptr<RequestStream>> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) return absl::UnavailableError("the engine is shutting down");
-    if (stats_.waiting + inbox_.size() >= config_.max_waiting) {
+    if (stats_.waiting + inbox_.size() + static_cast<size_t>(n) > config_.max_waiting) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("the queue is full (", config_.max_waiting, " waiting requests)"));
+          n == 1 ? absl::StrCat("the queue is full (", config_.max_waiting, " waiting requests)")
+                 : absl::StrCat("the queue has no room for ", n, " choices (at most ",
+                                config_.max_waiting, " waiting requests)"));
     }
-    const RequestId id = next_id_++;
-    stream = std::make_shared<RequestStream>(id);
-    inbox_.push_back({id, std::move(request), stream, Clock::now()});
-    live_[id] = stream;
+    const Clock::time_point now = Clock::now();
+    const RequestId first = next_id_;
+    for (int32_t i = 0; i < n; ++i) {
+      const RequestId id = next_id_++;
+      Request choice = i + 1 < n ? request : std::move(request);
+      choice.sampling.seed = ChoiceSeed(choice.sampling.seed, i);
+      streams.push_back(std::make_shared<RequestStream>(id));
+      inbox_.push_back({id, std::move(choice), streams.back(), now, i > 0 ? first : 0});
+      live_[id] = streams.back();
+    }
     loop_idle_ = false;
   }
   wake_.notify_one();
-  return stream;
+  return streams;
 }
 
 bool Engine::Cancel(RequestId id) {
@@ -172,7 +191,7 @@ void Engine::Loop() {
       loop_idle_ = false;
     }
     for (Submission& s : inbox) {
-      scheduler_->Add(s.id, std::move(s.request), std::move(s.stream), s.submitted);
+      scheduler_->Add(s.id, std::move(s.request), std::move(s.stream), s.submitted, s.first_choice);
     }
     inbox.clear();
     for (RequestId id : cancels) scheduler_->Cancel(id);
@@ -200,7 +219,7 @@ void Engine::Loop() {
     leftover.swap(inbox_);
   }
   for (Submission& s : leftover) {
-    scheduler_->Add(s.id, std::move(s.request), std::move(s.stream), s.submitted);
+    scheduler_->Add(s.id, std::move(s.request), std::move(s.stream), s.submitted, s.first_choice);
   }
   scheduler_->CancelAll();
   if (scheduler_->cache() != nullptr) scheduler_->cache()->WaitForTuner();

@@ -71,6 +71,13 @@ class Engine {
   // INVALID_ARGUMENT / RESOURCE_EXHAUSTED (see Scheduler::Validate; also a full queue),
   // UNAVAILABLE after Shutdown().
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
+  // `n` answers to one request (OpenAI's `n`), each a request of its own with its own stream
+  // and id, in choice order. Choice i samples with ChoiceSeed(request.sampling.seed, i), so it
+  // gives the output a lone request with that seed would. With a prefix cache, the prompt is
+  // prefilled once for all of them (Sequence::waiting_choices). INVALID_ARGUMENT for n outside
+  // [1, kMaxChoices]; the queue must have room for all n.
+  absl::StatusOr<std::vector<std::shared_ptr<RequestStream>>> SubmitChoices(Request request,
+                                                                            int32_t n);
   // Cancels a queued or running request; its stream ends with FinishReason::kCancelled. False
   // if the id is unknown or the request has already finished.
   bool Cancel(RequestId id);
@@ -105,6 +112,7 @@ class Engine {
     Request request;
     std::shared_ptr<RequestStream> stream;
     Clock::time_point submitted;
+    RequestId first_choice = 0;  // SubmitChoices: the first choice's id, on the others
   };
   std::vector<Submission> inbox_;
   std::vector<RequestId> cancels_;

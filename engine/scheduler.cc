@@ -105,7 +105,7 @@ absl::Status Scheduler::Validate(const Request& r) const {
 }
 
 void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream> stream,
-                    Clock::time_point submitted) {
+                    Clock::time_point submitted, RequestId first_choice) {
   ++stats_.submitted;
   auto seq = std::make_unique<Sequence>(id, std::move(request), std::move(stream), submitted);
   if (vocab_ != nullptr) {
@@ -125,6 +125,7 @@ void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream
     }
     seq->constraint.emplace(*std::move(constraint));
   }
+  if (first_choice != 0) LinkChoice(*seq, first_choice);
   waiting_.push_back(std::move(seq));
 }
 
@@ -217,6 +218,8 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
         "prefix cache: the finished sequence's state was refused: ", inserted.message()));
   }
   seq.status = SequenceStatus::kFinished;
+  // Choices still waiting for this one to prefill their prompt run on their own.
+  if (seq.waiting_choices > 0) ReleaseChoices(seq);
   if (completed && cache_ != nullptr) {
     std::span<const int32_t> all(seq.tokens);
     cache_->ReportFinished(all.first(seq.prompt_tokens), all.subspan(seq.prompt_tokens),
@@ -400,7 +403,7 @@ void Scheduler::Step() {
       const bool decoding = seq.status == SequenceStatus::kDecoding;
       if (decoding != (pass == 0)) continue;
       const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
-      const int64_t n = std::min({remaining, budget, config_.prefill_chunk});
+      const int64_t n = std::min({remaining, budget, config_.prefill_chunk, ForkLimit(seq)});
       if (n <= 0) continue;
       if (!ReserveKv(seq, seq.computed() + n, /*may_preempt=*/true)) continue;
       seq.step_tokens = n;
@@ -422,10 +425,16 @@ void Scheduler::Step() {
                                   [](Sequence* s) { return !s->running(); }),
                    scheduled_.end());
 
-  // Admissions, in arrival order; one that does not fit blocks the ones behind it.
-  while (budget > 0 && !waiting_.empty() &&
-         running_.size() < static_cast<size_t>(config_.max_running)) {
-    Sequence& seq = *waiting_.front();
+  // Admissions, in arrival order; one that does not fit blocks the ones behind it. Choices
+  // waiting for their first choice's prefill are passed over.
+  auto next_waiting = [&] {
+    return std::find_if(waiting_.begin(), waiting_.end(),
+                        [](const std::unique_ptr<Sequence>& s) { return s->waits_for == 0; });
+  };
+  for (auto it = next_waiting(); budget > 0 && it != waiting_.end() &&
+                                 running_.size() < static_cast<size_t>(config_.max_running);
+       it = next_waiting()) {
+    Sequence& seq = **it;
     bool admitted = Admit(seq);
     if (!admitted && seq.status != SequenceStatus::kFinished && running_.empty() &&
         cache_ != nullptr) {
@@ -435,13 +444,13 @@ void Scheduler::Step() {
     }
     if (!admitted && seq.status == SequenceStatus::kFinished) {
       // It failed with an error of its own (already sent); the ones behind it may still fit.
-      waiting_.pop_front();
+      waiting_.erase(it);
       continue;
     }
     if (!admitted) {
       if (running_.empty()) {
-        std::unique_ptr<Sequence> doomed = std::move(waiting_.front());
-        waiting_.pop_front();
+        std::unique_ptr<Sequence> doomed = std::move(*it);
+        waiting_.erase(it);
         Finish(*doomed, FinishReason::kError,
                absl::ResourceExhaustedError(absl::StrCat(
                    "prompt: ", doomed->tokens.size(),
@@ -450,11 +459,14 @@ void Scheduler::Step() {
       }
       break;
     }
+    // A first choice whose prompt the cache already held up to its last token has nothing to
+    // share that the others cannot restore themselves.
+    if (seq.waiting_choices > 0 && ForkLimit(seq) <= 0) ReleaseChoices(seq);
     const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
-    seq.step_tokens = std::min({remaining, budget, config_.prefill_chunk});
+    seq.step_tokens = std::min({remaining, budget, config_.prefill_chunk, ForkLimit(seq)});
     budget -= seq.step_tokens;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(std::move(*it));
+    waiting_.erase(it);
     scheduled_.push_back(running_.back().get());
   }
   UpdateReservedDemand();
@@ -533,6 +545,7 @@ void Scheduler::Step() {
     }
   }
   RemoveFinished();
+  ForkChoices();
 }
 
 void Scheduler::AppendSampleRule(SamplingState& state) {

@@ -129,9 +129,11 @@ class Scheduler {
   // for a prompt that can never fit in memory. Reads only immutable state: any thread may call
   // it.
   absl::Status Validate(const Request& request) const;
-  // Queues a validated request.
+  // Queues a validated request. `first_choice`: the id of the first of several choices of the
+  // same request (Engine::SubmitChoices), queued just before; this one then waits for it to
+  // prefill the prompt for both (Sequence::waiting_choices).
   void Add(RequestId id, Request request, std::shared_ptr<RequestStream> stream,
-           Clock::time_point submitted);
+           Clock::time_point submitted, RequestId first_choice = 0);
   // Finishes the request with FinishReason::kCancelled and frees everything it held; false if
   // it is unknown or already finished.
   bool Cancel(RequestId id);
@@ -198,6 +200,16 @@ class Scheduler {
   // sequence kept, returns the borrowed blocks and counts the draft. Safe to call on any
   // sequence (nothing to do without a draft in flight).
   absl::Status SettleDraft(Sequence& seq);
+  // Choices of one prompt (engine/scheduler_choices.cc). LinkChoice makes `seq` wait for the
+  // first choice `first` when that one can prefill the prompt for it.
+  void LinkChoice(Sequence& seq, RequestId first);
+  // The most prompt tokens `seq` may run before it must stop to fork (no limit: INT64_MAX).
+  static int64_t ForkLimit(const Sequence& seq);
+  // Lets the choices that wait for `first` run (in their places in the queue).
+  void ReleaseChoices(Sequence& first);
+  // First choices that reached their prompt's last token hand their state to the prefix cache
+  // and go back to the head of the queue, followed by the choices that waited for them.
+  void ForkChoices();
   void RemoveFinished();
   // Tells an AVMP allocator the KV pages running sequences will still allocate, so that it does
   // not move capacity away that admitted requests are about to need.

@@ -83,6 +83,15 @@ struct Sequence {
   int32_t draft_misses = 0;
   int32_t drafts_paused_until = 0;  // generated() from which the sequence drafts again
 
+  // Several choices of one prompt (Engine::SubmitChoices) prefill it once. The first choice runs
+  // the prompt up to its last token while the others wait; then it hands that state to the
+  // prefix cache and goes back to the queue, and every choice restores it from there (as a
+  // resumed preemption does) and runs the last token itself, with its own sampler.
+  // On the first choice until it forks: how many choices wait for it.
+  int32_t waiting_choices = 0;
+  // On the other choices while they wait: the first choice's id (0 once free to run).
+  RequestId waits_for = 0;
+
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer
   std::optional<OutputConstraint> constraint;  // structured output: where the text stands

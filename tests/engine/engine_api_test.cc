@@ -197,5 +197,54 @@ TEST(EngineApiTest, SubmitRefusesBadRequestsAndAFullQueue) {
   EXPECT_TRUE(absl::IsInvalidArgument(Engine::Create(*model, nullptr, config).status()));
 }
 
+// SubmitChoices: n streams with consecutive ids, choice i the output of a lone request seeded
+// with ChoiceSeed(seed, i); n outside [1, kMaxChoices] and a queue without room for all n are
+// refused, naming why.
+TEST(EngineApiTest, SubmitChoicesGivesEachChoiceItsLoneOutput) {
+  auto model = LoadFixtureModel("zamba2-tiny");
+  ASSERT_NE(model, nullptr);
+  EngineConfig config = SmallConfig(CachePolicy::kMarconi);
+  config.hydragen.enabled = false;  // choices decode beside each other; compared bit for bit
+  auto engine = Engine::Create(*model, nullptr, config);
+  ASSERT_TRUE(engine.ok());
+  Request request = Greedy(Tokens(50, 4, model->config().vocab_size), 8);
+  request.sampling.greedy = false;
+  request.sampling.temperature = 1.5f;
+  request.sampling.seed = 77;
+  auto streams = (*engine)->SubmitChoices(request, 3);
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  ASSERT_EQ(streams->size(), 3u);
+  std::vector<Outcome> choices;
+  for (auto& stream : *streams) choices.push_back(Drain(*stream));
+  for (int32_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ((*streams)[i]->id(), (*streams)[0]->id() + static_cast<RequestId>(i));
+    Request alone = request;
+    alone.sampling.seed = ChoiceSeed(77, i);
+    auto stream = (*engine)->Submit(alone);
+    ASSERT_TRUE(stream.ok());
+    EXPECT_EQ(Drain(**stream).tokens, choices[i].tokens);
+  }
+  EXPECT_EQ(ChoiceSeed(77, 0), 77u);
+
+  for (const int32_t n : {0, -1, kMaxChoices + 1}) {
+    auto refused = (*engine)->SubmitChoices(request, n);
+    EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << n;
+    EXPECT_NE(refused.status().message().find("n: "), std::string::npos) << refused.status();
+  }
+  config.max_waiting = 2;
+  auto small = Engine::Create(*model, nullptr, config);
+  ASSERT_TRUE(small.ok());
+  auto full = (*small)->SubmitChoices(request, 3);
+  EXPECT_TRUE(absl::IsResourceExhausted(full.status())) << full.status();
+  EXPECT_NE(full.status().message().find("no room for 3 choices"), std::string::npos)
+      << full.status();
+  auto fits = (*small)->SubmitChoices(request, 2);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  for (auto& stream : *fits) {
+    EXPECT_EQ(Drain(*stream).finished.finish_reason, FinishReason::kLength);
+  }
+}
+
 }  // namespace
 }  // namespace tandem::engine

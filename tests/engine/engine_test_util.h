@@ -152,6 +152,20 @@ class SchedulerHarness {
     scheduler_->Add(next_id_++, std::move(request), stream, Clock::now());
     return stream;
   }
+  // Engine::SubmitChoices' queueing, without the engine's thread: `n` choices of `request`,
+  // choice i seeded with ChoiceSeed(seed, i), the others waiting for the first.
+  std::vector<std::shared_ptr<RequestStream>> AddChoices(const Request& request, int32_t n) {
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    const RequestId first = next_id_;
+    for (int32_t i = 0; i < n; ++i) {
+      Request choice = request;
+      choice.sampling.seed = ChoiceSeed(request.sampling.seed, i);
+      streams.push_back(std::make_shared<RequestStream>(next_id_));
+      scheduler_->Add(next_id_++, std::move(choice), streams.back(), Clock::now(),
+                      i > 0 ? first : 0);
+    }
+    return streams;
+  }
   void RunUntilIdle(int max_steps = 100000) {
     for (int i = 0; i < max_steps && !scheduler_->idle(); ++i) scheduler_->Step();
     EXPECT_TRUE(scheduler_->idle());
