@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "models/status_macros.h"
 
 namespace tandem::server {
 
@@ -17,21 +18,42 @@ absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceSt
                                                                        const std::string& caller,
                                                                        std::string* request_id,
                                                                        engine::Request request) {
-  if (!state.ReserveId(caller, request_id)) {
-    state.ReleaseStream();
-    return absl::AlreadyExistsError(
-        absl::StrCat("request_id: '", *request_id, "' is used by another live request of yours"));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::vector<SubmittedChoice> submitted,
+      SubmitChoicesForCaller(state, caller, std::move(*request_id), std::move(request), 1));
+  *request_id = std::move(submitted.front().request_id);
+  return std::move(submitted.front().stream);
+}
+
+absl::StatusOr<std::vector<SubmittedChoice>> SubmitChoicesForCaller(ServiceState& state,
+                                                                    const std::string& caller,
+                                                                    std::string request_id,
+                                                                    engine::Request request,
+                                                                    int32_t n) {
+  std::vector<SubmittedChoice> choices;
+  // Gives back the slots and the ids reserved so far.
+  auto refuse = [&](absl::Status status) {
+    for (const SubmittedChoice& choice : choices) state.ReleaseId(caller, choice.request_id);
+    for (int32_t i = 0; i < n; ++i) state.ReleaseStream();
+    return status;
+  };
+  for (int32_t i = 0; i < n; ++i) {
+    std::string id = i == 0 ? std::move(request_id) : std::string();
+    if (!state.ReserveId(caller, &id)) {
+      return refuse(absl::AlreadyExistsError(
+          absl::StrCat("request_id: '", id, "' is used by another live request of yours")));
+    }
+    choices.push_back({std::move(id), nullptr});
   }
-  request.client_id = *request_id;
-  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      state.engine().Submit(std::move(request));
-  if (!stream.ok()) {
-    state.ReleaseId(caller, *request_id);
-    state.ReleaseStream();
-    return stream.status();
+  request.client_id = choices.front().request_id;
+  absl::StatusOr<std::vector<std::shared_ptr<engine::RequestStream>>> streams =
+      state.engine().SubmitChoices(std::move(request), n);
+  if (!streams.ok()) return refuse(streams.status());
+  for (int32_t i = 0; i < n; ++i) {
+    choices[i].stream = std::move((*streams)[i]);
+    state.BindId(caller, choices[i].request_id, choices[i].stream->id());
   }
-  state.BindId(caller, *request_id, (*stream)->id());
-  return stream;
+  return choices;
 }
 
 }  // namespace tandem::server

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
@@ -27,6 +28,20 @@ absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceSt
                                                                        const std::string& caller,
                                                                        std::string* request_id,
                                                                        engine::Request request);
+
+// One choice of several (engine::Engine::SubmitChoices): its request id and its stream.
+struct SubmittedChoice {
+  std::string request_id;
+  std::shared_ptr<engine::RequestStream> stream;
+};
+// SubmitForCaller for `n` choices of one request, for a caller holding n stream slots: choice 0
+// gets `request_id` (an empty one: a fresh id), the others fresh ids, each reserved and bound
+// as SubmitForCaller's is. On a refusal all n slots are given back and nothing stays reserved.
+absl::StatusOr<std::vector<SubmittedChoice>> SubmitChoicesForCaller(ServiceState& state,
+                                                                    const std::string& caller,
+                                                                    std::string request_id,
+                                                                    engine::Request request,
+                                                                    int32_t n);
 
 }  // namespace tandem::server
 

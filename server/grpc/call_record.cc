@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "server/client/status_names.h"
+#include "server/grpc/event_conversion.h"
 #include "server/logging/structured_log.h"
 
 namespace tandem::server {
@@ -72,10 +73,10 @@ void RecordAbandonedCall(ServiceState& state, const char* rpc, const grpc::Statu
 
 void RecordServedCall(ServiceState& state, const char* rpc, const std::string& caller,
                       const std::string& request_id, const grpc::Status& status,
-                      const engine::Event* finished) {
+                      std::span<const engine::Event> finished) {
   const std::string code = StatusCodeName(status.error_code());
   state.metrics().CountCall(rpc, code);
-  if (finished != nullptr) state.metrics().ObserveFinished(*finished);
+  for (const engine::Event& event : finished) state.metrics().ObserveFinished(event);
 
   LogLine line(status.ok() ? LogLevel::kInfo : LogLevel::kWarning, "request finished");
   line.Field("rpc", rpc)
@@ -83,17 +84,20 @@ void RecordServedCall(ServiceState& state, const char* rpc, const std::string& c
       .Field("caller", caller)
       .Field("code", code);
   if (!status.ok()) line.Field("error", status.error_message());
-  if (finished == nullptr) return;
-  line.Field("finish_reason", engine::FinishReasonName(finished->finish_reason))
-      .Field("prompt_tokens", finished->usage.prompt_tokens)
-      .Field("cached_tokens", finished->usage.cached_tokens)
-      .Field("completion_tokens", finished->usage.completion_tokens)
-      .Field("preemptions", finished->usage.preemptions)
-      .Field("accepted_draft_tokens", finished->usage.accepted_draft_tokens)
-      .Field("rejected_draft_tokens", finished->usage.rejected_draft_tokens)
-      .Field("queued_s", finished->timings.queued)
-      .Field("ttft_s", finished->timings.first_token)
-      .Field("e2e_s", finished->timings.finished);
+  if (finished.empty()) return;
+  const engine::Event& first = finished.front();
+  const engine::Usage all = ChoicesUsage(finished);
+  line.Field("finish_reason", engine::FinishReasonName(first.finish_reason))
+      .Field("prompt_tokens", all.prompt_tokens)
+      .Field("cached_tokens", all.cached_tokens)
+      .Field("completion_tokens", all.completion_tokens)
+      .Field("preemptions", all.preemptions)
+      .Field("accepted_draft_tokens", all.accepted_draft_tokens)
+      .Field("rejected_draft_tokens", all.rejected_draft_tokens)
+      .Field("queued_s", first.timings.queued)
+      .Field("ttft_s", first.timings.first_token)
+      .Field("e2e_s", first.timings.finished);
+  if (finished.size() > 1) line.Field("choices", static_cast<int64_t>(finished.size()));
 }
 
 }  // namespace tandem::server

@@ -4,6 +4,7 @@
 #ifndef TANDEM_SERVER_GRPC_CALL_RECORD_H_
 #define TANDEM_SERVER_GRPC_CALL_RECORD_H_
 
+#include <span>
 #include <string>
 
 #include "engine/request.h"
@@ -19,11 +20,13 @@ void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& 
 // A call its client reset before the server read it, or refused by the reset-flood guard:
 // counted by its code, not logged (a flood of them must not flood the logs).
 void RecordAbandonedCall(ServiceState& state, const char* rpc, const grpc::Status& status);
-// A call whose request ran in the engine; `finished` is null when the call ended before the
-// engine's finish event was read (the client cancelled or its deadline passed).
+// A call whose request ran in the engine. `finished`: the engine's finish events that were read,
+// one per choice (OpenAI's n; one for a gRPC call), in choice order; empty when the call ended
+// before any was (the client cancelled or its deadline passed). Each is observed in the
+// latency histograms; the log line gives the first choice's, with the tokens all generated.
 void RecordServedCall(ServiceState& state, const char* rpc, const std::string& caller,
                       const std::string& request_id, const grpc::Status& status,
-                      const engine::Event* finished);
+                      std::span<const engine::Event> finished);
 
 }  // namespace tandem::server
 

@@ -19,6 +19,20 @@ void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text) 
   }
 }
 
+engine::Usage ChoicesUsage(std::span<const engine::Event> finished) {
+  engine::Usage usage;
+  if (finished.empty()) return usage;
+  usage.prompt_tokens = finished.front().usage.prompt_tokens;
+  usage.cached_tokens = finished.front().usage.cached_tokens;
+  for (const engine::Event& event : finished) {
+    usage.completion_tokens += event.usage.completion_tokens;
+    usage.preemptions += event.usage.preemptions;
+    usage.accepted_draft_tokens += event.usage.accepted_draft_tokens;
+    usage.rejected_draft_tokens += event.usage.rejected_draft_tokens;
+  }
+  return usage;
+}
+
 absl::Status FinishStatus(const engine::Event& finished) {
   if (finished.finish_reason != engine::FinishReason::kError) return absl::OkStatus();
   return finished.error.ok() ? absl::InternalError("the request failed") : finished.error;

@@ -4,6 +4,8 @@
 #ifndef TANDEM_SERVER_GRPC_EVENT_CONVERSION_H_
 #define TANDEM_SERVER_GRPC_EVENT_CONVERSION_H_
 
+#include <span>
+
 #include "absl/status/status.h"
 #include "engine/request.h"
 #include "tandem/v1/tandem.pb.h"
@@ -15,6 +17,11 @@ void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text =
 
 // How a kFinished event ends the call: OK, or the engine's error (INTERNAL when it named none).
 absl::Status FinishStatus(const engine::Event& finished);
+
+// The usage of one request's choices (`finished`: their finish events, in choice order): the
+// prompt once, as choice 0 saw it (the others restore what it prefilled, so their cached tokens
+// would count the prompt again), and the sum of what the choices generated.
+engine::Usage ChoicesUsage(std::span<const engine::Event> finished);
 
 // Fills `response` from a kFinished event. `last_token` is the request's last output token
 // (-1 when none): a stop without a stop string was that token. Returns the status the call ends

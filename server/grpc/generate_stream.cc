@@ -163,7 +163,9 @@ std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
 
 void GenerateStream::FinishCall(const grpc::Status& status) {
   finish_called_ = true;
-  RecordServedCall(state_, rpc_, caller_, request_id_, status, finished_ ? &*finished_ : nullptr);
+  RecordServedCall(state_, rpc_, caller_, request_id_, status,
+                   finished_ ? std::span<const engine::Event>(&*finished_, 1)
+                             : std::span<const engine::Event>());
   // The slot is free once the call's outcome is decided: a client that opens a new stream as
   // soon as it reads this status must find it free (gRPC's OnDone and this object's deletion
   // come later).

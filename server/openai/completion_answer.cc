@@ -15,39 +15,73 @@ namespace {
 
 using json = nlohmann::json;
 
-// The client went away (or the server is stopping) before the request finished: the request is
-// cancelled, and its finish event, if the engine sends one in time, is recorded as such.
-CallOutcome Abandoned(LiveRequest& request, absl::Status why) {
-  return CallOutcome{std::move(why), request.Cancel()};
+// The client went away (or the server is stopping) before the request finished: the choices
+// still running are cancelled, and their finish events, if the engine sends them in time, are
+// recorded as such.
+CallOutcome Abandoned(ChoiceStreams& request, std::vector<engine::Event> finished,
+                      absl::Status why) {
+  for (engine::Event& event : request.Cancel()) finished.push_back(std::move(event));
+  return CallOutcome{std::move(why), std::move(finished)};
 }
 
 absl::Status Gone() { return absl::CancelledError("the client closed the connection"); }
 
-}  // namespace
-
-CallOutcome AnswerWhole(LiveRequest& request, const CompletionShape& shape,
-                        HttpResponseWriter& writer) {
-  std::string text;
-  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens);
-  for (;;) {
-    std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
-    if (!event) return Abandoned(request, Gone());
-    text += event->text;  // a finish event's text is what was held back until the end
-    logprobs.Add(*event);
-    if (event->kind != engine::Event::Kind::kFinished) continue;
-    CallOutcome outcome{FinishStatus(*event), std::move(event)};
-    HttpResponse response =
-        outcome.status.ok()
-            ? JsonResponse(200, CompletionJson(shape, text, *outcome.finished,
-                                               shape.logprobs ? logprobs.Take() : nullptr))
-            : ErrorResponse(ErrorFromStatus(outcome.status));
-    response.headers.emplace_back("X-Request-Id", request.request_id());
-    (void)writer.Send(std::move(response));  // finished either way; a client that left is gone
-    return outcome;
+// The call's status: OK when every choice finished well, else the first choice's failure.
+absl::Status ChoicesStatus(const std::vector<std::optional<engine::Event>>& finished) {
+  for (const std::optional<engine::Event>& event : finished) {
+    if (absl::Status status = FinishStatus(*event); !status.ok()) return status;
   }
+  return absl::OkStatus();
 }
 
-CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
+std::vector<engine::Event> Collected(std::vector<std::optional<engine::Event>> finished) {
+  std::vector<engine::Event> events;
+  for (std::optional<engine::Event>& event : finished) {
+    if (event) events.push_back(*std::move(event));
+  }
+  return events;
+}
+
+}  // namespace
+
+CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
+                        HttpResponseWriter& writer) {
+  struct Choice {
+    std::string text;
+    OpenAiLogprobs logprobs;
+  };
+  std::vector<Choice> choices;
+  for (size_t i = 0; i < request.size(); ++i) {
+    choices.push_back({"", OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens)});
+  }
+  std::vector<std::optional<engine::Event>> finished(request.size());
+  while (!request.all_finished()) {
+    std::optional<ChoiceStreams::ChoiceEvent> next =
+        request.Next([&] { return writer.Abandoned(); });
+    if (!next) return Abandoned(request, Collected(std::move(finished)), Gone());
+    Choice& choice = choices[next->choice];
+    choice.text += next->event.text;  // a finish event's text is what was held back until the end
+    choice.logprobs.Add(next->event);
+    if (next->event.kind == engine::Event::Kind::kFinished) {
+      finished[next->choice] = std::move(next->event);
+    }
+  }
+  const absl::Status status = ChoicesStatus(finished);
+  std::vector<engine::Event> events = Collected(std::move(finished));
+  json list = json::array();
+  for (size_t i = 0; status.ok() && i < choices.size(); ++i) {
+    list.push_back(ChoiceJson(shape, static_cast<int>(i), choices[i].text, events[i],
+                              shape.logprobs ? choices[i].logprobs.Take() : nullptr));
+  }
+  HttpResponse response =
+      status.ok() ? JsonResponse(200, CompletionJson(shape, std::move(list), ChoicesUsage(events)))
+                  : ErrorResponse(ErrorFromStatus(status));
+  response.headers.emplace_back("X-Request-Id", request.request_id());
+  (void)writer.Send(std::move(response));  // finished either way; a client that left is gone
+  return CallOutcome{status, std::move(events)};
+}
+
+CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
                            HttpResponseWriter& writer, RequestMetrics& metrics) {
   HttpResponse head;
   head.content_type = "text/event-stream";
@@ -55,77 +89,99 @@ CallOutcome AnswerStreamed(LiveRequest& request, const CompletionShape& shape,
                   {"X-Accel-Buffering", "no"},  // proxies (nginx) must not buffer the events
                   {"X-Request-Id", request.request_id()}};
   absl::Status io = writer.StartStream(std::move(head));
-  // The chat stream opens with the assistant's role, as OpenAI's does.
-  if (io.ok() && shape.chat) io = writer.Write(SseEvent(ChunkJson(shape, "", true, nullptr)));
-  std::optional<engine::Event> finished;
-  OpenAiLogprobs logprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens);
-  // A chunk's logprobs are its tokens' (an empty list when its text was held back from tokens
-  // an earlier chunk carried).
-  auto chunk_logprobs = [&]() -> json { return shape.logprobs ? logprobs.Take() : nullptr; };
-  // A chat with tools: calls are sent whole, as their blocks end; content as it comes.
-  std::optional<ToolCallStream> tool_calls;
-  if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
-    tool_calls.emplace(shape.tool_call_format, shape.tools);
+  // Each choice's stream opens with the assistant's role, as OpenAI's does.
+  for (size_t i = 0; io.ok() && shape.chat && i < request.size(); ++i) {
+    io = writer.Write(SseEvent(ChunkJson(shape, static_cast<int>(i), "", true, nullptr)));
   }
-  size_t calls_sent = 0;
-  // The events of new text (`final`: the last of the answer), in the order it was written.
-  auto chunks = [&](const std::string& text, bool final) {
+  struct Choice {
+    int index;
+    OpenAiLogprobs logprobs;
+    // A chat with tools: calls are sent whole, as their blocks end; content as it comes.
+    std::optional<ToolCallStream> tool_calls;
+    size_t calls_sent = 0;
+  };
+  std::vector<Choice> choices;
+  for (size_t i = 0; i < request.size(); ++i) {
+    Choice& choice = choices.emplace_back(Choice{
+        static_cast<int>(i), OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens),
+        std::nullopt, 0});
+    if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
+      choice.tool_calls.emplace(shape.tool_call_format, shape.tools);
+    }
+  }
+  // The events of a choice's new text (`final`: the last of its answer), in the order it was
+  // written. A chunk's logprobs are its tokens' (an empty list when its text was held back from
+  // tokens an earlier chunk carried).
+  auto chunks = [&](Choice& choice, const std::string& text, bool final) {
     std::vector<ToolCallPiece> pieces;
-    if (tool_calls) {
-      pieces = tool_calls->Feed(text);
-      if (final) pieces.push_back(tool_calls->Finish());
+    if (choice.tool_calls) {
+      pieces = choice.tool_calls->Feed(text);
+      if (final) pieces.push_back(choice.tool_calls->Finish());
     } else {
       pieces.push_back(ToolCallPiece{text, {}});
     }
     std::string events;
     for (const ToolCallPiece& piece : pieces) {
-      if (!piece.content.empty() || !logprobs.empty()) {
-        events += SseEvent(ChunkJson(shape, piece.content, false, nullptr, chunk_logprobs()));
+      if (!piece.content.empty() || !choice.logprobs.empty()) {
+        events += SseEvent(ChunkJson(shape, choice.index, piece.content, false, nullptr,
+                                     shape.logprobs ? choice.logprobs.Take() : nullptr));
       }
       if (!piece.calls.empty()) {
-        events += SseEvent(ToolCallChunkJson(shape, piece.calls, static_cast<int>(calls_sent)));
-        calls_sent += piece.calls.size();
+        events += SseEvent(ToolCallChunkJson(shape, choice.index, piece.calls,
+                                             static_cast<int>(choice.calls_sent)));
+        choice.calls_sent += piece.calls.size();
       }
     }
     return events;
   };
-  while (io.ok()) {
-    std::optional<engine::Event> event = request.Next([&] { return writer.Abandoned(); });
-    if (!event) return Abandoned(request, Gone());
-    if (event->kind == engine::Event::Kind::kFinished) {
-      finished = std::move(event);
-      break;
+  std::vector<std::optional<engine::Event>> finished(request.size());
+  absl::Status status;  // the first choice's failure
+  while (io.ok() && !request.all_finished()) {
+    std::optional<ChoiceStreams::ChoiceEvent> next =
+        request.Next([&] { return writer.Abandoned(); });
+    if (!next) return Abandoned(request, Collected(std::move(finished)), Gone());
+    Choice& choice = choices[next->choice];
+    const engine::Event& event = next->event;
+    choice.logprobs.Add(event);
+    std::string events;
+    if (event.kind == engine::Event::Kind::kFinished) {
+      if (absl::Status failed = FinishStatus(event); !failed.ok()) {
+        finished[next->choice] = std::move(next->event);
+        status = failed;
+        break;  // the stream ends with the error
+      }
+      events += chunks(choice, event.text, /*final=*/true);
+      events += SseEvent(ChunkJson(shape, choice.index, "", false,
+                                   ChatFinishReason(event.finish_reason, choice.calls_sent)));
+      finished[next->choice] = std::move(next->event);
+    } else {
+      // Text may lag its tokens (a partial character or stop string, or a tool call's block):
+      // nothing to send yet, unless the tokens' logprobs are.
+      events = chunks(choice, event.text, /*final=*/false);
     }
-    logprobs.Add(*event);
-    // Text may lag its tokens (a partial character or stop string, or a tool call's block):
-    // nothing to send yet, unless the tokens' logprobs are.
-    if (std::string events = chunks(event->text, /*final=*/false); !events.empty()) {
-      io = writer.Write(events);
-    }
+    if (!events.empty()) io = writer.Write(events);
   }
   if (!io.ok()) {
     if (absl::IsDeadlineExceeded(io)) {
       metrics.CountStreamStall();
       return Abandoned(
-          request,
+          request, Collected(std::move(finished)),
           absl::CancelledError("the client read nothing for the server's write stall timeout"));
     }
-    return Abandoned(request, Gone());
+    return Abandoned(request, Collected(std::move(finished)), Gone());
   }
-  CallOutcome outcome{FinishStatus(*finished), std::move(finished)};
-  const engine::Event& last = *outcome.finished;
   std::string tail;
-  if (!outcome.status.ok()) {
-    tail = SseEvent(ErrorJson(ErrorFromStatus(outcome.status)));
-  } else {
-    logprobs.Add(last);
-    tail += chunks(last.text, /*final=*/true);
-    tail += SseEvent(ChunkJson(shape, "", false, ChatFinishReason(last.finish_reason, calls_sent)));
-    if (shape.usage_in_chunks) tail += SseEvent(UsageChunkJson(shape, last.usage));
+  std::vector<engine::Event> events = Collected(std::move(finished));
+  if (!status.ok()) {
+    // The other choices are cancelled: the answer is the error.
+    for (engine::Event& event : request.Cancel()) events.push_back(std::move(event));
+    tail = SseEvent(ErrorJson(ErrorFromStatus(status)));
+  } else if (shape.usage_in_chunks) {
+    tail += SseEvent(UsageChunkJson(shape, ChoicesUsage(events)));
   }
   tail += kSseDone;
   (void)writer.Write(tail);  // the request is over either way
-  return outcome;
+  return CallOutcome{status, std::move(events)};
 }
 
 }  // namespace tandem::server

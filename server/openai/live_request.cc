@@ -2,20 +2,27 @@
 
 #include <utility>
 
+#include "models/status_macros.h"
 #include "server/grpc/admission.h"
 
 namespace tandem::server {
 
-absl::StatusOr<std::unique_ptr<LiveRequest>> LiveRequest::Admit(ServiceState& state,
-                                                                const std::string& caller,
-                                                                engine::Request request) {
-  if (absl::Status slot = TakeStreamSlot(state); !slot.ok()) return slot;
-  std::string request_id;
-  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      SubmitForCaller(state, caller, &request_id, std::move(request));
-  if (!stream.ok()) return stream.status();
-  return std::unique_ptr<LiveRequest>(
-      new LiveRequest(state, caller, std::move(request_id), *std::move(stream)));
+absl::StatusOr<std::vector<std::unique_ptr<LiveRequest>>> LiveRequest::AdmitChoices(
+    ServiceState& state, const std::string& caller, engine::Request request, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) {
+    if (absl::Status slot = TakeStreamSlot(state); !slot.ok()) {
+      for (int32_t taken = 0; taken < i; ++taken) state.ReleaseStream();
+      return slot;
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::vector<SubmittedChoice> choices,
+                          SubmitChoicesForCaller(state, caller, "", std::move(request), n));
+  std::vector<std::unique_ptr<LiveRequest>> live;
+  for (SubmittedChoice& choice : choices) {
+    live.push_back(std::unique_ptr<LiveRequest>(
+        new LiveRequest(state, caller, std::move(choice.request_id), std::move(choice.stream))));
+  }
+  return live;
 }
 
 LiveRequest::~LiveRequest() { Release(); }
@@ -28,20 +35,10 @@ void LiveRequest::Release() {
   state_.ReleaseStream();
 }
 
-std::optional<engine::Event> LiveRequest::Next(const std::function<bool()>& abandoned) {
+std::optional<engine::Event> LiveRequest::TryNext() {
   engine::Event event;
-  for (;;) {
-    // Looked at between events too: a request whose tokens keep coming never waits a whole
-    // interval, and its client may still have left.
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_check_ >= kPollInterval) {
-      last_check_ = now;
-      if (abandoned()) return std::nullopt;
-    }
-    bool timed_out = false;
-    if (stream_->NextFor(kPollInterval, &event, &timed_out)) break;
-    if (!timed_out) return std::nullopt;  // the finish event was already taken
-  }
+  bool timed_out = false;
+  if (!stream_->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) return std::nullopt;
   if (event.kind == engine::Event::Kind::kTokens) {
     state_.metrics().ObserveTokenGaps(event, &last_token_seconds_);
   } else if (event.kind == engine::Event::Kind::kFinished) {
@@ -56,7 +53,7 @@ std::optional<engine::Event> LiveRequest::Cancel() {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < give_up) {
     bool timed_out = false;
-    if (stream_->NextFor(kPollInterval, &event, &timed_out)) {
+    if (stream_->NextFor(std::chrono::milliseconds(50), &event, &timed_out)) {
       if (event.kind == engine::Event::Kind::kFinished) {
         Release();
         return event;

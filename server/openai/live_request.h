@@ -3,8 +3,7 @@
 // (so the gRPC Abort finds it too), and dropping it cancels the request if it still runs. Both
 // are given back as soon as the finish event is read, before the answer's end is written, as a
 // gRPC stream does: a client that sends its next request the moment it reads the answer is not
-// refused for a slot still held. The connection's thread reads its events, looking every
-// kPollInterval for a client that left.
+// refused for a slot still held. The connection's thread reads its events (choice_streams.h).
 #ifndef TANDEM_SERVER_OPENAI_LIVE_REQUEST_H_
 #define TANDEM_SERVER_OPENAI_LIVE_REQUEST_H_
 
@@ -13,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
@@ -23,23 +23,25 @@ namespace tandem::server {
 
 class LiveRequest {
  public:
-  // How often a reader waiting for tokens checks whether its client is still there.
-  static constexpr std::chrono::milliseconds kPollInterval{50};
-
-  // The refusal (too many streams, a request id in use, the engine's) holds nothing.
-  // The request gets a fresh request id in the caller's namespace.
-  static absl::StatusOr<std::unique_ptr<LiveRequest>> Admit(ServiceState& state,
-                                                            const std::string& caller,
-                                                            engine::Request request);
+  // `n` choices of one request (engine::Engine::SubmitChoices), each with a stream slot and a
+  // fresh request id in the caller's namespace, in choice order. The refusal (too many streams,
+  // the engine's) holds nothing.
+  static absl::StatusOr<std::vector<std::unique_ptr<LiveRequest>>> AdmitChoices(
+      ServiceState& state, const std::string& caller, engine::Request request, int32_t n);
   ~LiveRequest();
   LiveRequest(const LiveRequest&) = delete;
   LiveRequest& operator=(const LiveRequest&) = delete;
 
   const std::string& request_id() const { return request_id_; }
 
-  // The next event (token events observed in the inter-token histogram); nullopt once
-  // `abandoned()` holds (asked at most every kPollInterval, waiting or not).
-  std::optional<engine::Event> Next(const std::function<bool()>& abandoned);
+  // The next event if one has come, without waiting (token events observed in the inter-token
+  // histogram; the finish event gives back the slot and the id).
+  std::optional<engine::Event> TryNext();
+  // Runs `listener` after every event the engine pushes (RequestStream::SetPushListener: quick,
+  // under the stream's lock); nullptr removes it.
+  void SetPushListener(std::function<void()> listener) {
+    stream_->SetPushListener(std::move(listener));
+  }
   // Cancels the request and waits for its finish event (the engine sends it at its next step),
   // so that the cancellation is counted like any finish; nullopt if it does not come within a
   // few seconds (a stopping engine).
@@ -62,7 +64,6 @@ class LiveRequest {
   std::shared_ptr<engine::RequestStream> stream_;
   bool released_ = false;
   double last_token_seconds_ = -1;
-  std::chrono::steady_clock::time_point last_check_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace tandem::server

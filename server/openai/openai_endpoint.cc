@@ -11,8 +11,8 @@
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/request_validation.h"
 #include "server/logging/structured_log.h"
+#include "server/openai/choice_streams.h"
 #include "server/openai/completion_answer.h"
-#include "server/openai/live_request.h"
 #include "server/openai/openai_error.h"
 #include "server/openai/openai_json.h"
 
@@ -174,15 +174,16 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
       !s.ok()) {
     return Refuse(rpc, *caller, s, writer);
   }
-  absl::StatusOr<std::unique_ptr<LiveRequest>> live =
-      LiveRequest::Admit(state_, *caller, *std::move(built));
+  absl::StatusOr<std::unique_ptr<ChoiceStreams>> live =
+      ChoiceStreams::Admit(state_, *caller, *std::move(built), request->n);
   if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
   const std::string request_id = (*live)->request_id();
   LogLine(LogLevel::kDebug, "request started")
       .Field("rpc", rpc)
       .Field("request_id", request_id)
       .Field("caller", *caller)
-      .Field("peer", http.peer);
+      .Field("peer", http.peer)
+      .Field("choices", request->n);
 
   CompletionShape shape;
   shape.chat = chat;
@@ -201,9 +202,9 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   }
   CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
                                         : AnswerWhole(**live, shape, writer);
-  live->reset();  // the slot and the id are free (if no finish event came) before the record
+  live->reset();  // the slots and the ids are free (if no finish event came) before the record
   RecordServedCall(state_, rpc, *caller, request_id, ToGrpcStatus(outcome.status),
-                   outcome.finished ? &*outcome.finished : nullptr);
+                   outcome.finished);
 }
 
 }  // namespace tandem::server

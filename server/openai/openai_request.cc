@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/request.h"
 #include "engine/sampler.h"
 #include "models/json_depth.h"
 #include "models/status_macros.h"
@@ -225,7 +226,10 @@ absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* re
   if (skip_special) out->set_skip_special_tokens(*skip_special);
 
   TANDEM_ASSIGN_OR_RETURN(auto n, Integer(f, "n"));
-  if (n && *n != 1) return Invalid("n", absl::StrCat("only 1 is supported, got ", *n));
+  if (n && (*n < 1 || *n > engine::kMaxChoices)) {
+    return Invalid("n", absl::StrCat("must be in [1, ", engine::kMaxChoices, "], got ", *n));
+  }
+  request->n = static_cast<int32_t>(n.value_or(1));
   TANDEM_RETURN_IF_ERROR(ReadLogitBias(f, out));
   TANDEM_RETURN_IF_ERROR(ReadStreaming(f, request));
   // Nothing generated depends on these.

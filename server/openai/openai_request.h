@@ -5,7 +5,7 @@
 // types. Values are the validation's business (a max_tokens of 10^6 is refused there, with the
 // field renamed to the client's: openai_error.h).
 //
-// Parameters that would change what is generated and that tandem does not do (n > 1, best_of,
+// Parameters that would change what is generated and that tandem does not do (best_of,
 // echo (prompt logprobs), an unknown response_format type, logit_bias) and parameters it does
 // not know are refused with INVALID_ARGUMENT naming them, never ignored. Null
 // counts as absent, as OpenAI's SDKs send it.
@@ -27,6 +27,7 @@ namespace tandem::server {
 struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int32_t n = 1;               // choices, [1, engine::kMaxChoices]
   ToolUse tool_use;            // chat only
   // By endpoint: `chat` for chat completions, `generate` for completions.
   v1::ChatRequest chat;

@@ -58,9 +58,9 @@ const char* ChatFinishReason(engine::FinishReason reason, size_t calls) {
                                                             : OpenAiFinishReason(reason);
 }
 
-json CompletionJson(const CompletionShape& shape, const std::string& text,
-                    const engine::Event& finished, json logprobs) {
-  json choice = {{"index", 0}};
+json ChoiceJson(const CompletionShape& shape, int index, const std::string& text,
+                const engine::Event& finished, json logprobs) {
+  json choice = {{"index", index}};
   const char* finish_reason = OpenAiFinishReason(finished.finish_reason);
   if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
     ToolCallPiece parsed = ParseToolCalls(shape.tool_call_format, shape.tools, text);
@@ -78,15 +78,19 @@ json CompletionJson(const CompletionShape& shape, const std::string& text,
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason;
+  return choice;
+}
+
+json CompletionJson(const CompletionShape& shape, json choices, const engine::Usage& usage) {
   json out = Envelope(shape, /*chunk=*/false);
-  out["choices"] = json::array({std::move(choice)});
-  out["usage"] = UsageJson(finished.usage);
+  out["choices"] = std::move(choices);
+  out["usage"] = UsageJson(usage);
   return out;
 }
 
-json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
+json ChunkJson(const CompletionShape& shape, int index, const std::string& text, bool role,
                const char* finish_reason, json logprobs) {
-  json choice = {{"index", 0}};
+  json choice = {{"index", index}};
   if (shape.chat) {
     json delta = json::object();
     if (role) delta["role"] = "assistant";
@@ -103,9 +107,9 @@ json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
   return out;
 }
 
-json ToolCallChunkJson(const CompletionShape& shape, const std::vector<ToolCall>& calls,
+json ToolCallChunkJson(const CompletionShape& shape, int index, const std::vector<ToolCall>& calls,
                        int first_index) {
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"delta", {{"tool_calls", ToolCallsJson(calls, first_index, /*indexed=*/true)}}},
                  {"logprobs", nullptr},
                  {"finish_reason", nullptr}};

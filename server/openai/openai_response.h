@@ -38,20 +38,23 @@ struct CompletionShape {
 // gRPC Abort call), as vLLM says it.
 const char* OpenAiFinishReason(engine::FinishReason reason);
 
-// The whole answer: `text` is everything generated, `finished` the engine's finish event,
-// `logprobs` the choice's (null when not asked for). With a tool-call format the message holds
-// the calls found in the text (content null when nothing else), and finish_reason says
-// "tool_calls" when the model stopped after making some.
-nlohmann::json CompletionJson(const CompletionShape& shape, const std::string& text,
-                              const engine::Event& finished, nlohmann::json logprobs);
-// A chunk of a stream with new text (`role`: the chat stream's first chunk names the role) and
-// the logprobs of its tokens, or with the finish reason and no text.
-nlohmann::json ChunkJson(const CompletionShape& shape, const std::string& text, bool role,
-                         const char* finish_reason, nlohmann::json logprobs = nullptr);
-// A chunk with tool calls, whole (name and arguments at once); `first_index` numbers the first
-// among the answer's calls.
-nlohmann::json ToolCallChunkJson(const CompletionShape& shape, const std::vector<ToolCall>& calls,
-                                 int first_index);
+// Choice `index` of a whole answer: `text` is everything it generated, `finished` the engine's
+// finish event, `logprobs` the choice's (null when not asked for). With a tool-call format the
+// message holds the calls found in the text (content null when nothing else), and finish_reason
+// says "tool_calls" when the model stopped after making some.
+nlohmann::json ChoiceJson(const CompletionShape& shape, int index, const std::string& text,
+                          const engine::Event& finished, nlohmann::json logprobs);
+// The whole answer: its choices (ChoiceJson, in index order) and their usage.
+nlohmann::json CompletionJson(const CompletionShape& shape, nlohmann::json choices,
+                              const engine::Usage& usage);
+// A chunk of a stream with choice `index`'s new text (`role`: the chat stream's first chunk
+// names the role) and the logprobs of its tokens, or with its finish reason and no text.
+nlohmann::json ChunkJson(const CompletionShape& shape, int index, const std::string& text,
+                         bool role, const char* finish_reason, nlohmann::json logprobs = nullptr);
+// A chunk with choice `index`'s tool calls, whole (name and arguments at once); `first_index`
+// numbers the first among the choice's calls.
+nlohmann::json ToolCallChunkJson(const CompletionShape& shape, int index,
+                                 const std::vector<ToolCall>& calls, int first_index);
 // The finish_reason of a chat answer that made `calls` tool calls.
 const char* ChatFinishReason(engine::FinishReason reason, size_t calls);
 

@@ -96,6 +96,7 @@ class OpenAiApiTest : public ::testing::Test {
     ServerConfig small = testing::SmallServerConfig();
     small.security = config.security;
     small.limits.max_concurrent_streams = config.limits.max_concurrent_streams;
+    small.engine.hydragen.enabled = config.engine.hydragen.enabled;
     // Room for a stream that cannot finish before its client hangs up.
     small.engine.scheduler.max_new_tokens_limit = 1 << 20;
     small.engine.memory_bytes = 256 << 20;
@@ -223,6 +224,118 @@ TEST_F(OpenAiApiTest, StreamedChunksAddUpToTheWholeAnswer) {
   EXPECT_TRUE(last["choices"].empty());
   EXPECT_EQ(last["usage"]["completion_tokens"], answer["usage"]["completion_tokens"]);
   EXPECT_GT(last["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+// Sampled choices decode beside each other from one cached prompt, where Hydragen's shared-prefix
+// sums would round otherwise than a lone request's attention; these tests compare bits.
+ServerConfig WithoutHydragen() {
+  ServerConfig config;
+  config.engine.hydragen.enabled = false;
+  return config;
+}
+
+json SampledChat(const std::string& content, int max_tokens, uint64_t seed) {
+  json body = ChatBody(content, max_tokens);
+  body["temperature"] = 1.0;
+  body["seed"] = seed;
+  return body;
+}
+
+// n: each choice is what a lone request with its seed (engine::ChoiceSeed) answers, the choices
+// are numbered in order, and the usage counts the prompt once and every choice's tokens.
+TEST_F(OpenAiApiTest, SeveralChoicesAreLoneAnswersWithTheirSeeds) {
+  Start(WithoutHydragen());
+  json body = SampledChat("Tell me about boats.", 12, 7);
+  body["n"] = 3;
+  testing::HttpResponse response = Post("/v1/chat/completions", body);
+  ASSERT_EQ(response.status, 200) << response.body;
+  const json answer = Parse(response.body);
+  ASSERT_EQ(answer["choices"].size(), 3u) << response.body;
+  int64_t completion_tokens = 0;
+  std::vector<std::string> contents;
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const json& choice = answer["choices"][i];
+    EXPECT_EQ(choice["index"], i);
+    testing::HttpResponse alone = Post(
+        "/v1/chat/completions", SampledChat("Tell me about boats.", 12, engine::ChoiceSeed(7, i)));
+    ASSERT_EQ(alone.status, 200) << alone.body;
+    const json lone = Parse(alone.body);
+    EXPECT_EQ(choice["message"]["content"], lone["choices"][0]["message"]["content"]);
+    EXPECT_EQ(choice["finish_reason"], lone["choices"][0]["finish_reason"]);
+    EXPECT_EQ(answer["usage"]["prompt_tokens"], lone["usage"]["prompt_tokens"]);
+    completion_tokens += lone["usage"]["completion_tokens"].get<int64_t>();
+    contents.push_back(choice["message"]["content"]);
+  }
+  EXPECT_EQ(answer["usage"]["completion_tokens"], completion_tokens);
+  EXPECT_TRUE(contents[0] != contents[1] || contents[0] != contents[2]) << response.body;
+  // One call, however many choices.
+  const std::string scrape = Scrape();
+  EXPECT_TRUE(
+      absl::StrContains(scrape, "tandem_requests_total{code=\"OK\",rpc=\"ChatCompletions\"} 4"))
+      << scrape;
+}
+
+// A stream of n choices: each opens with the role and ends with its finish reason, the chunks
+// say which choice they belong to, and each choice's text adds up to the whole answer's.
+TEST_F(OpenAiApiTest, StreamedChoicesAddUpToTheWholeAnswersChoices) {
+  Start(WithoutHydragen());
+  json body = SampledChat("Describe a forest.", 10, 99);
+  body["n"] = 2;
+  testing::HttpResponse whole = Post("/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const json answer = Parse(whole.body);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  testing::HttpResponse streamed = Post("/v1/chat/completions", body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  std::vector<json> events = SseEvents(streamed.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 5u);
+  std::vector<std::string> text(2);
+  std::vector<int> roles(2), finishes(2);
+  for (size_t e = 0; e + 1 < events.size(); ++e) {
+    ASSERT_EQ(events[e]["choices"].size(), 1u) << events[e];
+    const json& choice = events[e]["choices"][0];
+    const int i = choice["index"];
+    ASSERT_TRUE(i == 0 || i == 1) << events[e];
+    EXPECT_EQ(finishes[i], 0) << "a chunk after choice " << i << " finished";
+    if (choice["delta"].contains("role")) ++roles[i];
+    text[i] += choice["delta"].value("content", "");
+    if (!choice["finish_reason"].is_null()) {
+      ++finishes[i];
+      EXPECT_EQ(choice["finish_reason"], answer["choices"][i]["finish_reason"]);
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(roles[i], 1);
+    EXPECT_EQ(finishes[i], 1);
+    EXPECT_EQ(text[i], answer["choices"][i]["message"]["content"]);
+  }
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], answer["usage"]["completion_tokens"]);
+}
+
+// Every choice takes one of the server's stream slots: n beyond the free ones is refused whole,
+// and the slots all come back after an answer.
+TEST_F(OpenAiApiTest, ChoicesTakeAStreamSlotEach) {
+  ServerConfig config;
+  config.limits.max_concurrent_streams = 2;
+  Start(config);
+  json body = ChatBody("hi", 3);
+  body["n"] = 3;
+  testing::HttpResponse refused = Post("/v1/chat/completions", body);
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_TRUE(absl::StrContains(refused.body, "too many concurrent streams")) << refused.body;
+  body["n"] = 2;
+  for (int i = 0; i < 4; ++i) {
+    body["stream"] = (i % 2 == 1);
+    testing::HttpResponse response = Post("/v1/chat/completions", body);
+    ASSERT_EQ(response.status, 200) << "request " << i << ": " << response.body;
+  }
+  body["n"] = 1;
+  EXPECT_EQ(Post("/v1/chat/completions", body).status, 200);
 }
 
 TEST_F(OpenAiApiTest, CompletionSaysWhatGenerateSays) {
@@ -485,7 +598,7 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
     std::string message;  // a part of it
   };
   json n2 = ChatBody("hi", 4);
-  n2["n"] = 2;
+  n2["n"] = 65;
   json logprobs = ChatBody("hi", 4);
   logprobs["logprobs"] = true;
   logprobs["top_logprobs"] = 30;
@@ -502,7 +615,7 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
       {"{\"model\": ", 400, "", "not JSON"},
       {"[1, 2]", 400, "", "must be a JSON object"},
       {wrong_model.dump(), 404, "model", "'gpt-4o' is not served here"},
-      {n2.dump(), 400, "n", "only 1 is supported, got 2"},
+      {n2.dump(), 400, "n", "must be in [1, 64], got 65"},
       {json{{"model", kModel}}.dump(), 400, "messages", "required"},
       {logprobs.dump(), 400, "top_logprobs", "must be in [0, 20]"},
       {unknown.dump(), 400, "frobnicate", "unknown parameter"},
@@ -596,6 +709,34 @@ TEST_F(OpenAiApiTest, AClientThatHangsUpMidStreamHasItsRequestCancelled) {
                              "tandem_requests_total{code=\"CANCELLED\",rpc=\"ChatCompletions\"} 1");
   })) << Scrape();
   EXPECT_EQ(server_->state().active_streams(), 0);
+}
+
+// Every choice of an abandoned call is cancelled, and every slot comes back.
+TEST_F(OpenAiApiTest, AClientThatHangsUpCancelsEveryChoice) {
+  json body = ChatBody("Tell a long story.", 20000);
+  body["stream"] = true;
+  body["ignore_eos"] = true;
+  body["n"] = 3;
+  const int fd = SendRaw(body);
+  ASSERT_GE(fd, 0);
+  // Past the three roles' chunks: the choices are generating.
+  std::string received;
+  char buffer[4096];
+  while (CountEvents(received) < 4) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    ASSERT_GT(n, 0) << received;
+    received.append(buffer, n);
+  }
+  close(fd);
+  Client client(server_->port());
+  EXPECT_TRUE(Eventually([&] { return client.ServerInfo().cancelled_requests() == 3; }));
+  EXPECT_TRUE(Eventually([&] {
+    const std::string scrape = Scrape();
+    return absl::StrContains(scrape, "tandem_requests_finished_total{reason=\"cancelled\"} 3") &&
+           absl::StrContains(scrape,
+                             "tandem_requests_total{code=\"CANCELLED\",rpc=\"ChatCompletions\"} 1");
+  })) << Scrape();
+  EXPECT_TRUE(Eventually([&] { return server_->state().active_streams() == 0; }));
 }
 
 TEST_F(OpenAiApiTest, AClientThatHangsUpBeforeAWholeAnswerHasItsRequestCancelled) {

@@ -354,6 +354,35 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
   }
 }
 
+// n asks for several choices: any count the engine takes, on both endpoints; 1 when absent.
+TEST(OpenAiRequestTest, NIsTheNumberOfChoices) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  absl::StatusOr<OpenAiRequest> chat = Chat(R"({"model": "m", "n": 5, )" + messages + "}");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->n, 5);
+  absl::StatusOr<OpenAiRequest> one = Chat(R"({"model": "m", "n": null, )" + messages + "}");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->n, 1);
+  absl::StatusOr<OpenAiRequest> completion =
+      Completion(R"({"model": "m", "prompt": "a", "n": 64})");
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_EQ(completion->n, 64);
+  for (const auto& [n, message] : std::vector<std::pair<std::string, std::string>>{
+           {"0", "n: must be in [1, 64], got 0"},
+           {"65", "n: must be in [1, 64], got 65"},
+           {"-3", "n: must be in [1, 64], got -3"},
+           {"9999999999999", "n: must be in [1, 64], got 9999999999999"},
+           {"\"2\"", "n: must be an integer"},
+           {"1.5", "n: must be an integer"},
+       }) {
+    const std::string body = R"({"model": "m", "prompt": "a", "n": )" + n + "}";
+    absl::StatusOr<OpenAiRequest> request = Completion(body);
+    ASSERT_FALSE(request.ok()) << body;
+    EXPECT_NE(request.status().message().find(message), std::string::npos)
+        << body << " -> " << request.status();
+  }
+}
+
 TEST(OpenAiRequestTest, ValidationFieldsReadAsTheClientsParameters) {
   EXPECT_EQ(OpenAiParam("sampling.max_new_tokens"), "max_tokens");
   EXPECT_EQ(OpenAiParam("sampling.stop_strings[1]"), "stop[1]");
