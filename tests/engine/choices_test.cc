@@ -33,15 +33,6 @@ SchedulerConfig SmallSteps() {
   return config;
 }
 
-// Choices restored from one cached prefix decode beside each other, where Hydragen would sum
-// their shared prefix's attention in another order than a lone request; exactness is checked
-// without it.
-models::HydragenConfig Plain() {
-  models::HydragenConfig plain;
-  plain.enabled = false;
-  return plain;
-}
-
 Request Sampled(std::vector<int32_t> prompt, int32_t max_new_tokens) {
   Request r = testing::GreedyWithLogprobs(std::move(prompt), max_new_tokens);
   r.sampling.greedy = false;
@@ -62,7 +53,7 @@ class ChoicesTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<SchedulerHarness> Harness(CachePolicy policy = CachePolicy::kMarconi,
                                             size_t memory = 64 * kMiB) {
     return std::make_unique<SchedulerHarness>(*model_, policy, memory, SmallSteps(), Backend::kCpu,
-                                              "avmp-dynamic", Plain());
+                                              "avmp-dynamic", testing::WithoutHydragen());
   }
 
   // Choice `index` of `request` run as a lone request, with no cache.

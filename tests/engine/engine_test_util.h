@@ -15,6 +15,7 @@
 #include "engine/scheduler.h"
 #include "gtest/gtest.h"
 #include "kernels/backends.h"
+#include "models/hydragen_config.h"
 #include "models/model.h"
 #include "tests/test_tokens.h"
 
@@ -188,6 +189,15 @@ class SchedulerHarness {
   std::unique_ptr<Scheduler> scheduler_;
   RequestId next_id_ = 1;
 };
+
+// Hydragen sums a shared prefix's attention in another order than plain attention, so rows that
+// share a cached prefix round otherwise than a lone request's; tests that compare such runs bit
+// for bit turn it off.
+inline models::HydragenConfig WithoutHydragen() {
+  models::HydragenConfig plain;
+  plain.enabled = false;
+  return plain;
+}
 
 inline Request Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {
   Request r;

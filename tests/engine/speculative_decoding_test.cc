@@ -39,14 +39,6 @@ SchedulerConfig Speculating(int32_t draft_tokens) {
   return config;
 }
 
-// Hydragen sums a shared prefix's attention in another order than plain attention, which would
-// make a verification row differ from a decode row in rounding; exactness is checked without it.
-models::HydragenConfig Plain() {
-  models::HydragenConfig plain;
-  plain.enabled = false;
-  return plain;
-}
-
 class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -58,7 +50,7 @@ class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {
   // A lone run without speculation: what every speculative run must reproduce.
   Outcome Plainly(const Request& request) {
     SchedulerHarness plain(*model_, CachePolicy::kNone, 64 * kMiB, Speculating(0), Backend::kCpu,
-                           "avmp-dynamic", Plain());
+                           "avmp-dynamic", testing::WithoutHydragen());
     return plain.Run(request);
   }
 
@@ -70,7 +62,7 @@ class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {
                                             size_t memory = 64 * kMiB,
                                             CachePolicy policy = CachePolicy::kMarconi) {
     return std::make_unique<SchedulerHarness>(*model_, policy, memory, config, Backend::kCpu,
-                                              "avmp-dynamic", Plain());
+                                              "avmp-dynamic", testing::WithoutHydragen());
   }
 
   std::unique_ptr<models::Model> model_;
@@ -337,7 +329,8 @@ TEST(ModelRunnerRowsTest, AllRowsOfAPassAreTheBitsOfDecodeSteps) {
     ASSERT_NE(model, nullptr);
     const int32_t vocab = model->config().vocab_size;
     auto make = [&] {
-      return std::make_unique<ModelRunner>(*model, kernels::MakeCpuOps(2, true), Plain());
+      return std::make_unique<ModelRunner>(*model, kernels::MakeCpuOps(2, true),
+                                           testing::WithoutHydragen());
     };
     const std::vector<int32_t> prompt = Tokens(21, 16, vocab);
     const std::vector<int32_t> next = Tokens(5, 17, vocab);
