@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/e2e/bench_prompt.h"
 #include "cache/allocator_factory.h"
 #include "engine/cache_model_spec.h"
 #include "engine/model_runner.h"
@@ -30,8 +31,6 @@
 #include "engine/sequence_memory.h"
 #include "kernels/backends.h"
 #include "models/model_presets.h"
-#include "models/status_macros.h"
-#include "models/tokenizer.h"
 
 namespace tandem {
 namespace {
@@ -106,32 +105,11 @@ int VerificationCost(const models::Model& model, engine::ModelRunner& runner,
   return 0;
 }
 
-// The prompt: with a checkpoint, its tokenizer's ids for the start of a novel repeated up to
-// about `prompt_tokens` ids; with a random model, arbitrary ids.
-absl::StatusOr<std::vector<int32_t>> Prompt(const std::string& model_dir, int prompt_tokens) {
-  std::vector<int32_t> prompt;
-  if (model_dir.empty()) {
-    for (int i = 0; i < prompt_tokens; ++i) prompt.push_back(4 + (i * 7919) % 1000);
-    return prompt;
-  }
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<models::Tokenizer> tokenizer,
-                          models::LoadTokenizer(model_dir));
-  TANDEM_ASSIGN_OR_RETURN(
-      std::vector<int32_t> sentence,
-      tokenizer->Encode("It is a truth universally acknowledged, that a single man in "
-                        "possession of a good fortune, must be in want of a wife. ",
-                        /*add_special_tokens=*/false));
-  while (static_cast<int>(prompt.size()) < prompt_tokens) {
-    prompt.insert(prompt.end(), sentence.begin(), sentence.end());
-  }
-  return prompt;
-}
-
 int Run(const std::string& preset, const std::string& model_dir, int threads, int prompt_tokens,
         int new_tokens, int batch) {
   auto loaded =
       model_dir.empty() ? models::RandomPresetModel(preset, 1) : models::Model::Load(model_dir);
-  auto prompt = loaded.ok() ? Prompt(model_dir, prompt_tokens) : loaded.status();
+  auto prompt = loaded.ok() ? bench::NovelPrompt(model_dir, prompt_tokens) : loaded.status();
   if (!loaded.ok() || !prompt.ok()) {
     std::fprintf(stderr, "%s\n", std::string(prompt.status().message()).c_str());
     return 1;
