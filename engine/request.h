@@ -56,13 +56,6 @@ inline constexpr size_t kMaxPredictionTokens = 32768;
 // Engine::SubmitChoices: the most answers one prompt may ask for at once (OpenAI's `n`).
 inline constexpr int32_t kMaxChoices = 64;
 
-// The seed of choice `index` of a request seeded with `seed`: choice 0 keeps the request's seed,
-// so that asking for one choice or several gives the same first answer; the others are spread
-// apart by the golden ratio, as SplitMix64 steps are.
-inline uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
-  return seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull;
-}
-
 inline constexpr size_t kMaxCheckpointHints = 16;
 
 enum class FinishReason {

@@ -68,6 +68,14 @@ uint64_t SplitMix64(uint64_t& x) {
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
+uint64_t ChoiceSeed(uint64_t seed, int32_t index) {
+  if (index == 0) return seed;
+  // The index-th SplitMix64 output after `seed`, a well-mixed value for each index. Rng(seed)
+  // takes the first four as its state words; the xor keeps choice 1's seed from being one.
+  uint64_t x = seed + (static_cast<uint64_t>(index) - 1) * 0x9e3779b97f4a7c15ULL;
+  return SplitMix64(x) ^ 0x5851f42d4c957f2dULL;
+}
+
 Rng::Rng(uint64_t seed) {
   for (uint64_t& s : s_) s = SplitMix64(seed);
 }

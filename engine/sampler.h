@@ -66,6 +66,12 @@ struct SamplingParams {
 // (logit_bias's tokens are checked against the vocabulary where it is known.)
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 
+// The seed of choice `index` of a request seeded with `seed` (Engine::SubmitChoices): choice 0
+// keeps the request's seed, so that asking for one choice or several gives the same first
+// answer; the others get the seed and the index mixed (SplitMix64's output function), so that
+// no two choices' generators start from overlapping states.
+uint64_t ChoiceSeed(uint64_t seed, int32_t index);
+
 // A small, fast, portable generator (xoshiro256**) so that a seed means the same stream on
 // every platform and standard library.
 class Rng {

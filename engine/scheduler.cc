@@ -218,8 +218,10 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
         "prefix cache: the finished sequence's state was refused: ", inserted.message()));
   }
   seq.status = SequenceStatus::kFinished;
-  // Choices still waiting for this one to prefill their prompt run on their own.
+  // Choices still waiting for this one to prefill their prompt run on their own; one that ends
+  // while it waits no longer holds its first choice back.
   if (seq.waiting_choices > 0) ReleaseChoices(seq);
+  if (seq.waits_for != 0) UnlinkChoice(seq);
   if (completed && cache_ != nullptr) {
     std::span<const int32_t> all(seq.tokens);
     cache_->ReportFinished(all.first(seq.prompt_tokens), all.subspan(seq.prompt_tokens),

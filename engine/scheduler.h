@@ -207,6 +207,9 @@ class Scheduler {
   static int64_t ForkLimit(const Sequence& seq);
   // Lets the choices that wait for `first` run (in their places in the queue).
   void ReleaseChoices(Sequence& first);
+  // A waiting choice that finishes (cancelled) stops counting in its first choice's
+  // waiting_choices.
+  void UnlinkChoice(Sequence& seq);
   // First choices that reached their prompt's last token hand their state to the prefix cache
   // and go back to the head of the queue, followed by the choices that waited for them.
   void ForkChoices();

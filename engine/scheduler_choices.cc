@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "engine/scheduler.h"
 
@@ -38,6 +39,18 @@ void Scheduler::ReleaseChoices(Sequence& first) {
   first.waiting_choices = 0;
   for (const std::unique_ptr<Sequence>& seq : waiting_) {
     if (seq->waits_for == first.id) seq->waits_for = 0;
+  }
+}
+
+void Scheduler::UnlinkChoice(Sequence& seq) {
+  const RequestId first_id = std::exchange(seq.waits_for, 0);
+  auto unlink = [&](const std::unique_ptr<Sequence>& first) {
+    if (first == nullptr || first->id != first_id) return false;
+    if (first->waiting_choices > 0) --first->waiting_choices;
+    return true;
+  };
+  if (std::none_of(waiting_.begin(), waiting_.end(), unlink)) {
+    (void)std::any_of(running_.begin(), running_.end(), unlink);
   }
 }
 

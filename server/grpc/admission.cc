@@ -7,20 +7,22 @@
 
 namespace tandem::server {
 
-absl::Status TakeStreamSlot(ServiceState& state) {
-  if (state.AcquireStream()) return absl::OkStatus();
+absl::Status TakeStreamSlot(ServiceState& state, int32_t n) {
+  if (state.AcquireStream(n)) return absl::OkStatus();
   return absl::ResourceExhaustedError(
       absl::StrCat("too many concurrent streams (the server's limit is ",
-                   state.config().limits.max_concurrent_streams, ")"));
+                   state.config().limits.max_concurrent_streams, n > 1 ? ", and each of the " : "",
+                   n > 1 ? absl::StrCat(n, " choices takes one") : "", ")"));
 }
 
 absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceState& state,
                                                                        const std::string& caller,
                                                                        std::string* request_id,
                                                                        engine::Request request) {
+  // A copy: a refused call's record still names the id it asked for.
   TANDEM_ASSIGN_OR_RETURN(
       std::vector<SubmittedChoice> submitted,
-      SubmitChoicesForCaller(state, caller, std::move(*request_id), std::move(request), 1));
+      SubmitChoicesForCaller(state, caller, *request_id, std::move(request), 1));
   *request_id = std::move(submitted.front().request_id);
   return std::move(submitted.front().stream);
 }
@@ -34,7 +36,7 @@ absl::StatusOr<std::vector<SubmittedChoice>> SubmitChoicesForCaller(ServiceState
   // Gives back the slots and the ids reserved so far.
   auto refuse = [&](absl::Status status) {
     for (const SubmittedChoice& choice : choices) state.ReleaseId(caller, choice.request_id);
-    for (int32_t i = 0; i < n; ++i) state.ReleaseStream();
+    state.ReleaseStream(n);
     return status;
   };
   for (int32_t i = 0; i < n; ++i) {

@@ -16,8 +16,8 @@
 
 namespace tandem::server {
 
-// One stream slot (ServiceState::AcquireStream), or RESOURCE_EXHAUSTED naming the limit.
-absl::Status TakeStreamSlot(ServiceState& state);
+// `n` stream slots (ServiceState::AcquireStream), or RESOURCE_EXHAUSTED naming the limit.
+absl::Status TakeStreamSlot(ServiceState& state, int32_t n = 1);
 
 // For a caller holding a stream slot (TakeStreamSlot): reserves `*request_id` for `caller` (an
 // empty one gets a fresh id, written back) and submits `request` under it; the id stays

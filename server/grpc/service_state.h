@@ -54,15 +54,16 @@ class ServiceState {
   void set_draining() { draining_ = true; }
   bool draining() const { return draining_; }
 
-  // Counts an open stream; false (and nothing counted) when the cap is reached.
-  bool AcquireStream() {
-    if (active_streams_.fetch_add(1) >= config_.limits.max_concurrent_streams) {
-      active_streams_.fetch_sub(1);
+  // Counts `n` open streams at once (an OpenAI call's choices); false (and nothing counted)
+  // when they would pass the cap.
+  bool AcquireStream(int64_t n = 1) {
+    if (active_streams_.fetch_add(n) + n > config_.limits.max_concurrent_streams) {
+      active_streams_.fetch_sub(n);
       return false;
     }
     return true;
   }
-  void ReleaseStream() { active_streams_.fetch_sub(1); }
+  void ReleaseStream(int64_t n = 1) { active_streams_.fetch_sub(n); }
   int64_t active_streams() const { return active_streams_.load(); }
 
   // Request ids are unique per caller (caller_identity.h), not server-wide: a client's ids

@@ -65,17 +65,18 @@ std::optional<ChoiceStreams::ChoiceEvent> ChoiceStreams::Next(
   return std::nullopt;
 }
 
-std::vector<engine::Event> ChoiceStreams::Cancel() {
-  std::vector<engine::Event> finished;
+void ChoiceStreams::Cancel(std::vector<std::optional<engine::Event>>* finished) {
+  std::vector<size_t> cancelled;
   for (size_t i = 0; i < choices_.size(); ++i) {
     if (finished_[i]) continue;
     finished_[i] = true;
     --unfinished_;
-    if (std::optional<engine::Event> event = choices_[i]->Cancel()) {
-      finished.push_back(*std::move(event));
-    }
+    choices_[i]->SendCancel();
+    cancelled.push_back(i);
   }
-  return finished;
+  // The engine cancels them all at its next step: one deadline for all.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (const size_t i : cancelled) (*finished)[i] = choices_[i]->AwaitFinish(give_up);
 }
 
 }  // namespace tandem::server

@@ -47,9 +47,10 @@ class ChoiceStreams {
   // The next event of any choice; nullopt once every choice has finished or `abandoned()` holds
   // (asked at most every kPollInterval, waiting or not).
   std::optional<ChoiceEvent> Next(const std::function<bool()>& abandoned);
-  // Cancels the choices that have not finished and waits for their finish events
-  // (LiveRequest::Cancel), which it returns; those that do not come in time are left out.
-  std::vector<engine::Event> Cancel();
+  // Cancels every choice that has not finished, then waits for their finish events (a few
+  // seconds in all: a stopping engine may send none) and puts them in `finished`, one slot per
+  // choice; a choice whose event does not come keeps its slot empty.
+  void Cancel(std::vector<std::optional<engine::Event>>* finished);
 
  private:
   explicit ChoiceStreams(std::vector<std::unique_ptr<LiveRequest>> choices);

@@ -15,25 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// The client went away (or the server is stopping) before the request finished: the choices
-// still running are cancelled, and their finish events, if the engine sends them in time, are
-// recorded as such.
-CallOutcome Abandoned(ChoiceStreams& request, std::vector<engine::Event> finished,
-                      absl::Status why) {
-  for (engine::Event& event : request.Cancel()) finished.push_back(std::move(event));
-  return CallOutcome{std::move(why), std::move(finished)};
-}
-
-absl::Status Gone() { return absl::CancelledError("the client closed the connection"); }
-
-// The call's status: OK when every choice finished well, else the first choice's failure.
-absl::Status ChoicesStatus(const std::vector<std::optional<engine::Event>>& finished) {
-  for (const std::optional<engine::Event>& event : finished) {
-    if (absl::Status status = FinishStatus(*event); !status.ok()) return status;
-  }
-  return absl::OkStatus();
-}
-
 std::vector<engine::Event> Collected(std::vector<std::optional<engine::Event>> finished) {
   std::vector<engine::Event> events;
   for (std::optional<engine::Event>& event : finished) {
@@ -41,6 +22,17 @@ std::vector<engine::Event> Collected(std::vector<std::optional<engine::Event>> f
   }
   return events;
 }
+
+// The call ends before every choice finished (the client went away, the server is stopping, or
+// a choice failed): the choices still running are cancelled, and their finish events, if the
+// engine sends them in time, are recorded as such.
+CallOutcome Ended(ChoiceStreams& request, std::vector<std::optional<engine::Event>> finished,
+                  absl::Status why) {
+  request.Cancel(&finished);
+  return CallOutcome{std::move(why), Collected(std::move(finished))};
+}
+
+absl::Status Gone() { return absl::CancelledError("the client closed the connection"); }
 
 }  // namespace
 
@@ -55,30 +47,38 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
     choices.push_back({"", OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens)});
   }
   std::vector<std::optional<engine::Event>> finished(request.size());
-  while (!request.all_finished()) {
+  absl::Status status;  // a choice's failure, which is the answer
+  while (status.ok() && !request.all_finished()) {
     std::optional<ChoiceStreams::ChoiceEvent> next =
         request.Next([&] { return writer.Abandoned(); });
-    if (!next) return Abandoned(request, Collected(std::move(finished)), Gone());
+    if (!next) return Ended(request, std::move(finished), Gone());
     Choice& choice = choices[next->choice];
     choice.text += next->event.text;  // a finish event's text is what was held back until the end
     choice.logprobs.Add(next->event);
     if (next->event.kind == engine::Event::Kind::kFinished) {
+      status = FinishStatus(next->event);
       finished[next->choice] = std::move(next->event);
     }
   }
-  const absl::Status status = ChoicesStatus(finished);
-  std::vector<engine::Event> events = Collected(std::move(finished));
-  json list = json::array();
-  for (size_t i = 0; status.ok() && i < choices.size(); ++i) {
-    list.push_back(ChoiceJson(shape, static_cast<int>(i), choices[i].text, events[i],
-                              shape.logprobs ? choices[i].logprobs.Take() : nullptr));
+  HttpResponse response;
+  CallOutcome outcome;
+  if (status.ok()) {
+    outcome = CallOutcome{status, Collected(std::move(finished))};
+    json list = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      list.push_back(ChoiceJson(shape, static_cast<int>(i), choices[i].text, outcome.finished[i],
+                                shape.logprobs ? choices[i].logprobs.Take() : nullptr));
+    }
+    response =
+        JsonResponse(200, CompletionJson(shape, std::move(list), ChoicesUsage(outcome.finished)));
+  } else {
+    // The other choices would only run on for an answer that is an error.
+    outcome = Ended(request, std::move(finished), status);
+    response = ErrorResponse(ErrorFromStatus(status));
   }
-  HttpResponse response =
-      status.ok() ? JsonResponse(200, CompletionJson(shape, std::move(list), ChoicesUsage(events)))
-                  : ErrorResponse(ErrorFromStatus(status));
   response.headers.emplace_back("X-Request-Id", request.request_id());
   (void)writer.Send(std::move(response));  // finished either way; a client that left is gone
-  return CallOutcome{status, std::move(events)};
+  return outcome;
 }
 
 CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
@@ -139,7 +139,7 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
   while (io.ok() && !request.all_finished()) {
     std::optional<ChoiceStreams::ChoiceEvent> next =
         request.Next([&] { return writer.Abandoned(); });
-    if (!next) return Abandoned(request, Collected(std::move(finished)), Gone());
+    if (!next) return Ended(request, std::move(finished), Gone());
     Choice& choice = choices[next->choice];
     const engine::Event& event = next->event;
     choice.logprobs.Add(event);
@@ -164,24 +164,27 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
   if (!io.ok()) {
     if (absl::IsDeadlineExceeded(io)) {
       metrics.CountStreamStall();
-      return Abandoned(
-          request, Collected(std::move(finished)),
+      return Ended(
+          request, std::move(finished),
           absl::CancelledError("the client read nothing for the server's write stall timeout"));
     }
-    return Abandoned(request, Collected(std::move(finished)), Gone());
+    return Ended(request, std::move(finished), Gone());
   }
   std::string tail;
-  std::vector<engine::Event> events = Collected(std::move(finished));
+  CallOutcome outcome;
   if (!status.ok()) {
     // The other choices are cancelled: the answer is the error.
-    for (engine::Event& event : request.Cancel()) events.push_back(std::move(event));
+    outcome = Ended(request, std::move(finished), status);
     tail = SseEvent(ErrorJson(ErrorFromStatus(status)));
-  } else if (shape.usage_in_chunks) {
-    tail += SseEvent(UsageChunkJson(shape, ChoicesUsage(events)));
+  } else {
+    outcome = CallOutcome{status, Collected(std::move(finished))};
+    if (shape.usage_in_chunks) {
+      tail += SseEvent(UsageChunkJson(shape, ChoicesUsage(outcome.finished)));
+    }
   }
   tail += kSseDone;
   (void)writer.Write(tail);  // the request is over either way
-  return CallOutcome{status, std::move(events)};
+  return outcome;
 }
 
 }  // namespace tandem::server

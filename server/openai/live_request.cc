@@ -9,12 +9,7 @@ namespace tandem::server {
 
 absl::StatusOr<std::vector<std::unique_ptr<LiveRequest>>> LiveRequest::AdmitChoices(
     ServiceState& state, const std::string& caller, engine::Request request, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) {
-    if (absl::Status slot = TakeStreamSlot(state); !slot.ok()) {
-      for (int32_t taken = 0; taken < i; ++taken) state.ReleaseStream();
-      return slot;
-    }
-  }
+  TANDEM_RETURN_IF_ERROR(TakeStreamSlot(state, n));  // all at once or none
   TANDEM_ASSIGN_OR_RETURN(std::vector<SubmittedChoice> choices,
                           SubmitChoicesForCaller(state, caller, "", std::move(request), n));
   std::vector<std::unique_ptr<LiveRequest>> live;
@@ -47,10 +42,11 @@ std::optional<engine::Event> LiveRequest::TryNext() {
   return event;
 }
 
-std::optional<engine::Event> LiveRequest::Cancel() {
-  state_.engine().Cancel(stream_->id());
+void LiveRequest::SendCancel() { state_.engine().Cancel(stream_->id()); }
+
+std::optional<engine::Event> LiveRequest::AwaitFinish(
+    std::chrono::steady_clock::time_point give_up) {
   engine::Event event;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < give_up) {
     bool timed_out = false;
     if (stream_->NextFor(std::chrono::milliseconds(50), &event, &timed_out)) {

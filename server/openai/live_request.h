@@ -42,10 +42,12 @@ class LiveRequest {
   void SetPushListener(std::function<void()> listener) {
     stream_->SetPushListener(std::move(listener));
   }
-  // Cancels the request and waits for its finish event (the engine sends it at its next step),
-  // so that the cancellation is counted like any finish; nullopt if it does not come within a
-  // few seconds (a stopping engine).
-  std::optional<engine::Event> Cancel();
+  // Cancelling, in two halves so that many requests can be cancelled at once: SendCancel asks
+  // the engine to cancel the request; AwaitFinish waits for its finish event (the engine sends
+  // it at its next step), so that the cancellation is counted like any finish, until
+  // `give_up` (a stopping engine may send none: nullopt).
+  void SendCancel();
+  std::optional<engine::Event> AwaitFinish(std::chrono::steady_clock::time_point give_up);
 
  private:
   // Gives back the slot and the id (cancelling the request if it still runs); once.

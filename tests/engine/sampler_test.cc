@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,21 @@ TEST(SamplerTest, SameSeedSameTokensDifferentSeedDifferentStream) {
   std::vector<int32_t> tc;
   for (int i = 0; i < 200; ++i) tc.push_back(c.Sample(kLogits));
   EXPECT_NE(ta, tc);
+}
+
+// Choices of one request: choice 0 keeps the seed; the others' generators share no draws with
+// each other or with the request's own (not one of the first 64 draws of 64 choices repeats),
+// and neighbouring seeds do not give neighbouring choices' seeds.
+TEST(SamplerTest, ChoiceSeedsStartUnrelatedGenerators) {
+  EXPECT_EQ(ChoiceSeed(42, 0), 42u);
+  std::set<uint64_t> draws;
+  for (int32_t i = 0; i < 64; ++i) {
+    Rng rng(ChoiceSeed(42, i));
+    for (int d = 0; d < 64; ++d) draws.insert(rng.Next());
+  }
+  EXPECT_EQ(draws.size(), 64u * 64u);
+  EXPECT_NE(ChoiceSeed(42, 1), ChoiceSeed(43, 0));
+  EXPECT_NE(ChoiceSeed(42, 2) - ChoiceSeed(42, 1), ChoiceSeed(42, 1) - ChoiceSeed(42, 0));
 }
 
 TEST(SamplerTest, TopKAndTopPRestrictTheCandidates) {
