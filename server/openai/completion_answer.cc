@@ -1,5 +1,6 @@
 #include "server/openai/completion_answer.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,10 +42,13 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
   struct Choice {
     std::string text;
     OpenAiLogprobs logprobs;
+    double logprob_sum = 0;  // of the chosen tokens (best_of ranks by their mean)
+    int64_t tokens = 0;
   };
   std::vector<Choice> choices;
   for (size_t i = 0; i < request.size(); ++i) {
-    choices.push_back({"", OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens)});
+    choices.push_back(
+        {"", OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens), 0, 0});
   }
   std::vector<std::optional<engine::Event>> finished(request.size());
   absl::Status status;  // a choice's failure, which is the answer
@@ -55,6 +59,10 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
     Choice& choice = choices[next->choice];
     choice.text += next->event.text;  // a finish event's text is what was held back until the end
     choice.logprobs.Add(next->event);
+    for (const std::vector<engine::TopLogprob>& entry : next->event.logprobs) {
+      if (!entry.empty()) choice.logprob_sum += entry.front().logprob;  // the chosen token's
+    }
+    choice.tokens += static_cast<int64_t>(next->event.tokens.size());
     if (next->event.kind == engine::Event::Kind::kFinished) {
       status = FinishStatus(next->event);
       finished[next->choice] = std::move(next->event);
@@ -64,10 +72,23 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
   CallOutcome outcome;
   if (status.ok()) {
     outcome = CallOutcome{status, Collected(std::move(finished))};
+    // Which choices the answer lists, in its order: all, or best_of's best.
+    std::vector<size_t> listed(choices.size());
+    for (size_t i = 0; i < listed.size(); ++i) listed[i] = i;
+    if (shape.keep_best > 0) {
+      auto mean = [&](size_t i) {
+        return choices[i].tokens > 0 ? choices[i].logprob_sum / choices[i].tokens : 0.0;
+      };
+      std::stable_sort(listed.begin(), listed.end(),
+                       [&](size_t a, size_t b) { return mean(a) > mean(b); });
+      listed.resize(std::min(listed.size(), static_cast<size_t>(shape.keep_best)));
+    }
     json list = json::array();
-    for (size_t i = 0; i < choices.size(); ++i) {
-      list.push_back(ChoiceJson(shape, static_cast<int>(i), choices[i].text, outcome.finished[i],
-                                shape.logprobs ? choices[i].logprobs.Take() : nullptr));
+    for (size_t k = 0; k < listed.size(); ++k) {
+      Choice& choice = choices[listed[k]];
+      list.push_back(ChoiceJson(shape, static_cast<int>(k), choice.text,
+                                outcome.finished[listed[k]],
+                                shape.logprobs ? choice.logprobs.Take() : nullptr));
     }
     response =
         JsonResponse(200, CompletionJson(shape, std::move(list), ChoicesUsage(outcome.finished)));

@@ -174,8 +174,10 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
       !s.ok()) {
     return Refuse(rpc, *caller, s, writer);
   }
+  // best_of ranks candidates by their tokens' logprobs, which the engine then reports.
+  if (request->best_of > request->n) built->sampling.logprobs = true;
   absl::StatusOr<std::unique_ptr<ChoiceStreams>> live =
-      ChoiceStreams::Admit(state_, *caller, *std::move(built), request->n);
+      ChoiceStreams::Admit(state_, *caller, *std::move(built), request->best_of);
   if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
   const std::string request_id = (*live)->request_id();
   LogLine(LogLevel::kDebug, "request started")
@@ -183,7 +185,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
       .Field("request_id", request_id)
       .Field("caller", *caller)
       .Field("peer", http.peer)
-      .Field("choices", request->n);
+      .Field("choices", request->best_of);
 
   CompletionShape shape;
   shape.chat = chat;
@@ -194,6 +196,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   const v1::SamplingParams& sampling =
       chat ? request->chat.sampling() : request->generate.sampling();
   shape.logprobs = sampling.logprobs();
+  if (request->best_of > request->n) shape.keep_best = request->n;
   shape.skip_special_tokens = sampling.skip_special_tokens();
   shape.tokenizer = state_.model().tokenizer.get();
   if (request->tool_use.parse) {

@@ -230,6 +230,7 @@ absl::Status ReadCommon(Fields& f, int32_t default_max_tokens, OpenAiRequest* re
     return Invalid("n", absl::StrCat("must be in [1, ", engine::kMaxChoices, "], got ", *n));
   }
   request->n = static_cast<int32_t>(n.value_or(1));
+  request->best_of = request->n;
   TANDEM_RETURN_IF_ERROR(ReadLogitBias(f, out));
   TANDEM_RETURN_IF_ERROR(ReadStreaming(f, request));
   // Nothing generated depends on these.
@@ -533,8 +534,17 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
   TANDEM_ASSIGN_OR_RETURN(auto echo, Bool(f, "echo"));
   if (echo.value_or(false)) return Unsupported("echo");
   TANDEM_ASSIGN_OR_RETURN(auto best_of, Integer(f, "best_of"));
-  if (best_of.value_or(1) != 1) {
-    return Invalid("best_of", absl::StrCat("only 1 is supported, got ", *best_of));
+  if (best_of) {
+    if (*best_of < request->n || *best_of > engine::kMaxChoices) {
+      return Invalid("best_of", absl::StrCat("must be in [n, ", engine::kMaxChoices, "] (n is ",
+                                             request->n, "), got ", *best_of));
+    }
+    request->best_of = static_cast<int32_t>(*best_of);
+    if (request->best_of > request->n && request->stream) {
+      return Invalid("best_of",
+                     "the best answers are known only once all are generated, so they cannot be "
+                     "streamed; send \"stream\": false");
+    }
   }
   TANDEM_ASSIGN_OR_RETURN(auto suffix, String(f, "suffix"));
   if (!suffix.value_or("").empty()) return Unsupported("suffix");

@@ -5,10 +5,10 @@
 // types. Values are the validation's business (a max_tokens of 10^6 is refused there, with the
 // field renamed to the client's: openai_error.h).
 //
-// Parameters that would change what is generated and that tandem does not do (best_of,
-// echo (prompt logprobs), an unknown response_format type, logit_bias) and parameters it does
-// not know are refused with INVALID_ARGUMENT naming them, never ignored. Null
-// counts as absent, as OpenAI's SDKs send it.
+// Parameters that would change what is generated and that tandem does not do (echo (prompt
+// logprobs), a suffix, best_of with a stream, an unknown response_format type) and parameters it
+// does not know are refused with INVALID_ARGUMENT naming them, never ignored. Null counts as
+// absent, as OpenAI's SDKs send it.
 #ifndef TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
 #define TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
 
@@ -28,6 +28,9 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;               // choices, [1, engine::kMaxChoices]
+  // Completions' best_of: candidates generated, of which the n with the highest mean token
+  // logprob are returned; in [n, engine::kMaxChoices], n when not given (and for chat).
+  int32_t best_of = 1;
   ToolUse tool_use;            // chat only
   // By endpoint: `chat` for chat completions, `generate` for completions.
   v1::ChatRequest chat;

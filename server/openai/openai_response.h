@@ -32,6 +32,9 @@ struct CompletionShape {
   // is the answer.
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
   nlohmann::json tools;  // the request's, which the parse reads parameter types from
+  // best_of: of the choices generated, the answer keeps this many, those with the highest mean
+  // token logprob, best first; 0 keeps all in order.
+  int32_t keep_best = 0;
 };
 
 // "stop" or "length"; "abort" when the request was aborted (the server shutting down, or the

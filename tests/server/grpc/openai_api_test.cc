@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <future>
 #include <string>
 #include <thread>
@@ -315,6 +316,52 @@ TEST_F(OpenAiApiTest, StreamedChoicesAddUpToTheWholeAnswersChoices) {
     EXPECT_EQ(text[i], answer["choices"][i]["message"]["content"]);
   }
   EXPECT_EQ(events.back()["usage"]["completion_tokens"], answer["usage"]["completion_tokens"]);
+}
+
+// best_of: of best_of candidates (each a lone request with its seed), the answer lists the n
+// with the highest mean token logprob, best first, without logprobs unless asked for; the usage
+// counts every candidate's tokens.
+TEST_F(OpenAiApiTest, BestOfListsTheCandidatesWithTheHighestMeanLogprob) {
+  Start(WithoutHydragen());
+  const std::vector<int32_t> ids = testing::Tokens(20, 5, 1024);
+  json body = {{"model", kModel},    {"prompt", ids}, {"max_tokens", 8},
+               {"temperature", 1.0}, {"seed", 11},    {"ignore_eos", true}};
+  struct Candidate {
+    std::string text;
+    double mean = 0;
+  };
+  std::vector<Candidate> candidates;
+  int64_t completion_tokens = 0;
+  for (int i = 0; i < 4; ++i) {
+    json alone = body;
+    alone["seed"] = engine::ChoiceSeed(11, i);
+    alone["logprobs"] = 0;
+    testing::HttpResponse response = Post("/v1/completions", alone);
+    ASSERT_EQ(response.status, 200) << response.body;
+    const json answer = Parse(response.body);
+    const json& choice = answer["choices"][0];
+    double sum = 0;
+    for (const json& logprob : choice["logprobs"]["token_logprobs"]) sum += logprob.get<double>();
+    candidates.push_back({choice["text"], sum / choice["logprobs"]["token_logprobs"].size()});
+    completion_tokens += answer["usage"]["completion_tokens"].get<int64_t>();
+  }
+  std::vector<size_t> best = {0, 1, 2, 3};
+  std::stable_sort(best.begin(), best.end(),
+                   [&](size_t a, size_t b) { return candidates[a].mean > candidates[b].mean; });
+
+  body["best_of"] = 4;
+  body["n"] = 2;
+  testing::HttpResponse response = Post("/v1/completions", body);
+  ASSERT_EQ(response.status, 200) << response.body;
+  const json answer = Parse(response.body);
+  ASSERT_EQ(answer["choices"].size(), 2u) << response.body;
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(answer["choices"][k]["index"], k);
+    EXPECT_EQ(answer["choices"][k]["text"], candidates[best[k]].text);
+    EXPECT_TRUE(answer["choices"][k]["logprobs"].is_null());
+  }
+  EXPECT_EQ(answer["usage"]["completion_tokens"], completion_tokens);
 }
 
 // Every choice takes one of the server's stream slots: n beyond the free ones is refused whole,

@@ -341,7 +341,12 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
            {R"({"model": "m", "prompt": [1, "b"]})", "prompt: a list of 2 prompts"},
            {R"({"model": "m", "prompt": [1, 2.5]})", "prompt[1]: must be a token id"},
            {R"({"model": "m", "prompt": "a", "echo": true})", "echo: not supported"},
-           {R"({"model": "m", "prompt": "a", "best_of": 2})", "best_of: only 1 is supported"},
+           {R"({"model": "m", "prompt": "a", "best_of": 2, "stream": true})",
+            "best_of: the best answers are known only once all are generated"},
+           {R"({"model": "m", "prompt": "a", "n": 3, "best_of": 2})",
+            "best_of: must be in [n, 64] (n is 3), got 2"},
+           {R"({"model": "m", "prompt": "a", "best_of": 65})",
+            "best_of: must be in [n, 64] (n is 1), got 65"},
            {R"({"model": "m", "prompt": "a", "logprobs": 21})", "logprobs: must be in [0, 20]"},
            {R"({"model": "m", "prompt": "a", "logprobs": -1})", "logprobs: must be in [0, 20]"},
            {R"({"model": "m", "prompt": "a", "logprobs": true})", "logprobs: must be an integer"},
@@ -367,6 +372,15 @@ TEST(OpenAiRequestTest, NIsTheNumberOfChoices) {
       Completion(R"({"model": "m", "prompt": "a", "n": 64})");
   ASSERT_TRUE(completion.ok()) << completion.status();
   EXPECT_EQ(completion->n, 64);
+  EXPECT_EQ(completion->best_of, 64);  // best_of defaults to n
+  absl::StatusOr<OpenAiRequest> best =
+      Completion(R"({"model": "m", "prompt": "a", "n": 2, "best_of": 5})");
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->n, 2);
+  EXPECT_EQ(best->best_of, 5);
+  // best_of equal to n streams: nothing is chosen.
+  EXPECT_TRUE(
+      Completion(R"({"model": "m", "prompt": "a", "n": 2, "best_of": 2, "stream": true})").ok());
   for (const auto& [n, message] : std::vector<std::pair<std::string, std::string>>{
            {"0", "n: must be in [1, 64], got 0"},
            {"65", "n: must be in [1, 64], got 65"},
