@@ -132,6 +132,24 @@ class OpenAiApiTest : public ::testing::Test {
     return fd;
   }
   std::string Scrape() { return testing::HttpGet(server_->metrics_port(), "/metrics").body; }
+  // Starts a streamed chat of `n` choices that would run for a long time, reads until a chunk
+  // past the n role chunks has arrived (the request is generating), and hangs up.
+  void StreamLongChatAndHangUp(int n) {
+    json body = ChatBody("Tell a long story.", 20000);
+    body["stream"] = true;
+    body["ignore_eos"] = true;
+    body["n"] = n;
+    const int fd = SendRaw(body);
+    ASSERT_GE(fd, 0);
+    std::string received;
+    char buffer[4096];
+    while (CountEvents(received) < n + 1) {
+      const ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
+      ASSERT_GT(got, 0) << received;
+      received.append(buffer, got);
+    }
+    close(fd);
+  }
 
   std::optional<ToolCallFormat> tool_call_format_;
   std::unique_ptr<ServedModel> model_;
@@ -730,20 +748,7 @@ TEST_F(OpenAiApiTest, CallsNeedTheBearerToken) {
 }
 
 TEST_F(OpenAiApiTest, AClientThatHangsUpMidStreamHasItsRequestCancelled) {
-  json body = ChatBody("Tell a long story.", 20000);
-  body["stream"] = true;
-  body["ignore_eos"] = true;
-  const int fd = SendRaw(body);
-  ASSERT_GE(fd, 0);
-  // Read until a chunk with text arrived (past the role's chunk): the request is generating.
-  std::string received;
-  char buffer[4096];
-  while (CountEvents(received) < 2) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    ASSERT_GT(n, 0) << received;
-    received.append(buffer, n);
-  }
-  close(fd);
+  ASSERT_NO_FATAL_FAILURE(StreamLongChatAndHangUp(1));
   // Another request is served meanwhile, and the abandoned one is cancelled.
   testing::HttpResponse other = Post("/v1/chat/completions", ChatBody("Say hi.", 4));
   EXPECT_EQ(other.status, 200) << other.body;
@@ -760,21 +765,7 @@ TEST_F(OpenAiApiTest, AClientThatHangsUpMidStreamHasItsRequestCancelled) {
 
 // Every choice of an abandoned call is cancelled, and every slot comes back.
 TEST_F(OpenAiApiTest, AClientThatHangsUpCancelsEveryChoice) {
-  json body = ChatBody("Tell a long story.", 20000);
-  body["stream"] = true;
-  body["ignore_eos"] = true;
-  body["n"] = 3;
-  const int fd = SendRaw(body);
-  ASSERT_GE(fd, 0);
-  // Past the three roles' chunks: the choices are generating.
-  std::string received;
-  char buffer[4096];
-  while (CountEvents(received) < 4) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    ASSERT_GT(n, 0) << received;
-    received.append(buffer, n);
-  }
-  close(fd);
+  ASSERT_NO_FATAL_FAILURE(StreamLongChatAndHangUp(3));
   Client client(server_->port());
   EXPECT_TRUE(Eventually([&] { return client.ServerInfo().cancelled_requests() == 3; }));
   EXPECT_TRUE(Eventually([&] {
