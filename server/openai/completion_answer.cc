@@ -1,6 +1,8 @@
 #include "server/openai/completion_answer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -58,7 +60,7 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
     if (!next) return Ended(request, std::move(finished), Gone());
     Choice& choice = choices[next->choice];
     choice.text += next->event.text;  // a finish event's text is what was held back until the end
-    choice.logprobs.Add(next->event);
+    if (shape.logprobs) choice.logprobs.Add(next->event);
     for (const std::vector<engine::TopLogprob>& entry : next->event.logprobs) {
       if (!entry.empty()) choice.logprob_sum += entry.front().logprob;  // the chosen token's
     }
@@ -76,8 +78,12 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
     std::vector<size_t> listed(choices.size());
     for (size_t i = 0; i < listed.size(); ++i) listed[i] = i;
     if (shape.keep_best > 0) {
+      // A candidate without tokens, or with a NaN (from NaN logits), ranks last: the sort
+      // needs a strict order, and neither is a likely answer.
       auto mean = [&](size_t i) {
-        return choices[i].tokens > 0 ? choices[i].logprob_sum / choices[i].tokens : 0.0;
+        const double value =
+            choices[i].tokens > 0 ? choices[i].logprob_sum / choices[i].tokens : std::nan("");
+        return std::isnan(value) ? -std::numeric_limits<double>::infinity() : value;
       };
       std::stable_sort(listed.begin(), listed.end(),
                        [&](size_t a, size_t b) { return mean(a) > mean(b); });

@@ -347,6 +347,7 @@ TEST_F(OpenAiApiTest, BestOfListsTheCandidatesWithTheHighestMeanLogprob) {
   struct Candidate {
     std::string text;
     double mean = 0;
+    json logprobs;
   };
   std::vector<Candidate> candidates;
   int64_t completion_tokens = 0;
@@ -360,12 +361,15 @@ TEST_F(OpenAiApiTest, BestOfListsTheCandidatesWithTheHighestMeanLogprob) {
     const json& choice = answer["choices"][0];
     double sum = 0;
     for (const json& logprob : choice["logprobs"]["token_logprobs"]) sum += logprob.get<double>();
-    candidates.push_back({choice["text"], sum / choice["logprobs"]["token_logprobs"].size()});
+    candidates.push_back(
+        {choice["text"], sum / choice["logprobs"]["token_logprobs"].size(), choice["logprobs"]});
     completion_tokens += answer["usage"]["completion_tokens"].get<int64_t>();
   }
   std::vector<size_t> best = {0, 1, 2, 3};
   std::stable_sort(best.begin(), best.end(),
                    [&](size_t a, size_t b) { return candidates[a].mean > candidates[b].mean; });
+  // Otherwise an answer that ignored the ranking would pass: then pick another seed.
+  ASSERT_FALSE(best[0] == 0 && best[1] == 1);
 
   body["best_of"] = 4;
   body["n"] = 2;
@@ -380,6 +384,23 @@ TEST_F(OpenAiApiTest, BestOfListsTheCandidatesWithTheHighestMeanLogprob) {
     EXPECT_TRUE(answer["choices"][k]["logprobs"].is_null());
   }
   EXPECT_EQ(answer["usage"]["completion_tokens"], completion_tokens);
+  // The ranking's logprobs change no token: the best candidate alone, without logprobs.
+  json alone = body;
+  alone.erase("best_of");
+  alone.erase("n");
+  alone["seed"] = engine::ChoiceSeed(11, static_cast<int32_t>(best[0]));
+  testing::HttpResponse plain = Post("/v1/completions", alone);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(Parse(plain.body)["choices"][0]["text"], candidates[best[0]].text);
+  // Asked for, each listed candidate's logprobs are its own.
+  body["logprobs"] = 0;
+  testing::HttpResponse with_logprobs = Post("/v1/completions", body);
+  ASSERT_EQ(with_logprobs.status, 200) << with_logprobs.body;
+  const json listed = Parse(with_logprobs.body)["choices"];
+  for (int k = 0; k < 2; ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(listed[k]["logprobs"], candidates[best[k]].logprobs);
+  }
 }
 
 // Every choice takes one of the server's stream slots: n beyond the free ones is refused whole,

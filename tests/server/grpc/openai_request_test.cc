@@ -347,6 +347,10 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
             "best_of: must be in [n, 64] (n is 3), got 2"},
            {R"({"model": "m", "prompt": "a", "best_of": 65})",
             "best_of: must be in [n, 64] (n is 1), got 65"},
+           {R"({"model": "m", "prompt": "a", "best_of": 0})",
+            "best_of: must be in [n, 64] (n is 1), got 0"},
+           {R"({"model": "m", "prompt": "a", "best_of": -2})",
+            "best_of: must be in [n, 64] (n is 1), got -2"},
            {R"({"model": "m", "prompt": "a", "logprobs": 21})", "logprobs: must be in [0, 20]"},
            {R"({"model": "m", "prompt": "a", "logprobs": -1})", "logprobs: must be in [0, 20]"},
            {R"({"model": "m", "prompt": "a", "logprobs": true})", "logprobs: must be an integer"},
@@ -378,6 +382,12 @@ TEST(OpenAiRequestTest, NIsTheNumberOfChoices) {
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->n, 2);
   EXPECT_EQ(best->best_of, 5);
+  // Chat has no best_of.
+  absl::StatusOr<OpenAiRequest> chat_best =
+      Chat(R"({"model": "m", "best_of": 2, )" + messages + "}");
+  ASSERT_FALSE(chat_best.ok());
+  EXPECT_NE(chat_best.status().message().find("best_of: unknown parameter"), std::string::npos)
+      << chat_best.status();
   // best_of equal to n streams: nothing is chosen.
   EXPECT_TRUE(
       Completion(R"({"model": "m", "prompt": "a", "n": 2, "best_of": 2, "stream": true})").ok());
