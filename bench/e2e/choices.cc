@@ -13,18 +13,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/e2e/bench_prompt.h"
-#include "cache/allocator_factory.h"
-#include "engine/cache_model_spec.h"
+#include "bench/e2e/bench_model.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "kernels/backends.h"
-#include "models/model_presets.h"
 
 namespace tandem {
 namespace {
@@ -41,29 +37,24 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-int Run(const std::string& preset, const std::string& model_dir, int threads, int prompt_tokens,
-        int new_tokens) {
-  auto loaded =
-      model_dir.empty() ? models::RandomPresetModel(preset, 1) : models::Model::Load(model_dir);
-  auto prompt = loaded.ok() ? bench::NovelPrompt(model_dir, prompt_tokens) : loaded.status();
-  if (!loaded.ok() || !prompt.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(prompt.status().message()).c_str());
+int Run(const bench::BenchFlags& flags) {
+  absl::StatusOr<bench::BenchModel> loaded = bench::LoadBenchModel(flags);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
     return 1;
   }
-  const models::Model& model = **loaded;
-  auto spec = engine::CacheModelSpecFor(model.config(), preset);
-  if (!spec.ok()) return 1;
+  const models::Model& model = *loaded->model;
   // Choices that restore one cached prompt decode beside each other, where Hydragen would sum
   // its attention in another order than separate requests do: off, so the outputs compare bit
   // for bit and the figure is the prefill saved.
   models::HydragenConfig hydragen;
   hydragen.enabled = false;
-  engine::ModelRunner runner(model, kernels::MakeCpuOps(threads, /*batch_invariant=*/true),
+  engine::ModelRunner runner(model, kernels::MakeCpuOps(flags.threads, /*batch_invariant=*/true),
                              hydragen);
 
   engine::Request request;
-  request.prompt = *prompt;
-  request.max_new_tokens = new_tokens;
+  request.prompt = loaded->prompt;
+  request.max_new_tokens = flags.tokens;
   request.ignore_eos = true;
   request.sampling.greedy = false;
   request.sampling.temperature = 1.0f;
@@ -71,16 +62,13 @@ int Run(const std::string& preset, const std::string& model_dir, int threads, in
 
   // `as_choices`: queued as SubmitChoices queues them; else as separate requests.
   auto run = [&](int n, bool as_choices) {
-    cache::AllocatorOptions options;
-    options.budget_bytes = size_t{4} << 30;
-    options.page_tokens = static_cast<size_t>(model.layout().page_tokens());
-    options.backing = cache::BackingKind::kHost;
-    auto allocator = cache::CreateAllocator("avmp-dynamic", *spec, options);
+    auto allocator = bench::HostAllocator(*loaded);
     if (!allocator.ok()) std::abort();
     engine::SchedulerConfig config;
     config.cache.policy = engine::CachePolicy::kMarconi;
     config.cache.alpha = 1.0;  // no online tuning in the timed runs
-    engine::Scheduler scheduler(model, nullptr, allocator->allocator.get(), *spec, &runner, config);
+    engine::Scheduler scheduler(model, nullptr, allocator->allocator.get(), loaded->spec, &runner,
+                                config);
     std::vector<std::shared_ptr<engine::RequestStream>> streams;
     const auto start = engine::Clock::now();
     for (int i = 0; i < n; ++i) {
@@ -107,8 +95,8 @@ int Run(const std::string& preset, const std::string& model_dir, int threads, in
   };
 
   std::printf("%s, %.1fM parameters, prompt %zu, %d new tokens, %d threads\n\n",
-              model_dir.empty() ? preset.c_str() : model_dir.c_str(), model.parameters() / 1e6,
-              prompt->size(), new_tokens, threads);
+              flags.name().c_str(), model.parameters() / 1e6, loaded->prompt.size(), flags.tokens,
+              flags.threads);
   std::printf(
       "| n | prompt tokens run (choices / separate) | all finished, s (choices) | "
       "× faster | last first token, s (choices) | × sooner | same output |\n");
@@ -141,27 +129,13 @@ int Run(const std::string& preset, const std::string& model_dir, int threads, in
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  std::string preset = "zamba2-100m", model_dir;
-  int threads = 0, prompt = 1024, tokens = 16;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--preset")) {
-      preset = argv[i + 1];
-    } else if (!std::strcmp(argv[i], "--model")) {
-      model_dir = argv[i + 1];
-    } else if (!std::strcmp(argv[i], "--threads")) {
-      threads = std::atoi(argv[i + 1]);
-    } else if (!std::strcmp(argv[i], "--prompt")) {
-      prompt = std::atoi(argv[i + 1]);
-    } else if (!std::strcmp(argv[i], "--tokens")) {
-      tokens = std::atoi(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
-  if (prompt < 2 || tokens < 1) {
+  tandem::bench::BenchFlags flags;
+  flags.prompt = 1024;
+  flags.tokens = 16;
+  if (!tandem::bench::ReadBenchFlags(argc, argv, &flags)) return 2;
+  if (flags.prompt < 2 || flags.tokens < 1) {
     std::fprintf(stderr, "--prompt >= 2, --tokens >= 1\n");
     return 2;
   }
-  return tandem::Run(preset, model_dir, threads, prompt, tokens);
+  return tandem::Run(flags);
 }

@@ -17,20 +17,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "bench/e2e/bench_prompt.h"
-#include "cache/allocator_factory.h"
-#include "engine/cache_model_spec.h"
+#include "bench/e2e/bench_model.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence_memory.h"
 #include "kernels/backends.h"
-#include "models/model_presets.h"
 
 namespace tandem {
 namespace {
@@ -105,30 +100,23 @@ int VerificationCost(const models::Model& model, engine::ModelRunner& runner,
   return 0;
 }
 
-int Run(const std::string& preset, const std::string& model_dir, int threads, int prompt_tokens,
-        int new_tokens, int batch) {
-  auto loaded =
-      model_dir.empty() ? models::RandomPresetModel(preset, 1) : models::Model::Load(model_dir);
-  auto prompt = loaded.ok() ? bench::NovelPrompt(model_dir, prompt_tokens) : loaded.status();
-  if (!loaded.ok() || !prompt.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(prompt.status().message()).c_str());
+int Run(const bench::BenchFlags& flags, int batch) {
+  absl::StatusOr<bench::BenchModel> loaded = bench::LoadBenchModel(flags);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
     return 1;
   }
-  const models::Model& model = **loaded;
-  const std::string name = model_dir.empty() ? preset : model_dir;
-  auto spec = engine::CacheModelSpecFor(model.config(), preset);
-  if (!spec.ok()) return 1;
-  cache::AllocatorOptions options;
-  options.budget_bytes = size_t{4} << 30;
-  options.page_tokens = static_cast<size_t>(model.layout().page_tokens());
-  options.backing = cache::BackingKind::kHost;
-  auto allocator = cache::CreateAllocator("avmp-dynamic", *spec, options);
+  const models::Model& model = *loaded->model;
+  const std::vector<int32_t>& prompt = loaded->prompt;
+  const cache::ModelSpec& spec = loaded->spec;
+  const int threads = flags.threads, new_tokens = flags.tokens;
+  auto allocator = bench::HostAllocator(*loaded);
   if (!allocator.ok()) return 1;
   engine::ModelRunner runner(model, kernels::MakeCpuOps(threads, /*batch_invariant=*/true));
 
   std::vector<engine::Request> requests(batch);
   for (int b = 0; b < batch; ++b) {
-    requests[b].prompt = *prompt;
+    requests[b].prompt = prompt;
     requests[b].max_new_tokens = new_tokens;
     requests[b].ignore_eos = true;
     // Seeded sampling, a seed per request: greedy output soon repeats itself, which would
@@ -139,7 +127,7 @@ int Run(const std::string& preset, const std::string& model_dir, int threads, in
     requests[b].sampling.seed = 17 + b;
   }
   auto run = [&](const Scenario& scenario, const Result* plain) {
-    auto scheduler = MakeScheduler(model, runner, *allocator->allocator, *spec, scenario, batch);
+    auto scheduler = MakeScheduler(model, runner, *allocator->allocator, spec, scenario, batch);
     std::vector<std::shared_ptr<engine::RequestStream>> streams;
     for (int b = 0; b < batch; ++b) {
       engine::Request r = requests[b];
@@ -178,7 +166,8 @@ int Run(const std::string& preset, const std::string& model_dir, int threads, in
   };
 
   std::printf("%s, %.1fM parameters, batch %d, prompt %zu, %d new tokens, %d threads\n\n",
-              name.c_str(), model.parameters() / 1e6, batch, prompt->size(), new_tokens, threads);
+              flags.name().c_str(), model.parameters() / 1e6, batch, prompt.size(), new_tokens,
+              threads);
   std::printf(
       "| decoding | drafts | accepted | rejected | decode tok/s | × plain | same output |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
@@ -218,36 +207,19 @@ int Run(const std::string& preset, const std::string& model_dir, int threads, in
                 same ? "yes" : "NO");
     std::fflush(stdout);
   }
-  return VerificationCost(model, runner, *allocator->allocator, static_cast<int>(prompt->size()));
+  return VerificationCost(model, runner, *allocator->allocator, static_cast<int>(prompt.size()));
 }
 
 }  // namespace
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  std::string preset = "zamba2-100m", model_dir;
-  int threads = 0, prompt = 128, tokens = 64, batch = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--preset")) {
-      preset = argv[i + 1];
-    } else if (!std::strcmp(argv[i], "--model")) {
-      model_dir = argv[i + 1];
-    } else if (!std::strcmp(argv[i], "--threads")) {
-      threads = std::atoi(argv[i + 1]);
-    } else if (!std::strcmp(argv[i], "--prompt")) {
-      prompt = std::atoi(argv[i + 1]);
-    } else if (!std::strcmp(argv[i], "--tokens")) {
-      tokens = std::atoi(argv[i + 1]);
-    } else if (!std::strcmp(argv[i], "--batch")) {
-      batch = std::atoi(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
-  if (prompt < 1 || tokens < 2 || batch < 1 || batch > 256) {
+  tandem::bench::BenchFlags flags;
+  int batch = 1;
+  if (!tandem::bench::ReadBenchFlags(argc, argv, &flags, {{"--batch", &batch}})) return 2;
+  if (flags.prompt < 1 || flags.tokens < 2 || batch < 1 || batch > 256) {
     std::fprintf(stderr, "--prompt >= 1, --tokens >= 2, --batch in [1, 256]\n");
     return 2;
   }
-  return tandem::Run(preset, model_dir, threads, prompt, tokens, batch);
+  return tandem::Run(flags, batch);
 }
