@@ -1,5 +1,7 @@
 #include "engine/cache_binding.h"
 
+#include <algorithm>
+
 namespace tandem::engine {
 
 std::unique_ptr<CacheBinding> CacheBinding::Create(const CacheBindingConfig& config,
@@ -38,11 +40,12 @@ CacheBinding::~CacheBinding() {
 }
 
 absl::StatusOr<CacheBinding::Restored> CacheBinding::LookupAndRestore(
-    std::span<const int32_t> tokens, std::span<const size_t> hints, SequenceMemory& memory) {
+    std::span<const int32_t> tokens, std::span<const size_t> hints, SequenceMemory& memory,
+    size_t max_tokens) {
   Restored restored;
-  cache::PrefixCache::Hit hit =
-      cache_->Lookup(absl::MakeConstSpan(tokens.data(), tokens.size()), tokens.size() - 1,
-                     absl::MakeConstSpan(hints.data(), hints.size()));
+  cache::PrefixCache::Hit hit = cache_->Lookup(absl::MakeConstSpan(tokens.data(), tokens.size()),
+                                               std::min(tokens.size() - 1, max_tokens),
+                                               absl::MakeConstSpan(hints.data(), hints.size()));
   restored.lease = hit.lease;
   restored.usable_tokens = hit.usable_tokens;
   restored.cached_tokens = hit.cached_tokens;

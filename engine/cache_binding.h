@@ -6,6 +6,7 @@
 #ifndef TANDEM_ENGINE_CACHE_BINDING_H_
 #define TANDEM_ENGINE_CACHE_BINDING_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -52,14 +53,15 @@ class CacheBinding {
     std::vector<size_t> checkpoint_positions;  // where prefill must save the SSM state
   };
   // Looks `tokens` up (keeping the last token for prefill: its logits are needed) and restores
-  // the usable prefix into `memory`, a fresh sequence. `hints` are further positions where the
-  // caller expects later requests to branch (Request::checkpoint_hints): those the tree has no
-  // state for yet join the checkpoint positions. On error (RESOURCE_EXHAUSTED: no memory for
-  // the copied partial page; anything else is a broken invariant) the lease is released and
-  // `memory` must be discarded.
+  // the usable prefix, of at most `max_tokens`, into `memory`, a fresh sequence. `hints` are
+  // further positions where the caller expects later requests to branch
+  // (Request::checkpoint_hints): those the tree has no state for yet join the checkpoint positions.
+  // On error (RESOURCE_EXHAUSTED: no memory for the copied partial page; anything else is a broken
+  // invariant) the lease is released and `memory` must be discarded.
   [[nodiscard]] absl::StatusOr<Restored> LookupAndRestore(std::span<const int32_t> tokens,
                                                           std::span<const size_t> hints,
-                                                          SequenceMemory& memory);
+                                                          SequenceMemory& memory,
+                                                          size_t max_tokens = SIZE_MAX);
   void Abort(cache::PrefixCache::LeaseId lease);
   // Inserts the first memory.state().tokens of `tokens` with the sequence's pages, its live SSM
   // state and the states it saved. Takes everything `memory` and `saved` own, even when the

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ using RequestId = uint64_t;
 struct Request {
   std::vector<int32_t> prompt;  // token ids, already tokenized (chat template applied)
   SamplingParams sampling;
+  // 0 only with prompt_logprobs: the request scores the prompt and generates nothing.
   int32_t max_new_tokens = 16;
   std::vector<int32_t> stop_token_ids;    // generation ends after emitting one of these
   std::vector<std::string> stop_strings;  // ends before the text of the first match
@@ -49,6 +51,13 @@ struct Request {
   // (engine/draft_tokens.h) and verifies the drafts against the model, so the output is the
   // same as without it, only sooner where they agree. At most kMaxPredictionTokens ids.
   std::vector<int32_t> prediction;
+  // Prompt logprobs (OpenAI's `echo` with `logprobs`; how evaluation harnesses score a text):
+  // when set, each prompt token after the first gets its logprob given the tokens before it, and
+  // the *prompt_logprobs (0..20) most likely tokens at its position, all of the raw logits. Every
+  // prompt position then needs its row of logits, so the prefix cache restores none of the
+  // prompt for this request (it still keeps the request's state for later ones), and prefill
+  // chunks of such requests share a step's SchedulerConfig::prompt_logprob_rows.
+  std::optional<int32_t> prompt_logprobs;
 };
 
 inline constexpr size_t kMaxPredictionTokens = 32768;
@@ -96,6 +105,10 @@ struct Event {
   // Per token, when sampling.logprobs: the chosen token's logprob first, then the
   // sampling.top_logprobs most likely tokens (log_softmax of the raw logits).
   std::vector<std::vector<TopLogprob>> logprobs;
+  // With Request::prompt_logprobs, on the request's first event (its first token's, or the
+  // finished event when it generates none): entry i is prompt token i + 1's, laid out as
+  // `logprobs` (that token and its logprob, then the most likely tokens at its position).
+  std::vector<std::vector<TopLogprob>> prompt_logprobs;
   // kFinished:
   FinishReason finish_reason = FinishReason::kLength;
   std::string stop_string;  // the stop string that matched, if any

@@ -1,6 +1,9 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,10 +37,16 @@ absl::Status Scheduler::Validate(const Request& r) const {
                                                      ")"));
     }
   }
-  if (r.max_new_tokens < 1 || r.max_new_tokens > config_.max_new_tokens_limit) {
-    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens: must be in [1, ",
-                                                   config_.max_new_tokens_limit, "], got ",
-                                                   r.max_new_tokens));
+  if (r.prompt_logprobs && (*r.prompt_logprobs < 0 || *r.prompt_logprobs > SampleResult::kMaxTop)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt_logprobs: must be in [0, ", SampleResult::kMaxTop, "], got ", *r.prompt_logprobs));
+  }
+  // A request that only scores its prompt may generate nothing.
+  const int32_t min_new_tokens = r.prompt_logprobs ? 0 : 1;
+  if (r.max_new_tokens < min_new_tokens || r.max_new_tokens > config_.max_new_tokens_limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_new_tokens: must be in [", min_new_tokens, ", ", config_.max_new_tokens_limit,
+        "], got ", r.max_new_tokens, min_new_tokens == 1 ? " (0 only with prompt logprobs)" : ""));
   }
   if (absl::Status s = ValidateSamplingParams(r.sampling); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: ", s.message()));
@@ -242,6 +251,12 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   event.error = std::move(error);
   event.stop_string = std::move(stop_string);
   event.text = std::move(tail);
+  if (completed && seq.request.prompt_logprobs && !seq.prompt_logprobs_sent &&
+      seq.prompt_logprobs_missing() == 0) {
+    // It generated nothing (max_new_tokens 0), so no token event carried them.
+    event.prompt_logprobs = std::move(seq.prompt_logprobs);
+    seq.prompt_logprobs_sent = true;
+  }
   event.usage = seq.usage;
   event.usage.prompt_tokens = static_cast<int64_t>(seq.prompt_tokens);
   event.usage.completion_tokens = seq.generated();
@@ -297,8 +312,10 @@ bool Scheduler::Admit(Sequence& seq) {
   size_t cached = 0;
   if (cache_ != nullptr) {
     for (;;) {
-      absl::StatusOr<CacheBinding::Restored> restored =
-          cache_->LookupAndRestore(seq.tokens, seq.request.checkpoint_hints, *seq.memory);
+      absl::StatusOr<CacheBinding::Restored> restored = cache_->LookupAndRestore(
+          seq.tokens, seq.request.checkpoint_hints, *seq.memory,
+          // Rows for prompt logprobs still to come must be computed.
+          seq.prompt_logprobs_missing() > 0 ? seq.prompt_logprobs.size() : SIZE_MAX);
       if (restored.ok()) {
         seq.lease = restored->lease;
         seq.checkpoint_positions = std::move(restored->checkpoint_positions);
@@ -392,9 +409,30 @@ void Scheduler::PlanSnapshots(Sequence& seq) {
   }
 }
 
+int64_t Scheduler::PromptLogprobLimit(const Sequence& seq, int64_t rows_left) {
+  return seq.prompt_logprobs_missing() > 0 ? rows_left : std::numeric_limits<int64_t>::max();
+}
+
+void Scheduler::CollectPromptLogprobs(Sequence& seq, size_t i) {
+  const int64_t begin = seq.computed() - seq.step_tokens;
+  const auto top = static_cast<size_t>(*seq.request.prompt_logprobs);
+  const auto vocab = static_cast<size_t>(runner_->vocab());
+  for (size_t row = 0; row < runner_->rows(i); ++row) {
+    // Row j follows token begin + j, so it predicts the one after. A row recomputed after a
+    // resumed prefill restored less than it had scored adds nothing twice.
+    const size_t position = static_cast<size_t>(begin) + row + 1;
+    if (position >= seq.prompt_tokens || position != seq.prompt_logprobs.size() + 1) continue;
+    std::vector<TopLogprob>& entry = seq.prompt_logprobs.emplace_back(1 + top);
+    entry[0].token = seq.tokens[position];
+    entry[0].logprob = ComputeLogprobs(std::span(runner_->logits_row(i, row), vocab),
+                                       entry[0].token, std::span(entry).subspan(1));
+  }
+}
+
 void Scheduler::Step() {
   ++stats_.steps;
   int64_t budget = config_.step_tokens;
+  int64_t prompt_logprob_rows = config_.prompt_logprob_rows;
   scheduled_.clear();
 
   // Running sequences in admission order: decode rows first, then prefill chunks.
@@ -405,11 +443,13 @@ void Scheduler::Step() {
       const bool decoding = seq.status == SequenceStatus::kDecoding;
       if (decoding != (pass == 0)) continue;
       const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
-      const int64_t n = std::min({remaining, budget, config_.prefill_chunk, ForkLimit(seq)});
+      const int64_t n = std::min({remaining, budget, config_.prefill_chunk, ForkLimit(seq),
+                                  PromptLogprobLimit(seq, prompt_logprob_rows)});
       if (n <= 0) continue;
       if (!ReserveKv(seq, seq.computed() + n, /*may_preempt=*/true)) continue;
       seq.step_tokens = n;
       budget -= n;
+      if (seq.prompt_logprobs_missing() > 0) prompt_logprob_rows -= n;
       scheduled_.push_back(&seq);
     }
   }
@@ -437,6 +477,7 @@ void Scheduler::Step() {
                                  running_.size() < static_cast<size_t>(config_.max_running);
        it = next_waiting()) {
     Sequence& seq = **it;
+    if (PromptLogprobLimit(seq, prompt_logprob_rows) <= 0) break;  // no rows left this step
     bool admitted = Admit(seq);
     if (!admitted && seq.status != SequenceStatus::kFinished && running_.empty() &&
         cache_ != nullptr) {
@@ -465,8 +506,10 @@ void Scheduler::Step() {
     // share that the others cannot restore themselves.
     if (seq.waiting_choices > 0 && ForkLimit(seq) <= 0) ReleaseChoices(seq);
     const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.computed();
-    seq.step_tokens = std::min({remaining, budget, config_.prefill_chunk, ForkLimit(seq)});
+    seq.step_tokens = std::min({remaining, budget, config_.prefill_chunk, ForkLimit(seq),
+                                PromptLogprobLimit(seq, prompt_logprob_rows)});
     budget -= seq.step_tokens;
+    if (seq.prompt_logprobs_missing() > 0) prompt_logprob_rows -= seq.step_tokens;
     running_.push_back(std::move(*it));
     waiting_.erase(it);
     scheduled_.push_back(running_.back().get());
@@ -485,6 +528,8 @@ void Scheduler::Step() {
   for (Sequence* seq : scheduled_) {
     const int64_t begin = seq->computed();
     const bool drafting = !seq->draft_input.empty();
+    // A prefill that scores its prompt reads a row after each token.
+    const bool scoring = seq->prompt_logprobs_missing() > 0;
     if (drafting) {
       // The last sampled token and the draft, with logits after each: row j says what follows
       // draft token j - 1.
@@ -494,22 +539,27 @@ void Scheduler::Step() {
           {&seq->memory->state(),
            std::span<const int32_t>(seq->tokens)
                .subspan(static_cast<size_t>(begin), static_cast<size_t>(seq->step_tokens)),
-           seq->step_snapshots, false});
+           seq->step_snapshots, scoring});
     }
     // Only a step that reaches the end of the tokens samples. Greedy needs only the argmax;
     // other rules, and logprobs, are computed where the logits are. Structured output samples
     // on the host, from the whole row, after its grammar has chosen the allowed tokens; so does
     // a logit_bias. A draft's rows are used as plain decoding's row would be.
-    const bool samples =
+    // A request that only scores its prompt samples nothing. A scoring prefill reads its rows
+    // whole, on the host, and samples from the last when the prompt ends there.
+    seq->step_samples =
         drafting || begin + seq->step_tokens == static_cast<int64_t>(seq->tokens.size());
+    const bool samples = seq->step_samples && seq->request.max_new_tokens > 0;
     const SamplingParams& params = seq->sampling.params();
-    const bool on_host = seq->constraint || !params.logit_bias.empty();
-    logits_uses_.push_back(!samples               ? LogitsUse::kNone
+    const bool on_host = seq->constraint || !params.logit_bias.empty() || scoring;
+    logits_uses_.push_back(!samples && !scoring   ? LogitsUse::kNone
                            : on_host              ? LogitsUse::kRow
                            : params.argmax_only() ? LogitsUse::kArgmax
                                                   : LogitsUse::kSample);
     // One rule per logits row, read for kSample rows only.
-    const size_t rows = drafting ? seq->draft_input.size() : 1;
+    const size_t rows = drafting  ? seq->draft_input.size()
+                        : scoring ? static_cast<size_t>(seq->step_tokens)
+                                  : 1;
     if (logits_uses_.back() != LogitsUse::kSample) {
       sampling_rules_.resize(sampling_rules_.size() + rows);
     } else if (drafting) {
@@ -534,10 +584,17 @@ void Scheduler::Step() {
       continue;
     }
     stats_.prefill_tokens += seq.status == SequenceStatus::kDecoding ? 0 : seq.step_tokens;
-    if (logits_uses_[i] == LogitsUse::kNone) continue;
+    if (seq.prompt_logprobs_missing() > 0) CollectPromptLogprobs(seq, i);
+    if (seq.step_samples && seq.request.max_new_tokens == 0) {
+      Finish(seq, FinishReason::kLength);  // the prompt is scored: nothing to generate
+      continue;
+    }
+    if (logits_uses_[i] == LogitsUse::kNone || !seq.step_samples) continue;
     // Row j follows draft token j - 1: it is read only while the draft agrees with what was
-    // sampled, so the tokens emitted are those plain decoding would have emitted.
-    for (size_t row = 0; row < runner_->rows(i); ++row) {
+    // sampled, so the tokens emitted are those plain decoding would have emitted. A scoring
+    // prefill samples from its last row only.
+    const size_t first_row = seq.draft_input.empty() ? runner_->rows(i) - 1 : 0;
+    for (size_t row = first_row; row < runner_->rows(i); ++row) {
       seq.draft_rows_read = static_cast<int64_t>(row) + 1;
       if (!SampleAndEmit(seq, i, row)) break;
       if (row >= seq.draft.size() || seq.tokens.back() != seq.draft[row]) break;
@@ -655,6 +712,10 @@ void Scheduler::Emit(Sequence& seq, const SampleResult& sample) {
   event.id = seq.id;
   event.seconds = std::chrono::duration<double>(now - seq.submitted).count();
   event.tokens.push_back(token);
+  if (seq.request.prompt_logprobs && !seq.prompt_logprobs_sent) {
+    event.prompt_logprobs = std::move(seq.prompt_logprobs);
+    seq.prompt_logprobs_sent = true;
+  }
   if (seq.request.sampling.logprobs || seq.request.sampling.top_logprobs > 0) {
     std::vector<TopLogprob>& lp = event.logprobs.emplace_back();
     lp.reserve(1 + sample.num_top);

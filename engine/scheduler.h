@@ -63,6 +63,9 @@ struct SchedulerConfig {
   int64_t step_tokens = 512;    // tokens per forward pass (decode rows + prefill chunks)
   int64_t prefill_chunk = 256;  // most prompt tokens one sequence runs per step
   int32_t max_new_tokens_limit = 4096;
+  // Prompt tokens that requests with prompt logprobs may run per step, all of them together:
+  // each needs its own row of logits (vocab floats), so this bounds that memory.
+  int64_t prompt_logprob_rows = 256;
   CacheBindingConfig cache;
   SpeculationConfig speculation;
 };
@@ -160,6 +163,11 @@ class Scheduler {
   // Frees room in `pool` by evicting cached state; false if nothing could be evicted.
   bool EvictFor(cache::Pool pool, size_t units);
   void PlanSnapshots(Sequence& seq);
+  // Prompt logprobs: the most prompt tokens `seq` may run this step with `rows_left` of the
+  // step's prompt_logprob_rows unused (no limit: INT64_MAX).
+  static int64_t PromptLogprobLimit(const Sequence& seq, int64_t rows_left);
+  // Prompt logprobs: those of the prompt tokens this step's rows of sequence `i` predicted.
+  void CollectPromptLogprobs(Sequence& seq, size_t i);
   void Preempt(Sequence& seq);
   void Finish(Sequence& seq, FinishReason reason, absl::Status error = absl::OkStatus(),
               std::string stop_string = {});

@@ -63,6 +63,10 @@ void Scheduler::ForkChoices() {
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if ((*it)->waits_for == seq->id) {
         (*it)->waits_for = 0;
+        // Its prompt's logprobs are the first choice's, which scored the whole prompt.
+        if (seq->request.prompt_logprobs && seq->prompt_logprobs_missing() == 0) {
+          (*it)->prompt_logprobs = seq->prompt_logprobs;
+        }
         group.push_back(std::move(*it));
         it = waiting_.erase(it);
       } else {

@@ -60,6 +60,7 @@ struct Sequence {
 
   // This step's share, set when the batch is planned.
   int64_t step_tokens = 0;
+  bool step_samples = false;  // the step reaches the end of the tokens: a token follows
   std::vector<models::SsmSnapshot> step_snapshots;
 
   // Speculative decoding, this step's (empty when the sequence does not speculate): the draft;
@@ -91,6 +92,17 @@ struct Sequence {
   int32_t waiting_choices = 0;
   // On the other choices while they wait: the first choice's id (0 once free to run).
   RequestId waits_for = 0;
+
+  // Request::prompt_logprobs: those of prompt tokens 1.. computed so far (they survive
+  // preemption, so a resumed prefill needs rows only past them), until they go out with the
+  // request's first event.
+  std::vector<std::vector<TopLogprob>> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+  // Prompt tokens whose logprob is still to be computed (0 without prompt logprobs).
+  size_t prompt_logprobs_missing() const {
+    if (!request.prompt_logprobs || prompt_logprobs_sent) return 0;
+    return prompt_tokens - 1 - prompt_logprobs.size();
+  }
 
   SamplingState sampling;          // generator and token counts: survive preemption
   std::optional<OutputText> text;  // when the engine has a tokenizer

@@ -68,13 +68,21 @@ struct Outcome {
   std::vector<std::vector<TopLogprob>> logprobs;  // when the request asked for them
   std::string text;  // every event's text, when the scheduler has a tokenizer
   Event finished;
+  // Request::prompt_logprobs, and the index of the event that carried them (-1: none did).
+  std::vector<std::vector<TopLogprob>> prompt_logprobs;
+  int prompt_logprobs_event = -1;
 };
 
 inline Outcome Drain(RequestStream& stream) {
   Outcome out;
   Event e;
-  while (stream.Next(&e)) {
+  for (int index = 0; stream.Next(&e); ++index) {
     out.text += e.text;
+    if (!e.prompt_logprobs.empty()) {
+      EXPECT_EQ(out.prompt_logprobs_event, -1) << "prompt logprobs came twice";
+      out.prompt_logprobs = e.prompt_logprobs;
+      out.prompt_logprobs_event = index;
+    }
     if (e.kind == Event::Kind::kTokens) {
       out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
       out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
