@@ -2,11 +2,12 @@
 
 namespace tandem::server {
 
-void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text) {
-  chunk->mutable_token_ids()->Add(event.tokens.begin(), event.tokens.end());
-  if (with_text) chunk->mutable_text()->append(event.text);
-  for (const std::vector<engine::TopLogprob>& row : event.logprobs) {
-    v1::TokenLogprobs* out = chunk->add_logprobs();
+namespace {
+
+void AppendLogprobRows(const std::vector<std::vector<engine::TopLogprob>>& rows,
+                       google::protobuf::RepeatedPtrField<v1::TokenLogprobs>* to) {
+  for (const std::vector<engine::TopLogprob>& row : rows) {
+    v1::TokenLogprobs* out = to->Add();
     if (row.empty()) continue;
     // The engine puts the chosen token first, then the most likely ones.
     out->set_token_id(row[0].token);
@@ -17,6 +18,19 @@ void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text) 
       top->set_logprob(row[i].logprob);
     }
   }
+}
+
+}  // namespace
+
+void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text) {
+  chunk->mutable_token_ids()->Add(event.tokens.begin(), event.tokens.end());
+  if (with_text) chunk->mutable_text()->append(event.text);
+  AppendLogprobRows(event.logprobs, chunk->mutable_logprobs());
+  AppendPromptLogprobs(event, chunk);
+}
+
+void AppendPromptLogprobs(const engine::Event& event, v1::Chunk* chunk) {
+  AppendLogprobRows(event.prompt_logprobs, chunk->mutable_prompt_logprobs());
 }
 
 engine::Usage ChoicesUsage(std::span<const engine::Event> finished) {

@@ -12,8 +12,11 @@
 
 namespace tandem::server {
 
-// Appends a kTokens event's tokens, logprobs and (`with_text`) text to `chunk`.
+// Appends a kTokens event's tokens, logprobs, prompt logprobs and (`with_text`) text to `chunk`.
 void AppendTokens(const engine::Event& event, v1::Chunk* chunk, bool with_text = true);
+// Appends only the event's prompt logprobs (a finished event carries them when the request
+// generated nothing).
+void AppendPromptLogprobs(const engine::Event& event, v1::Chunk* chunk);
 
 // How a kFinished event ends the call: OK, or the engine's error (INTERNAL when it named none).
 absl::Status FinishStatus(const engine::Event& finished);

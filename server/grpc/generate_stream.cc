@@ -150,7 +150,14 @@ std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
   engine::Event event;
   bool timed_out = false;
   while (stream_->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) {
-    if (event.kind == engine::Event::Kind::kFinished) return event;
+    if (event.kind == engine::Event::Kind::kFinished) {
+      // A request that scored its prompt and generated nothing: the scores go first, in a chunk.
+      if (!event.prompt_logprobs.empty()) {
+        if (*chunk == nullptr) *chunk = response_.mutable_chunk();
+        AppendPromptLogprobs(event, *chunk);
+      }
+      return event;
+    }
     if (*chunk == nullptr) *chunk = response_.mutable_chunk();
     AppendTokens(event, *chunk, /*with_text=*/tool_calls_ == nullptr);
     if (tool_calls_ != nullptr) tool_calls_->AddText(event.text, *chunk);

@@ -209,11 +209,23 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContex
   s.logprobs = p.logprobs() || p.top_logprobs() > 0;
   out->top_logprobs = p.top_logprobs();
 
+  if (p.has_prompt_logprobs()) {
+    if (p.prompt_logprobs() < 0 || p.prompt_logprobs() > engine::SampleResult::kMaxTop) {
+      return Invalid("sampling.prompt_logprobs",
+                     absl::StrCat("must be in [0, ", engine::SampleResult::kMaxTop, "], got ",
+                                  p.prompt_logprobs()));
+    }
+    out->prompt_logprobs = p.prompt_logprobs();
+  }
+
+  // Scoring a prompt may generate nothing.
+  const int32_t min_new = out->prompt_logprobs ? 0 : 1;
   const int32_t max_new = p.has_max_new_tokens() ? p.max_new_tokens() : 16;
-  if (max_new < 1 || max_new > context.max_new_tokens_limit) {
+  if (max_new < min_new || max_new > context.max_new_tokens_limit) {
     return Invalid(
         "sampling.max_new_tokens",
-        absl::StrCat("must be in [1, ", context.max_new_tokens_limit, "], got ", max_new));
+        absl::StrCat("must be in [", min_new, ", ", context.max_new_tokens_limit, "], got ",
+                     max_new, min_new == 1 ? " (0 only with prompt_logprobs)" : ""));
   }
   out->max_new_tokens = max_new;
 

@@ -46,6 +46,7 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
     OpenAiLogprobs logprobs;
     double logprob_sum = 0;  // of the chosen tokens (best_of ranks by their mean)
     int64_t tokens = 0;
+    bool echoed = false;
   };
   std::vector<Choice> choices;
   for (size_t i = 0; i < request.size(); ++i) {
@@ -59,6 +60,12 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
         request.Next([&] { return writer.Abandoned(); });
     if (!next) return Ended(request, std::move(finished), Gone());
     Choice& choice = choices[next->choice];
+    if (shape.echo && !std::exchange(choice.echoed, true)) {
+      // The choice's first event carries the prompt's logprobs (when scored).
+      choice.text = shape.prompt_text;
+      if (shape.logprobs)
+        choice.logprobs.AddPrompt(shape.prompt_tokens, next->event.prompt_logprobs);
+    }
     choice.text += next->event.text;  // a finish event's text is what was held back until the end
     if (shape.logprobs) choice.logprobs.Add(next->event);
     for (const std::vector<engine::TopLogprob>& entry : next->event.logprobs) {
@@ -126,6 +133,7 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
     // A chat with tools: calls are sent whole, as their blocks end; content as it comes.
     std::optional<ToolCallStream> tool_calls;
     size_t calls_sent = 0;
+    bool echoed = false;
   };
   std::vector<Choice> choices;
   for (size_t i = 0; i < request.size(); ++i) {
@@ -169,8 +177,14 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
     if (!next) return Ended(request, std::move(finished), Gone());
     Choice& choice = choices[next->choice];
     const engine::Event& event = next->event;
-    choice.logprobs.Add(event);
     std::string events;
+    if (shape.echo && !std::exchange(choice.echoed, true)) {
+      // The prompt goes first, in a chunk of its own, with its logprobs when scored (the
+      // choice's first event carries them).
+      if (shape.logprobs) choice.logprobs.AddPrompt(shape.prompt_tokens, event.prompt_logprobs);
+      events += chunks(choice, shape.prompt_text, /*final=*/false);
+    }
+    choice.logprobs.Add(event);
     if (event.kind == engine::Event::Kind::kFinished) {
       if (absl::Status failed = FinishStatus(event); !failed.ok()) {
         finished[next->choice] = std::move(next->event);
@@ -184,7 +198,7 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
     } else {
       // Text may lag its tokens (a partial character or stop string, or a tool call's block):
       // nothing to send yet, unless the tokens' logprobs are.
-      events = chunks(choice, event.text, /*final=*/false);
+      events += chunks(choice, event.text, /*final=*/false);
     }
     if (!events.empty()) io = writer.Write(events);
   }

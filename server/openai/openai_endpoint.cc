@@ -176,6 +176,24 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   }
   // best_of ranks candidates by their tokens' logprobs, which the engine then reports.
   if (request->best_of > request->n) built->sampling.logprobs = true;
+  // echo writes the prompt as the client sent it, or the text of the ids it sent.
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  if (request->echo) {
+    const models::Tokenizer* tokenizer = state_.model().tokenizer.get();
+    if (request->generate.has_text()) {
+      prompt_text = request->generate.text();
+    } else if (tokenizer != nullptr) {
+      prompt_text =
+          tokenizer->Decode(built->prompt, request->generate.sampling().skip_special_tokens());
+    } else {
+      return Refuse(rpc, *caller,
+                    absl::FailedPreconditionError(
+                        "echo: the model has no tokenizer to write the text of a prompt of ids"),
+                    writer);
+    }
+    prompt_tokens = built->prompt;
+  }
   absl::StatusOr<std::unique_ptr<ChoiceStreams>> live =
       ChoiceStreams::Admit(state_, *caller, *std::move(built), request->best_of);
   if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
@@ -199,6 +217,9 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   if (request->best_of > request->n) shape.keep_best = request->n;
   shape.skip_special_tokens = sampling.skip_special_tokens();
   shape.tokenizer = state_.model().tokenizer.get();
+  shape.echo = request->echo;
+  shape.prompt_text = std::move(prompt_text);
+  shape.prompt_tokens = std::move(prompt_tokens);
   if (request->tool_use.parse) {
     shape.tool_call_format = state_.tool_calls().format();
     shape.tools = request->tool_use.tools;

@@ -31,10 +31,24 @@ OpenAiLogprobs::OpenAiLogprobs(bool chat, const models::Tokenizer* tokenizer,
     : chat_(chat), tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
 
 void OpenAiLogprobs::Add(const engine::Event& event) {
+  for (size_t i = 0; i < event.logprobs.size() && i < event.tokens.size(); ++i) {
+    if (!event.logprobs[i].empty()) AddToken(event.tokens[i], &event.logprobs[i]);
+  }
+}
+
+void OpenAiLogprobs::AddPrompt(std::span<const int32_t> prompt,
+                               const std::vector<std::vector<engine::TopLogprob>>& scored) {
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const bool known = i > 0 && i - 1 < scored.size() && !scored[i - 1].empty();
+    AddToken(prompt[i], known ? &scored[i - 1] : nullptr);
+  }
+}
+
+void OpenAiLogprobs::AddToken(int32_t id, const std::vector<engine::TopLogprob>* at) {
   // The token's exact bytes, and its text as OpenAI shows it.
-  auto spell = [&](int32_t id, std::string* bytes) {
-    if (tokenizer_ == nullptr) return absl::StrCat("token_id:", id);
-    *bytes = tokenizer_->TokenBytes(id);
+  auto spell = [&](int32_t token, std::string* bytes) {
+    if (tokenizer_ == nullptr) return absl::StrCat("token_id:", token);
+    *bytes = tokenizer_->TokenBytes(token);
     return models::Utf8Lossy(*bytes);
   };
   auto bytes_json = [](const std::string& bytes) {
@@ -42,52 +56,53 @@ void OpenAiLogprobs::Add(const engine::Event& event) {
     for (unsigned char c : bytes) list.push_back(static_cast<int>(c));
     return list;
   };
-  for (size_t i = 0; i < event.logprobs.size() && i < event.tokens.size(); ++i) {
-    const std::vector<engine::TopLogprob>& at = event.logprobs[i];
-    if (at.empty()) continue;
-    ++count_;
-    std::string bytes;
-    const std::string token = spell(event.tokens[i], &bytes);
-    if (chat_) {
-      json top = json::array();
-      for (size_t k = 1; k < at.size(); ++k) {
-        std::string top_bytes;
-        const std::string text = spell(at[k].token, &top_bytes);
-        top.push_back({{"token", text},
-                       {"logprob", LogprobJson(at[k].logprob)},
-                       {"bytes", bytes_json(top_bytes)}});
-      }
-      entries_.push_back({{"token", token},
-                          {"logprob", LogprobJson(at[0].logprob)},
-                          {"bytes", bytes_json(bytes)},
-                          {"top_logprobs", std::move(top)}});
-      continue;
+  ++count_;
+  std::string bytes;
+  const std::string token = spell(id, &bytes);
+  if (chat_) {
+    json top = json::array();
+    for (size_t k = 1; at != nullptr && k < at->size(); ++k) {
+      std::string top_bytes;
+      const std::string text = spell((*at)[k].token, &top_bytes);
+      top.push_back({{"token", text},
+                     {"logprob", LogprobJson((*at)[k].logprob)},
+                     {"bytes", bytes_json(top_bytes)}});
     }
-    // Completions: a map, so tokens spelled alike share a key (the likelier one, listed first,
-    // keeps it); the chosen token is always in it.
-    json top = json::object();
-    for (size_t k = 1; k < at.size(); ++k) {
-      std::string unused;
-      top.emplace(spell(at[k].token, &unused), LogprobJson(at[k].logprob));
-    }
-    top.emplace(token, LogprobJson(at[0].logprob));
-    tokens_.push_back(token);
-    token_logprobs_.push_back(LogprobJson(at[0].logprob));
-    top_logprobs_.push_back(std::move(top));
-    text_offsets_.push_back(text_offset_);
-    if (tokenizer_ == nullptr) {
-      text_offset_ += CodePoints(token);
-      continue;
-    }
-    // Offsets count the characters of the text the bytes make: a character split across tokens
-    // counts once, at the token that starts it.
-    if (skip_special_tokens_ && tokenizer_->IsSpecial(event.tokens[i])) continue;
-    pending_bytes_ += bytes;
-    const size_t settled = models::SettledUtf8Prefix(pending_bytes_);
-    text_offset_ +=
-        CodePoints(models::Utf8Lossy(std::string_view(pending_bytes_).substr(0, settled)));
-    pending_bytes_.erase(0, settled);
+    entries_.push_back({{"token", token},
+                        {"logprob", at != nullptr ? LogprobJson(at->front().logprob) : json()},
+                        {"bytes", bytes_json(bytes)},
+                        {"top_logprobs", std::move(top)}});
+    return;
   }
+  // Completions: a map, so tokens spelled alike share a key (the likelier one, listed first,
+  // keeps it); the chosen token is always in it. A token without a logprob has null for both.
+  if (at != nullptr) {
+    json top = json::object();
+    for (size_t k = 1; k < at->size(); ++k) {
+      std::string unused;
+      top.emplace(spell((*at)[k].token, &unused), LogprobJson((*at)[k].logprob));
+    }
+    top.emplace(token, LogprobJson(at->front().logprob));
+    token_logprobs_.push_back(LogprobJson(at->front().logprob));
+    top_logprobs_.push_back(std::move(top));
+  } else {
+    token_logprobs_.push_back(nullptr);
+    top_logprobs_.push_back(nullptr);
+  }
+  tokens_.push_back(token);
+  text_offsets_.push_back(text_offset_);
+  if (tokenizer_ == nullptr) {
+    text_offset_ += CodePoints(token);
+    return;
+  }
+  // Offsets count the characters of the text the bytes make: a character split across tokens
+  // counts once, at the token that starts it.
+  if (skip_special_tokens_ && tokenizer_->IsSpecial(id)) return;
+  pending_bytes_ += bytes;
+  const size_t settled = models::SettledUtf8Prefix(pending_bytes_);
+  text_offset_ +=
+      CodePoints(models::Utf8Lossy(std::string_view(pending_bytes_).substr(0, settled)));
+  pending_bytes_.erase(0, settled);
 }
 
 json OpenAiLogprobs::Take() {

@@ -11,6 +11,7 @@
 #define TANDEM_SERVER_OPENAI_OPENAI_LOGPROBS_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,12 +30,21 @@ class OpenAiLogprobs {
 
   // The event's tokens and their logprobs (an event without logprobs adds nothing).
   void Add(const engine::Event& event);
+  // Completions' echo: the prompt's tokens before the answer's, the first without a logprob (null,
+  // as OpenAI writes it: nothing precedes it), the others with `scored` (engine::Event's
+  // prompt_logprobs: entry i is prompt token i + 1's).
+  void AddPrompt(std::span<const int32_t> prompt,
+                 const std::vector<std::vector<engine::TopLogprob>>& scored);
   bool empty() const { return count_ == 0; }
   // The choice's "logprobs" member for what was added since the last Take, which starts anew
   // (a stream sends each chunk's own). Continues the text offsets of a completion.
   nlohmann::json Take();
 
  private:
+  // One token: `at` holds its logprob and the most likely tokens', or is null (a prompt's first
+  // token).
+  void AddToken(int32_t id, const std::vector<engine::TopLogprob>* at);
+
   const bool chat_;
   const models::Tokenizer* const tokenizer_;
   const bool skip_special_tokens_;

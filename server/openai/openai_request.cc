@@ -531,8 +531,18 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
     generate.mutable_sampling()->set_logprobs(true);
     generate.mutable_sampling()->set_top_logprobs(static_cast<int32_t>(*logprobs));
   }
+  // echo: the answer's text starts with the prompt; with logprobs, the prompt's tokens are
+  // scored too (the first has none), as evaluation harnesses read them.
   TANDEM_ASSIGN_OR_RETURN(auto echo, Bool(f, "echo"));
-  if (echo.value_or(false)) return Unsupported("echo");
+  request->echo = echo.value_or(false);
+  if (request->echo && logprobs) {
+    generate.mutable_sampling()->set_prompt_logprobs(static_cast<int32_t>(*logprobs));
+  }
+  if (generate.sampling().max_new_tokens() == 0 && !generate.sampling().has_prompt_logprobs()) {
+    return Invalid("max_tokens",
+                   "0 generates nothing, which only scoring a prompt asks for: send it with "
+                   "\"echo\": true and \"logprobs\"");
+  }
   TANDEM_ASSIGN_OR_RETURN(auto best_of, Integer(f, "best_of"));
   if (best_of) {
     if (*best_of < request->n || *best_of > engine::kMaxChoices) {

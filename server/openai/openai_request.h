@@ -5,9 +5,9 @@
 // types. Values are the validation's business (a max_tokens of 10^6 is refused there, with the
 // field renamed to the client's: openai_error.h).
 //
-// Parameters that would change what is generated and that tandem does not do (echo (prompt
-// logprobs), a suffix, best_of with a stream, an unknown response_format type) and parameters it
-// does not know are refused with INVALID_ARGUMENT naming them, never ignored. Null counts as
+// Parameters that would change what is generated and that tandem does not do (a suffix, best_of
+// with a stream, an unknown response_format type) and parameters it does not know are refused
+// with INVALID_ARGUMENT naming them, never ignored. Null counts as
 // absent, as OpenAI's SDKs send it.
 #ifndef TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
 #define TANDEM_SERVER_OPENAI_OPENAI_REQUEST_H_
@@ -31,6 +31,9 @@ struct OpenAiRequest {
   // Completions' best_of: candidates generated, of which the n with the highest mean token
   // logprob are returned; in [n, engine::kMaxChoices], n when not given (and for chat).
   int32_t best_of = 1;
+  // Completions' echo: each choice's text starts with the prompt; with `logprobs`, the prompt's
+  // tokens lead the logprobs (generate.sampling.prompt_logprobs is set), and max_tokens may be 0.
+  bool echo = false;
   ToolUse tool_use;            // chat only
   // By endpoint: `chat` for chat completions, `generate` for completions.
   v1::ChatRequest chat;

@@ -35,6 +35,11 @@ struct CompletionShape {
   // best_of: of the choices generated, the answer keeps this many, those with the highest mean
   // token logprob, best first; 0 keeps all in order.
   int32_t keep_best = 0;
+  // Completions' echo: every choice's text starts with `prompt_text`, and with logprobs its
+  // logprobs start with `prompt_tokens` (OpenAiLogprobs::AddPrompt).
+  bool echo = false;
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
 };
 
 // "stop" or "length"; "abort" when the request was aborted (the server shutting down, or the

@@ -63,6 +63,8 @@ struct StreamResult {
   bool has_error = false;
   v1::Error error;
   std::vector<v1::TokenLogprobs> logprobs;
+  std::vector<v1::TokenLogprobs> prompt_logprobs;
+  int prompt_logprobs_chunk = -1;        // the chunk (from 0) that carried them
   std::vector<v1::ToolCall> tool_calls;  // chunks' calls followed by Complete's
   grpc::Status status;
 };
@@ -75,6 +77,12 @@ inline StreamResult ReadStream(grpc::ClientReader<v1::GenerateResponse>& reader,
   while (reader.Read(&response)) {
     out.request_id = response.request_id();
     if (response.has_chunk()) {
+      if (response.chunk().prompt_logprobs_size() > 0) {
+        EXPECT_EQ(out.prompt_logprobs_chunk, -1) << "prompt logprobs came twice";
+        out.prompt_logprobs_chunk = out.chunks;
+        out.prompt_logprobs.assign(response.chunk().prompt_logprobs().begin(),
+                                   response.chunk().prompt_logprobs().end());
+      }
       ++out.chunks;
       out.tokens.insert(out.tokens.end(), response.chunk().token_ids().begin(),
                         response.chunk().token_ids().end());

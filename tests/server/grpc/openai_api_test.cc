@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "models/byte_level.h"
 #include "nlohmann/json.hpp"
 #include "server/openai/openai_endpoint.h"
 #include "tests/server/grpc/grpc_test_util.h"
@@ -557,6 +558,126 @@ TEST_F(OpenAiApiTest, LogprobsAreTheGrpcLogprobsSpelledOut) {
   }
   // The fixture's tokens here are whole characters, so they spell the text.
   EXPECT_EQ(spelled, completed["choices"][0]["text"]);
+}
+
+// echo with logprobs, as lm-evaluation-harness scores a text: the prompt's tokens lead the
+// logprobs (the first with null), with gRPC's prompt_logprobs values, then the answer's; the text
+// starts with the prompt; max_tokens 0 scores without generating; streamed, the prompt comes
+// first and everything adds up to the whole answer; every choice of n echoes.
+TEST_F(OpenAiApiTest, EchoScoresThePromptAsGrpcPromptLogprobsDo) {
+  const std::vector<int32_t> ids = testing::Tokens(12, 3, 1024);
+  v1::GenerateRequest grpc_request = testing::GreedyIds(ids, 1);
+  grpc_request.mutable_sampling()->set_logprobs(true);
+  grpc_request.mutable_sampling()->set_top_logprobs(1);
+  grpc_request.mutable_sampling()->set_prompt_logprobs(1);
+  Client client(server_->port());
+  StreamResult expected = client.Generate(grpc_request);
+  ASSERT_TRUE(expected.status.ok()) << expected.status.error_message();
+  ASSERT_EQ(expected.prompt_logprobs.size(), ids.size() - 1);
+  EXPECT_EQ(expected.prompt_logprobs_chunk, 0);
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    EXPECT_EQ(expected.prompt_logprobs[i].token_id(), ids[i + 1]) << i;
+    EXPECT_EQ(expected.prompt_logprobs[i].top_size(), 1) << i;
+  }
+  const std::string prompt_text = model_->tokenizer->Decode(ids, true);
+
+  // The harness's request: the prompt as a list of one list of ids.
+  json body = {{"model", kModel}, {"prompt", {ids}}, {"temperature", 0}, {"max_tokens", 1},
+               {"logprobs", 1},   {"seed", 1234},    {"echo", true}};
+  testing::HttpResponse response = Post("/v1/completions", body);
+  ASSERT_EQ(response.status, 200) << response.body;
+  const json answer = Parse(response.body);
+  const json& choice = answer["choices"][0];
+  EXPECT_EQ(choice["text"], prompt_text + expected.text);
+  const json& logprobs = choice["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), ids.size() + 1) << logprobs;
+  ASSERT_EQ(logprobs["token_logprobs"].size(), ids.size() + 1);
+  ASSERT_EQ(logprobs["top_logprobs"].size(), ids.size() + 1);
+  ASSERT_EQ(logprobs["text_offset"].size(), ids.size() + 1);
+  EXPECT_TRUE(logprobs["token_logprobs"][0].is_null());
+  EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
+  EXPECT_EQ(logprobs["text_offset"][0], 0);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    EXPECT_EQ(logprobs["token_logprobs"][i].get<float>(), expected.prompt_logprobs[i - 1].logprob())
+        << i;
+    const std::string token = logprobs["tokens"][i].get<std::string>();
+    EXPECT_EQ(token, models::Utf8Lossy(model_->tokenizer->TokenBytes(ids[i]))) << i;
+    EXPECT_TRUE(logprobs["top_logprobs"][i].contains(token)) << i;
+  }
+  EXPECT_EQ(logprobs["token_logprobs"][ids.size()].get<float>(), expected.logprobs[0].logprob());
+  EXPECT_EQ(answer["usage"]["prompt_tokens"], ids.size());
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 1);
+
+  // Scoring alone.
+  body["max_tokens"] = 0;
+  testing::HttpResponse scored = Post("/v1/completions", body);
+  ASSERT_EQ(scored.status, 200) << scored.body;
+  const json scored_answer = Parse(scored.body);
+  EXPECT_EQ(scored_answer["choices"][0]["text"], prompt_text);
+  EXPECT_EQ(scored_answer["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(scored_answer["usage"]["completion_tokens"], 0);
+  const json& scored_logprobs = scored_answer["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(scored_logprobs.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(scored_logprobs[i], logprobs["token_logprobs"][i]);
+
+  // Streamed, the chunks add up to the whole answer.
+  body["max_tokens"] = 1;
+  body["stream"] = true;
+  testing::HttpResponse streamed = Post("/v1/completions", body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  std::string text;
+  json token_logprobs = json::array();
+  for (const json& event : SseEvents(streamed.body, &done)) {
+    const json& delta = event["choices"][0];
+    text += delta["text"].get<std::string>();
+    if (delta["logprobs"].is_null()) continue;
+    for (const json& v : delta["logprobs"]["token_logprobs"]) token_logprobs.push_back(v);
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, prompt_text + expected.text);
+  EXPECT_EQ(token_logprobs, logprobs["token_logprobs"]);
+
+  // Every choice echoes (the engine scores the prompt once and gives each choice its scores).
+  body["stream"] = false;
+  body["n"] = 2;
+  body["temperature"] = 1;
+  testing::HttpResponse choices = Post("/v1/completions", body);
+  ASSERT_EQ(choices.status, 200) << choices.body;
+  const json two = Parse(choices.body)["choices"];
+  ASSERT_EQ(two.size(), 2u);
+  for (const json& each : two) {
+    EXPECT_TRUE(absl::StartsWith(each["text"].get<std::string>(), prompt_text)) << each;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(each["logprobs"]["token_logprobs"][i], logprobs["token_logprobs"][i]) << i;
+    }
+  }
+
+  // Echo without logprobs is the text alone; a text prompt echoes as the client wrote it.
+  json text_body = {{"model", kModel},
+                    {"prompt", "Once upon"},
+                    {"max_tokens", 2},
+                    {"temperature", 0},
+                    {"echo", true}};
+  testing::HttpResponse text_answer = Post("/v1/completions", text_body);
+  ASSERT_EQ(text_answer.status, 200) << text_answer.body;
+  const json text_choice = Parse(text_answer.body)["choices"][0];
+  EXPECT_TRUE(absl::StartsWith(text_choice["text"].get<std::string>(), "Once upon")) << text_choice;
+  EXPECT_TRUE(text_choice["logprobs"].is_null());
+
+  // gRPC: a request that generates nothing sends its scores in a chunk before Complete.
+  grpc_request.mutable_sampling()->set_max_new_tokens(0);
+  StreamResult only = client.Generate(grpc_request);
+  ASSERT_TRUE(only.status.ok()) << only.status.error_message();
+  EXPECT_TRUE(only.tokens.empty());
+  EXPECT_EQ(only.prompt_logprobs_chunk, 0);
+  ASSERT_EQ(only.prompt_logprobs.size(), expected.prompt_logprobs.size());
+  for (size_t i = 0; i < only.prompt_logprobs.size(); ++i) {
+    EXPECT_EQ(only.prompt_logprobs[i].logprob(), expected.prompt_logprobs[i].logprob()) << i;
+  }
+  EXPECT_EQ(only.complete.finish_reason(), v1::LENGTH);
+  EXPECT_EQ(only.complete.usage().completion_tokens(), 0);
 }
 
 // A forced call comes back as OpenAI's tool_calls, whole and streamed alike; without a forced

@@ -240,6 +240,33 @@ TEST(OpenAiRequestTest, LogprobsBecomeTheSamplingsLogprobs) {
   EXPECT_FALSE(completion->generate.sampling().logprobs());
 }
 
+// echo: the prompt leads the answer; with logprobs it is scored with the same number of likeliest
+// tokens, and then max_tokens may be 0 (how evaluation harnesses score texts).
+TEST(OpenAiRequestTest, EchoWithLogprobsScoresThePrompt) {
+  absl::StatusOr<OpenAiRequest> plain = Completion(R"({"model": "m", "prompt": "a"})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->echo);
+  EXPECT_FALSE(plain->generate.sampling().has_prompt_logprobs());
+  absl::StatusOr<OpenAiRequest> echo = Completion(R"({"model": "m", "prompt": "a", "echo": true})");
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_TRUE(echo->echo);
+  EXPECT_FALSE(echo->generate.sampling().has_prompt_logprobs());  // text only: nothing to score
+  absl::StatusOr<OpenAiRequest> scored = Completion(
+      R"({"model": "m", "prompt": [1, 2, 3], "echo": true, "logprobs": 2, "max_tokens": 0})");
+  ASSERT_TRUE(scored.ok()) << scored.status();
+  EXPECT_TRUE(scored->echo);
+  EXPECT_EQ(scored->generate.sampling().prompt_logprobs(), 2);
+  EXPECT_EQ(scored->generate.sampling().top_logprobs(), 2);
+  EXPECT_EQ(scored->generate.sampling().max_new_tokens(), 0);
+  // lm-evaluation-harness's loglikelihood request, as it sends it.
+  absl::StatusOr<OpenAiRequest> harness =
+      Completion(R"({"model": "m", "prompt": [[5, 6, 7]], "temperature": 0, "max_tokens": 1, )"
+                 R"("logprobs": 1, "seed": 1234, "echo": true})");
+  ASSERT_TRUE(harness.ok()) << harness.status();
+  EXPECT_EQ(harness->generate.sampling().prompt_logprobs(), 1);
+  EXPECT_EQ(harness->generate.token_ids().ids_size(), 3);
+}
+
 TEST(OpenAiRequestTest, LogitBiasBecomesTheSamplingsBias) {
   absl::StatusOr<OpenAiRequest> completion =
       Completion(R"({"model": "m", "prompt": "a", "logit_bias": {"5": -100, "12": 2.5}})");
@@ -340,7 +367,13 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
            {R"({"model": "m", "prompt": ["a", "b"]})", "prompt: a list of 2 prompts"},
            {R"({"model": "m", "prompt": [1, "b"]})", "prompt: a list of 2 prompts"},
            {R"({"model": "m", "prompt": [1, 2.5]})", "prompt[1]: must be a token id"},
-           {R"({"model": "m", "prompt": "a", "echo": true})", "echo: not supported"},
+           {R"({"model": "m", "prompt": "a", "max_tokens": 0})",
+            "max_tokens: 0 generates nothing, which only scoring a prompt asks for"},
+           {R"({"model": "m", "prompt": "a", "max_tokens": 0, "echo": true})",
+            "max_tokens: 0 generates nothing"},
+           {R"({"model": "m", "prompt": "a", "max_tokens": 0, "logprobs": 1})",
+            "max_tokens: 0 generates nothing"},
+           {R"({"model": "m", "prompt": "a", "echo": 1})", "echo: must be a boolean, got number"},
            {R"({"model": "m", "prompt": "a", "best_of": 2, "stream": true})",
             "best_of: the best answers are known only once all are generated"},
            {R"({"model": "m", "prompt": "a", "n": 3, "best_of": 2})",
