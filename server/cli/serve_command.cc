@@ -58,6 +58,9 @@ const std::vector<FlagSpec>& ServeFlags() {
       {"page-size", true, "tokens per KV page (default 16)"},
       {"max-running", true, "sequences in the batch at once (default 32)"},
       {"step-tokens", true, "tokens per engine step (default 512)"},
+      {"prompt-logprob-rows", true,
+       "prompt tokens that requests scoring their prompt (OpenAI echo with logprobs) run per "
+       "step, each with a row of logits (default 256)"},
       {"prefill-chunk", true, "prompt tokens per sequence per step (default 256)"},
       {"max-queue", true, "queued requests beyond which new ones get RESOURCE_EXHAUSTED (1024)"},
       {"max-streams", true, "concurrent Generate/Chat streams (default 256)"},
@@ -265,6 +268,8 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   e.scheduler.max_running = static_cast<int32_t>(running);
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.step_tokens, args.IntIn("step-tokens", 1, 1 << 20, 512));
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.prefill_chunk, args.IntIn("prefill-chunk", 1, 1 << 20, 256));
+  TANDEM_ASSIGN_OR_RETURN(e.scheduler.prompt_logprob_rows,
+                          args.IntIn("prompt-logprob-rows", 1, 1 << 16, 256));
   TANDEM_ASSIGN_OR_RETURN(e.scheduler.speculation, ReadSpeculation(args));
   TANDEM_ASSIGN_OR_RETURN(int64_t queue, args.IntIn("max-queue", 1, 1 << 20, 1024));
   e.max_waiting = static_cast<size_t>(queue);
