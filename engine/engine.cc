@@ -23,11 +23,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const models::Model& mode
         "avmp-dynamic, avmp-static:R or fixed-dual:R");
   }
   if (config.scheduler.max_running < 1 || config.scheduler.step_tokens < 1 ||
-      config.scheduler.prefill_chunk < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scheduler: max_running, step_tokens and prefill_chunk must be positive, got ",
-                     config.scheduler.max_running, ", ", config.scheduler.step_tokens, ", ",
-                     config.scheduler.prefill_chunk));
+      config.scheduler.prefill_chunk < 1 || config.scheduler.prompt_logprob_rows < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scheduler: max_running, step_tokens, prefill_chunk and prompt_logprob_rows must be "
+        "positive, got ",
+        config.scheduler.max_running, ", ", config.scheduler.step_tokens, ", ",
+        config.scheduler.prefill_chunk, ", ", config.scheduler.prompt_logprob_rows));
   }
   const SpeculationConfig& spec = config.scheduler.speculation;
   const int32_t longest_match = DraftOptions().max_match;

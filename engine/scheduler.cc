@@ -231,7 +231,9 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   // while it waits no longer holds its first choice back.
   if (seq.waiting_choices > 0) ReleaseChoices(seq);
   if (seq.waits_for != 0) UnlinkChoice(seq);
-  if (completed && cache_ != nullptr) {
+  // The α tuner learns what hits the cache gives; a request that scored its prompt could take
+  // none of it, so it would only mislead the tuner.
+  if (completed && cache_ != nullptr && !seq.request.prompt_logprobs) {
     std::span<const int32_t> all(seq.tokens);
     cache_->ReportFinished(all.first(seq.prompt_tokens), all.subspan(seq.prompt_tokens),
                            seq.usage.cached_tokens);
@@ -310,16 +312,18 @@ bool Scheduler::Admit(Sequence& seq) {
     if (!EvictFor(cache::Pool::kSsmBlock, 1)) return false;
   }
   size_t cached = 0;
+  // Rows for prompt logprobs still to come must be computed, so no restore reaches them.
+  const size_t max_restore =
+      seq.prompt_logprobs_missing() > 0 ? seq.prompt_logprobs.size() : SIZE_MAX;
   if (cache_ != nullptr) {
     for (;;) {
       absl::StatusOr<CacheBinding::Restored> restored = cache_->LookupAndRestore(
-          seq.tokens, seq.request.checkpoint_hints, *seq.memory,
-          // Rows for prompt logprobs still to come must be computed.
-          seq.prompt_logprobs_missing() > 0 ? seq.prompt_logprobs.size() : SIZE_MAX);
+          seq.tokens, seq.request.checkpoint_hints, *seq.memory, max_restore);
       if (restored.ok()) {
         seq.lease = restored->lease;
         seq.checkpoint_positions = std::move(restored->checkpoint_positions);
-        cached = restored->cached_tokens;
+        // What the cap left unused is not a hit that lacked a checkpoint.
+        cached = std::min(restored->cached_tokens, max_restore);
         break;
       }
       seq.memory.reset();
@@ -468,16 +472,17 @@ void Scheduler::Step() {
                    scheduled_.end());
 
   // Admissions, in arrival order; one that does not fit blocks the ones behind it. Choices
-  // waiting for their first choice's prefill are passed over.
+  // waiting for their first choice's prefill are passed over, and so are requests scoring their
+  // prompt once the step has no rows left for them (they keep their places for the next step).
   auto next_waiting = [&] {
-    return std::find_if(waiting_.begin(), waiting_.end(),
-                        [](const std::unique_ptr<Sequence>& s) { return s->waits_for == 0; });
+    return std::find_if(waiting_.begin(), waiting_.end(), [&](const std::unique_ptr<Sequence>& s) {
+      return s->waits_for == 0 && PromptLogprobLimit(*s, prompt_logprob_rows) > 0;
+    });
   };
   for (auto it = next_waiting(); budget > 0 && it != waiting_.end() &&
                                  running_.size() < static_cast<size_t>(config_.max_running);
        it = next_waiting()) {
     Sequence& seq = **it;
-    if (PromptLogprobLimit(seq, prompt_logprob_rows) <= 0) break;  // no rows left this step
     bool admitted = Admit(seq);
     if (!admitted && seq.status != SequenceStatus::kFinished && running_.empty() &&
         cache_ != nullptr) {

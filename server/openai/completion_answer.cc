@@ -37,22 +37,32 @@ CallOutcome Ended(ChoiceStreams& request, std::vector<std::optional<engine::Even
 
 absl::Status Gone() { return absl::CancelledError("the client closed the connection"); }
 
+// A whole answer's choice's "logprobs", from the events that carry them (an echo's prompt
+// scores on the first).
+json SpelledLogprobs(const CompletionShape& shape, const std::vector<engine::Event>& scored) {
+  OpenAiLogprobs spelled(shape.chat, shape.tokenizer, shape.skip_special_tokens);
+  if (shape.echo) {
+    static const std::vector<std::vector<engine::TopLogprob>> kNone;
+    spelled.AddPrompt(shape.prompt_tokens, scored.empty() ? kNone : scored.front().prompt_logprobs);
+  }
+  for (const engine::Event& event : scored) spelled.Add(event);
+  return spelled.Take();
+}
+
 }  // namespace
 
 CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
                         HttpResponseWriter& writer) {
   struct Choice {
     std::string text;
-    OpenAiLogprobs logprobs;
+    // With logprobs: the events that carry them, spelled out only for the choices the answer
+    // lists (best_of drops the others).
+    std::vector<engine::Event> scored;
     double logprob_sum = 0;  // of the chosen tokens (best_of ranks by their mean)
     int64_t tokens = 0;
     bool echoed = false;
   };
-  std::vector<Choice> choices;
-  for (size_t i = 0; i < request.size(); ++i) {
-    choices.push_back(
-        {"", OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens), 0, 0});
-  }
+  std::vector<Choice> choices(request.size());
   std::vector<std::optional<engine::Event>> finished(request.size());
   absl::Status status;  // a choice's failure, which is the answer
   while (status.ok() && !request.all_finished()) {
@@ -60,14 +70,15 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
         request.Next([&] { return writer.Abandoned(); });
     if (!next) return Ended(request, std::move(finished), Gone());
     Choice& choice = choices[next->choice];
-    if (shape.echo && !std::exchange(choice.echoed, true)) {
-      // The choice's first event carries the prompt's logprobs (when scored).
-      choice.text = shape.prompt_text;
-      if (shape.logprobs)
-        choice.logprobs.AddPrompt(shape.prompt_tokens, next->event.prompt_logprobs);
-    }
+    if (shape.echo && !std::exchange(choice.echoed, true)) choice.text = shape.prompt_text;
     choice.text += next->event.text;  // a finish event's text is what was held back until the end
-    if (shape.logprobs) choice.logprobs.Add(next->event);
+    // The choice's first event carries the prompt's logprobs (when scored).
+    if (shape.logprobs && (!next->event.logprobs.empty() || !next->event.prompt_logprobs.empty())) {
+      engine::Event& kept = choice.scored.emplace_back();
+      kept.tokens = next->event.tokens;
+      kept.logprobs = next->event.logprobs;
+      kept.prompt_logprobs = std::move(next->event.prompt_logprobs);
+    }
     for (const std::vector<engine::TopLogprob>& entry : next->event.logprobs) {
       if (!entry.empty()) choice.logprob_sum += entry.front().logprob;  // the chosen token's
     }
@@ -98,10 +109,10 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
     }
     json list = json::array();
     for (size_t k = 0; k < listed.size(); ++k) {
-      Choice& choice = choices[listed[k]];
+      const Choice& choice = choices[listed[k]];
       list.push_back(ChoiceJson(shape, static_cast<int>(k), choice.text,
                                 outcome.finished[listed[k]],
-                                shape.logprobs ? choice.logprobs.Take() : nullptr));
+                                shape.logprobs ? SpelledLogprobs(shape, choice.scored) : nullptr));
     }
     response =
         JsonResponse(200, CompletionJson(shape, std::move(list), ChoicesUsage(outcome.finished)));

@@ -40,11 +40,12 @@ void OpenAiLogprobs::AddPrompt(std::span<const int32_t> prompt,
                                const std::vector<std::vector<engine::TopLogprob>>& scored) {
   for (size_t i = 0; i < prompt.size(); ++i) {
     const bool known = i > 0 && i - 1 < scored.size() && !scored[i - 1].empty();
-    AddToken(prompt[i], known ? &scored[i - 1] : nullptr);
+    AddToken(prompt[i], known ? &scored[i - 1] : nullptr, /*starts_text=*/i == 0);
   }
 }
 
-void OpenAiLogprobs::AddToken(int32_t id, const std::vector<engine::TopLogprob>* at) {
+void OpenAiLogprobs::AddToken(int32_t id, const std::vector<engine::TopLogprob>* at,
+                              bool starts_text) {
   // The token's exact bytes, and its text as OpenAI shows it.
   auto spell = [&](int32_t token, std::string* bytes) {
     if (tokenizer_ == nullptr) return absl::StrCat("token_id:", token);
@@ -98,6 +99,11 @@ void OpenAiLogprobs::AddToken(int32_t id, const std::vector<engine::TopLogprob>*
   // Offsets count the characters of the text the bytes make: a character split across tokens
   // counts once, at the token that starts it.
   if (skip_special_tokens_ && tokenizer_->IsSpecial(id)) return;
+  if (starts_text && pending_bytes_.empty() && models::SettledUtf8Prefix(bytes) == bytes.size()) {
+    const int32_t ids[] = {id};
+    text_offset_ += CodePoints(tokenizer_->Decode(ids, skip_special_tokens_));
+    return;
+  }
   pending_bytes_ += bytes;
   const size_t settled = models::SettledUtf8Prefix(pending_bytes_);
   text_offset_ +=

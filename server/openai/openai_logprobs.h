@@ -42,8 +42,9 @@ class OpenAiLogprobs {
 
  private:
   // One token: `at` holds its logprob and the most likely tokens', or is null (a prompt's first
-  // token).
-  void AddToken(int32_t id, const std::vector<engine::TopLogprob>* at);
+  // token). `starts_text`: the token begins the text, where a tokenizer may drop what the token
+  // spells before it (SentencePiece's leading space), so the offsets count what it decodes to.
+  void AddToken(int32_t id, const std::vector<engine::TopLogprob>* at, bool starts_text = false);
 
   const bool chat_;
   const models::Tokenizer* const tokenizer_;

@@ -464,6 +464,9 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   }
   TANDEM_RETURN_IF_ERROR(
       ReadCommon(f, options.default_chat_max_tokens, request, chat.mutable_sampling()));
+  if (chat.sampling().max_new_tokens() == 0) {
+    return Invalid("max_tokens", "must be at least 1: a chat answer has no prompt to echo");
+  }
   TANDEM_RETURN_IF_ERROR(ReadTools(f, options, body, request));
   TANDEM_RETURN_IF_ERROR(ReadPrediction(f, chat.mutable_prediction()));
   TANDEM_ASSIGN_OR_RETURN(auto generation_prompt, Bool(f, "add_generation_prompt"));
@@ -535,13 +538,17 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
   // scored too (the first has none), as evaluation harnesses read them.
   TANDEM_ASSIGN_OR_RETURN(auto echo, Bool(f, "echo"));
   request->echo = echo.value_or(false);
-  if (request->echo && logprobs) {
-    generate.mutable_sampling()->set_prompt_logprobs(static_cast<int32_t>(*logprobs));
-  }
-  if (generate.sampling().max_new_tokens() == 0 && !generate.sampling().has_prompt_logprobs()) {
+  // max_tokens 0 answers with the prompt alone: only an echo has anything to say then.
+  const bool generates_nothing = generate.sampling().max_new_tokens() == 0;
+  if (generates_nothing && !request->echo) {
     return Invalid("max_tokens",
-                   "0 generates nothing, which only scoring a prompt asks for: send it with "
-                   "\"echo\": true and \"logprobs\"");
+                   "0 generates nothing, which only an echo of the prompt asks for (with "
+                   "\"logprobs\", to score it): send \"echo\": true");
+  }
+  // The engine runs a request that generates nothing only to score its prompt; without logprobs
+  // the scores are not shown.
+  if (request->echo && (logprobs || generates_nothing)) {
+    generate.mutable_sampling()->set_prompt_logprobs(static_cast<int32_t>(logprobs.value_or(0)));
   }
   TANDEM_ASSIGN_OR_RETURN(auto best_of, Integer(f, "best_of"));
   if (best_of) {

@@ -5,6 +5,7 @@
 // nothing else: the same tokens follow, a cached prompt is scored all the same, a preempted
 // prefill scores each token once, the choices of one prompt all get them, and a request may score
 // its prompt and generate nothing.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -112,6 +113,10 @@ TEST_P(PromptLogprobsTest, SampledOutputIsUnchanged) {
   sampled.sampling.greedy = false;
   sampled.sampling.temperature = 1.2f;
   sampled.sampling.seed = 99;
+  // A bias (applied on the host) changes what is sampled, not the raw logits' scores.
+  sampled.sampling.logit_bias = {{std::min(prompt[5], prompt[9]), 3.0f},
+                                 {std::max(prompt[5], prompt[9]), -2.0f}};
+  if (prompt[5] == prompt[9]) sampled.sampling.logit_bias.pop_back();
   const Outcome plain = Harness()->Run(sampled);
   sampled.prompt_logprobs = 0;
   const Outcome scored = Harness()->Run(sampled);
@@ -119,6 +124,32 @@ TEST_P(PromptLogprobsTest, SampledOutputIsUnchanged) {
   EXPECT_TRUE(SameLogprobs(scored.logprobs, plain.logprobs));
   ASSERT_EQ(scored.prompt_logprobs.size(), kPromptTokens - 1);
   for (const auto& entry : scored.prompt_logprobs) EXPECT_EQ(entry.size(), 1u);  // no top ones
+  sampled.sampling.logit_bias.clear();
+  sampled.prompt_logprobs = kTop;
+  const Outcome unbiased = Harness()->Run(sampled);
+  ASSERT_EQ(unbiased.prompt_logprobs.size(), kPromptTokens - 1);
+  for (size_t p = 0; p < unbiased.prompt_logprobs.size(); ++p) {
+    EXPECT_EQ(unbiased.prompt_logprobs[p][0].logprob, scored.prompt_logprobs[p][0].logprob) << p;
+  }
+}
+
+TEST_P(PromptLogprobsTest, AScoringRequestWithoutRowsLetsOthersIn) {
+  SchedulerConfig config = SmallSteps();
+  config.prompt_logprob_rows = 16;
+  auto harness = Harness(CachePolicy::kNone, 64 * kMiB, config);
+  auto first = harness->Add(Scoring(Tokens(40, 12, vocab_), 0));
+  auto second = harness->Add(Scoring(Tokens(40, 13, vocab_), 0));
+  auto plain = harness->Add(testing::GreedyWithLogprobs(Tokens(40, 14, vocab_), 2));
+  harness->scheduler().Step();
+  // The first took the step's 16 scoring rows; the second waits for rows of its own, but the
+  // request behind it is not held back.
+  EXPECT_EQ(harness->scheduler().status_of(first->id()), SequenceStatus::kPrefilling);
+  EXPECT_EQ(harness->scheduler().status_of(second->id()), SequenceStatus::kWaiting);
+  EXPECT_EQ(harness->scheduler().status_of(plain->id()), SequenceStatus::kPrefilling);
+  harness->RunUntilIdle();
+  EXPECT_EQ(Drain(*first).prompt_logprobs.size(), 39u);
+  EXPECT_EQ(Drain(*second).prompt_logprobs.size(), 39u);
+  EXPECT_EQ(Drain(*plain).tokens.size(), 2u);
 }
 
 TEST_P(PromptLogprobsTest, ScoringOnlyGeneratesNothingAndCachesThePrompt) {
@@ -258,6 +289,18 @@ TEST_P(PromptLogprobsTest, EveryChoiceGetsThePromptLogprobsOfOnePrefill) {
   }
   // The prompt still ran once: the others restored it and ran its last token.
   EXPECT_EQ(harness->scheduler().stats().prefill_tokens, (kPromptTokens - 1) + 3);
+
+  // Choices that only score: each finishes without a token, its scores on its finished event.
+  auto scoring = Harness();
+  streams = scoring->AddChoices(Scoring(prompt, 0), 2);
+  scoring->RunUntilIdle();
+  for (auto& stream : streams) {
+    const Outcome got = Drain(*stream);
+    EXPECT_EQ(got.finished.finish_reason, FinishReason::kLength) << got.finished.error;
+    EXPECT_TRUE(got.tokens.empty());
+    EXPECT_TRUE(SameLogprobs(got.prompt_logprobs, lone.prompt_logprobs));
+  }
+  EXPECT_EQ(scoring->scheduler().stats().prefill_tokens, (kPromptTokens - 1) + 2);
 }
 
 TEST_P(PromptLogprobsTest, AOneTokenPromptHasNoneToScore) {
@@ -265,7 +308,7 @@ TEST_P(PromptLogprobsTest, AOneTokenPromptHasNoneToScore) {
   const Outcome got = harness->Run(Scoring({5}, 3));
   EXPECT_EQ(got.finished.finish_reason, FinishReason::kLength) << got.finished.error;
   EXPECT_EQ(got.tokens.size(), 3u);
-  EXPECT_TRUE(got.prompt_logprobs.empty());
+  EXPECT_EQ(got.prompt_logprobs_event, -1);  // no event carries any
   const Outcome only = harness->Run(Scoring({5}, 0));
   EXPECT_EQ(only.finished.finish_reason, FinishReason::kLength) << only.finished.error;
   EXPECT_TRUE(only.tokens.empty());

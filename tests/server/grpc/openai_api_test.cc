@@ -602,8 +602,13 @@ TEST_F(OpenAiApiTest, EchoScoresThePromptAsGrpcPromptLogprobsDo) {
         << i;
     const std::string token = logprobs["tokens"][i].get<std::string>();
     EXPECT_EQ(token, models::Utf8Lossy(model_->tokenizer->TokenBytes(ids[i]))) << i;
-    EXPECT_TRUE(logprobs["top_logprobs"][i].contains(token)) << i;
+    EXPECT_EQ(logprobs["top_logprobs"][i].at(token), logprobs["token_logprobs"][i]) << i;
+    EXPECT_GE(logprobs["text_offset"][i], logprobs["text_offset"][i - 1]) << i;
   }
+  // The answer's text starts where the echoed prompt ends, in characters.
+  int64_t prompt_characters = 0;
+  for (unsigned char c : prompt_text) prompt_characters += (c & 0xC0) != 0x80;
+  EXPECT_EQ(logprobs["text_offset"][ids.size()], prompt_characters);
   EXPECT_EQ(logprobs["token_logprobs"][ids.size()].get<float>(), expected.logprobs[0].logprob());
   EXPECT_EQ(answer["usage"]["prompt_tokens"], ids.size());
   EXPECT_EQ(answer["usage"]["completion_tokens"], 1);
@@ -639,7 +644,24 @@ TEST_F(OpenAiApiTest, EchoScoresThePromptAsGrpcPromptLogprobsDo) {
   EXPECT_EQ(text, prompt_text + expected.text);
   EXPECT_EQ(token_logprobs, logprobs["token_logprobs"]);
 
-  // Every choice echoes (the engine scores the prompt once and gives each choice its scores).
+  // Every choice echoes (the engine scores the prompt once and gives each choice its scores),
+  // streamed: each choice's first chunk is the prompt, with its logprobs.
+  body["n"] = 2;
+  body["temperature"] = 1;
+  testing::HttpResponse streamed_choices = Post("/v1/completions", body);
+  ASSERT_EQ(streamed_choices.status, 200) << streamed_choices.body;
+  std::vector<bool> opened(2, false);
+  for (const json& event : SseEvents(streamed_choices.body, &done)) {
+    const json& delta = event["choices"][0];
+    const int index = delta["index"].get<int>();
+    ASSERT_TRUE(index == 0 || index == 1) << event;
+    if (opened[index]) continue;
+    opened[index] = true;
+    EXPECT_EQ(delta["text"], prompt_text);
+    EXPECT_EQ(delta["logprobs"]["token_logprobs"].size(), ids.size());
+  }
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(opened[0] && opened[1]);
   body["stream"] = false;
   body["n"] = 2;
   body["temperature"] = 1;
@@ -665,6 +687,13 @@ TEST_F(OpenAiApiTest, EchoScoresThePromptAsGrpcPromptLogprobsDo) {
   const json text_choice = Parse(text_answer.body)["choices"][0];
   EXPECT_TRUE(absl::StartsWith(text_choice["text"].get<std::string>(), "Once upon")) << text_choice;
   EXPECT_TRUE(text_choice["logprobs"].is_null());
+  text_body["max_tokens"] = 0;  // the echo alone
+  testing::HttpResponse echo_only = Post("/v1/completions", text_body);
+  ASSERT_EQ(echo_only.status, 200) << echo_only.body;
+  const json echo_choice = Parse(echo_only.body)["choices"][0];
+  EXPECT_EQ(echo_choice["text"], "Once upon");
+  EXPECT_TRUE(echo_choice["logprobs"].is_null());
+  EXPECT_EQ(echo_choice["finish_reason"], "length");
 
   // gRPC: a request that generates nothing sends its scores in a chunk before Complete.
   grpc_request.mutable_sampling()->set_max_new_tokens(0);

@@ -251,6 +251,12 @@ TEST(OpenAiRequestTest, EchoWithLogprobsScoresThePrompt) {
   ASSERT_TRUE(echo.ok()) << echo.status();
   EXPECT_TRUE(echo->echo);
   EXPECT_FALSE(echo->generate.sampling().has_prompt_logprobs());  // text only: nothing to score
+  // The prompt alone: the engine runs it as a scoring request whose scores are not shown.
+  absl::StatusOr<OpenAiRequest> prompt_only =
+      Completion(R"({"model": "m", "prompt": "a", "echo": true, "max_tokens": 0})");
+  ASSERT_TRUE(prompt_only.ok()) << prompt_only.status();
+  EXPECT_EQ(prompt_only->generate.sampling().prompt_logprobs(), 0);
+  EXPECT_FALSE(prompt_only->generate.sampling().logprobs());
   absl::StatusOr<OpenAiRequest> scored = Completion(
       R"({"model": "m", "prompt": [1, 2, 3], "echo": true, "logprobs": 2, "max_tokens": 0})");
   ASSERT_TRUE(scored.ok()) << scored.status();
@@ -336,6 +342,8 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
        "stream_options: only allowed with stream: true"},
       {R"({"model": "m", )" + messages + R"(, "max_tokens": 5, "max_completion_tokens": 6})",
        "max_completion_tokens: differs from max_tokens"},
+      {R"({"model": "m", )" + messages + R"(, "max_tokens": 0})",
+       "max_tokens: must be at least 1: a chat answer has no prompt to echo"},
       {R"({"model": "m", )" + messages + R"(, "max_tokens": "5"})",
        "max_tokens: must be an integer, got string"},
       {R"({"model": "m", )" + messages + R"(, "seed": -1})", "seed: must be >= 0"},
@@ -368,11 +376,10 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
            {R"({"model": "m", "prompt": [1, "b"]})", "prompt: a list of 2 prompts"},
            {R"({"model": "m", "prompt": [1, 2.5]})", "prompt[1]: must be a token id"},
            {R"({"model": "m", "prompt": "a", "max_tokens": 0})",
-            "max_tokens: 0 generates nothing, which only scoring a prompt asks for"},
-           {R"({"model": "m", "prompt": "a", "max_tokens": 0, "echo": true})",
-            "max_tokens: 0 generates nothing"},
+            "max_tokens: 0 generates nothing, which only an echo of the prompt asks for"},
            {R"({"model": "m", "prompt": "a", "max_tokens": 0, "logprobs": 1})",
             "max_tokens: 0 generates nothing"},
+
            {R"({"model": "m", "prompt": "a", "echo": 1})", "echo: must be a boolean, got number"},
            {R"({"model": "m", "prompt": "a", "best_of": 2, "stream": true})",
             "best_of: the best answers are known only once all are generated"},
