@@ -73,7 +73,7 @@ void RecordAbandonedCall(ServiceState& state, const char* rpc, const grpc::Statu
 
 void RecordServedCall(ServiceState& state, const char* rpc, const std::string& caller,
                       const std::string& request_id, const grpc::Status& status,
-                      std::span<const engine::Event> finished) {
+                      std::span<const engine::Event> finished, size_t choices_per_prompt) {
   const std::string code = StatusCodeName(status.error_code());
   state.metrics().CountCall(rpc, code);
   for (const engine::Event& event : finished) state.metrics().ObserveFinished(event);
@@ -86,7 +86,7 @@ void RecordServedCall(ServiceState& state, const char* rpc, const std::string& c
   if (!status.ok()) line.Field("error", status.error_message());
   if (finished.empty()) return;
   const engine::Event& first = finished.front();
-  const engine::Usage all = ChoicesUsage(finished);
+  const engine::Usage all = ChoicesUsage(finished, choices_per_prompt);
   line.Field("finish_reason", engine::FinishReasonName(first.finish_reason))
       .Field("prompt_tokens", all.prompt_tokens)
       .Field("cached_tokens", all.cached_tokens)

@@ -23,10 +23,12 @@ void RecordAbandonedCall(ServiceState& state, const char* rpc, const grpc::Statu
 // A call whose request ran in the engine. `finished`: the engine's finish events that were read,
 // one per choice (OpenAI's n; one for a gRPC call), in choice order; empty when the call ended
 // before any was (the client cancelled or its deadline passed). Each is observed in the
-// latency histograms; the log line gives the first choice's, with the tokens all generated.
+// latency histograms; the log line gives the first choice's, with the tokens all generated
+// (and each prompt's once, for `choices_per_prompt` choices of each of several prompts: 0 is
+// one prompt).
 void RecordServedCall(ServiceState& state, const char* rpc, const std::string& caller,
                       const std::string& request_id, const grpc::Status& status,
-                      std::span<const engine::Event> finished);
+                      std::span<const engine::Event> finished, size_t choices_per_prompt = 0);
 
 }  // namespace tandem::server
 

@@ -1,5 +1,7 @@
 #include "server/grpc/event_conversion.h"
 
+#include <algorithm>
+
 namespace tandem::server {
 
 namespace {
@@ -33,11 +35,13 @@ void AppendPromptLogprobs(const engine::Event& event, v1::Chunk* chunk) {
   AppendLogprobRows(event.prompt_logprobs, chunk->mutable_prompt_logprobs());
 }
 
-engine::Usage ChoicesUsage(std::span<const engine::Event> finished) {
+engine::Usage ChoicesUsage(std::span<const engine::Event> finished, size_t choices_per_prompt) {
   engine::Usage usage;
-  if (finished.empty()) return usage;
-  usage.prompt_tokens = finished.front().usage.prompt_tokens;
-  usage.cached_tokens = finished.front().usage.cached_tokens;
+  if (choices_per_prompt == 0) choices_per_prompt = std::max<size_t>(finished.size(), 1);
+  for (size_t i = 0; i < finished.size(); i += choices_per_prompt) {
+    usage.prompt_tokens += finished[i].usage.prompt_tokens;
+    usage.cached_tokens += finished[i].usage.cached_tokens;
+  }
   for (const engine::Event& event : finished) {
     usage.completion_tokens += event.usage.completion_tokens;
     usage.preemptions += event.usage.preemptions;

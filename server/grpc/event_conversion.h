@@ -21,10 +21,11 @@ void AppendPromptLogprobs(const engine::Event& event, v1::Chunk* chunk);
 // How a kFinished event ends the call: OK, or the engine's error (INTERNAL when it named none).
 absl::Status FinishStatus(const engine::Event& finished);
 
-// The usage of one request's choices (`finished`: their finish events, in choice order): the
-// prompt once, as choice 0 saw it (the others restore what it prefilled, so their cached tokens
-// would count the prompt again), and the sum of what the choices generated.
-engine::Usage ChoicesUsage(std::span<const engine::Event> finished);
+// The usage of one request's choices (`finished`: their finish events, in choice order): each
+// prompt once, as its first choice saw it (the others restore what it prefilled, so their cached
+// tokens would count the prompt again), and the sum of what the choices generated. A request of
+// several prompts has `choices_per_prompt` choices for each, in prompt order (0: one prompt).
+engine::Usage ChoicesUsage(std::span<const engine::Event> finished, size_t choices_per_prompt = 0);
 
 // Fills `response` from a kFinished event. `last_token` is the request's last output token
 // (-1 when none): a stop without a stop string was that token. Returns the status the call ends

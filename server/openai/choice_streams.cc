@@ -6,12 +6,11 @@
 
 namespace tandem::server {
 
-absl::StatusOr<std::unique_ptr<ChoiceStreams>> ChoiceStreams::Admit(ServiceState& state,
-                                                                    const std::string& caller,
-                                                                    engine::Request request,
-                                                                    int32_t n) {
+absl::StatusOr<std::unique_ptr<ChoiceStreams>> ChoiceStreams::Admit(
+    ServiceState& state, const std::string& caller, std::vector<engine::Request> requests,
+    int32_t n) {
   TANDEM_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<LiveRequest>> choices,
-                          LiveRequest::AdmitChoices(state, caller, std::move(request), n));
+                          LiveRequest::AdmitChoices(state, caller, std::move(requests), n));
   return std::unique_ptr<ChoiceStreams>(new ChoiceStreams(std::move(choices)));
 }
 

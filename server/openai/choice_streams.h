@@ -27,10 +27,12 @@ class ChoiceStreams {
   // How often a reader waiting for tokens checks whether its client is still there.
   static constexpr std::chrono::milliseconds kPollInterval{50};
 
-  // Submits `n` choices of `request` (LiveRequest::AdmitChoices); the refusal holds nothing.
+  // Submits `n` choices of each of `requests` (LiveRequest::AdmitChoices: request r's choice j
+  // is choice r × n + j); the refusal holds nothing.
   static absl::StatusOr<std::unique_ptr<ChoiceStreams>> Admit(ServiceState& state,
                                                               const std::string& caller,
-                                                              engine::Request request, int32_t n);
+                                                              std::vector<engine::Request> requests,
+                                                              int32_t n);
   ~ChoiceStreams();  // cancels the choices still running
   ChoiceStreams(const ChoiceStreams&) = delete;
   ChoiceStreams& operator=(const ChoiceStreams&) = delete;

@@ -39,11 +39,13 @@ absl::Status Gone() { return absl::CancelledError("the client closed the connect
 
 // A whole answer's choice's "logprobs", from the events that carry them (an echo's prompt
 // scores on the first).
-json SpelledLogprobs(const CompletionShape& shape, const std::vector<engine::Event>& scored) {
+json SpelledLogprobs(const CompletionShape& shape, size_t choice,
+                     const std::vector<engine::Event>& scored) {
   OpenAiLogprobs spelled(shape.chat, shape.tokenizer, shape.skip_special_tokens);
   if (shape.echo) {
     static const std::vector<std::vector<engine::TopLogprob>> kNone;
-    spelled.AddPrompt(shape.prompt_tokens, scored.empty() ? kNone : scored.front().prompt_logprobs);
+    spelled.AddPrompt(shape.prompt_of(choice).tokens,
+                      scored.empty() ? kNone : scored.front().prompt_logprobs);
   }
   for (const engine::Event& event : scored) spelled.Add(event);
   return spelled.Take();
@@ -70,7 +72,9 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
         request.Next([&] { return writer.Abandoned(); });
     if (!next) return Ended(request, std::move(finished), Gone());
     Choice& choice = choices[next->choice];
-    if (shape.echo && !std::exchange(choice.echoed, true)) choice.text = shape.prompt_text;
+    if (shape.echo && !std::exchange(choice.echoed, true)) {
+      choice.text = shape.prompt_of(next->choice).text;
+    }
     choice.text += next->event.text;  // a finish event's text is what was held back until the end
     // The choice's first event carries the prompt's logprobs (when scored).
     if (shape.logprobs && (!next->event.logprobs.empty() || !next->event.prompt_logprobs.empty())) {
@@ -92,30 +96,38 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
   CallOutcome outcome;
   if (status.ok()) {
     outcome = CallOutcome{status, Collected(std::move(finished))};
-    // Which choices the answer lists, in its order: all, or best_of's best.
-    std::vector<size_t> listed(choices.size());
-    for (size_t i = 0; i < listed.size(); ++i) listed[i] = i;
-    if (shape.keep_best > 0) {
-      // A candidate without tokens, or with a NaN (from NaN logits), ranks last: the sort
-      // needs a strict order, and neither is a likely answer.
-      auto mean = [&](size_t i) {
-        const double value =
-            choices[i].tokens > 0 ? choices[i].logprob_sum / choices[i].tokens : std::nan("");
-        return std::isnan(value) ? -std::numeric_limits<double>::infinity() : value;
-      };
-      std::stable_sort(listed.begin(), listed.end(),
-                       [&](size_t a, size_t b) { return mean(a) > mean(b); });
-      listed.resize(std::min(listed.size(), static_cast<size_t>(shape.keep_best)));
+    // Which choices the answer lists, in its order: all, or each prompt's best_of's best, the
+    // prompts in order.
+    const auto per_prompt = static_cast<size_t>(shape.choices_per_prompt);
+    // A candidate without tokens, or with a NaN (from NaN logits), ranks last: the sort needs a
+    // strict order, and neither is a likely answer.
+    auto mean = [&](size_t i) {
+      const double value =
+          choices[i].tokens > 0 ? choices[i].logprob_sum / choices[i].tokens : std::nan("");
+      return std::isnan(value) ? -std::numeric_limits<double>::infinity() : value;
+    };
+    std::vector<size_t> listed;
+    for (size_t first = 0; first < choices.size(); first += per_prompt) {
+      std::vector<size_t> group;
+      for (size_t i = first; i < std::min(first + per_prompt, choices.size()); ++i) {
+        group.push_back(i);
+      }
+      if (shape.keep_best > 0) {
+        std::stable_sort(group.begin(), group.end(),
+                         [&](size_t a, size_t b) { return mean(a) > mean(b); });
+        group.resize(std::min(group.size(), static_cast<size_t>(shape.keep_best)));
+      }
+      listed.insert(listed.end(), group.begin(), group.end());
     }
     json list = json::array();
     for (size_t k = 0; k < listed.size(); ++k) {
       const Choice& choice = choices[listed[k]];
-      list.push_back(ChoiceJson(shape, static_cast<int>(k), choice.text,
-                                outcome.finished[listed[k]],
-                                shape.logprobs ? SpelledLogprobs(shape, choice.scored) : nullptr));
+      list.push_back(
+          ChoiceJson(shape, static_cast<int>(k), choice.text, outcome.finished[listed[k]],
+                     shape.logprobs ? SpelledLogprobs(shape, listed[k], choice.scored) : nullptr));
     }
-    response =
-        JsonResponse(200, CompletionJson(shape, std::move(list), ChoicesUsage(outcome.finished)));
+    response = JsonResponse(
+        200, CompletionJson(shape, std::move(list), ChoicesUsage(outcome.finished, per_prompt)));
   } else {
     // The other choices would only run on for an answer that is an error.
     outcome = Ended(request, std::move(finished), status);
@@ -192,8 +204,9 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
     if (shape.echo && !std::exchange(choice.echoed, true)) {
       // The prompt goes first, in a chunk of its own, with its logprobs when scored (the
       // choice's first event carries them).
-      if (shape.logprobs) choice.logprobs.AddPrompt(shape.prompt_tokens, event.prompt_logprobs);
-      events += chunks(choice, shape.prompt_text, /*final=*/false);
+      const CompletionShape::EchoedPrompt& prompt = shape.prompt_of(next->choice);
+      if (shape.logprobs) choice.logprobs.AddPrompt(prompt.tokens, event.prompt_logprobs);
+      events += chunks(choice, prompt.text, /*final=*/false);
     }
     choice.logprobs.Add(event);
     if (event.kind == engine::Event::Kind::kFinished) {
@@ -231,7 +244,8 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
   } else {
     outcome = CallOutcome{status, Collected(std::move(finished))};
     if (shape.usage_in_chunks) {
-      tail += SseEvent(UsageChunkJson(shape, ChoicesUsage(outcome.finished)));
+      tail += SseEvent(UsageChunkJson(
+          shape, ChoicesUsage(outcome.finished, static_cast<size_t>(shape.choices_per_prompt))));
     }
   }
   tail += kSseDone;

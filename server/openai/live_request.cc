@@ -8,14 +8,24 @@
 namespace tandem::server {
 
 absl::StatusOr<std::vector<std::unique_ptr<LiveRequest>>> LiveRequest::AdmitChoices(
-    ServiceState& state, const std::string& caller, engine::Request request, int32_t n) {
-  TANDEM_RETURN_IF_ERROR(TakeStreamSlot(state, n));  // all at once or none
-  TANDEM_ASSIGN_OR_RETURN(std::vector<SubmittedChoice> choices,
-                          SubmitChoicesForCaller(state, caller, "", std::move(request), n));
+    ServiceState& state, const std::string& caller, std::vector<engine::Request> requests,
+    int32_t n) {
+  const auto total = static_cast<int32_t>(requests.size()) * n;
+  TANDEM_RETURN_IF_ERROR(TakeStreamSlot(state, total));  // all at once or none
   std::vector<std::unique_ptr<LiveRequest>> live;
-  for (SubmittedChoice& choice : choices) {
-    live.push_back(std::unique_ptr<LiveRequest>(
-        new LiveRequest(state, caller, std::move(choice.request_id), std::move(choice.stream))));
+  for (size_t r = 0; r < requests.size(); ++r) {
+    absl::StatusOr<std::vector<SubmittedChoice>> choices =
+        SubmitChoicesForCaller(state, caller, "", std::move(requests[r]), n);
+    if (!choices.ok()) {
+      // That request gave its slots back; the later ones' go too, and `live` cancels the
+      // requests submitted before it and frees their slots as it goes.
+      state.ReleaseStream(static_cast<int64_t>(requests.size() - r - 1) * n);
+      return choices.status();
+    }
+    for (SubmittedChoice& choice : *choices) {
+      live.push_back(std::unique_ptr<LiveRequest>(
+          new LiveRequest(state, caller, std::move(choice.request_id), std::move(choice.stream))));
+    }
   }
   return live;
 }

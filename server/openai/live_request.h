@@ -23,11 +23,13 @@ namespace tandem::server {
 
 class LiveRequest {
  public:
-  // `n` choices of one request (engine::Engine::SubmitChoices), each with a stream slot and a
-  // fresh request id in the caller's namespace, in choice order. The refusal (too many streams,
-  // the engine's) holds nothing.
+  // `n` choices of each of `requests` (engine::Engine::SubmitChoices), each with a stream slot and
+  // a fresh request id in the caller's namespace: request 0's choices in order, then request
+  // 1's, and so on. All are admitted or none: the refusal (too many streams, the engine's) holds
+  // nothing, the requests already submitted cancelled.
   static absl::StatusOr<std::vector<std::unique_ptr<LiveRequest>>> AdmitChoices(
-      ServiceState& state, const std::string& caller, engine::Request request, int32_t n);
+      ServiceState& state, const std::string& caller, std::vector<engine::Request> requests,
+      int32_t n);
   ~LiveRequest();
   LiveRequest(const LiveRequest&) = delete;
   LiveRequest& operator=(const LiveRequest&) = delete;

@@ -166,36 +166,28 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   absl::StatusOr<OpenAiRequest> request = chat ? ParseChatCompletionRequest(http.body, translation)
                                                : ParseCompletionRequest(http.body, translation);
   if (!request.ok()) return Refuse(rpc, *caller, request.status(), writer);
-  absl::StatusOr<engine::Request> built =
-      chat ? BuildChatRequest(request->chat, state_.validation())
-           : BuildGenerateRequest(request->generate, state_.validation());
-  if (!built.ok()) return Refuse(rpc, *caller, built.status(), writer);
-  if (absl::Status s = state_.tool_calls().Apply(request->tool_use, state_.grammars(), &*built);
-      !s.ok()) {
-    return Refuse(rpc, *caller, s, writer);
+  std::vector<engine::Request> built;
+  std::vector<CompletionShape::EchoedPrompt> echoed;
+  if (chat) {
+    absl::StatusOr<engine::Request> one = BuildChatRequest(request->chat, state_.validation());
+    if (!one.ok()) return Refuse(rpc, *caller, one.status(), writer);
+    if (absl::Status s = state_.tool_calls().Apply(request->tool_use, state_.grammars(), &*one);
+        !s.ok()) {
+      return Refuse(rpc, *caller, s, writer);
+    }
+    built.push_back(*std::move(one));
+  } else {
+    absl::StatusOr<std::vector<engine::Request>> all = BuildCompletions(*request, &echoed);
+    if (!all.ok()) return Refuse(rpc, *caller, all.status(), writer);
+    built = *std::move(all);
   }
   // best_of ranks candidates by their tokens' logprobs, which the engine then reports.
-  if (request->best_of > request->n) built->sampling.logprobs = true;
-  // echo writes the prompt as the client sent it, or the text of the ids it sent.
-  std::string prompt_text;
-  std::vector<int32_t> prompt_tokens;
-  if (request->echo) {
-    const models::Tokenizer* tokenizer = state_.model().tokenizer.get();
-    if (request->generate.has_text()) {
-      prompt_text = request->generate.text();
-    } else if (tokenizer != nullptr) {
-      prompt_text =
-          tokenizer->Decode(built->prompt, request->generate.sampling().skip_special_tokens());
-    } else {
-      return Refuse(rpc, *caller,
-                    absl::FailedPreconditionError(
-                        "echo: the model has no tokenizer to write the text of a prompt of ids"),
-                    writer);
-    }
-    prompt_tokens = built->prompt;
+  if (request->best_of > request->n) {
+    for (engine::Request& one : built) one.sampling.logprobs = true;
   }
+  const size_t prompts = built.size();
   absl::StatusOr<std::unique_ptr<ChoiceStreams>> live =
-      ChoiceStreams::Admit(state_, *caller, *std::move(built), request->best_of);
+      ChoiceStreams::Admit(state_, *caller, std::move(built), request->best_of);
   if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
   const std::string request_id = (*live)->request_id();
   LogLine(LogLevel::kDebug, "request started")
@@ -203,7 +195,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
       .Field("request_id", request_id)
       .Field("caller", *caller)
       .Field("peer", http.peer)
-      .Field("choices", request->best_of);
+      .Field("choices", static_cast<int64_t>(prompts) * request->best_of);
 
   CompletionShape shape;
   shape.chat = chat;
@@ -214,12 +206,12 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   const v1::SamplingParams& sampling =
       chat ? request->chat.sampling() : request->generate.sampling();
   shape.logprobs = sampling.logprobs();
+  shape.choices_per_prompt = request->best_of;
   if (request->best_of > request->n) shape.keep_best = request->n;
   shape.skip_special_tokens = sampling.skip_special_tokens();
   shape.tokenizer = state_.model().tokenizer.get();
   shape.echo = request->echo;
-  shape.prompt_text = std::move(prompt_text);
-  shape.prompt_tokens = std::move(prompt_tokens);
+  shape.prompts = std::move(echoed);
   if (request->tool_use.parse) {
     shape.tool_call_format = state_.tool_calls().format();
     shape.tools = request->tool_use.tools;
@@ -227,8 +219,48 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
                                         : AnswerWhole(**live, shape, writer);
   live->reset();  // the slots and the ids are free (if no finish event came) before the record
-  RecordServedCall(state_, rpc, *caller, request_id, ToGrpcStatus(outcome.status),
-                   outcome.finished);
+  RecordServedCall(state_, rpc, *caller, request_id, ToGrpcStatus(outcome.status), outcome.finished,
+                   static_cast<size_t>(request->best_of));
+}
+
+absl::StatusOr<std::vector<engine::Request>> OpenAiEndpoint::BuildCompletions(
+    const OpenAiRequest& request, std::vector<CompletionShape::EchoedPrompt>* echoed) {
+  std::vector<const v1::GenerateRequest*> sources = {&request.generate};
+  for (const v1::GenerateRequest& more : request.more_prompts) sources.push_back(&more);
+  std::vector<engine::Request> built;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    absl::StatusOr<engine::Request> one = BuildGenerateRequest(*sources[i], state_.validation());
+    if (!one.ok()) {
+      // Of a list, the prompt at fault is named by its place ("prompt[2]: ...", or
+      // "prompt[2][7]: ..." for an id), in the client's names.
+      std::string message(one.status().message());
+      const size_t colon = message.find(": ");
+      if (sources.size() > 1 && colon != std::string::npos) {
+        const std::string param = OpenAiParam(message.substr(0, colon));
+        if (absl::StartsWith(param, "prompt")) {
+          message = absl::StrCat("prompt[", i, "]", param.substr(sizeof("prompt") - 1),
+                                 message.substr(colon));
+        }
+      }
+      return absl::Status(one.status().code(), message);
+    }
+    if (request.echo) {
+      // The prompt as the client sent it, or the text of the ids it sent.
+      CompletionShape::EchoedPrompt& prompt = echoed->emplace_back();
+      const models::Tokenizer* tokenizer = state_.model().tokenizer.get();
+      if (sources[i]->has_text()) {
+        prompt.text = sources[i]->text();
+      } else if (tokenizer != nullptr) {
+        prompt.text = tokenizer->Decode(one->prompt, sources[i]->sampling().skip_special_tokens());
+      } else {
+        return absl::FailedPreconditionError(
+            "echo: the model has no tokenizer to write the text of a prompt of ids");
+      }
+      prompt.tokens = one->prompt;
+    }
+    built.push_back(*std::move(one));
+  }
+  return built;
 }
 
 }  // namespace tandem::server

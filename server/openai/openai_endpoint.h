@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/grpc/service_state.h"
@@ -55,6 +56,10 @@ class OpenAiEndpoint {
   nlohmann::json ModelJson() const;
   // A chat completion (`chat`) or a completion, from body to answer.
   void Complete(bool chat, const HttpRequest& request, HttpResponseWriter& writer);
+  // A completion's engine requests, one per prompt (a list of prompts gives several), and with
+  // echo each prompt's text and tokens into `echoed`; the first refusal names its prompt.
+  absl::StatusOr<std::vector<engine::Request>> BuildCompletions(
+      const OpenAiRequest& request, std::vector<CompletionShape::EchoedPrompt>* echoed);
   // Answers a call refused before the engine, and records it.
   void Refuse(const char* rpc, const std::string& caller, const absl::Status& status,
               HttpResponseWriter& writer);

@@ -489,36 +489,54 @@ absl::Status ReadChat(const json& messages, Fields& f, const OpenAiRequestOption
   return absl::OkStatus();
 }
 
-// A string, an array of token ids, or a list holding one of them.
-absl::Status ReadPrompt(const json& prompt, v1::GenerateRequest* out) {
-  const json* one = &prompt;
-  if (prompt.is_array() && prompt.size() == 1 && !prompt[0].is_number()) one = &prompt[0];
-  if (one->is_string()) {
-    out->set_text(one->get<std::string>());
+// One prompt, named `field`: a string or an array of token ids.
+absl::Status ReadOnePrompt(const json& prompt, const std::string& field, v1::GenerateRequest* out) {
+  if (prompt.is_string()) {
+    out->set_text(prompt.get<std::string>());
     return absl::OkStatus();
   }
-  if (!one->is_array()) {
-    return WrongType("prompt", "a string, an array of token ids or a list of one of them", *one);
-  }
+  if (!prompt.is_array()) return WrongType(field, "a string or an array of token ids", prompt);
   out->mutable_token_ids();  // even when empty, which the validation refuses as such
-  for (size_t i = 0; i < one->size(); ++i) {
-    const json& id = (*one)[i];
-    if (id.is_string() || id.is_array()) {
-      return Invalid("prompt", absl::StrCat("a list of ", one->size(),
-                                            " prompts; this server takes one prompt per "
-                                            "request (send one request each)"));
-    }
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const json& id = prompt[i];
     if (!id.is_number_integer() || SaturatedInt64(id) != SaturatedInt32(SaturatedInt64(id))) {
-      return Invalid(absl::StrCat("prompt[", i, "]"), "must be a token id (an integer)");
+      return Invalid(absl::StrCat(field, "[", i, "]"), "must be a token id (an integer)");
     }
     out->mutable_token_ids()->add_ids(static_cast<int32_t>(SaturatedInt64(id)));
   }
   return absl::OkStatus();
 }
 
+// A string, an array of token ids, or a list of several of either (each its own prompt, as
+// OpenAI takes a batch); `out` gets the first, `more` the others.
+absl::Status ReadPrompts(const json& prompt, v1::GenerateRequest* out,
+                         std::vector<v1::GenerateRequest>* more) {
+  const bool list = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
+  if (!list) return ReadOnePrompt(prompt, "prompt", out);
+  if (prompt.size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
+    return Invalid("prompt", absl::StrCat("a list of ", prompt.size(), " prompts; at most ",
+                                          kMaxPromptsPerRequest, " per request"));
+  }
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    // A list holds prompts of one kind: strings, or arrays of ids.
+    if (!prompt[i].is_string() && !prompt[i].is_array()) {
+      return WrongType(absl::StrCat("prompt[", i, "]"),
+                       "a string or an array of token ids, as the list's other prompts", prompt[i]);
+    }
+    if (prompt[i].type() != prompt[0].type()) {
+      return Invalid(absl::StrCat("prompt[", i, "]"),
+                     "a list of prompts holds only strings or only arrays of token ids");
+    }
+    v1::GenerateRequest* into = i == 0 ? out : &more->emplace_back();
+    TANDEM_RETURN_IF_ERROR(ReadOnePrompt(prompt[i], absl::StrCat("prompt[", i, "]"), into));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* request) {
   v1::GenerateRequest& generate = request->generate;
-  TANDEM_RETURN_IF_ERROR(ReadPrompt(prompt, &generate));
+  std::vector<v1::GenerateRequest> more_prompts;
+  TANDEM_RETURN_IF_ERROR(ReadPrompts(prompt, &generate, &more_prompts));
   TANDEM_RETURN_IF_ERROR(
       ReadCommon(f, /*default_max_tokens=*/16, request, generate.mutable_sampling()));
   TANDEM_ASSIGN_OR_RETURN(auto add_special, Bool(f, "add_special_tokens"));
@@ -565,6 +583,22 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
   }
   TANDEM_ASSIGN_OR_RETURN(auto suffix, String(f, "suffix"));
   if (!suffix.value_or("").empty()) return Unsupported("suffix");
+  const size_t prompts = 1 + more_prompts.size();
+  if (prompts * static_cast<size_t>(request->best_of) >
+      static_cast<size_t>(kMaxChoicesPerRequest)) {
+    return Invalid("prompt", absl::StrCat(prompts, " prompts of ", request->best_of,
+                                          " choices each are more than the ", kMaxChoicesPerRequest,
+                                          " choices one request may ask for"));
+  }
+  // The other prompts are the same request for their own prompt.
+  for (v1::GenerateRequest& other : more_prompts) {
+    v1::GenerateRequest& copy = request->more_prompts.emplace_back(generate);
+    if (other.has_text()) {
+      copy.set_text(other.text());
+    } else {
+      *copy.mutable_token_ids() = other.token_ids();
+    }
+  }
   return absl::OkStatus();
 }
 

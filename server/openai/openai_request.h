@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -38,7 +39,15 @@ struct OpenAiRequest {
   // By endpoint: `chat` for chat completions, `generate` for completions.
   v1::ChatRequest chat;
   v1::GenerateRequest generate;
+  // Completions given a list of prompts: the second and later, each the same request as
+  // `generate` for its own prompt. Prompt i's choices are numbered from i × n.
+  std::vector<v1::GenerateRequest> more_prompts;
 };
+
+// The most prompts one completions request may list, and the most choices (prompts × best_of)
+// one request may ask for.
+inline constexpr int32_t kMaxPromptsPerRequest = 256;
+inline constexpr int32_t kMaxChoicesPerRequest = 256;
 
 struct OpenAiRequestOptions {
   // The name the server answers to; another `model` is NOT_FOUND.

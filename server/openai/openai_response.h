@@ -32,14 +32,23 @@ struct CompletionShape {
   // is the answer.
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
   nlohmann::json tools;  // the request's, which the parse reads parameter types from
-  // best_of: of the choices generated, the answer keeps this many, those with the highest mean
+  // Completions of several prompts: the choices generated for each, prompt by prompt (choice c
+  // answers prompt c / choices_per_prompt).
+  int32_t choices_per_prompt = 1;
+  // best_of: of each prompt's choices, the answer keeps this many, those with the highest mean
   // token logprob, best first; 0 keeps all in order.
   int32_t keep_best = 0;
-  // Completions' echo: every choice's text starts with `prompt_text`, and with logprobs its
-  // logprobs start with `prompt_tokens` (OpenAiLogprobs::AddPrompt).
+  // Completions' echo: every choice's text starts with its prompt's text, and with logprobs its
+  // logprobs start with the prompt's tokens (OpenAiLogprobs::AddPrompt). One per prompt.
+  struct EchoedPrompt {
+    std::string text;
+    std::vector<int32_t> tokens;
+  };
   bool echo = false;
-  std::string prompt_text;
-  std::vector<int32_t> prompt_tokens;
+  std::vector<EchoedPrompt> prompts;
+  const EchoedPrompt& prompt_of(size_t choice) const {
+    return prompts[choice / static_cast<size_t>(choices_per_prompt)];
+  }
 };
 
 // "stop" or "length"; "abort" when the request was aborted (the server shutting down, or the

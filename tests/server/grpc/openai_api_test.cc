@@ -423,6 +423,15 @@ TEST_F(OpenAiApiTest, ChoicesTakeAStreamSlotEach) {
   }
   body["n"] = 1;
   EXPECT_EQ(Post("/v1/chat/completions", body).status, 200);
+  // A list of prompts takes a slot per prompt, all at once or none.
+  json prompts = {{"model", kModel}, {"prompt", {"a", "b", "c"}}, {"max_tokens", 2}};
+  EXPECT_EQ(Post("/v1/completions", prompts).status, 429);
+  prompts["prompt"] = {"a", "b"};
+  for (int i = 0; i < 3; ++i) {
+    testing::HttpResponse response = Post("/v1/completions", prompts);
+    ASSERT_EQ(response.status, 200) << "request " << i << ": " << response.body;
+    EXPECT_EQ(Parse(response.body)["choices"].size(), 2u);
+  }
 }
 
 TEST_F(OpenAiApiTest, CompletionSaysWhatGenerateSays) {
@@ -707,6 +716,79 @@ TEST_F(OpenAiApiTest, EchoScoresThePromptAsGrpcPromptLogprobsDo) {
   }
   EXPECT_EQ(only.complete.finish_reason(), v1::LENGTH);
   EXPECT_EQ(only.complete.usage().completion_tokens(), 0);
+}
+
+// A list of prompts: prompt i's choices are numbered from i × n, each the answer of a call for
+// that prompt alone; the usage counts every prompt; an echo starts each choice with its own
+// prompt; a bad prompt is named by its place.
+TEST_F(OpenAiApiTest, AListOfPromptsAnswersEachInTurn) {
+  const std::vector<int32_t> first = testing::Tokens(10, 4, 1024);
+  const std::vector<int32_t> second = testing::Tokens(14, 5, 1024);
+  auto alone = [&](const std::vector<int32_t>& ids) {
+    json body = {{"model", kModel},
+                 {"prompt", ids},
+                 {"max_tokens", 4},
+                 {"temperature", 0},
+                 {"ignore_eos", true}};
+    testing::HttpResponse response = Post("/v1/completions", body);
+    EXPECT_EQ(response.status, 200) << response.body;
+    return Parse(response.body)["choices"][0]["text"].get<std::string>();
+  };
+  const std::string first_text = alone(first);
+  const std::string second_text = alone(second);
+  json body = {{"model", kModel},  {"prompt", {first, second}}, {"max_tokens", 4},
+               {"temperature", 0}, {"ignore_eos", true},        {"n", 2}};
+  testing::HttpResponse response = Post("/v1/completions", body);
+  ASSERT_EQ(response.status, 200) << response.body;
+  const json answer = Parse(response.body);
+  ASSERT_EQ(answer["choices"].size(), 4u) << answer;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(answer["choices"][i]["index"], i);
+    EXPECT_EQ(answer["choices"][i]["text"], i < 2 ? first_text : second_text) << i;
+  }
+  EXPECT_EQ(answer["usage"]["prompt_tokens"], first.size() + second.size());
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 16);
+
+  // Streamed: every chunk names its choice, and the texts add up per choice.
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  testing::HttpResponse streamed = Post("/v1/completions", body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  bool done = false;
+  std::vector<std::string> texts(4);
+  json usage;
+  for (const json& event : SseEvents(streamed.body, &done)) {
+    if (event["choices"].empty()) {
+      usage = event["usage"];
+      continue;
+    }
+    const json& delta = event["choices"][0];
+    texts.at(delta["index"].get<size_t>()) += delta["text"].get<std::string>();
+  }
+  EXPECT_TRUE(done);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(texts[i], i < 2 ? first_text : second_text) << i;
+  EXPECT_EQ(usage["prompt_tokens"], first.size() + second.size());
+
+  // Echo: each choice starts with its own prompt.
+  json echo = {{"model", kModel},
+               {"prompt", {first, second}},
+               {"max_tokens", 0},
+               {"echo", true},
+               {"logprobs", 0}};
+  testing::HttpResponse echoed = Post("/v1/completions", echo);
+  ASSERT_EQ(echoed.status, 200) << echoed.body;
+  const json echo_answer = Parse(echoed.body);
+  ASSERT_EQ(echo_answer["choices"].size(), 2u);
+  EXPECT_EQ(echo_answer["choices"][0]["text"], model_->tokenizer->Decode(first, true));
+  EXPECT_EQ(echo_answer["choices"][1]["text"], model_->tokenizer->Decode(second, true));
+  EXPECT_EQ(echo_answer["choices"][0]["logprobs"]["tokens"].size(), first.size());
+  EXPECT_EQ(echo_answer["choices"][1]["logprobs"]["tokens"].size(), second.size());
+
+  // A bad prompt in the list is named by its place.
+  json bad = {{"model", kModel}, {"prompt", {first, {1, 2, 999999}}}, {"max_tokens", 2}};
+  testing::HttpResponse refused = Post("/v1/completions", bad);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(Parse(refused.body)["error"]["param"], "prompt[1][2]") << refused.body;
 }
 
 // A forced call comes back as OpenAI's tool_calls, whole and streamed alike; without a forced

@@ -93,6 +93,34 @@ TEST(OpenAiRequestTest, PromptsComeAsTextIdsOrAListOfOne) {
   EXPECT_EQ(nested->generate.token_ids().ids(1), 5);
 }
 
+// A list of prompts (OpenAI's batch): each the same request for its own prompt.
+TEST(OpenAiRequestTest, AListOfPromptsIsOneRequestEach) {
+  absl::StatusOr<OpenAiRequest> texts = Completion(
+      R"({"model": "m", "prompt": ["one", "two", "three"], "max_tokens": 3, "seed": 5})");
+  ASSERT_TRUE(texts.ok()) << texts.status();
+  EXPECT_EQ(texts->generate.text(), "one");
+  ASSERT_EQ(texts->more_prompts.size(), 2u);
+  EXPECT_EQ(texts->more_prompts[0].text(), "two");
+  EXPECT_EQ(texts->more_prompts[1].text(), "three");
+  for (const v1::GenerateRequest& more : texts->more_prompts) {
+    EXPECT_EQ(more.sampling().max_new_tokens(), 3);
+    EXPECT_EQ(more.sampling().seed(), 5u);
+  }
+  absl::StatusOr<OpenAiRequest> ids =
+      Completion(R"({"model": "m", "prompt": [[1, 2], [3]], "echo": true, "logprobs": 1})");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(ids->generate.token_ids().ids_size(), 2);
+  ASSERT_EQ(ids->more_prompts.size(), 1u);
+  EXPECT_EQ(ids->more_prompts[0].token_ids().ids(0), 3);
+  EXPECT_FALSE(ids->more_prompts[0].has_text());
+  EXPECT_EQ(ids->more_prompts[0].sampling().prompt_logprobs(), 1);
+  std::string many = R"({"model": "m", "prompt": [)";
+  for (int i = 0; i < 257; ++i) many += i == 0 ? R"("x")" : R"(, "x")";
+  absl::StatusOr<OpenAiRequest> too_many = Completion(many + "]}");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().message(), "prompt: a list of 257 prompts; at most 256 per request");
+}
+
 TEST(OpenAiRequestTest, NumbersBeyondTheirTypesAreReadWithoutWrapping) {
   // A seed takes the proto's whole uint64 range.
   absl::StatusOr<OpenAiRequest> seed =
@@ -372,8 +400,13 @@ TEST(OpenAiRequestTest, WhatTandemDoesNotDoIsRefusedByName) {
         << body << " -> " << request.status();
   }
   for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"model": "m", "prompt": ["a", "b"]})", "prompt: a list of 2 prompts"},
-           {R"({"model": "m", "prompt": [1, "b"]})", "prompt: a list of 2 prompts"},
+           {R"({"model": "m", "prompt": ["a", [1]]})",
+            "prompt[1]: a list of prompts holds only strings or only arrays of token ids"},
+           {R"({"model": "m", "prompt": [[1], 2]})", "prompt[1]: must be a string or an array"},
+           {R"({"model": "m", "prompt": [[1], [2, "x"]]})", "prompt[1][1]: must be a token id"},
+           {R"({"model": "m", "prompt": [1, "b"]})", "prompt[1]: must be a token id"},
+           {R"({"model": "m", "prompt": ["a", "b", "c", "d", "e"], "n": 2, "best_of": 60})",
+            "prompt: 5 prompts of 60 choices each are more than the 256"},
            {R"({"model": "m", "prompt": [1, 2.5]})", "prompt[1]: must be a token id"},
            {R"({"model": "m", "prompt": "a", "max_tokens": 0})",
             "max_tokens: 0 generates nothing, which only an echo of the prompt asks for"},
