@@ -272,10 +272,8 @@ absl::Status ConvertPrediction(const std::string& text, const std::string& field
   return absl::OkStatus();
 }
 
-absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,
-                                                     const ValidationContext& context) {
-  if (absl::Status s = ValidateRequestId(request.request_id()); !s.ok()) return s;
-  engine::Request out;
+absl::Status ConvertPrompt(const v1::GenerateRequest& request, const ValidationContext& context,
+                           std::vector<int32_t>* prompt) {
   const ServedModel& served = *context.model;
   const int32_t vocab = served.model->config().vocab_size;
   switch (request.prompt_case()) {
@@ -290,8 +288,8 @@ absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& 
       absl::StatusOr<std::vector<int32_t>> ids = served.tokenizer->Encode(request.text(), special);
       if (!ids.ok()) return Invalid("text", std::string(ids.status().message()));
       if (absl::Status s = CheckPromptLength(ids->size(), "text", context); !s.ok()) return s;
-      out.prompt = *std::move(ids);
-      break;
+      *prompt = *std::move(ids);
+      return absl::OkStatus();
     }
     case v1::GenerateRequest::kTokenIds: {
       const auto& ids = request.token_ids().ids();
@@ -299,12 +297,20 @@ absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& 
         return s;
       }
       if (absl::Status s = ValidateTokenIds(ids, vocab, "token_ids.ids"); !s.ok()) return s;
-      out.prompt.assign(ids.begin(), ids.end());
-      break;
+      prompt->assign(ids.begin(), ids.end());
+      return absl::OkStatus();
     }
     case v1::GenerateRequest::PROMPT_NOT_SET:
-      return Invalid("prompt", "give either text or token_ids");
+      break;
   }
+  return Invalid("prompt", "give either text or token_ids");
+}
+
+absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,
+                                                     const ValidationContext& context) {
+  if (absl::Status s = ValidateRequestId(request.request_id()); !s.ok()) return s;
+  engine::Request out;
+  if (absl::Status s = ConvertPrompt(request, context, &out.prompt); !s.ok()) return s;
   if (absl::Status s = ConvertSampling(request.sampling(), context, &out); !s.ok()) return s;
   if (absl::Status s = ConvertPrediction(request.prediction(), "prediction", context, &out);
       !s.ok()) {

@@ -38,6 +38,10 @@ absl::Status ConvertSampling(const v1::SamplingParams& params, const ValidationC
 
 absl::StatusOr<engine::Request> BuildGenerateRequest(const v1::GenerateRequest& request,
                                                      const ValidationContext& context);
+// The part of BuildGenerateRequest that reads the prompt (its text tokenized, or its ids),
+// checked as BuildGenerateRequest checks it ("text: ..." or "token_ids.ids[i]: ...").
+absl::Status ConvertPrompt(const v1::GenerateRequest& request, const ValidationContext& context,
+                           std::vector<int32_t>* prompt);
 
 // Renders the conversation with the model's chat template (chat_variables.h: messages, tools,
 // documents, kwargs, bos/eos tokens, add_generation_prompt) and tokenizes the result without

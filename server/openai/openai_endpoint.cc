@@ -186,6 +186,18 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
     for (engine::Request& one : built) one.sampling.logprobs = true;
   }
   const size_t prompts = built.size();
+  // Each choice takes a stream slot: a request that needs more than the server has can never
+  // run, which is the client's to fix, not to retry (429 is for slots that are busy).
+  const int64_t streams = static_cast<int64_t>(prompts) * request->best_of;
+  const int32_t most = state_.config().limits.max_concurrent_streams;
+  if (streams > most) {
+    return Refuse(rpc, *caller,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      prompts > 1 ? "prompt" : (request->best_of > request->n ? "best_of" : "n"),
+                      ": ", streams, " choices need as many streams, more than the server's ", most,
+                      " (--max-concurrent-streams)")),
+                  writer);
+  }
   absl::StatusOr<std::unique_ptr<ChoiceStreams>> live =
       ChoiceStreams::Admit(state_, *caller, std::move(built), request->best_of);
   if (!live.ok()) return Refuse(rpc, *caller, live.status(), writer);
@@ -227,38 +239,63 @@ absl::StatusOr<std::vector<engine::Request>> OpenAiEndpoint::BuildCompletions(
     const OpenAiRequest& request, std::vector<CompletionShape::EchoedPrompt>* echoed) {
   std::vector<const v1::GenerateRequest*> sources = {&request.generate};
   for (const v1::GenerateRequest& more : request.more_prompts) sources.push_back(&more);
-  std::vector<engine::Request> built;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    absl::StatusOr<engine::Request> one = BuildGenerateRequest(*sources[i], state_.validation());
-    if (!one.ok()) {
-      // Of a list, the prompt at fault is named by its place ("prompt[2]: ...", or
-      // "prompt[2][7]: ..." for an id), in the client's names.
-      std::string message(one.status().message());
-      const size_t colon = message.find(": ");
-      if (sources.size() > 1 && colon != std::string::npos) {
-        const std::string param = OpenAiParam(message.substr(0, colon));
-        if (absl::StartsWith(param, "prompt")) {
-          message = absl::StrCat("prompt[", i, "]", param.substr(sizeof("prompt") - 1),
-                                 message.substr(colon));
-        }
+  // Of a list, the prompt at fault is named by its place ("prompt[2]: ...", or
+  // "prompt[2][7]: ..." for an id), in the client's names.
+  auto named = [&](size_t i, const absl::Status& status) {
+    std::string message(status.message());
+    const size_t colon = message.find(": ");
+    if (request.prompt_list && colon != std::string::npos) {
+      const std::string param = OpenAiParam(message.substr(0, colon));
+      if (absl::StartsWith(param, "prompt")) {
+        message = absl::StrCat("prompt[", i, "]", param.substr(sizeof("prompt") - 1),
+                               message.substr(colon));
       }
-      return absl::Status(one.status().code(), message);
+    }
+    return absl::Status(status.code(), message);
+  };
+  // The first prompt's request is built whole; the others are copies of it with their own
+  // prompt, so what they share (a prediction, stop strings, a bias) is read once.
+  std::vector<engine::Request> built;
+  size_t prompt_tokens = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (i == 0) {
+      absl::StatusOr<engine::Request> first =
+          BuildGenerateRequest(*sources[0], state_.validation());
+      if (!first.ok()) return named(0, first.status());
+      built.push_back(*std::move(first));
+    } else {
+      std::vector<int32_t> prompt;
+      if (absl::Status s = ConvertPrompt(*sources[i], state_.validation(), &prompt); !s.ok()) {
+        return named(i, s);
+      }
+      engine::Request& copy = built.emplace_back(built.front());
+      copy.prompt = std::move(prompt);
+    }
+    prompt_tokens += built.back().prompt.size();
+    // A list holds at most kListPromptBudget prompts' worth of tokens: every answer (and an
+    // echo's scores) is held until the last choice finishes.
+    const size_t budget = static_cast<size_t>(kListPromptBudget) *
+                          static_cast<size_t>(state_.validation().limits.max_prompt_tokens);
+    if (prompt_tokens > budget) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt: the list's prompts hold more than ", budget, " tokens in all (",
+          kListPromptBudget, " × the server's --max-prompt-tokens); send fewer per request"));
     }
     if (request.echo) {
       // The prompt as the client sent it, or the text of the ids it sent.
-      CompletionShape::EchoedPrompt& prompt = echoed->emplace_back();
+      CompletionShape::EchoedPrompt& echo = echoed->emplace_back();
       const models::Tokenizer* tokenizer = state_.model().tokenizer.get();
       if (sources[i]->has_text()) {
-        prompt.text = sources[i]->text();
+        echo.text = sources[i]->text();
       } else if (tokenizer != nullptr) {
-        prompt.text = tokenizer->Decode(one->prompt, sources[i]->sampling().skip_special_tokens());
+        echo.text = tokenizer->Decode(built.back().prompt,
+                                      request.generate.sampling().skip_special_tokens());
       } else {
         return absl::FailedPreconditionError(
             "echo: the model has no tokenizer to write the text of a prompt of ids");
       }
-      prompt.tokens = one->prompt;
+      echo.tokens = built.back().prompt;
     }
-    built.push_back(*std::move(one));
   }
   return built;
 }

@@ -590,14 +590,14 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
                                           " choices each are more than the ", kMaxChoicesPerRequest,
                                           " choices one request may ask for"));
   }
-  // The other prompts are the same request for their own prompt.
+  // The other prompts are the same request for their own prompt: only the prompt is kept, and
+  // how to tokenize it.
+  request->prompt_list = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
   for (v1::GenerateRequest& other : more_prompts) {
-    v1::GenerateRequest& copy = request->more_prompts.emplace_back(generate);
-    if (other.has_text()) {
-      copy.set_text(other.text());
-    } else {
-      *copy.mutable_token_ids() = other.token_ids();
+    if (generate.has_add_special_tokens()) {
+      other.set_add_special_tokens(generate.add_special_tokens());
     }
+    request->more_prompts.push_back(std::move(other));
   }
   return absl::OkStatus();
 }

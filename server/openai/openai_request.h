@@ -39,8 +39,10 @@ struct OpenAiRequest {
   // By endpoint: `chat` for chat completions, `generate` for completions.
   v1::ChatRequest chat;
   v1::GenerateRequest generate;
-  // Completions given a list of prompts: the second and later, each the same request as
-  // `generate` for its own prompt. Prompt i's choices are numbered from i × n.
+  // Completions given a list of prompts (`prompt_list`, even of one): the second and later, each
+  // the same request as `generate` for its own prompt. Only their prompts (text or token_ids)
+  // and add_special_tokens are set. Prompt i's choices are numbered from i × n.
+  bool prompt_list = false;
   std::vector<v1::GenerateRequest> more_prompts;
 };
 
@@ -48,6 +50,8 @@ struct OpenAiRequest {
 // one request may ask for.
 inline constexpr int32_t kMaxPromptsPerRequest = 256;
 inline constexpr int32_t kMaxChoicesPerRequest = 256;
+// A list's prompts may hold this many times the server's --max-prompt-tokens in all.
+inline constexpr int32_t kListPromptBudget = 16;
 
 struct OpenAiRequestOptions {
   // The name the server answers to; another `model` is NOT_FOUND.

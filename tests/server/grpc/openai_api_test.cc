@@ -402,6 +402,40 @@ TEST_F(OpenAiApiTest, BestOfListsTheCandidatesWithTheHighestMeanLogprob) {
     SCOPED_TRACE(k);
     EXPECT_EQ(listed[k]["logprobs"], candidates[best[k]].logprobs);
   }
+
+  // A list of two prompts: each prompt's best two, prompt by prompt. The second prompt's
+  // candidates are ranked from lone calls too.
+  const std::vector<int32_t> other = testing::Tokens(16, 9, 1024);
+  std::vector<std::string> other_texts;
+  std::vector<double> other_means;
+  for (int i = 0; i < 4; ++i) {
+    json alone_other = body;
+    alone_other.erase("best_of");
+    alone_other.erase("n");
+    alone_other["prompt"] = other;
+    alone_other["seed"] = engine::ChoiceSeed(11, i);
+    testing::HttpResponse lone = Post("/v1/completions", alone_other);
+    ASSERT_EQ(lone.status, 200) << lone.body;
+    const json choice = Parse(lone.body)["choices"][0];
+    double sum = 0;
+    for (const json& logprob : choice["logprobs"]["token_logprobs"]) sum += logprob.get<double>();
+    other_texts.push_back(choice["text"]);
+    other_means.push_back(sum / choice["logprobs"]["token_logprobs"].size());
+  }
+  std::vector<size_t> other_best = {0, 1, 2, 3};
+  std::stable_sort(other_best.begin(), other_best.end(),
+                   [&](size_t a, size_t b) { return other_means[a] > other_means[b]; });
+  body["prompt"] = {ids, other};
+  testing::HttpResponse both = Post("/v1/completions", body);
+  ASSERT_EQ(both.status, 200) << both.body;
+  const json both_choices = Parse(both.body)["choices"];
+  ASSERT_EQ(both_choices.size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(both_choices[k]["index"], k);
+    EXPECT_EQ(both_choices[k]["text"],
+              k < 2 ? candidates[best[k]].text : other_texts[other_best[k - 2]]);
+  }
 }
 
 // Every choice takes one of the server's stream slots: n beyond the free ones is refused whole,
@@ -412,9 +446,11 @@ TEST_F(OpenAiApiTest, ChoicesTakeAStreamSlotEach) {
   Start(config);
   json body = ChatBody("hi", 3);
   body["n"] = 3;
+  // More choices than the server has streams can never run: the client's error, not a retry.
   testing::HttpResponse refused = Post("/v1/chat/completions", body);
-  EXPECT_EQ(refused.status, 429) << refused.body;
-  EXPECT_TRUE(absl::StrContains(refused.body, "too many concurrent streams")) << refused.body;
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(Parse(refused.body)["error"]["param"], "n") << refused.body;
+  EXPECT_TRUE(absl::StrContains(refused.body, "3 choices need as many streams")) << refused.body;
   body["n"] = 2;
   for (int i = 0; i < 4; ++i) {
     body["stream"] = (i % 2 == 1);
@@ -425,7 +461,9 @@ TEST_F(OpenAiApiTest, ChoicesTakeAStreamSlotEach) {
   EXPECT_EQ(Post("/v1/chat/completions", body).status, 200);
   // A list of prompts takes a slot per prompt, all at once or none.
   json prompts = {{"model", kModel}, {"prompt", {"a", "b", "c"}}, {"max_tokens", 2}};
-  EXPECT_EQ(Post("/v1/completions", prompts).status, 429);
+  testing::HttpResponse too_many = Post("/v1/completions", prompts);
+  EXPECT_EQ(too_many.status, 400);
+  EXPECT_EQ(Parse(too_many.body)["error"]["param"], "prompt") << too_many.body;
   prompts["prompt"] = {"a", "b"};
   for (int i = 0; i < 3; ++i) {
     testing::HttpResponse response = Post("/v1/completions", prompts);
@@ -736,6 +774,8 @@ TEST_F(OpenAiApiTest, AListOfPromptsAnswersEachInTurn) {
   };
   const std::string first_text = alone(first);
   const std::string second_text = alone(second);
+  // Otherwise choices given the wrong prompt would pass: then pick other prompts.
+  ASSERT_NE(first_text, second_text);
   json body = {{"model", kModel},  {"prompt", {first, second}}, {"max_tokens", 4},
                {"temperature", 0}, {"ignore_eos", true},        {"n", 2}};
   testing::HttpResponse response = Post("/v1/completions", body);
@@ -770,19 +810,19 @@ TEST_F(OpenAiApiTest, AListOfPromptsAnswersEachInTurn) {
   EXPECT_EQ(usage["prompt_tokens"], first.size() + second.size());
 
   // Echo: each choice starts with its own prompt.
-  json echo = {{"model", kModel},
-               {"prompt", {first, second}},
-               {"max_tokens", 0},
-               {"echo", true},
-               {"logprobs", 0}};
+  json echo = {{"model", kModel}, {"prompt", {first, second}},
+               {"max_tokens", 0}, {"echo", true},
+               {"logprobs", 0},   {"n", 2}};
   testing::HttpResponse echoed = Post("/v1/completions", echo);
   ASSERT_EQ(echoed.status, 200) << echoed.body;
   const json echo_answer = Parse(echoed.body);
-  ASSERT_EQ(echo_answer["choices"].size(), 2u);
-  EXPECT_EQ(echo_answer["choices"][0]["text"], model_->tokenizer->Decode(first, true));
-  EXPECT_EQ(echo_answer["choices"][1]["text"], model_->tokenizer->Decode(second, true));
-  EXPECT_EQ(echo_answer["choices"][0]["logprobs"]["tokens"].size(), first.size());
-  EXPECT_EQ(echo_answer["choices"][1]["logprobs"]["tokens"].size(), second.size());
+  ASSERT_EQ(echo_answer["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<int32_t>& prompt = i < 2 ? first : second;
+    EXPECT_EQ(echo_answer["choices"][i]["text"], model_->tokenizer->Decode(prompt, true)) << i;
+    EXPECT_EQ(echo_answer["choices"][i]["logprobs"]["tokens"].size(), prompt.size()) << i;
+  }
+  EXPECT_EQ(echo_answer["usage"]["prompt_tokens"], first.size() + second.size());
 
   // A bad prompt in the list is named by its place.
   json bad = {{"model", kModel}, {"prompt", {first, {1, 2, 999999}}}, {"max_tokens", 2}};
@@ -950,10 +990,12 @@ TEST_F(OpenAiApiTest, BadRequestsGetOpenAiErrorsNamingTheParameter) {
     EXPECT_EQ(error["param"], c.param.empty() ? json(nullptr) : json(c.param)) << response.body;
     EXPECT_TRUE(absl::StrContains(error["message"].get<std::string>(), c.message)) << response.body;
   }
-  // A list of prompts, and a body over the cap.
-  testing::HttpResponse two = Post("/v1/completions", {{"model", kModel}, {"prompt", {"a", "b"}}});
-  EXPECT_EQ(two.status, 400);
-  EXPECT_EQ(Parse(two.body)["error"]["param"], "prompt") << two.body;
+  // A list of prompts of two kinds, and a body over the cap.
+  testing::HttpResponse mixed =
+      Post("/v1/completions",
+           {{"model", kModel}, {"prompt", json::array({json("a"), json::array({1, 2})})}});
+  EXPECT_EQ(mixed.status, 400);
+  EXPECT_EQ(Parse(mixed.body)["error"]["param"], "prompt[1]") << mixed.body;
   testing::HttpResponse large =
       Post("/v1/completions", {{"model", kModel}, {"prompt", std::string(9000, 'x')}});
   EXPECT_EQ(large.status, 413);

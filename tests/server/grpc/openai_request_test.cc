@@ -102,10 +102,9 @@ TEST(OpenAiRequestTest, AListOfPromptsIsOneRequestEach) {
   ASSERT_EQ(texts->more_prompts.size(), 2u);
   EXPECT_EQ(texts->more_prompts[0].text(), "two");
   EXPECT_EQ(texts->more_prompts[1].text(), "three");
-  for (const v1::GenerateRequest& more : texts->more_prompts) {
-    EXPECT_EQ(more.sampling().max_new_tokens(), 3);
-    EXPECT_EQ(more.sampling().seed(), 5u);
-  }
+  EXPECT_TRUE(texts->prompt_list);
+  // Only the prompt: the rest is the first's (the endpoint copies its built request).
+  EXPECT_FALSE(texts->more_prompts[0].has_sampling());
   absl::StatusOr<OpenAiRequest> ids =
       Completion(R"({"model": "m", "prompt": [[1, 2], [3]], "echo": true, "logprobs": 1})");
   ASSERT_TRUE(ids.ok()) << ids.status();
@@ -113,7 +112,11 @@ TEST(OpenAiRequestTest, AListOfPromptsIsOneRequestEach) {
   ASSERT_EQ(ids->more_prompts.size(), 1u);
   EXPECT_EQ(ids->more_prompts[0].token_ids().ids(0), 3);
   EXPECT_FALSE(ids->more_prompts[0].has_text());
-  EXPECT_EQ(ids->more_prompts[0].sampling().prompt_logprobs(), 1);
+  EXPECT_EQ(ids->generate.sampling().prompt_logprobs(), 1);
+  absl::StatusOr<OpenAiRequest> one = Completion(R"({"model": "m", "prompt": ["x"]})");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_TRUE(one->prompt_list);
+  EXPECT_TRUE(one->more_prompts.empty());
   std::string many = R"({"model": "m", "prompt": [)";
   for (int i = 0; i < 257; ++i) many += i == 0 ? R"("x")" : R"(, "x")";
   absl::StatusOr<OpenAiRequest> too_many = Completion(many + "]}");
