@@ -98,6 +98,9 @@ class OpenAiApiTest : public ::testing::Test {
     ServerConfig small = testing::SmallServerConfig();
     small.security = config.security;
     small.limits.max_concurrent_streams = config.limits.max_concurrent_streams;
+    if (config.limits.max_prompt_tokens != ServerConfig().limits.max_prompt_tokens) {
+      small.limits.max_prompt_tokens = config.limits.max_prompt_tokens;
+    }
     small.engine.hydragen.enabled = config.engine.hydragen.enabled;
     // Room for a stream that cannot finish before its client hangs up.
     small.engine.scheduler.max_new_tokens_limit = 1 << 20;
@@ -829,6 +832,23 @@ TEST_F(OpenAiApiTest, AListOfPromptsAnswersEachInTurn) {
   testing::HttpResponse refused = Post("/v1/completions", bad);
   EXPECT_EQ(refused.status, 400) << refused.body;
   EXPECT_EQ(Parse(refused.body)["error"]["param"], "prompt[1][2]") << refused.body;
+
+  // A list holds at most 16 × --max-prompt-tokens tokens in all.
+  ServerConfig config;
+  config.limits.max_prompt_tokens = 8;
+  Start(config);
+  json many = json::array();
+  for (int i = 0; i < 16; ++i) many.push_back(testing::Tokens(8, 20 + i, 1024));
+  json within = {{"model", kModel}, {"prompt", many}, {"max_tokens", 1}};
+  testing::HttpResponse fits = Post("/v1/completions", within);
+  ASSERT_EQ(fits.status, 200) << fits.body;
+  EXPECT_EQ(Parse(fits.body)["choices"].size(), 16u);
+  many.push_back(testing::Tokens(1, 40, 1024));
+  within["prompt"] = many;
+  testing::HttpResponse over = Post("/v1/completions", within);
+  EXPECT_EQ(over.status, 400) << over.body;
+  EXPECT_TRUE(absl::StrContains(over.body, "the list's prompts hold more than 128 tokens"))
+      << over.body;
 }
 
 // A forced call comes back as OpenAI's tool_calls, whole and streamed alike; without a forced
