@@ -215,6 +215,15 @@ inline Request Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {
   return r;
 }
 
+// Prefill chunks of 32 tokens in steps of 128: a prompt of a few dozen tokens takes several
+// chunks, and several sequences share a step.
+inline SchedulerConfig SmallSteps() {
+  SchedulerConfig config;
+  config.prefill_chunk = 32;
+  config.step_tokens = 128;
+  return config;
+}
+
 // Greedy with the chosen token's and the top 5 logprobs, to compare runs' logits.
 inline Request GreedyWithLogprobs(std::vector<int32_t> prompt, int32_t max_new_tokens) {
   Request r = Greedy(std::move(prompt), max_new_tokens);

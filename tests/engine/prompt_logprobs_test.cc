@@ -25,18 +25,12 @@ using testing::LoadFixtureModel;
 using testing::Outcome;
 using testing::SameLogprobs;
 using testing::SchedulerHarness;
+using testing::SmallSteps;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kPromptTokens = 70;
 constexpr int32_t kTop = 3;
-
-SchedulerConfig SmallSteps() {
-  SchedulerConfig config;
-  config.prefill_chunk = 32;
-  config.step_tokens = 128;
-  return config;
-}
 
 Request Scoring(std::vector<int32_t> prompt, int32_t max_new_tokens) {
   Request r = testing::GreedyWithLogprobs(std::move(prompt), max_new_tokens);
