@@ -40,7 +40,7 @@ void OpenAiLogprobs::AddPrompt(std::span<const int32_t> prompt,
                                const std::vector<std::vector<engine::TopLogprob>>& scored) {
   for (size_t i = 0; i < prompt.size(); ++i) {
     const bool known = i > 0 && i - 1 < scored.size() && !scored[i - 1].empty();
-    AddToken(prompt[i], known ? &scored[i - 1] : nullptr, /*starts_text=*/i == 0);
+    AddToken(prompt[i], known ? &scored[i - 1] : nullptr, /*starts_text=*/true);
   }
 }
 
@@ -99,7 +99,9 @@ void OpenAiLogprobs::AddToken(int32_t id, const std::vector<engine::TopLogprob>*
   // Offsets count the characters of the text the bytes make: a character split across tokens
   // counts once, at the token that starts it.
   if (skip_special_tokens_ && tokenizer_->IsSpecial(id)) return;
-  if (starts_text && pending_bytes_.empty() && models::SettledUtf8Prefix(bytes) == bytes.size()) {
+  // Until the prompt's text has begun (a BOS before it counts nothing).
+  if (starts_text && text_offset_ == 0 && pending_bytes_.empty() &&
+      models::SettledUtf8Prefix(bytes) == bytes.size()) {
     const int32_t ids[] = {id};
     text_offset_ += CodePoints(tokenizer_->Decode(ids, skip_special_tokens_));
     return;

@@ -42,8 +42,9 @@ class OpenAiLogprobs {
 
  private:
   // One token: `at` holds its logprob and the most likely tokens', or is null (a prompt's first
-  // token). `starts_text`: the token begins the text, where a tokenizer may drop what the token
-  // spells before it (SentencePiece's leading space), so the offsets count what it decodes to.
+  // token). `starts_text`: a prompt's token, which, until the text has begun (special tokens
+  // skipped), counts what it decodes to alone: a tokenizer may drop what the token spells at
+  // the start of a text (SentencePiece's leading space).
   void AddToken(int32_t id, const std::vector<engine::TopLogprob>* at, bool starts_text = false);
 
   const bool chat_;

@@ -737,6 +737,15 @@ TEST_F(OpenAiApiTest, EchoScoresThePromptAsGrpcPromptLogprobsDo) {
   const json text_choice = Parse(text_answer.body)["choices"][0];
   EXPECT_TRUE(absl::StartsWith(text_choice["text"].get<std::string>(), "Once upon")) << text_choice;
   EXPECT_TRUE(text_choice["logprobs"].is_null());
+  // Offsets count the echoed text: the answer's first token starts where the prompt ends.
+  text_body["logprobs"] = 0;
+  testing::HttpResponse offsets = Post("/v1/completions", text_body);
+  ASSERT_EQ(offsets.status, 200) << offsets.body;
+  const json offset_choice = Parse(offsets.body)["choices"][0];
+  const json& offset_list = offset_choice["logprobs"]["text_offset"];
+  const size_t prompt_length = offset_list.size() - 2;  // 2 tokens generated
+  EXPECT_EQ(offset_list[prompt_length], std::string("Once upon").size()) << offset_choice;
+  text_body.erase("logprobs");
   text_body["max_tokens"] = 0;  // the echo alone
   testing::HttpResponse echo_only = Post("/v1/completions", text_body);
   ASSERT_EQ(echo_only.status, 200) << echo_only.body;
