@@ -190,6 +190,19 @@ TEST_F(OpenAiApiTest, GreedyChatSaysWhatGrpcChatSays) {
   EXPECT_TRUE(
       absl::StrContains(scrape, "tandem_requests_total{code=\"OK\",rpc=\"ChatCompletions\"} 1"))
       << scrape;
+
+  // gRPC Chat scores its rendered prompt too (SamplingParams.prompt_logprobs), with the same
+  // answer; the scores come in the first chunk, one per prompt token after the first.
+  v1::ChatRequest scored_request = grpc_request;
+  scored_request.mutable_sampling()->set_prompt_logprobs(2);
+  StreamResult scored = client.Chat(scored_request);
+  ASSERT_TRUE(scored.status.ok()) << scored.status.error_message();
+  EXPECT_EQ(scored.text, expected.text);
+  EXPECT_EQ(scored.prompt_logprobs_chunk, 0);
+  ASSERT_EQ(static_cast<int64_t>(scored.prompt_logprobs.size()),
+            scored.complete.usage().prompt_tokens() - 1);
+  for (const v1::TokenLogprobs& entry : scored.prompt_logprobs) EXPECT_EQ(entry.top_size(), 2);
+  EXPECT_EQ(scored.complete.usage().cached_tokens(), 0);  // every position needed its logits
 }
 
 // OpenAI's predicted outputs: the same answer, with the drafted tokens it confirmed counted in
