@@ -76,17 +76,18 @@ CallOutcome AnswerWhole(ChoiceStreams& request, const CompletionShape& shape,
       choice.text = shape.prompt_of(next->choice).text;
     }
     choice.text += next->event.text;  // a finish event's text is what was held back until the end
-    // The choice's first event carries the prompt's logprobs (when scored).
-    if (shape.logprobs && (!next->event.logprobs.empty() || !next->event.prompt_logprobs.empty())) {
-      engine::Event& kept = choice.scored.emplace_back();
-      kept.tokens = next->event.tokens;
-      kept.logprobs = next->event.logprobs;
-      kept.prompt_logprobs = std::move(next->event.prompt_logprobs);
-    }
     for (const std::vector<engine::TopLogprob>& entry : next->event.logprobs) {
       if (!entry.empty()) choice.logprob_sum += entry.front().logprob;  // the chosen token's
     }
     choice.tokens += static_cast<int64_t>(next->event.tokens.size());
+    // The choice's first event carries the prompt's logprobs (when scored). What is kept moves
+    // out: a finish event goes on to `finished` with its usage and reason only.
+    if (shape.logprobs && (!next->event.logprobs.empty() || !next->event.prompt_logprobs.empty())) {
+      engine::Event& kept = choice.scored.emplace_back();
+      kept.tokens = std::move(next->event.tokens);
+      kept.logprobs = std::move(next->event.logprobs);
+      kept.prompt_logprobs = std::move(next->event.prompt_logprobs);
+    }
     if (next->event.kind == engine::Event::Kind::kFinished) {
       status = FinishStatus(next->event);
       finished[next->choice] = std::move(next->event);

@@ -268,8 +268,8 @@ absl::StatusOr<std::vector<engine::Request>> OpenAiEndpoint::BuildCompletions(
       if (absl::Status s = ConvertPrompt(*sources[i], state_.validation(), &prompt); !s.ok()) {
         return named(i, s);
       }
-      engine::Request& copy = built.emplace_back(built.front());
-      copy.prompt = std::move(prompt);
+      built.push_back(built.front());  // push_back copies safely from its own element
+      built.back().prompt = std::move(prompt);
     }
     prompt_tokens += built.back().prompt.size();
     // A list holds at most kListPromptBudget prompts' worth of tokens: every answer (and an

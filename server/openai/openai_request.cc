@@ -508,11 +508,11 @@ absl::Status ReadOnePrompt(const json& prompt, const std::string& field, v1::Gen
 }
 
 // A string, an array of token ids, or a list of several of either (each its own prompt, as
-// OpenAI takes a batch); `out` gets the first, `more` the others.
-absl::Status ReadPrompts(const json& prompt, v1::GenerateRequest* out,
-                         std::vector<v1::GenerateRequest>* more) {
-  const bool list = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
-  if (!list) return ReadOnePrompt(prompt, "prompt", out);
+// OpenAI takes a batch): the first into request->generate, the others' prompts alone into
+// request->more_prompts.
+absl::Status ReadPrompts(const json& prompt, OpenAiRequest* request) {
+  request->prompt_list = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
+  if (!request->prompt_list) return ReadOnePrompt(prompt, "prompt", &request->generate);
   if (prompt.size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
     return Invalid("prompt", absl::StrCat("a list of ", prompt.size(), " prompts; at most ",
                                           kMaxPromptsPerRequest, " per request"));
@@ -527,7 +527,7 @@ absl::Status ReadPrompts(const json& prompt, v1::GenerateRequest* out,
       return Invalid(absl::StrCat("prompt[", i, "]"),
                      "a list of prompts holds only strings or only arrays of token ids");
     }
-    v1::GenerateRequest* into = i == 0 ? out : &more->emplace_back();
+    v1::GenerateRequest* into = i == 0 ? &request->generate : &request->more_prompts.emplace_back();
     TANDEM_RETURN_IF_ERROR(ReadOnePrompt(prompt[i], absl::StrCat("prompt[", i, "]"), into));
   }
   return absl::OkStatus();
@@ -535,8 +535,7 @@ absl::Status ReadPrompts(const json& prompt, v1::GenerateRequest* out,
 
 absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* request) {
   v1::GenerateRequest& generate = request->generate;
-  std::vector<v1::GenerateRequest> more_prompts;
-  TANDEM_RETURN_IF_ERROR(ReadPrompts(prompt, &generate, &more_prompts));
+  TANDEM_RETURN_IF_ERROR(ReadPrompts(prompt, request));
   TANDEM_RETURN_IF_ERROR(
       ReadCommon(f, /*default_max_tokens=*/16, request, generate.mutable_sampling()));
   TANDEM_ASSIGN_OR_RETURN(auto add_special, Bool(f, "add_special_tokens"));
@@ -583,21 +582,19 @@ absl::Status ReadCompletion(const json& prompt, Fields& f, OpenAiRequest* reques
   }
   TANDEM_ASSIGN_OR_RETURN(auto suffix, String(f, "suffix"));
   if (!suffix.value_or("").empty()) return Unsupported("suffix");
-  const size_t prompts = 1 + more_prompts.size();
+  const size_t prompts = 1 + request->more_prompts.size();
   if (prompts * static_cast<size_t>(request->best_of) >
       static_cast<size_t>(kMaxChoicesPerRequest)) {
     return Invalid("prompt", absl::StrCat(prompts, " prompts of ", request->best_of,
                                           " choices each are more than the ", kMaxChoicesPerRequest,
                                           " choices one request may ask for"));
   }
-  // The other prompts are the same request for their own prompt: only the prompt is kept, and
+  // The other prompts are the same request for their own prompt: they keep only the prompt, and
   // how to tokenize it.
-  request->prompt_list = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
-  for (v1::GenerateRequest& other : more_prompts) {
-    if (generate.has_add_special_tokens()) {
+  if (generate.has_add_special_tokens()) {
+    for (v1::GenerateRequest& other : request->more_prompts) {
       other.set_add_special_tokens(generate.add_special_tokens());
     }
-    request->more_prompts.push_back(std::move(other));
   }
   return absl::OkStatus();
 }
