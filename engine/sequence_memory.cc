@@ -151,4 +151,17 @@ absl::Status SequenceMemory::RestoreFrom(const float* checkpoint,
   return absl::OkStatus();
 }
 
+cache::ArenaConfig ArenaForSequences(const models::Model& model, int64_t sequences,
+                                     int64_t positions) {
+  const models::StateLayout& layout = model.layout();
+  cache::ArenaConfig arena;
+  arena.kv_page_bytes = layout.kv_page_bytes();
+  if (model.config().num_attention_layers > 0) {
+    arena.kv_pages = static_cast<size_t>(sequences * layout.PagesFor(positions));
+  }
+  arena.ssm_block_bytes = layout.ssm_block_bytes();
+  if (model.config().num_ssm_layers > 0) arena.ssm_blocks = static_cast<size_t>(sequences);
+  return arena;
+}
+
 }  // namespace tandem::engine

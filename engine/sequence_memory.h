@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/arena_allocator.h"
 #include "cache/block_allocator.h"
 #include "models/model.h"
 
@@ -98,6 +99,12 @@ class SequenceMemory {
   std::vector<cache::Handle> owned_handles_;
   models::SequenceState state_;
 };
+
+// Pools for `sequences` sequences of up to `positions` positions each, sharing nothing: their KV
+// pages when the model has attention layers, an SSM block each when it has SSM layers (a pool
+// the model does not use stays empty).
+cache::ArenaConfig ArenaForSequences(const models::Model& model, int64_t sequences,
+                                     int64_t positions);
 
 }  // namespace tandem::engine
 

@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"chat", RunChat, "chat with a tandem server: stdin lines in, streamed answers out"},
     {"bench", RunBench, "load-test a tandem server over gRPC (sessions or a trace)"},
     {"generate", RunGenerate, "run a checkpoint on a prompt and print the generated text"},
+    {"perplexity", RunPerplexity, "measure a checkpoint's perplexity on a text"},
     {"simulate", RunSimulate, "replay a trace or workload through the prefix cache policies"},
     {"simulate-alloc", RunSimulateAlloc, "replay a workload through the memory allocators"},
     {"bench-engine", RunBenchEngine,

@@ -8,6 +8,7 @@ namespace tandem::cli {
 int Main(int argc, char** argv);
 
 int RunGenerate(int argc, char** argv);
+int RunPerplexity(int argc, char** argv);
 int RunDevices(int argc, char** argv);
 int RunBenchEngine(int argc, char** argv);
 int RunServe(int argc, char** argv);
