@@ -84,8 +84,9 @@ absl::StatusOr<PerplexityWindows> PlanPerplexityWindows(int64_t text_tokens,
   plan.count = full + (rest > 0 && prefix + rest > plan.score_from ? 1 : 0);
   if (plan.count == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the text's ", text_tokens, " tokens leave nothing to score: a window scores from its ",
-        "position ", plan.score_from, " on (", prefix, " of them the prefix's)"));
+        "the text's ", text_tokens, " tokens leave nothing to score: a window scores its ",
+        "positions from ", plan.score_from, " on, and its first ", prefix,
+        " hold the prefix; a longer text or an earlier score_from would do"));
   }
   return plan;
 }

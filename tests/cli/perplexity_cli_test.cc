@@ -1,0 +1,166 @@
+// `tandem perplexity` through the binary, on the bundled model (trained, so its perplexity on
+// English means something): the JSON result and its windows, a text given as ids, the same
+// figure whatever the batch and pass size, 16-bit weights close to fp32, and bad usage or input
+// refused by name.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "models/json_file.h"
+#include "run_tandem.h"
+
+namespace {
+
+using Output = tandem::testing::TandemOutput;
+using tandem::testing::RunTandem;
+
+// Our own prose (about 110 tokens for the bundled tokenizer).
+constexpr char kText[] =
+    "It was a fine morning in the country, and Elizabeth walked with her sister towards the "
+    "village. They spoke of the ball, of the letter which had come from London, and of the "
+    "officers. \"I cannot think him so very disagreeable,\" said Jane, \"when he is among his "
+    "own friends.\" Elizabeth laughed, and said that she would rather think well of everybody "
+    "than be thought unkind.\nMrs. Bennet was delighted with the news, and could talk of nothing "
+    "else for the rest of the evening.";  // no final newline: the shell's $(cat) would drop it
+
+class PerplexityCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tandem_perplexity_cli_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    text_ = Write("text.txt", kText);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& contents) {
+    const std::string path = dir_ / name;
+    std::ofstream(path) << contents;
+    return path;
+  }
+
+  nlohmann::json Json(const std::string& args) {
+    const Output o = RunTandem("perplexity --threads 2 --json " + args);
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    auto json = tandem::models::ParseJsonText(o.out, "stdout");
+    EXPECT_TRUE(json.ok()) << o.out;
+    return json.ok() ? *json : nlohmann::json();
+  }
+
+  std::filesystem::path dir_;
+  std::string text_;
+};
+
+TEST_F(PerplexityCliTest, ScoresATextInWindows) {
+  const nlohmann::json got = Json("--text-file " + text_ + " --context 64");
+  const int64_t tokens = got["text_tokens"];
+  ASSERT_GT(tokens, 64);
+  ASSERT_LT(tokens, 127);  // two windows of 63 text tokens behind the BOS
+  EXPECT_EQ(got["prefix"], nlohmann::json({1}));
+  EXPECT_EQ(got["context"], 64);
+  EXPECT_EQ(got["score_from"], 32);
+  EXPECT_EQ(got["weight_dtype"], "auto");
+  ASSERT_EQ(got["windows"].size(), 2u);
+  EXPECT_EQ(got["windows"][0]["begin"], 0);
+  EXPECT_EQ(got["windows"][0]["text_tokens"], 63);
+  EXPECT_EQ(got["windows"][0]["scored_tokens"], 32);
+  EXPECT_EQ(got["windows"][1]["begin"], 63);
+  EXPECT_EQ(got["windows"][1]["text_tokens"], tokens - 63);
+  EXPECT_EQ(got["windows"][1]["scored_tokens"], tokens - 63 + 1 - 32);
+  EXPECT_EQ(got["scored_tokens"], 32 + tokens - 63 + 1 - 32);
+  const double perplexity = got["perplexity"];
+  EXPECT_DOUBLE_EQ(perplexity, std::exp(got["mean_nll"].get<double>()));
+  // A model trained on Austen predicts Austen-like prose far better than chance (4,096 tokens)
+  // and not perfectly.
+  EXPECT_GT(perplexity, 2);
+  EXPECT_LT(perplexity, 200);
+  EXPECT_GT(got["perplexity_stderr"].get<double>(), 0);
+
+  // Batching windows and cutting passes small changes no bit of it.
+  const nlohmann::json batched =
+      Json("--text-file " + text_ + " --context 64 --batch 2 --chunk 7");
+  EXPECT_EQ(batched["perplexity"], got["perplexity"]);
+  EXPECT_EQ(batched["windows"], got["windows"]);
+}
+
+TEST_F(PerplexityCliTest, TheWholeTextAndItsIdsGiveTheSameFigure) {
+  const nlohmann::json whole = Json("--text-file " + text_ + " --context 0");
+  const int64_t tokens = whole["text_tokens"];
+  EXPECT_EQ(whole["score_from"], 1);
+  EXPECT_EQ(whole["scored_tokens"], tokens);  // every text token, the first from the BOS alone
+  ASSERT_EQ(whole["windows"].size(), 1u);
+
+  // The same text as ids (generate's prompt_ids, BOS first), whitespace- and comma-separated.
+  const Output tokenized = RunTandem("generate --max-new-tokens 0 --json --prompt \"$(cat " +
+                                     text_ + ")\"");
+  ASSERT_EQ(tokenized.exit_code, 0) << tokenized.err;
+  auto prompt = tandem::models::ParseJsonText(tokenized.out, "stdout");
+  ASSERT_TRUE(prompt.ok()) << tokenized.out;
+  const nlohmann::json& prompt_ids = (*prompt)["prompt_ids"];
+  ASSERT_EQ(prompt_ids[0], 1);
+  std::string listed;
+  for (size_t i = 1; i < prompt_ids.size(); ++i) {
+    listed += std::to_string(prompt_ids[i].get<int>()) + (i % 10 == 0 ? ",\n" : ", ");
+  }
+  const nlohmann::json from_ids = Json("--ids-file " + Write("ids.txt", listed) + " --context 0");
+  EXPECT_EQ(from_ids["text_tokens"], whole["text_tokens"]);
+  EXPECT_EQ(from_ids["perplexity"], whole["perplexity"]);
+
+  // Without the BOS the first token has nothing before it to be scored from.
+  const nlohmann::json bare = Json("--text-file " + text_ + " --context 0 --no-bos");
+  EXPECT_EQ(bare["prefix"], nlohmann::json::array());
+  EXPECT_EQ(bare["scored_tokens"], tokens - 1);
+}
+
+TEST_F(PerplexityCliTest, SixteenBitWeightsScoreCloseToFp32) {
+  const nlohmann::json f32 = Json("--text-file " + text_ + " --context 0");
+  const nlohmann::json bf16 = Json("--text-file " + text_ + " --context 0 --weight-dtype bf16");
+  EXPECT_EQ(bf16["weight_dtype"], "bf16");
+  const double ratio = bf16["perplexity"].get<double>() / f32["perplexity"].get<double>();
+  EXPECT_NEAR(ratio, 1.0, 0.02);
+}
+
+TEST_F(PerplexityCliTest, HumanOutputAndProgress) {
+  const Output o = RunTandem("perplexity --threads 2 --text-file " + text_ + " --context 64");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.out.rfind("perplexity ", 0), 0u) << o.out;
+  EXPECT_NE(o.out.find(" ± "), std::string::npos);
+  EXPECT_NE(o.err.find("2 windows of 64, scored from position 32"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("[2/2] perplexity "), std::string::npos) << o.err;
+}
+
+TEST_F(PerplexityCliTest, BadUsageAndInputAreNamed) {
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string message;
+  };
+  const std::string missing = (dir_ / "missing.txt").string();
+  const std::string bad_ids = Write("bad_ids.txt", "5, 6,\n7 x8 9");
+  const std::string short_text = Write("short.txt", "Emma");
+  const Case cases[] = {
+      {"", 2, "give exactly one of --text-file and --ids-file"},
+      {"--text-file " + text_ + " --ids-file " + bad_ids, 2,
+       "give exactly one of --text-file and --ids-file"},
+      {"--text-file " + text_ + " --context 1", 2, "--context must be 0 (the whole text) or at"},
+      {"--text-file " + text_ + " --context 64 --score-from 64", 2,
+       "--score-from must be below --context (64), got 64"},
+      {"--text-file " + text_ + " --batch 0", 2, "--batch"},
+      {"--text-file " + missing, 1, "--text-file: cannot open '" + missing + "'"},
+      {"--ids-file " + bad_ids, 1, "entry 3 ('x8' at byte 8) is not a token id"},
+      {"--text-file " + short_text, 1, "leave nothing to score"},
+      {"--ids-file " + Write("big_id.txt", "1 2 5000 3") + " --context 0", 1,
+       "text token 2 is 5000, outside the vocabulary [0, 4096)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Output o = RunTandem("perplexity " + c.args);
+    EXPECT_EQ(o.exit_code, c.exit_code) << o.err;
+    EXPECT_NE(o.err.find(c.message), std::string::npos) << o.err;
+  }
+}
+
+}  // namespace
