@@ -170,6 +170,7 @@ absl::StatusOr<PerplexityResult> MeasurePerplexity(const models::Model& model, k
         }
         const int64_t fed = window.fed;
         window.fed += static_cast<int64_t>(inputs[k].tokens.size());
+        result.tokens_run += static_cast<int64_t>(inputs[k].tokens.size());
         if (uses[k] != LogitsUse::kRow) continue;
         for (size_t j = 0; j < runner.rows(k); ++j) {
           const int64_t target = fed + static_cast<int64_t>(j) + 1;

@@ -45,6 +45,7 @@ struct WindowScore {
   int64_t begin = 0;
   int64_t text_tokens = 0;
   int64_t scored_tokens = 0;
+  int64_t tokens_run = 0;  // through the model, context and prefixes included
   double nll_sum = 0;
 };
 
@@ -53,6 +54,7 @@ struct PerplexityResult {
   int64_t context = 0;     // the window size used (the whole text's when options.context is 0)
   int64_t score_from = 0;  // as resolved
   int64_t scored_tokens = 0;
+  int64_t tokens_run = 0;  // through the model, context and prefixes included
   double nll_sum = 0;
   double nll_square_sum = 0;  // of each scored token's NLL, for the standard error
 

@@ -1,5 +1,7 @@
 // `tandem perplexity`: load a checkpoint and measure its perplexity on a text (engine/
 // perplexity.h says how windows are cut and scored).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -183,8 +185,16 @@ absl::Status Run(const Settings& settings) {
   TANDEM_ASSIGN_OR_RETURN(auto allocator, local.CreateArena(engine::ArenaForSequences(
                                                model, options.batch, plan.context)));
   const auto start = std::chrono::steady_clock::now();
-  const auto progress = [](size_t done, size_t total, const engine::PerplexityResult& so_far) {
-    std::fprintf(stderr, "[%zu/%zu] perplexity %.4f\n", done, total, so_far.perplexity());
+  // The running figure, rewritten in place on a terminal; a log gets about ten lines.
+  const bool terminal = isatty(fileno(stderr));
+  size_t reported_tenths = 0;
+  const auto progress = [&](size_t done, size_t total, const engine::PerplexityResult& so_far) {
+    const size_t tenths = done * 10 / total;
+    if (!terminal && tenths == reported_tenths && done != total) return;
+    reported_tenths = tenths;
+    std::fprintf(stderr, terminal && done != total ? "\r[%zu/%zu] perplexity %.4f"
+                                                   : "\r[%zu/%zu] perplexity %.4f\n",
+                 done, total, so_far.perplexity());
   };
   TANDEM_ASSIGN_OR_RETURN(
       const engine::PerplexityResult result,
@@ -205,6 +215,7 @@ absl::Status Run(const Settings& settings) {
     out["prefix"] = options.prefix;
     out["weight_dtype"] = models::WeightStorageName(settings.local.load.weight_storage);
     out["seconds"] = seconds;
+    out["tokens_run"] = result.tokens_run;
     nlohmann::json windows = nlohmann::json::array();
     for (const engine::WindowScore& w : result.windows) {
       windows.push_back({{"begin", w.begin},
@@ -219,9 +230,10 @@ absl::Status Run(const Settings& settings) {
                 result.perplexity(), result.perplexity_stderr(),
                 static_cast<long long>(result.scored_tokens), result.mean_nll());
   }
-  std::fprintf(stderr, "scored %lld tokens in %.2f s (%.1f tok/s)\n",
+  std::fprintf(stderr, "ran %lld tokens (%lld scored) in %.2f s: %.1f tokens/s\n",
+               static_cast<long long>(result.tokens_run),
                static_cast<long long>(result.scored_tokens), seconds,
-               result.scored_tokens / std::max(seconds, 1e-9));
+               result.tokens_run / std::max(seconds, 1e-9));
   return absl::OkStatus();
 }
 

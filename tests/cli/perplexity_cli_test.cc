@@ -71,6 +71,7 @@ TEST_F(PerplexityCliTest, ScoresATextInWindows) {
   EXPECT_EQ(got["windows"][1]["text_tokens"], tokens - 63);
   EXPECT_EQ(got["windows"][1]["scored_tokens"], tokens - 63 + 1 - 32);
   EXPECT_EQ(got["scored_tokens"], 32 + tokens - 63 + 1 - 32);
+  EXPECT_EQ(got["tokens_run"], 63 + tokens - 63);  // each window but its last token
   const double perplexity = got["perplexity"];
   EXPECT_DOUBLE_EQ(perplexity, std::exp(got["mean_nll"].get<double>()));
   // A model trained on Austen predicts Austen-like prose far better than chance (4,096 tokens)

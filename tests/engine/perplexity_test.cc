@@ -94,6 +94,7 @@ TEST_P(PerplexityTest, ScoresAreTheSchedulersPromptLogprobs) {
     total += got.nll_sum;
   }
   EXPECT_EQ(result->scored_tokens, 29 + 29 + 12);
+  EXPECT_EQ(result->tokens_run, 39 + 39 + 22);  // each window but its last token
   EXPECT_DOUBLE_EQ(result->nll_sum, total);
   EXPECT_DOUBLE_EQ(result->perplexity(), std::exp(total / 70));
 }
