@@ -53,9 +53,9 @@ absl::StatusOr<PerplexityWindows> PlanPerplexityWindows(int64_t text_tokens,
   const int64_t prefix = static_cast<int64_t>(options.prefix.size());
   if (text_tokens <= 0) return absl::InvalidArgumentError("the text has no tokens");
   if (options.context < 0 || (options.context > 0 && options.context < prefix + 2)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "context must be 0 (the whole text) or at least ", prefix + 2,
-        " (the prefix's ", prefix, " tokens and two of text), got ", options.context));
+    return absl::InvalidArgumentError(
+        absl::StrCat("context must be 0 (the whole text) or at least ", prefix + 2,
+                     " (the prefix's ", prefix, " tokens and two of text), got ", options.context));
   }
   if (options.batch < 1 || options.batch > kMaxBatch) {
     return absl::InvalidArgumentError(
@@ -73,10 +73,10 @@ absl::StatusOr<PerplexityWindows> PlanPerplexityWindows(int64_t text_tokens,
                         ? options.score_from
                         : std::max(lowest, whole ? int64_t{1} : plan.context / 2);
   if (plan.score_from < lowest || plan.score_from >= plan.context) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("score_from must be in [", lowest, ", ", plan.context - 1,
-                     "] (a position of the window, past its ", prefix, " prefix tokens), got ",
-                     plan.score_from));
+    return absl::InvalidArgumentError(absl::StrCat("score_from must be in [", lowest, ", ",
+                                                   plan.context - 1,
+                                                   "] (a position of the window, past its ", prefix,
+                                                   " prefix tokens), got ", plan.score_from));
   }
   const int64_t text_per_window = plan.context - prefix;
   const int64_t full = text_tokens / text_per_window;
@@ -180,8 +180,8 @@ absl::StatusOr<PerplexityResult> MeasurePerplexity(const models::Model& model, k
           if (!std::isfinite(logprob)) {
             return absl::InternalError(absl::StrCat(
                 "window ", first + running[k], ": the log-probability of text token ",
-                window.score.begin + target - static_cast<int64_t>(options.prefix.size()),
-                " (id ", window.tokens[static_cast<size_t>(target)], ") is ", logprob,
+                window.score.begin + target - static_cast<int64_t>(options.prefix.size()), " (id ",
+                window.tokens[static_cast<size_t>(target)], ") is ", logprob,
                 "; the model's logits are not finite"));
           }
           window.score.scored_tokens += 1;

@@ -125,12 +125,11 @@ absl::StatusOr<LocalModel> OpenLocalModel(const LocalModelSettings& settings,
   if (settings.reference_backend) {
     local.ops = kernels::MakeReferenceOps();
   } else {
-    TANDEM_ASSIGN_OR_RETURN(local.ops,
-                            local.device->CreateOps({.threads = settings.threads,
-                                                     .batch_invariant = batch_invariant,
-                                                     .tensor_core_matmul =
-                                                         settings.tensor_core_matmul,
-                                                     .cuda_graphs = settings.cuda_graphs}));
+    TANDEM_ASSIGN_OR_RETURN(
+        local.ops, local.device->CreateOps({.threads = settings.threads,
+                                            .batch_invariant = batch_invariant,
+                                            .tensor_core_matmul = settings.tensor_core_matmul,
+                                            .cuda_graphs = settings.cuda_graphs}));
   }
   return local;
 }

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -74,12 +74,11 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   if (s.options.context == 1) {
     return absl::InvalidArgumentError("--context must be 0 (the whole text) or at least 2, got 1");
   }
-  TANDEM_ASSIGN_OR_RETURN(s.options.score_from,
-                          args.IntIn("score-from", 1, int64_t{1} << 30, -1));
+  TANDEM_ASSIGN_OR_RETURN(s.options.score_from, args.IntIn("score-from", 1, int64_t{1} << 30, -1));
   if (s.options.context > 0 && s.options.score_from >= s.options.context) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--score-from must be below --context (", s.options.context, "), got ",
-                     s.options.score_from));
+    return absl::InvalidArgumentError(absl::StrCat("--score-from must be below --context (",
+                                                   s.options.context, "), got ",
+                                                   s.options.score_from));
   }
   TANDEM_ASSIGN_OR_RETURN(const int64_t batch, args.IntIn("batch", 1, 1024, 1));
   s.options.batch = static_cast<int32_t>(batch);
@@ -118,14 +117,14 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& path, const std
              !std::isspace(static_cast<unsigned char>(text[word_end])) && text[word_end] != ',') {
         ++word_end;
       }
-      return absl::InvalidArgumentError(
-          absl::StrCat("--ids-file '", path, "': entry ", ids.size(), " ('",
-                       text.substr(i, word_end - i), "' at byte ", i, ") is not a token id"));
+      return absl::InvalidArgumentError(absl::StrCat("--ids-file '", path, "': entry ", ids.size(),
+                                                     " ('", text.substr(i, word_end - i),
+                                                     "' at byte ", i, ") is not a token id"));
     }
     const int64_t id = std::stoll(text.substr(i, end - i));
     if (id > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat("--ids-file '", path, "': entry ",
-                                                     ids.size(), " (", id, ") is too large"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ids-file '", path, "': entry ", ids.size(), " (", id, ") is too large"));
     }
     ids.push_back(static_cast<int32_t>(id));
     i = end;
@@ -147,12 +146,13 @@ absl::StatusOr<std::vector<int32_t>> PlainTextPrefix(const models::Tokenizer& to
 }
 
 absl::Status Run(const Settings& settings) {
-  TANDEM_ASSIGN_OR_RETURN(LocalModel local, OpenLocalModel(settings.local, /*batch_invariant=*/true));
+  TANDEM_ASSIGN_OR_RETURN(LocalModel local,
+                          OpenLocalModel(settings.local, /*batch_invariant=*/true));
   const models::Model& model = *local.model;
   if (settings.text_file && local.tokenizer == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--text-file needs the checkpoint's tokenizer (", local.tokenizer_status.message(),
-        "); give the text as --ids-file instead"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("--text-file needs the checkpoint's tokenizer (",
+                     local.tokenizer_status.message(), "); give the text as --ids-file instead"));
   }
 
   std::vector<int32_t> text;
@@ -161,9 +161,9 @@ absl::Status Run(const Settings& settings) {
                             ReadWholeFile("--text-file", *settings.text_file));
     absl::StatusOr<std::vector<int32_t>> encoded = local.tokenizer->Encode(contents, false);
     if (!encoded.ok()) {
-      return absl::Status(encoded.status().code(),
-                          absl::StrCat("--text-file '", *settings.text_file,
-                                       "': ", encoded.status().message()));
+      return absl::Status(
+          encoded.status().code(),
+          absl::StrCat("--text-file '", *settings.text_file, "': ", encoded.status().message()));
     }
     text = *std::move(encoded);
   } else {
@@ -175,15 +175,16 @@ absl::Status Run(const Settings& settings) {
   if (settings.bos && local.tokenizer != nullptr) {
     TANDEM_ASSIGN_OR_RETURN(options.prefix, PlainTextPrefix(*local.tokenizer));
   }
-  TANDEM_ASSIGN_OR_RETURN(const engine::PerplexityWindows plan,
-                          engine::PlanPerplexityWindows(static_cast<int64_t>(text.size()), options));
-  std::fprintf(stderr, "%zu tokens: %lld windows of %lld, scored from position %lld\n",
-               text.size(), static_cast<long long>(plan.count),
-               static_cast<long long>(plan.context), static_cast<long long>(plan.score_from));
+  TANDEM_ASSIGN_OR_RETURN(
+      const engine::PerplexityWindows plan,
+      engine::PlanPerplexityWindows(static_cast<int64_t>(text.size()), options));
+  std::fprintf(stderr, "%zu tokens: %lld windows of %lld, scored from position %lld\n", text.size(),
+               static_cast<long long>(plan.count), static_cast<long long>(plan.context),
+               static_cast<long long>(plan.score_from));
 
   // A window runs every token but its last.
   TANDEM_ASSIGN_OR_RETURN(auto allocator, local.CreateArena(engine::ArenaForSequences(
-                                               model, options.batch, plan.context)));
+                                              model, options.batch, plan.context)));
   const auto start = std::chrono::steady_clock::now();
   // The running figure, rewritten in place on a terminal; a log gets about ten lines.
   const bool terminal = isatty(fileno(stderr));
@@ -192,9 +193,10 @@ absl::Status Run(const Settings& settings) {
     const size_t tenths = done * 10 / total;
     if (!terminal && tenths == reported_tenths && done != total) return;
     reported_tenths = tenths;
-    std::fprintf(stderr, terminal && done != total ? "\r[%zu/%zu] perplexity %.4f"
-                                                   : "\r[%zu/%zu] perplexity %.4f\n",
-                 done, total, so_far.perplexity());
+    std::fprintf(
+        stderr,
+        terminal && done != total ? "\r[%zu/%zu] perplexity %.4f" : "\r[%zu/%zu] perplexity %.4f\n",
+        done, total, so_far.perplexity());
   };
   TANDEM_ASSIGN_OR_RETURN(
       const engine::PerplexityResult result,
@@ -218,10 +220,11 @@ absl::Status Run(const Settings& settings) {
     out["tokens_run"] = result.tokens_run;
     nlohmann::json windows = nlohmann::json::array();
     for (const engine::WindowScore& w : result.windows) {
-      windows.push_back({{"begin", w.begin},
-                         {"text_tokens", w.text_tokens},
-                         {"scored_tokens", w.scored_tokens},
-                         {"perplexity", std::exp(w.nll_sum / static_cast<double>(w.scored_tokens))}});
+      windows.push_back(
+          {{"begin", w.begin},
+           {"text_tokens", w.text_tokens},
+           {"scored_tokens", w.scored_tokens},
+           {"perplexity", std::exp(w.nll_sum / static_cast<double>(w.scored_tokens))}});
     }
     out["windows"] = std::move(windows);
     std::cout << out.dump() << "\n";

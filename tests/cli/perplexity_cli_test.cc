@@ -81,8 +81,7 @@ TEST_F(PerplexityCliTest, ScoresATextInWindows) {
   EXPECT_GT(got["perplexity_stderr"].get<double>(), 0);
 
   // Batching windows and cutting passes small changes no bit of it.
-  const nlohmann::json batched =
-      Json("--text-file " + text_ + " --context 64 --batch 2 --chunk 7");
+  const nlohmann::json batched = Json("--text-file " + text_ + " --context 64 --batch 2 --chunk 7");
   EXPECT_EQ(batched["perplexity"], got["perplexity"]);
   EXPECT_EQ(batched["windows"], got["windows"]);
 }
@@ -95,8 +94,8 @@ TEST_F(PerplexityCliTest, TheWholeTextAndItsIdsGiveTheSameFigure) {
   ASSERT_EQ(whole["windows"].size(), 1u);
 
   // The same text as ids (generate's prompt_ids, BOS first), whitespace- and comma-separated.
-  const Output tokenized = RunTandem("generate --max-new-tokens 0 --json --prompt \"$(cat " +
-                                     text_ + ")\"");
+  const Output tokenized =
+      RunTandem("generate --max-new-tokens 0 --json --prompt \"$(cat " + text_ + ")\"");
   ASSERT_EQ(tokenized.exit_code, 0) << tokenized.err;
   auto prompt = tandem::models::ParseJsonText(tokenized.out, "stdout");
   ASSERT_TRUE(prompt.ok()) << tokenized.out;

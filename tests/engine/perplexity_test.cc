@@ -136,7 +136,8 @@ TEST_P(PerplexityTest, BatchAndPassSizeChangeNothing) {
   EXPECT_EQ(together->nll_square_sum, alone->nll_square_sum);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, PerplexityTest, ::testing::ValuesIn(::tandem::testing::kFamilyFixtures),
+INSTANTIATE_TEST_SUITE_P(Families, PerplexityTest,
+                         ::testing::ValuesIn(::tandem::testing::kFamilyFixtures),
                          testing::FixtureTestName);
 
 TEST(PerplexityWindowsTest, CutsTheTextIntoWindows) {
@@ -230,9 +231,9 @@ TEST(PerplexityTokensTest, ATokenOutsideTheVocabularyIsNamed) {
   options.context = 10;
   auto result = MeasurePerplexity(*model, *ops, **allocator, text, options);
   ASSERT_FALSE(result.ok());
-  EXPECT_EQ(result.status().message(),
-            "text token 7 is " + std::to_string(text[7]) + ", outside the vocabulary [0, " +
-                std::to_string(text[7]) + ")");
+  EXPECT_EQ(result.status().message(), "text token 7 is " + std::to_string(text[7]) +
+                                           ", outside the vocabulary [0, " +
+                                           std::to_string(text[7]) + ")");
   text[7] = 1;
   options.prefix = {-2};
   result = MeasurePerplexity(*model, *ops, **allocator, text, options);
