@@ -61,6 +61,11 @@ absl::StatusOr<PerplexityWindows> PlanPerplexityWindows(int64_t text_tokens,
     return absl::InvalidArgumentError(
         absl::StrCat("batch must be in [1, ", kMaxBatch, "], got ", options.batch));
   }
+  if (options.score_from < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("score_from must be a position of the window, or -1 for the default, got ",
+                     options.score_from));
+  }
   if (options.chunk < 1) {
     return absl::InvalidArgumentError(absl::StrCat("chunk must be positive, got ", options.chunk));
   }

@@ -7,8 +7,9 @@
 // plain text). In each window the tokens before `score_from` are context only, and every later
 // one is scored: log_softmax of the logits after the token before it, as prompt logprobs
 // compute it (kernels::ComputeLogprobs), so a scored token's logprob is exactly what a server
-// request scoring the same window reports. With score_from at half the window (the default)
-// every scored token has at least that much context, as llama.cpp's perplexity counts it.
+// request scoring the same window reports (on the same backend, batch-invariant kernels). With
+// score_from at half the window (the default) every scored token has at least that much
+// context, much as in llama.cpp's perplexity.
 #ifndef TANDEM_ENGINE_PERPLEXITY_H_
 #define TANDEM_ENGINE_PERPLEXITY_H_
 

@@ -37,13 +37,14 @@ const std::vector<FlagSpec>& PerplexityFlags() {
          "tokens per window, its BOS included (default 512); 0: the whole text as one window"},
         {"score-from", true,
          "the first scored position of each window; the ones before are context only "
-         "(default: half the window, as llama.cpp's perplexity; 1 for the whole text)"},
+         "(default: half the window, much as llama.cpp's perplexity; 1 for the whole text)"},
         {"batch", true, "windows run side by side (default 1); the result does not change"},
         {"chunk", true,
          "tokens of each window per forward pass (default 512): a pass holds batch × chunk rows "
          "of logits"},
         {"no-bos", false,
-         "do not start each window with what the tokenizer puts before plain text (its BOS)"},
+         "do not start each window with what the tokenizer puts before plain text (its BOS; "
+         "without a tokenizer, config.json's bos_token_id)"},
         {"json", false, "print one JSON object with the result and every window's perplexity"},
     };
     all.insert(all.begin() + 1, own.begin(), own.end());  // after --model
@@ -132,18 +133,33 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& path, const std
   return ids;
 }
 
-// What the tokenizer puts before plain text (usually just BOS): the ids Encode adds to a short
-// text beyond those of the text alone.
-absl::StatusOr<std::vector<int32_t>> PlainTextPrefix(const models::Tokenizer& tokenizer) {
-  TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> with, tokenizer.Encode("a", true));
-  TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> plain, tokenizer.Encode("a", false));
-  if (with.size() <= plain.size() ||
-      !std::equal(plain.begin(), plain.end(), with.end() - static_cast<ptrdiff_t>(plain.size()))) {
+// What the tokenizer puts before plain text (usually just BOS): the ids Encode adds in front of
+// a short text's own (a tokenizer that also appends an EOS keeps it to itself). Without a
+// tokenizer, the checkpoint's BOS if it names one.
+absl::StatusOr<std::vector<int32_t>> PlainTextPrefix(const models::Tokenizer* tokenizer,
+                                                     const models::Model& model) {
+  if (tokenizer == nullptr) {
+    const int32_t bos = model.config().bos_token_id;
+    if (bos >= 0 && bos < model.config().vocab_size) return std::vector<int32_t>{bos};
     return std::vector<int32_t>{};
   }
-  with.resize(with.size() - plain.size());
-  return with;
+  TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> with, tokenizer->Encode("a", true));
+  TANDEM_ASSIGN_OR_RETURN(const std::vector<int32_t> plain, tokenizer->Encode("a", false));
+  const auto text = std::search(with.begin(), with.end(), plain.begin(), plain.end());
+  if (plain.empty() || text == with.end()) return std::vector<int32_t>{};
+  return std::vector<int32_t>(with.begin(), text);
 }
+
+// "[1, 2]", "[]": how the prefix is reported.
+std::string IdList(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&out, i > 0 ? ", " : "", ids[i]);
+  return out + "]";
+}
+
+// A pass holds batch × rows × vocab floats of logits: past this the command refuses to start
+// rather than fail (or be killed) allocating them.
+constexpr double kMaxLogitsBytes = 8.0 * (int64_t{1} << 30);
 
 absl::Status Run(const Settings& settings) {
   TANDEM_ASSIGN_OR_RETURN(LocalModel local,
@@ -172,19 +188,31 @@ absl::Status Run(const Settings& settings) {
     TANDEM_ASSIGN_OR_RETURN(text, ParseIds(*settings.ids_file, contents));
   }
   engine::PerplexityOptions options = settings.options;
-  if (settings.bos && local.tokenizer != nullptr) {
-    TANDEM_ASSIGN_OR_RETURN(options.prefix, PlainTextPrefix(*local.tokenizer));
+  if (settings.bos) {
+    TANDEM_ASSIGN_OR_RETURN(options.prefix, PlainTextPrefix(local.tokenizer.get(), model));
   }
   TANDEM_ASSIGN_OR_RETURN(
       const engine::PerplexityWindows plan,
       engine::PlanPerplexityWindows(static_cast<int64_t>(text.size()), options));
-  std::fprintf(stderr, "%zu tokens: %lld windows of %lld, scored from position %lld\n", text.size(),
-               static_cast<long long>(plan.count), static_cast<long long>(plan.context),
-               static_cast<long long>(plan.score_from));
-
-  // A window runs every token but its last.
+  std::fprintf(
+      stderr, "%zu tokens: %lld windows of %lld behind the prefix %s, scored from position %lld\n",
+      text.size(), static_cast<long long>(plan.count), static_cast<long long>(plan.context),
+      IdList(options.prefix).c_str(), static_cast<long long>(plan.score_from));
+  // No more sequences than windows, none longer than the text makes them.
+  options.batch = static_cast<int32_t>(std::min<int64_t>(options.batch, plan.count));
+  const int64_t positions =
+      std::min<int64_t>(plan.context, static_cast<int64_t>(options.prefix.size() + text.size()));
+  const int64_t rows = std::min(options.chunk, positions);
+  const double logits_bytes = static_cast<double>(options.batch) * static_cast<double>(rows) *
+                              model.config().vocab_size * sizeof(float);
+  if (logits_bytes > kMaxLogitsBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a pass of ", options.batch, " windows of ", rows, " tokens would hold ",
+        absl::SixDigits(logits_bytes / (int64_t{1} << 30)), " GiB of logits (vocabulary ",
+        model.config().vocab_size, "); lower --chunk or --batch"));
+  }
   TANDEM_ASSIGN_OR_RETURN(auto allocator, local.CreateArena(engine::ArenaForSequences(
-                                              model, options.batch, plan.context)));
+                                              model, options.batch, positions)));
   const auto start = std::chrono::steady_clock::now();
   // The running figure, rewritten in place on a terminal; a log gets about ten lines.
   const bool terminal = isatty(fileno(stderr));
@@ -245,7 +273,7 @@ absl::Status Run(const Settings& settings) {
 int RunPerplexity(int argc, char** argv) {
   const std::string synopsis =
       "[--model DIR] (--text-file FILE | --ids-file FILE) [--context N] [--score-from K] "
-      "[--batch B] [--weight-dtype D] [--json]";
+      "[--batch B] [--chunk C] [--no-bos] [--weight-dtype D] [--json]";
   absl::StatusOr<Args> args = Args::Parse(argc, argv, PerplexityFlags());
   if (args.ok() && args->Has("help")) {
     std::cout << Usage("perplexity", synopsis, PerplexityFlags());

@@ -115,6 +115,39 @@ TEST_F(PerplexityCliTest, TheWholeTextAndItsIdsGiveTheSameFigure) {
   EXPECT_EQ(bare["scored_tokens"], tokens - 1);
 }
 
+// Memory is sized for the windows there are: a batch larger than their count, or a window
+// larger than the text, costs nothing (a window of 2^30 positions would not fit otherwise).
+TEST_F(PerplexityCliTest, MemoryFollowsTheTextNotTheFlags) {
+  const nlohmann::json whole = Json("--text-file " + text_ + " --context 0");
+  const nlohmann::json huge =
+      Json("--text-file " + text_ + " --context 1073741824 --score-from 1 --batch 1024");
+  EXPECT_EQ(huge["perplexity"], whole["perplexity"]);
+  EXPECT_EQ(huge["scored_tokens"], whole["scored_tokens"]);
+}
+
+// A checkpoint without a tokenizer takes ids, behind config.json's BOS.
+TEST_F(PerplexityCliTest, WithoutATokenizerIdsGoBehindTheConfigsBos) {
+  const std::filesystem::path model = dir_ / "no-tokenizer";
+  std::filesystem::create_directories(model);
+  const std::string fixture = std::string(TANDEM_TEST_DATA) + "/models/jamba-tiny/";
+  for (const char* file : {"config.json", "generation_config.json", "model.safetensors"}) {
+    std::filesystem::copy_file(fixture + file, model / file);
+  }
+  const std::string ids = Write("fixture_ids.txt", "398 174 304 12 77 5 901 33 64 2 17 250");
+  const nlohmann::json got =
+      Json("--model " + model.string() + " --ids-file " + ids + " --context 0");
+  EXPECT_EQ(got["prefix"], nlohmann::json({1}));
+  EXPECT_EQ(got["scored_tokens"], 12);
+  const nlohmann::json with_tokenizer =
+      Json("--model " + fixture + " --ids-file " + ids + " --context 0");
+  EXPECT_EQ(with_tokenizer["perplexity"], got["perplexity"]);
+
+  const Output text = RunTandem("perplexity --model " + model.string() + " --text-file " + text_);
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.err.find("--text-file needs the checkpoint's tokenizer"), std::string::npos)
+      << text.err;
+}
+
 TEST_F(PerplexityCliTest, SixteenBitWeightsScoreCloseToFp32) {
   const nlohmann::json f32 = Json("--text-file " + text_ + " --context 0");
   const nlohmann::json bf16 = Json("--text-file " + text_ + " --context 0 --weight-dtype bf16");
@@ -128,7 +161,9 @@ TEST_F(PerplexityCliTest, HumanOutputAndProgress) {
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_EQ(o.out.rfind("perplexity ", 0), 0u) << o.out;
   EXPECT_NE(o.out.find(" ± "), std::string::npos);
-  EXPECT_NE(o.err.find("2 windows of 64, scored from position 32"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("2 windows of 64 behind the prefix [1], scored from position 32"),
+            std::string::npos)
+      << o.err;
   EXPECT_NE(o.err.find("[2/2] perplexity "), std::string::npos) << o.err;
 }
 

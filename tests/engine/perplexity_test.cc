@@ -191,6 +191,8 @@ TEST(PerplexityWindowsTest, RefusesBadOptionsByName) {
   options.prefix = {1};
   options.score_from = 0;
   EXPECT_NE(message(10, options).find("got 0"), std::string::npos);
+  options.score_from = -2;
+  EXPECT_NE(message(10, options).find("or -1 for the default, got -2"), std::string::npos);
   options.score_from = -1;
   options.batch = 0;
   EXPECT_NE(message(10, options).find("batch must be in [1, 1024], got 0"), std::string::npos);
