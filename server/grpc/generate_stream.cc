@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include "server/grpc/call_record.h"
 #include "server/grpc/event_conversion.h"
@@ -13,8 +14,7 @@ namespace tandem::server {
 
 GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump,
                                grpc::CallbackServerContext* context, const char* rpc,
-                               std::string caller, std::string request_id,
-                               std::shared_ptr<engine::RequestStream> stream,
+                               std::string caller, std::vector<SubmittedChoice> choices,
                                std::unique_ptr<ChatToolCalls> tool_calls)
     : state_(state),
       pump_(pump),
@@ -22,29 +22,44 @@ GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump,
       rpc_(rpc),
       caller_(std::move(caller)),
       peer_(context->peer()),
-      request_id_(std::move(request_id)),
-      deadline_(context->deadline()),
-      stream_(std::move(stream)),
-      tool_calls_(std::move(tool_calls)) {
-  // Wakes the pump when the engine produces something for this stream (a pump that does not
-  // know this stream yet ignores it, and its first Advance reads what is waiting).
-  stream_->SetPushListener([this] { pump_.Signal(this, {}); });
+      request_id_(choices.front().request_id),
+      deadline_(context->deadline()) {
+  choices_.reserve(choices.size());
+  for (SubmittedChoice& submitted : choices) {
+    Choice& choice = choices_.emplace_back();
+    choice.request_id = std::move(submitted.request_id);
+    choice.stream = std::move(submitted.stream);
+    if (tool_calls != nullptr) choice.tool_calls = std::make_unique<ChatToolCalls>(*tool_calls);
+    // Wakes the pump when the engine produces something for this choice (a pump that does not
+    // know this stream yet ignores it, and its first Advance reads what is waiting).
+    choice.stream->SetPushListener([this] { pump_.Signal(this, {}); });
+  }
 }
 
 GenerateStream::~GenerateStream() {
-  // First, so that the engine's pushes (including the Cancel's below) no longer reach the pump.
-  stream_->SetPushListener(nullptr);
-  // A stream torn down before its request finished (client gone, server stopping) must not
-  // leave the request holding engine memory.
-  if (!stream_->finished()) state_.engine().Cancel(stream_->id());
-  ReleaseId();
-  if (!finish_called_) state_.ReleaseStream();
+  // First, so that the engine's pushes (including the Cancels below) no longer reach the pump.
+  for (Choice& choice : choices_) choice.stream->SetPushListener(nullptr);
+  // A stream torn down before its requests finished (client gone, server stopping) must not
+  // leave them holding engine memory.
+  CancelUnfinished();
+  ReleaseIds();
+  if (!finish_called_) state_.ReleaseStream(static_cast<int64_t>(choices_.size()));
 }
 
-void GenerateStream::ReleaseId() {
-  if (id_released_) return;
-  id_released_ = true;
-  state_.ReleaseId(caller_, request_id_);
+void GenerateStream::ReleaseId(Choice& choice) {
+  if (choice.id_released) return;
+  choice.id_released = true;
+  state_.ReleaseId(caller_, choice.request_id);
+}
+
+void GenerateStream::ReleaseIds() {
+  for (Choice& choice : choices_) ReleaseId(choice);
+}
+
+void GenerateStream::CancelUnfinished() {
+  for (const Choice& choice : choices_) {
+    if (!choice.stream->finished()) state_.engine().Cancel(choice.stream->id());
+  }
 }
 
 std::optional<std::chrono::steady_clock::time_point> GenerateStream::stall_deadline() const {
@@ -57,8 +72,8 @@ void GenerateStream::OnWriteDone(bool ok) {
 }
 
 void GenerateStream::OnCancel() {
-  // Free the request's memory now rather than when the pump gets round to it.
-  state_.engine().Cancel(stream_->id());
+  // Free the requests' memory now rather than when the pump gets round to it.
+  CancelUnfinished();
   // Counted here, on gRPC's thread, rather than when the pump finishes the call: under a reset
   // flood the pump lags behind, and the guard must see the flood as it happens.
   if (!server_cancelled_.load() && !DeadlinePassed()) state_.reset_guard().RecordClientReset(peer_);
@@ -90,13 +105,13 @@ void GenerateStream::Advance(const StreamSignals& signals) {
     server_cancelled_ = true;
     state_.metrics().CountStreamStall();
     cancelled_ = true;
-    state_.engine().Cancel(stream_->id());
+    CancelUnfinished();
     context_->TryCancel();
   }
   if (finish_called_ || write_in_flight_) return;
   if (cancelled_) {
-    state_.engine().Cancel(stream_->id());
-    ReleaseId();
+    CancelUnfinished();
+    ReleaseIds();
     // The client sees DEADLINE_EXCEEDED from its own library; record it as such too.
     const bool expired = DeadlinePassed();
     if (stalled_) {
@@ -114,42 +129,79 @@ void GenerateStream::Advance(const StreamSignals& signals) {
     return;
   }
 
-  response_.Clear();
-  response_.set_request_id(request_id_);
-  std::optional<engine::Event> finished = std::move(pending_finished_);
-  pending_finished_.reset();
-  if (!finished) {
-    v1::Chunk* chunk = nullptr;
-    finished = TakeEvents(&chunk);
-    if (chunk != nullptr && finished) {
-      pending_finished_ = std::move(finished);  // the chunk goes first
-      finished.reset();
+  // The next message: from the first choice after the one last written that has one.
+  for (size_t k = 0; k < choices_.size(); ++k) {
+    const size_t index = (next_choice_ + k) % choices_.size();
+    if (choices_[index].finished || !TakeMessage(index)) continue;
+    next_choice_ = index + 1;
+    if (absl::Status s = SerializeWireMessage(response_, &wire_response_); !s.ok()) {
+      FinishCall(ToGrpcStatus(s));
+      return;
     }
-    if (chunk == nullptr && !finished) return;
-  }
-  if (finished) {
-    ReleaseId();  // the request is over: Abort no longer finds it, the id may be reused
-    final_status_ = ToGrpcStatus(FinishedResponse(*finished, last_token_, &response_));
-    if (tool_calls_ != nullptr && response_.has_complete()) {
-      tool_calls_->Finish(response_.mutable_complete());
-    }
-    final_written_ = true;
-    finished_ = std::move(finished);
-  }
-  if (absl::Status s = SerializeWireMessage(response_, &wire_response_); !s.ok()) {
-    state_.engine().Cancel(stream_->id());
-    FinishCall(ToGrpcStatus(s));
+    write_in_flight_ = true;
+    write_started_ = std::chrono::steady_clock::now();
+    StartWrite(&wire_response_);
     return;
   }
-  write_in_flight_ = true;
-  write_started_ = std::chrono::steady_clock::now();
-  StartWrite(&wire_response_);
 }
 
-std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
+bool GenerateStream::TakeMessage(size_t index) {
+  Choice& choice = choices_[index];
+  response_.Clear();
+  response_.set_request_id(request_id_);
+  if (choices_.size() > 1) response_.set_index(static_cast<int32_t>(index));
+  std::optional<engine::Event> finished = std::move(choice.pending_finished);
+  choice.pending_finished.reset();
+  if (!finished) {
+    v1::Chunk* chunk = nullptr;
+    finished = TakeEvents(choice, &chunk);
+    if (chunk != nullptr && finished) {
+      choice.pending_finished = std::move(finished);  // the chunk goes first
+      finished.reset();
+    }
+    if (chunk == nullptr && !finished) return false;
+  }
+  if (finished) Complete(index, *std::move(finished));
+  return true;
+}
+
+void GenerateStream::Complete(size_t index, engine::Event finished) {
+  Choice& choice = choices_[index];
+  const grpc::Status status =
+      ToGrpcStatus(FinishedResponse(finished, choice.last_token, &response_));
+  if (choice.tool_calls != nullptr && response_.has_complete()) {
+    choice.tool_calls->Finish(response_.mutable_complete());
+  }
+  const bool cancelled = finished.finish_reason == engine::FinishReason::kCancelled;
+  choice.finished = std::move(finished);
+  ++completed_;
+  // The request is over: Abort no longer finds it, and the id may be reused. The call's id
+  // stays while any choice runs, standing for one that does, so that Abort still stops the call.
+  if (index != 0) ReleaseId(choice);
+  if (completed_ == choices_.size()) {
+    ReleaseId(choices_.front());
+  } else if (index == abortable_) {
+    while (choices_[abortable_].finished) abortable_ = (abortable_ + 1) % choices_.size();
+    state_.BindId(caller_, request_id_, choices_[abortable_].stream->id());
+  }
+  if (!status.ok()) {
+    // An error ends the call, whichever choice it came from.
+    final_status_ = status;
+    final_written_ = true;
+    return;
+  }
+  // Abort (or the server stopping) stops every choice, whichever one it reached.
+  if (cancelled) CancelUnfinished();
+  if (completed_ == choices_.size()) {
+    final_status_ = grpc::Status::OK;
+    final_written_ = true;
+  }
+}
+
+std::optional<engine::Event> GenerateStream::TakeEvents(Choice& choice, v1::Chunk** chunk) {
   engine::Event event;
   bool timed_out = false;
-  while (stream_->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) {
+  while (choice.stream->NextFor(std::chrono::milliseconds(0), &event, &timed_out)) {
     if (event.kind == engine::Event::Kind::kFinished) {
       // A request that scored its prompt and generated nothing: the scores go first, in a chunk.
       if (!event.prompt_logprobs.empty()) {
@@ -159,24 +211,31 @@ std::optional<engine::Event> GenerateStream::TakeEvents(v1::Chunk** chunk) {
       return event;
     }
     if (*chunk == nullptr) *chunk = response_.mutable_chunk();
-    AppendTokens(event, *chunk, /*with_text=*/tool_calls_ == nullptr);
-    if (tool_calls_ != nullptr) tool_calls_->AddText(event.text, *chunk);
+    AppendTokens(event, *chunk, /*with_text=*/choice.tool_calls == nullptr);
+    if (choice.tool_calls != nullptr) choice.tool_calls->AddText(event.text, *chunk);
     if (event.tokens.empty()) continue;
-    last_token_ = event.tokens.back();
-    state_.metrics().ObserveTokenGaps(event, &last_token_seconds_);
+    choice.last_token = event.tokens.back();
+    state_.metrics().ObserveTokenGaps(event, &choice.last_token_seconds);
   }
   return std::nullopt;
 }
 
 void GenerateStream::FinishCall(const grpc::Status& status) {
   finish_called_ = true;
-  RecordServedCall(state_, rpc_, caller_, request_id_, status,
-                   finished_ ? std::span<const engine::Event>(&*finished_, 1)
-                             : std::span<const engine::Event>());
-  // The slot is free once the call's outcome is decided: a client that opens a new stream as
-  // soon as it reads this status must find it free (gRPC's OnDone and this object's deletion
+  // An error or a failed write ends the call with choices still running.
+  CancelUnfinished();
+  ReleaseIds();
+  // The choices' finish events, in choice order, for the usage and the log (moved: the call is
+  // over).
+  std::vector<engine::Event> finished;
+  for (Choice& choice : choices_) {
+    if (choice.finished) finished.push_back(*std::move(choice.finished));
+  }
+  RecordServedCall(state_, rpc_, caller_, request_id_, status, finished);
+  // The slots are free once the call's outcome is decided: a client that opens a new stream as
+  // soon as it reads this status must find them free (gRPC's OnDone and this object's deletion
   // come later).
-  state_.ReleaseStream();
+  state_.ReleaseStream(static_cast<int64_t>(choices_.size()));
   Finish(status);
 }
 

@@ -16,9 +16,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/request_stream.h"
 #include "grpcpp/grpcpp.h"
+#include "server/grpc/admission.h"
 #include "server/grpc/chat_tool_calls.h"
 #include "server/grpc/service_state.h"
 #include "tandem/v1/tandem.grpc.pb.h"
@@ -37,13 +39,13 @@ struct StreamSignals {
 
 class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // The request is already in the engine as `stream`, with `request_id` reserved for `caller`
-  // and one stream slot acquired in `state`; the destructor gives both back. `rpc` names the
-  // method for metrics and logs. `context` is the call's (valid until OnDone). `tool_calls`
-  // (null unless a Chat's calls are parsed) moves the answer's calls out of its text.
+  // The request is already in the engine as `choices` (one, or SamplingParams.n of them), each
+  // with its request id reserved for `caller` (choice 0's is the call's) and a stream slot
+  // acquired in `state`; the destructor gives them back. `rpc` names the method for metrics and
+  // logs. `context` is the call's (valid until OnDone). `tool_calls` (null unless a Chat's calls
+  // are parsed) moves the answer's calls out of its text; each choice reads its own copy.
   GenerateStream(ServiceState& state, StreamPump& pump, grpc::CallbackServerContext* context,
-                 const char* rpc, std::string caller, std::string request_id,
-                 std::shared_ptr<engine::RequestStream> stream,
+                 const char* rpc, std::string caller, std::vector<SubmittedChoice> choices,
                  std::unique_ptr<ChatToolCalls> tool_calls = nullptr);
   ~GenerateStream() override;
 
@@ -60,12 +62,31 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void OnDone() override;
 
  private:
-  void ReleaseId();
+  // One choice's request and where its answer stands (pump thread only, but for `stream`).
+  struct Choice {
+    std::string request_id;  // reserved for the caller while the choice runs
+    std::shared_ptr<engine::RequestStream> stream;
+    std::unique_ptr<ChatToolCalls> tool_calls;
+    std::optional<engine::Event> pending_finished;  // read while a chunk was being built
+    std::optional<engine::Event> finished;          // the finish event, once converted
+    int32_t last_token = -1;
+    double last_token_seconds = -1;  // engine time of its latest token, for inter-token gaps
+    bool id_released = false;
+  };
+
+  void ReleaseId(Choice& choice);
+  void ReleaseIds();
+  // Cancels the engine requests of the choices that have not finished.
+  void CancelUnfinished();
   // The call's deadline has passed (or is about to): a cancellation now is the deadline's.
   bool DeadlinePassed() const;
-  // Reads the events waiting in the engine's stream into response_'s chunk; returns the finish
-  // event if it came.
-  std::optional<engine::Event> TakeEvents(v1::Chunk** chunk);
+  // Builds response_ from what choice `index` has waiting; false when it has nothing.
+  bool TakeMessage(size_t index);
+  // Reads the events waiting in the choice's engine stream into response_'s chunk; returns the
+  // finish event if it came.
+  std::optional<engine::Event> TakeEvents(Choice& choice, v1::Chunk** chunk);
+  // Converts choice `index`'s finish event into response_ and settles what it means for the call.
+  void Complete(size_t index, engine::Event finished);
   // Ends the call with `status` (once) and records it.
   void FinishCall(const grpc::Status& status);
 
@@ -74,26 +95,23 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   grpc::CallbackServerContext* const context_;
   const char* const rpc_;
   const std::string caller_;
-  const std::string peer_;  // the connection, for the reset-flood guard
-  const std::string request_id_;
+  const std::string peer_;        // the connection, for the reset-flood guard
+  const std::string request_id_;  // the call's: choice 0's
   const std::chrono::system_clock::time_point deadline_;  // the call's, to tell it from a cancel
-  std::shared_ptr<engine::RequestStream> stream_;
+  std::vector<Choice> choices_;
   // Pump thread only.
-  std::unique_ptr<ChatToolCalls> tool_calls_;
+  size_t next_choice_ = 0;  // the first asked for a message (round robin, so none starves)
+  size_t completed_ = 0;    // choices whose finish event has been converted
+  size_t abortable_ = 0;    // the choice the call's request_id stands for in Abort
   v1::GenerateResponse response_;
   grpc::ByteBuffer wire_response_;  // response_ serialized, while its write is pending
   std::chrono::steady_clock::time_point write_started_;
   bool stalled_ = false;  // cancelled by the pump because the client stopped reading
-  std::atomic<bool> server_cancelled_{false};      // the same, for OnCancel on gRPC's thread
-  std::optional<engine::Event> pending_finished_;  // read while a chunk was being built
-  std::optional<engine::Event> finished_;          // the finish event, once converted
-  int32_t last_token_ = -1;
-  double last_token_seconds_ = -1;  // engine time of the latest token, for inter-token gaps
+  std::atomic<bool> server_cancelled_{false};  // the same, for OnCancel on gRPC's thread
   bool write_in_flight_ = false;
   bool final_written_ = false;
   bool finish_called_ = false;
   bool cancelled_ = false;
-  bool id_released_ = false;
   grpc::Status final_status_;
 };
 

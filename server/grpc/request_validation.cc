@@ -218,6 +218,16 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, const ValidationContex
     out->prompt_logprobs = p.prompt_logprobs();
   }
 
+  if (p.n() < 1 || p.n() > engine::kMaxChoices) {
+    return Invalid("sampling.n",
+                   absl::StrCat("must be in [1, ", engine::kMaxChoices, "], got ", p.n()));
+  }
+  if (p.n() > context.limits.max_concurrent_streams) {
+    return Invalid("sampling.n", absl::StrCat("each choice takes one of the server's ",
+                                              context.limits.max_concurrent_streams,
+                                              " concurrent streams, so it can never run ", p.n()));
+  }
+
   // Scoring a prompt may generate nothing.
   const int32_t min_new = out->prompt_logprobs ? 0 : 1;
   const int32_t max_new = p.has_max_new_tokens() ? p.max_new_tokens() : 16;

@@ -82,7 +82,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Stream(
   std::unique_ptr<ChatToolCalls> tool_calls;
   absl::StatusOr<engine::Request> built = build(request, &tool_calls);
   return Start(rpc, context, *caller, request.request_id(), std::move(built),
-               std::move(tool_calls));
+               request.sampling().n(), std::move(tool_calls));
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Generate(
@@ -105,29 +105,29 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Chat(
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
     const char* rpc, grpc::CallbackServerContext* context, const std::string& caller,
-    std::string request_id, absl::StatusOr<engine::Request> request,
+    std::string request_id, absl::StatusOr<engine::Request> request, int32_t choices,
     std::unique_ptr<ChatToolCalls> tool_calls) {
   if (!request.ok()) {
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(request.status()));
   }
-  if (absl::Status slot = TakeStreamSlot(state_); !slot.ok()) {
+  if (absl::Status slot = TakeStreamSlot(state_, choices); !slot.ok()) {
     if (grpc::Status flood = CheckResetFlood(*context, /*has_message=*/true); !flood.ok()) {
       return new AbandonedStream(state_, rpc, flood);
     }
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(slot));
   }
-  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
-      SubmitForCaller(state_, caller, &request_id, *std::move(request));
-  if (!stream.ok()) {
-    return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(stream.status()));
+  absl::StatusOr<std::vector<SubmittedChoice>> submitted =
+      SubmitChoicesForCaller(state_, caller, request_id, *std::move(request), choices);
+  if (!submitted.ok()) {
+    return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(submitted.status()));
   }
   LogLine(LogLevel::kDebug, "request started")
       .Field("rpc", rpc)
-      .Field("request_id", request_id)
+      .Field("request_id", submitted->front().request_id)
       .Field("caller", caller)
       .Field("peer", context->peer());
-  auto* reactor = new GenerateStream(state_, pump_, context, rpc, caller, std::move(request_id),
-                                     *std::move(stream), std::move(tool_calls));
+  auto* reactor = new GenerateStream(state_, pump_, context, rpc, caller, *std::move(submitted),
+                                     std::move(tool_calls));
   pump_.Add(reactor);
   return reactor;
 }

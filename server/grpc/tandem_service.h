@@ -66,13 +66,12 @@ class TandemService final : public RawTandemService {
                                                      grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* wire_request,
                                                      Build build);
-  // Admits a built request (or its refusal) into the engine and returns the call's reactor.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(const char* rpc,
-                                                    grpc::CallbackServerContext* context,
-                                                    const std::string& caller,
-                                                    std::string request_id,
-                                                    absl::StatusOr<engine::Request> request,
-                                                    std::unique_ptr<ChatToolCalls> tool_calls);
+  // Admits a built request (or its refusal) into the engine as `choices` choices
+  // (SamplingParams.n, validated with the request) and returns the call's reactor.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(
+      const char* rpc, grpc::CallbackServerContext* context, const std::string& caller,
+      std::string request_id, absl::StatusOr<engine::Request> request, int32_t choices,
+      std::unique_ptr<ChatToolCalls> tool_calls);
 
   ServiceState& state_;
   StreamPump& pump_;

@@ -1,0 +1,321 @@
+// Several choices of one prompt over gRPC (SamplingParams.n): each message names its choice,
+// each choice is what a lone call with its seed says and ends with its own Complete, every choice
+// takes a stream slot, and Abort, a client's cancel or a Chat's tool calls treat the call's
+// choices as one call.
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "gtest/gtest.h"
+#include "tests/server/grpc/grpc_test_util.h"
+
+namespace tandem::server {
+namespace {
+
+using testing::Client;
+using testing::Eventually;
+using testing::GreedyIds;
+using testing::LoadServedFixture;
+using testing::SmallServerConfig;
+using testing::StreamResult;
+using testing::Tokens;
+
+// A call's messages, sorted by choice.
+struct ChoicesResult {
+  std::vector<StreamResult> choices;
+  int messages_without_index = 0;
+  int completes_out_of_order = 0;  // a message for a choice after its Complete
+  grpc::Status status;
+};
+
+ChoicesResult ReadChoices(grpc::ClientReader<v1::GenerateResponse>& reader, size_t n,
+                          const std::function<void(const v1::GenerateResponse&)>& on_message = {}) {
+  ChoicesResult out;
+  out.choices.resize(n);
+  v1::GenerateResponse response;
+  while (reader.Read(&response)) {
+    if (!response.has_index()) ++out.messages_without_index;
+    const size_t index = static_cast<size_t>(response.index());
+    EXPECT_LT(index, n);
+    if (index >= n) continue;
+    StreamResult& choice = out.choices[index];
+    if (choice.has_complete) ++out.completes_out_of_order;
+    choice.request_id = response.request_id();
+    if (response.has_chunk()) {
+      ++choice.chunks;
+      const v1::Chunk& chunk = response.chunk();
+      choice.tokens.insert(choice.tokens.end(), chunk.token_ids().begin(), chunk.token_ids().end());
+      choice.text += chunk.text();
+      for (const auto& lp : chunk.logprobs()) choice.logprobs.push_back(lp);
+      if (chunk.prompt_logprobs_size() > 0) {
+        choice.prompt_logprobs.assign(chunk.prompt_logprobs().begin(),
+                                      chunk.prompt_logprobs().end());
+      }
+      for (const auto& call : chunk.tool_calls()) choice.tool_calls.push_back(call);
+    } else if (response.has_complete()) {
+      choice.has_complete = true;
+      choice.complete = response.complete();
+      choice.text += response.complete().text();
+      for (const auto& call : response.complete().tool_calls()) choice.tool_calls.push_back(call);
+    } else if (response.has_error()) {
+      choice.has_error = true;
+      choice.error = response.error();
+    }
+    if (on_message) on_message(response);
+  }
+  out.status = reader.Finish();
+  return out;
+}
+
+bool SameLogprobs(const std::vector<v1::TokenLogprobs>& a,
+                  const std::vector<v1::TokenLogprobs>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].SerializeAsString() != b[i].SerializeAsString()) return false;
+  }
+  return true;
+}
+
+// The same tokens with logprobs within rounding: a choice that restored the prompt attends to it
+// with Hydragen (on by default), which sums in another order than a lone prefill.
+::testing::AssertionResult NearLogprobs(const std::vector<v1::TokenLogprobs>& a,
+                                        const std::vector<v1::TokenLogprobs>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " vs " << b.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].token_id() != b[i].token_id() || std::abs(a[i].logprob() - b[i].logprob()) > 1e-4f ||
+        a[i].top_size() != b[i].top_size()) {
+      return ::testing::AssertionFailure() << "entry " << i << ": " << a[i].ShortDebugString()
+                                           << " vs " << b[i].ShortDebugString();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class ChoicesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = LoadServedFixture().release();
+    ASSERT_NE(model_, nullptr);
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  void Start(ServerConfig config = SmallServerConfig()) {
+    auto server = GrpcServer::Start(*model_, config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = std::make_unique<Client>(server_->port());
+  }
+  void SetUp() override { Start(); }
+
+  ChoicesResult Generate(const v1::GenerateRequest& request) {
+    grpc::ClientContext context;
+    auto reader = client_->stub().Generate(&context, request);
+    return ReadChoices(*reader, static_cast<size_t>(request.sampling().n()));
+  }
+  int32_t vocab() const { return model_->model->config().vocab_size; }
+
+  // Sampled with logprobs: choices differ, and their scores are compared too.
+  v1::GenerateRequest Sampled(int32_t n, int32_t max_new_tokens = 10) {
+    v1::GenerateRequest request = GreedyIds(Tokens(30, 5, vocab()), max_new_tokens);
+    request.mutable_sampling()->set_temperature(1.3f);
+    request.mutable_sampling()->set_seed(77);
+    request.mutable_sampling()->set_top_logprobs(2);
+    request.mutable_sampling()->set_n(n);
+    return request;
+  }
+
+  static ServedModel* model_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<Client> client_;
+};
+
+ServedModel* ChoicesTest::model_ = nullptr;
+
+TEST_F(ChoicesTest, EachChoiceIsALoneCallWithItsSeed) {
+  v1::GenerateRequest request = Sampled(3);
+  request.set_request_id("three");
+  const ChoicesResult got = Generate(request);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  EXPECT_EQ(got.messages_without_index, 0);
+  EXPECT_EQ(got.completes_out_of_order, 0);
+  std::vector<std::vector<int32_t>> outputs;
+  for (int32_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const StreamResult& choice = got.choices[i];
+    EXPECT_EQ(choice.request_id, "three");
+    ASSERT_TRUE(choice.has_complete);
+    EXPECT_EQ(choice.complete.finish_reason(), v1::LENGTH);
+    EXPECT_EQ(choice.tokens.size(), 10u);
+    EXPECT_EQ(choice.complete.usage().prompt_tokens(), 30);
+    EXPECT_EQ(choice.complete.usage().completion_tokens(), 10);
+    // The same as a lone call seeded as this choice is (choice 0: the request's own seed).
+    v1::GenerateRequest lone = Sampled(1);
+    lone.mutable_sampling()->set_seed(engine::ChoiceSeed(77, i));
+    const StreamResult alone = client_->Generate(lone);
+    ASSERT_TRUE(alone.status.ok()) << alone.status.error_message();
+    EXPECT_EQ(choice.tokens, alone.tokens);
+    EXPECT_EQ(choice.text, alone.text);
+    EXPECT_TRUE(NearLogprobs(choice.logprobs, alone.logprobs));
+    outputs.push_back(choice.tokens);
+  }
+  // Sampled with different seeds, they differ.
+  EXPECT_TRUE(outputs[0] != outputs[1] || outputs[1] != outputs[2]);
+  // The first choice prefilled the prompt; the others restored all of it but its last token
+  // (whose logits each choice computes).
+  EXPECT_EQ(got.choices[0].complete.usage().cached_tokens(), 0);
+  EXPECT_EQ(got.choices[1].complete.usage().cached_tokens(), 29);
+  EXPECT_EQ(got.choices[2].complete.usage().cached_tokens(), 29);
+}
+
+TEST_F(ChoicesTest, OneChoiceSendsNoIndex) {
+  v1::GenerateRequest request = Sampled(1);
+  grpc::ClientContext context;
+  auto reader = client_->stub().Generate(&context, request);
+  const ChoicesResult got = ReadChoices(*reader, 1);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  EXPECT_GE(got.messages_without_index, 2);  // every message: a chunk or more, the Complete
+  EXPECT_EQ(got.choices[0].tokens.size(), 10u);
+  request.mutable_sampling()->clear_n();  // the default is 1
+  EXPECT_EQ(client_->Generate(request).tokens, got.choices[0].tokens);
+}
+
+TEST_F(ChoicesTest, EveryChoiceScoresThePrompt) {
+  v1::GenerateRequest request = Sampled(2, 3);
+  request.mutable_sampling()->set_prompt_logprobs(1);
+  const ChoicesResult got = Generate(request);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  v1::GenerateRequest lone = Sampled(1, 3);
+  lone.mutable_sampling()->set_prompt_logprobs(1);
+  const StreamResult alone = client_->Generate(lone);
+  ASSERT_EQ(alone.prompt_logprobs.size(), 29u);
+  for (const StreamResult& choice : got.choices) {
+    EXPECT_TRUE(SameLogprobs(choice.prompt_logprobs, alone.prompt_logprobs));
+  }
+  // Scoring only: every choice's scores, then its Complete.
+  request.mutable_sampling()->set_max_new_tokens(0);
+  const ChoicesResult scored = Generate(request);
+  ASSERT_TRUE(scored.status.ok()) << scored.status.error_message();
+  for (const StreamResult& choice : scored.choices) {
+    EXPECT_TRUE(choice.tokens.empty());
+    EXPECT_TRUE(SameLogprobs(choice.prompt_logprobs, alone.prompt_logprobs));
+    EXPECT_TRUE(choice.has_complete);
+  }
+}
+
+TEST_F(ChoicesTest, ChatChoicesAreLoneChatsWithTheirSeeds) {
+  v1::ChatRequest chat;
+  v1::ChatMessage* message = chat.add_messages();
+  message->set_role("user");
+  message->set_content("Tell me a story.");
+  chat.mutable_sampling()->set_temperature(1.0f);
+  chat.mutable_sampling()->set_seed(5);
+  chat.mutable_sampling()->set_max_new_tokens(8);
+  chat.mutable_sampling()->set_ignore_eos(true);
+  chat.mutable_sampling()->set_n(2);
+  grpc::ClientContext context;
+  auto reader = client_->stub().Chat(&context, chat);
+  const ChoicesResult got = ReadChoices(*reader, 2);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  for (int32_t i = 0; i < 2; ++i) {
+    v1::ChatRequest lone = chat;
+    lone.mutable_sampling()->set_n(1);
+    lone.mutable_sampling()->set_seed(engine::ChoiceSeed(5, i));
+    const StreamResult alone = client_->Chat(lone);
+    ASSERT_TRUE(alone.status.ok()) << alone.status.error_message();
+    EXPECT_EQ(got.choices[i].tokens, alone.tokens) << i;
+    EXPECT_EQ(got.choices[i].text, alone.text) << i;
+  }
+}
+
+TEST_F(ChoicesTest, BadCountsAreRefusedByName) {
+  for (int32_t n : {0, -1, 65}) {
+    SCOPED_TRACE(n);
+    v1::GenerateRequest request = Sampled(n);
+    grpc::ClientContext context;
+    auto reader = client_->stub().Generate(&context, request);
+    const ChoicesResult got = ReadChoices(*reader, 1);
+    EXPECT_EQ(got.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(got.status.error_message(),
+              "sampling.n: must be in [1, 64], got " + std::to_string(n));
+  }
+}
+
+// Each choice takes one of the server's stream slots: more than it has can never run (the
+// client's error); more than are free now is RESOURCE_EXHAUSTED; all come back afterwards.
+TEST_F(ChoicesTest, ChoicesTakeAStreamSlotEach) {
+  ServerConfig config = SmallServerConfig();
+  config.limits.max_concurrent_streams = 3;
+  Start(config);
+  const ChoicesResult never = Generate(Sampled(4));
+  EXPECT_EQ(never.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(never.status.error_message(),
+            "sampling.n: each choice takes one of the server's 3 concurrent streams, so it can "
+            "never run 4");
+
+  // Two slots held by a long call of two choices.
+  v1::GenerateRequest held = Sampled(2, 4000);
+  grpc::ClientContext context;
+  auto reader = client_->stub().Generate(&context, held);
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  const ChoicesResult busy = Generate(Sampled(2));
+  EXPECT_EQ(busy.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(busy.status.error_message().find("each of the 2 choices takes one"), std::string::npos)
+      << busy.status.error_message();
+  const ChoicesResult one = Generate(Sampled(1));
+  EXPECT_TRUE(one.status.ok()) << one.status.error_message();
+  // The client hangs up: every choice stops and frees its slot and its memory.
+  context.TryCancel();
+  const ChoicesResult cancelled = ReadChoices(*reader, 2);
+  EXPECT_EQ(cancelled.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(Eventually([&] {
+    const v1::ServerInfo info = client_->ServerInfo();
+    return info.active_streams() == 0 && info.running_requests() == 0 &&
+           info.waiting_requests() == 0;
+  }));
+  for (int i = 0; i < 3; ++i) {
+    const ChoicesResult again = Generate(Sampled(3, 2));
+    ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  }
+}
+
+// Abort of the call's id stops every choice, each ending with ABORTED.
+TEST_F(ChoicesTest, AbortStopsEveryChoice) {
+  v1::GenerateRequest request = Sampled(3, 4000);
+  request.set_request_id("abort-choices");
+  grpc::ClientContext context;
+  auto reader = client_->stub().Generate(&context, request);
+  bool aborted = false;
+  const ChoicesResult got = ReadChoices(*reader, 3, [&](const v1::GenerateResponse&) {
+    if (aborted) return;
+    aborted = true;
+    grpc::ClientContext abort_context;
+    v1::AbortRequest abort;
+    abort.set_request_id("abort-choices");
+    v1::AbortResponse answer;
+    ASSERT_TRUE(client_->stub().Abort(&abort_context, abort, &answer).ok());
+    EXPECT_TRUE(answer.aborted());
+  });
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  for (const StreamResult& choice : got.choices) {
+    ASSERT_TRUE(choice.has_complete);
+    EXPECT_EQ(choice.complete.finish_reason(), v1::ABORTED);
+    EXPECT_LT(choice.tokens.size(), 4000u);
+  }
+  // The call is over: its id is free, and nothing runs.
+  grpc::ClientContext abort_context;
+  v1::AbortRequest abort;
+  abort.set_request_id("abort-choices");
+  v1::AbortResponse answer;
+  ASSERT_TRUE(client_->stub().Abort(&abort_context, abort, &answer).ok());
+  EXPECT_FALSE(answer.aborted());
+  EXPECT_TRUE(Eventually([&] { return client_->ServerInfo().running_requests() == 0; }));
+}
+
+}  // namespace
+}  // namespace tandem::server
