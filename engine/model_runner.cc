@@ -41,9 +41,15 @@ ModelRunner::~ModelRunner() {
 }
 
 absl::StatusOr<float*> ModelRunner::BackendLogits(size_t rows) {
-  if (logits_.size() < rows * vocab_) logits_.resize(rows * vocab_);  // grows, then stays
-  if (tokens_.size() < rows) tokens_.resize(rows);
-  if (sampled_.size() < rows) sampled_.resize(rows);
+  try {
+    if (logits_.size() < rows * vocab_) logits_.resize(rows * vocab_);  // grows, then stays
+    if (tokens_.size() < rows) tokens_.resize(rows);
+    if (sampled_.size() < rows) sampled_.resize(rows);
+  } catch (const std::bad_alloc&) {
+    // A pass asking for more rows than the host can hold is refused, not the process's end.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no host memory for ", rows, " rows of logits of ", vocab_, " floats"));
+  }
   if (ops_->activations_on_host()) return logits_.data();
   if (device_logits_rows_ < rows) {
     if (device_logits_ != nullptr) ops_->activation_memory().Release(device_logits_);

@@ -15,45 +15,36 @@ absl::Status TakeStreamSlot(ServiceState& state, int32_t n) {
                    n > 1 ? absl::StrCat(n, " choices takes one") : "", ")"));
 }
 
-absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceState& state,
-                                                                       const std::string& caller,
-                                                                       std::string* request_id,
-                                                                       engine::Request request) {
-  // A copy: a refused call's record still names the id it asked for.
-  TANDEM_ASSIGN_OR_RETURN(
-      std::vector<SubmittedChoice> submitted,
-      SubmitChoicesForCaller(state, caller, *request_id, std::move(request), 1));
-  *request_id = std::move(submitted.front().request_id);
-  return std::move(submitted.front().stream);
-}
-
 absl::StatusOr<std::vector<SubmittedChoice>> SubmitChoicesForCaller(ServiceState& state,
                                                                     const std::string& caller,
                                                                     std::string request_id,
                                                                     engine::Request request,
-                                                                    int32_t n) {
-  std::vector<SubmittedChoice> choices;
+                                                                    int32_t n, ChoiceIds ids) {
+  std::vector<std::string> reserved;
   // Gives back the slots and the ids reserved so far.
   auto refuse = [&](absl::Status status) {
-    for (const SubmittedChoice& choice : choices) state.ReleaseId(caller, choice.request_id);
+    for (const std::string& id : reserved) state.ReleaseId(caller, id);
     state.ReleaseStream(n);
     return status;
   };
-  for (int32_t i = 0; i < n; ++i) {
+  const int32_t distinct = ids == ChoiceIds::kOneEach ? n : 1;
+  for (int32_t i = 0; i < distinct; ++i) {
     std::string id = i == 0 ? std::move(request_id) : std::string();
     if (!state.ReserveId(caller, &id)) {
       return refuse(absl::AlreadyExistsError(
           absl::StrCat("request_id: '", id, "' is used by another live request of yours")));
     }
-    choices.push_back({std::move(id), nullptr});
+    reserved.push_back(std::move(id));
   }
-  request.client_id = choices.front().request_id;
+  request.client_id = reserved.front();
   absl::StatusOr<std::vector<std::shared_ptr<engine::RequestStream>>> streams =
       state.engine().SubmitChoices(std::move(request), n);
   if (!streams.ok()) return refuse(streams.status());
+  std::vector<SubmittedChoice> choices;
   for (int32_t i = 0; i < n; ++i) {
-    choices[i].stream = std::move((*streams)[i]);
-    state.BindId(caller, choices[i].request_id, choices[i].stream->id());
+    const std::string& id = reserved[static_cast<size_t>(i % distinct)];
+    choices.push_back({id, std::move((*streams)[i])});
+    state.BindId(caller, id, choices.back().stream->id());
   }
   return choices;
 }

@@ -19,29 +19,34 @@ namespace tandem::server {
 // `n` stream slots (ServiceState::AcquireStream), or RESOURCE_EXHAUSTED naming the limit.
 absl::Status TakeStreamSlot(ServiceState& state, int32_t n = 1);
 
-// For a caller holding a stream slot (TakeStreamSlot): reserves `*request_id` for `caller` (an
-// empty one gets a fresh id, written back) and submits `request` under it; the id stays
-// reserved, bound to the engine's id, and the slot stays taken, until the caller releases them
-// (ServiceState::ReleaseId, ReleaseStream). ALREADY_EXISTS for an id a live request of the
-// caller uses, or the engine's refusal: then the slot is given back and nothing stays reserved.
-absl::StatusOr<std::shared_ptr<engine::RequestStream>> SubmitForCaller(ServiceState& state,
-                                                                       const std::string& caller,
-                                                                       std::string* request_id,
-                                                                       engine::Request request);
-
-// One choice of several (engine::Engine::SubmitChoices): its request id and its stream.
+// One choice of several (engine::Engine::SubmitChoices): the request id it stands under and its
+// stream.
 struct SubmittedChoice {
   std::string request_id;
   std::shared_ptr<engine::RequestStream> stream;
 };
-// SubmitForCaller for `n` choices of one request, for a caller holding n stream slots: choice 0
-// gets `request_id` (an empty one: a fresh id), the others fresh ids, each reserved and bound
-// as SubmitForCaller's is. On a refusal all n slots are given back and nothing stays reserved.
+
+// How a call's choices stand in the caller's namespace of request ids.
+enum class ChoiceIds {
+  // One id, the call's, for every choice (a gRPC call): Abort of it cancels them all, and it is
+  // released once, when the call ends.
+  kOneForAll,
+  // An id of its own for each choice (an HTTP call's, whose ids nobody aborts), released as each
+  // choice finishes.
+  kOneEach,
+};
+
+// For a caller holding `n` stream slots (TakeStreamSlot): reserves `request_id` (an empty one gets
+// a fresh id; with kOneEach, the other choices get fresh ones) for `caller` and submits `n`
+// choices of `request` under it, each bound to its id. The ids stay reserved and the slots taken
+// until the caller releases them (ServiceState::ReleaseId, ReleaseStream). ALREADY_EXISTS for an
+// id a live request of the caller uses, or the engine's refusal: then all n slots are given back
+// and nothing stays reserved.
 absl::StatusOr<std::vector<SubmittedChoice>> SubmitChoicesForCaller(ServiceState& state,
                                                                     const std::string& caller,
                                                                     std::string request_id,
                                                                     engine::Request request,
-                                                                    int32_t n);
+                                                                    int32_t n, ChoiceIds ids);
 
 }  // namespace tandem::server
 

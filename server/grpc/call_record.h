@@ -21,9 +21,9 @@ void RecordRefusedCall(ServiceState& state, const char* rpc, const std::string& 
 // counted by its code, not logged (a flood of them must not flood the logs).
 void RecordAbandonedCall(ServiceState& state, const char* rpc, const grpc::Status& status);
 // A call whose request ran in the engine. `finished`: the engine's finish events that were read,
-// one per choice (OpenAI's n; one for a gRPC call), in choice order; empty when the call ended
-// before any was (the client cancelled or its deadline passed). Each is observed in the
-// latency histograms; the log line gives the first choice's, with the tokens all generated
+// one per choice (`n`), in choice order; empty when the call ended before any was (the client
+// cancelled or its deadline passed), and without the choices an error cut short. Each is observed
+// in the latency histograms; the log line gives the first choice's, with the tokens all generated
 // (and each prompt's once, for `choices_per_prompt` choices of each of several prompts: 0 is
 // one prompt).
 void RecordServedCall(ServiceState& state, const char* rpc, const std::string& caller,

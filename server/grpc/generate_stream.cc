@@ -27,9 +27,13 @@ GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump,
   choices_.reserve(choices.size());
   for (SubmittedChoice& submitted : choices) {
     Choice& choice = choices_.emplace_back();
-    choice.request_id = std::move(submitted.request_id);
     choice.stream = std::move(submitted.stream);
-    if (tool_calls != nullptr) choice.tool_calls = std::make_unique<ChatToolCalls>(*tool_calls);
+    // Each choice parses its own answer: a fresh copy, the last one the original.
+    if (tool_calls != nullptr) {
+      choice.tool_calls = choices_.size() < choices.size()
+                              ? std::make_unique<ChatToolCalls>(*tool_calls)
+                              : std::move(tool_calls);
+    }
     // Wakes the pump when the engine produces something for this choice (a pump that does not
     // know this stream yet ignores it, and its first Advance reads what is waiting).
     choice.stream->SetPushListener([this] { pump_.Signal(this, {}); });
@@ -42,18 +46,14 @@ GenerateStream::~GenerateStream() {
   // A stream torn down before its requests finished (client gone, server stopping) must not
   // leave them holding engine memory.
   CancelUnfinished();
-  ReleaseIds();
+  ReleaseId();
   if (!finish_called_) state_.ReleaseStream(static_cast<int64_t>(choices_.size()));
 }
 
-void GenerateStream::ReleaseId(Choice& choice) {
-  if (choice.id_released) return;
-  choice.id_released = true;
-  state_.ReleaseId(caller_, choice.request_id);
-}
-
-void GenerateStream::ReleaseIds() {
-  for (Choice& choice : choices_) ReleaseId(choice);
+void GenerateStream::ReleaseId() {
+  if (id_released_) return;
+  id_released_ = true;
+  state_.ReleaseId(caller_, request_id_);
 }
 
 void GenerateStream::CancelUnfinished() {
@@ -111,7 +111,7 @@ void GenerateStream::Advance(const StreamSignals& signals) {
   if (finish_called_ || write_in_flight_) return;
   if (cancelled_) {
     CancelUnfinished();
-    ReleaseIds();
+    ReleaseId();
     // The client sees DEADLINE_EXCEEDED from its own library; record it as such too.
     const bool expired = DeadlinePassed();
     if (stalled_) {
@@ -172,27 +172,17 @@ void GenerateStream::Complete(size_t index, engine::Event finished) {
   if (choice.tool_calls != nullptr && response_.has_complete()) {
     choice.tool_calls->Finish(response_.mutable_complete());
   }
-  const bool cancelled = finished.finish_reason == engine::FinishReason::kCancelled;
   choice.finished = std::move(finished);
   ++completed_;
-  // The request is over: Abort no longer finds it, and the id may be reused. The call's id
-  // stays while any choice runs, standing for one that does, so that Abort still stops the call.
-  if (index != 0) ReleaseId(choice);
-  if (completed_ == choices_.size()) {
-    ReleaseId(choices_.front());
-  } else if (index == abortable_) {
-    while (choices_[abortable_].finished) abortable_ = (abortable_ + 1) % choices_.size();
-    state_.BindId(caller_, request_id_, choices_[abortable_].stream->id());
-  }
   if (!status.ok()) {
     // An error ends the call, whichever choice it came from.
+    ReleaseId();
     final_status_ = status;
     final_written_ = true;
     return;
   }
-  // Abort (or the server stopping) stops every choice, whichever one it reached.
-  if (cancelled) CancelUnfinished();
   if (completed_ == choices_.size()) {
+    ReleaseId();  // the request is over: Abort no longer finds it, the id may be reused
     final_status_ = grpc::Status::OK;
     final_written_ = true;
   }
@@ -224,7 +214,7 @@ void GenerateStream::FinishCall(const grpc::Status& status) {
   finish_called_ = true;
   // An error or a failed write ends the call with choices still running.
   CancelUnfinished();
-  ReleaseIds();
+  ReleaseId();
   // The choices' finish events, in choice order, for the usage and the log (moved: the call is
   // over).
   std::vector<engine::Event> finished;

@@ -39,11 +39,12 @@ struct StreamSignals {
 
 class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // The request is already in the engine as `choices` (one, or SamplingParams.n of them), each
-  // with its request id reserved for `caller` (choice 0's is the call's) and a stream slot
-  // acquired in `state`; the destructor gives them back. `rpc` names the method for metrics and
-  // logs. `context` is the call's (valid until OnDone). `tool_calls` (null unless a Chat's calls
-  // are parsed) moves the answer's calls out of its text; each choice reads its own copy.
+  // The request is already in the engine as `choices` (one, or SamplingParams.n of them), all
+  // under the call's request id, reserved for `caller` (ChoiceIds::kOneForAll), each with a
+  // stream slot acquired in `state`; the destructor gives them back. `rpc` names the method for
+  // metrics and logs. `context` is the call's (valid until OnDone). `tool_calls` (null unless a
+  // Chat's calls are parsed) moves the answer's calls out of its text; each choice reads its own
+  // copy.
   GenerateStream(ServiceState& state, StreamPump& pump, grpc::CallbackServerContext* context,
                  const char* rpc, std::string caller, std::vector<SubmittedChoice> choices,
                  std::unique_ptr<ChatToolCalls> tool_calls = nullptr);
@@ -64,18 +65,16 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  private:
   // One choice's request and where its answer stands (pump thread only, but for `stream`).
   struct Choice {
-    std::string request_id;  // reserved for the caller while the choice runs
     std::shared_ptr<engine::RequestStream> stream;
     std::unique_ptr<ChatToolCalls> tool_calls;
     std::optional<engine::Event> pending_finished;  // read while a chunk was being built
     std::optional<engine::Event> finished;          // the finish event, once converted
     int32_t last_token = -1;
     double last_token_seconds = -1;  // engine time of its latest token, for inter-token gaps
-    bool id_released = false;
   };
 
-  void ReleaseId(Choice& choice);
-  void ReleaseIds();
+  // Frees the call's id: Abort no longer finds it, and it may be reused.
+  void ReleaseId();
   // Cancels the engine requests of the choices that have not finished.
   void CancelUnfinished();
   // The call's deadline has passed (or is about to): a cancellation now is the deadline's.
@@ -96,7 +95,8 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   const char* const rpc_;
   const std::string caller_;
   const std::string peer_;        // the connection, for the reset-flood guard
-  const std::string request_id_;  // the call's: choice 0's
+  const std::string request_id_;  // the call's, all its choices'
+
   const std::chrono::system_clock::time_point deadline_;  // the call's, to tell it from a cancel
   std::vector<Choice> choices_;
   // Pump thread only.
@@ -112,6 +112,7 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool final_written_ = false;
   bool finish_called_ = false;
   bool cancelled_ = false;
+  bool id_released_ = false;
   grpc::Status final_status_;
 };
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "engine/engine.h"
@@ -78,22 +79,25 @@ class ServiceState {
         *request_id = "req-" + std::to_string(next_id_++);
       } while (live_.contains({caller, *request_id}));
     }
-    return live_.emplace(LiveKey{caller, *request_id}, std::nullopt).second;
+    return live_.emplace(LiveKey{caller, *request_id}, std::vector<engine::RequestId>{}).second;
   }
+  // Adds an engine request to a reserved id (a call's choices all stand under its one id); an id
+  // no longer reserved stays free.
   void BindId(const std::string& caller, const std::string& request_id, engine::RequestId id) {
     std::lock_guard<std::mutex> lock(mu_);
-    live_[LiveKey{caller, request_id}] = id;
+    auto it = live_.find(LiveKey{caller, request_id});
+    if (it != live_.end()) it->second.push_back(id);
   }
   void ReleaseId(const std::string& caller, const std::string& request_id) {
     std::lock_guard<std::mutex> lock(mu_);
     live_.erase(LiveKey{caller, request_id});
   }
-  // The engine id of one of `caller`'s live requests.
-  std::optional<engine::RequestId> Lookup(const std::string& caller,
-                                          const std::string& request_id) const {
+  // The engine ids of one of `caller`'s live requests (empty when unknown, or not yet submitted).
+  std::vector<engine::RequestId> Lookup(const std::string& caller,
+                                        const std::string& request_id) const {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(LiveKey{caller, request_id});
-    return it == live_.end() ? std::nullopt : it->second;
+    return it == live_.end() ? std::vector<engine::RequestId>{} : it->second;
   }
 
  private:
@@ -110,7 +114,7 @@ class ServiceState {
   std::atomic<int64_t> active_streams_{0};
   mutable std::mutex mu_;
   using LiveKey = std::pair<std::string, std::string>;  // caller, request id
-  absl::flat_hash_map<LiveKey, std::optional<engine::RequestId>> live_;
+  absl::flat_hash_map<LiveKey, std::vector<engine::RequestId>> live_;
   uint64_t next_id_ = 1;
 };
 

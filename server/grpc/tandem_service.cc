@@ -116,8 +116,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
     }
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(slot));
   }
-  absl::StatusOr<std::vector<SubmittedChoice>> submitted =
-      SubmitChoicesForCaller(state_, caller, request_id, *std::move(request), choices);
+  absl::StatusOr<std::vector<SubmittedChoice>> submitted = SubmitChoicesForCaller(
+      state_, caller, request_id, *std::move(request), choices, ChoiceIds::kOneForAll);
   if (!submitted.ok()) {
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(submitted.status()));
   }
@@ -182,8 +182,12 @@ grpc::ServerUnaryReactor* TandemService::Abort(grpc::CallbackServerContext* cont
       [this](const std::string& caller, const v1::AbortRequest& in, v1::AbortResponse* out) {
         if (absl::Status s = ValidateRequestId(in.request_id()); !s.ok()) return s;
         // Only the caller's own requests: another caller's id is as unknown as a made-up one.
-        std::optional<engine::RequestId> id = state_.Lookup(caller, in.request_id());
-        out->set_aborted(id.has_value() && state_.engine().Cancel(*id));
+        // Every choice of the call: aborted when any of them was still running.
+        bool aborted = false;
+        for (engine::RequestId id : state_.Lookup(caller, in.request_id())) {
+          aborted = state_.engine().Cancel(id) || aborted;
+        }
+        out->set_aborted(aborted);
         return absl::OkStatus();
       });
 }

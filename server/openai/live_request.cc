@@ -15,7 +15,7 @@ absl::StatusOr<std::vector<std::unique_ptr<LiveRequest>>> LiveRequest::AdmitChoi
   std::vector<std::unique_ptr<LiveRequest>> live;
   for (size_t r = 0; r < requests.size(); ++r) {
     absl::StatusOr<std::vector<SubmittedChoice>> choices =
-        SubmitChoicesForCaller(state, caller, "", std::move(requests[r]), n);
+        SubmitChoicesForCaller(state, caller, "", std::move(requests[r]), n, ChoiceIds::kOneEach);
     if (!choices.ok()) {
       // That request gave its slots back; the later ones' go too, and `live` cancels the
       // requests submitted before it and frees their slots as it goes.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "engine/sampler.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -272,6 +273,39 @@ TEST_F(ChatToolCallsServerTest, AForcedCallStreamsAsToolCalls) {
   EXPECT_TRUE(automatic.tool_calls.empty());
   EXPECT_EQ(automatic.tokens, none.tokens);
   EXPECT_EQ(automatic.text, none.text);
+}
+
+// Each choice of n parses its own answer: its calls are those of a lone Chat with its seed.
+TEST_F(ChatToolCallsServerTest, EachChoiceParsesItsOwnCalls) {
+  Client client(server_->port());
+  v1::ChatRequest request = WeatherChat(200);
+  request.mutable_tool_choice()->set_mode(v1::ToolChoice::REQUIRED);
+  request.mutable_sampling()->set_temperature(1.0f);
+  request.mutable_sampling()->set_seed(3);
+  request.mutable_sampling()->set_n(3);
+  grpc::ClientContext context;
+  auto reader = client.stub().Chat(&context, request);
+  const testing::ChoicesResult got = testing::ReadChoices(*reader, 3);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  for (int32_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const StreamResult& choice = got.choices[i];
+    EXPECT_EQ(choice.complete.finish_reason(), v1::TOOL_CALLS);
+    ASSERT_FALSE(choice.tool_calls.empty());
+    v1::ChatRequest lone = request;
+    lone.mutable_sampling()->set_n(1);
+    lone.mutable_sampling()->set_seed(engine::ChoiceSeed(3, i));
+    const StreamResult alone = client.Chat(lone);
+    ASSERT_TRUE(alone.status.ok()) << alone.status.error_message();
+    EXPECT_EQ(choice.tokens, alone.tokens);
+    EXPECT_EQ(choice.text, alone.text);
+    ASSERT_EQ(choice.tool_calls.size(), alone.tool_calls.size());
+    for (size_t c = 0; c < choice.tool_calls.size(); ++c) {
+      EXPECT_EQ(choice.tool_calls[c].index(), static_cast<int32_t>(c));  // from 0 in each choice
+      EXPECT_EQ(choice.tool_calls[c].name(), alone.tool_calls[c].name());
+      EXPECT_EQ(choice.tool_calls[c].arguments(), alone.tool_calls[c].arguments());
+    }
+  }
 }
 
 TEST_F(ChatToolCallsServerTest, RefusalsNameTheFieldAndTheFormatIsReported) {

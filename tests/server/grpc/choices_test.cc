@@ -1,7 +1,7 @@
 // Several choices of one prompt over gRPC (SamplingParams.n): each message names its choice,
 // each choice is what a lone call with its seed says and ends with its own Complete, every choice
-// takes a stream slot, and Abort, a client's cancel or a Chat's tool calls treat the call's
-// choices as one call.
+// takes a stream slot, and Abort or a client's cancel treat the call's choices as one call.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -15,60 +15,15 @@
 namespace tandem::server {
 namespace {
 
+using testing::ChoicesResult;
 using testing::Client;
 using testing::Eventually;
 using testing::GreedyIds;
 using testing::LoadServedFixture;
+using testing::ReadChoices;
 using testing::SmallServerConfig;
 using testing::StreamResult;
 using testing::Tokens;
-
-// A call's messages, sorted by choice.
-struct ChoicesResult {
-  std::vector<StreamResult> choices;
-  int messages_without_index = 0;
-  int completes_out_of_order = 0;  // a message for a choice after its Complete
-  grpc::Status status;
-};
-
-ChoicesResult ReadChoices(grpc::ClientReader<v1::GenerateResponse>& reader, size_t n,
-                          const std::function<void(const v1::GenerateResponse&)>& on_message = {}) {
-  ChoicesResult out;
-  out.choices.resize(n);
-  v1::GenerateResponse response;
-  while (reader.Read(&response)) {
-    if (!response.has_index()) ++out.messages_without_index;
-    const size_t index = static_cast<size_t>(response.index());
-    EXPECT_LT(index, n);
-    if (index >= n) continue;
-    StreamResult& choice = out.choices[index];
-    if (choice.has_complete) ++out.completes_out_of_order;
-    choice.request_id = response.request_id();
-    if (response.has_chunk()) {
-      ++choice.chunks;
-      const v1::Chunk& chunk = response.chunk();
-      choice.tokens.insert(choice.tokens.end(), chunk.token_ids().begin(), chunk.token_ids().end());
-      choice.text += chunk.text();
-      for (const auto& lp : chunk.logprobs()) choice.logprobs.push_back(lp);
-      if (chunk.prompt_logprobs_size() > 0) {
-        choice.prompt_logprobs.assign(chunk.prompt_logprobs().begin(),
-                                      chunk.prompt_logprobs().end());
-      }
-      for (const auto& call : chunk.tool_calls()) choice.tool_calls.push_back(call);
-    } else if (response.has_complete()) {
-      choice.has_complete = true;
-      choice.complete = response.complete();
-      choice.text += response.complete().text();
-      for (const auto& call : response.complete().tool_calls()) choice.tool_calls.push_back(call);
-    } else if (response.has_error()) {
-      choice.has_error = true;
-      choice.error = response.error();
-    }
-    if (on_message) on_message(response);
-  }
-  out.status = reader.Finish();
-  return out;
-}
 
 bool SameLogprobs(const std::vector<v1::TokenLogprobs>& a,
                   const std::vector<v1::TokenLogprobs>& b) {
@@ -315,6 +270,78 @@ TEST_F(ChoicesTest, AbortStopsEveryChoice) {
   ASSERT_TRUE(client_->stub().Abort(&abort_context, abort, &answer).ok());
   EXPECT_FALSE(answer.aborted());
   EXPECT_TRUE(Eventually([&] { return client_->ServerInfo().running_requests() == 0; }));
+}
+
+// Abort after the first choice has finished still stops the others: every choice stands under
+// the call's id. A stop token that choice 0 writes early and the others only much later (found
+// in a first run: seeded sampling repeats) ends choice 0 alone.
+TEST_F(ChoicesTest, AbortAfterAChoiceFinishedStopsTheOthers) {
+  int32_t stop = -1;
+  uint64_t seed = 0;
+  for (uint64_t s = 1; s <= 40 && stop < 0; ++s) {
+    v1::GenerateRequest probe = Sampled(3, 300);
+    probe.mutable_sampling()->set_seed(s);
+    const ChoicesResult run = Generate(probe);
+    ASSERT_TRUE(run.status.ok()) << run.status.error_message();
+    const auto first_at = [&](int choice, int32_t token) {
+      const std::vector<int32_t>& t = run.choices[choice].tokens;
+      return std::find(t.begin(), t.end(), token) - t.begin();
+    };
+    for (size_t k = 0; k < 3 && stop < 0; ++k) {
+      const int32_t token = run.choices[0].tokens[k];
+      if (first_at(0, token) == static_cast<ptrdiff_t>(k) && first_at(1, token) >= 200 &&
+          first_at(2, token) >= 200) {
+        stop = token;
+        seed = s;
+      }
+    }
+  }
+  ASSERT_GE(stop, 0) << "no seed gave choice 0 an early token the others lack";
+
+  v1::GenerateRequest request = Sampled(3, 300);
+  request.mutable_sampling()->set_seed(seed);
+  request.mutable_sampling()->add_stop_token_ids(stop);
+  request.set_request_id("first-done");
+  grpc::ClientContext context;
+  auto reader = client_->stub().Generate(&context, request);
+  bool aborted = false;
+  const ChoicesResult got = ReadChoices(*reader, 3, [&](const v1::GenerateResponse& message) {
+    if (aborted || !message.has_complete() || message.index() != 0) return;
+    EXPECT_EQ(message.complete().finish_reason(), v1::STOP);
+    aborted = true;
+    grpc::ClientContext abort_context;
+    v1::AbortRequest abort;
+    abort.set_request_id("first-done");
+    v1::AbortResponse answer;
+    ASSERT_TRUE(client_->stub().Abort(&abort_context, abort, &answer).ok());
+    EXPECT_TRUE(answer.aborted());  // the others were still running
+  });
+  ASSERT_TRUE(aborted);
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  for (int i : {1, 2}) {
+    ASSERT_TRUE(got.choices[i].has_complete) << i;
+    EXPECT_EQ(got.choices[i].complete.finish_reason(), v1::ABORTED) << i;
+    EXPECT_LT(got.choices[i].tokens.size(), 200u) << i;
+  }
+}
+
+// The call's id is reserved once, for all its choices, and nobody else's.
+TEST_F(ChoicesTest, TheCallsIdIsReservedOnce) {
+  v1::GenerateRequest request = Sampled(3, 4000);
+  request.set_request_id("mine");
+  grpc::ClientContext context;
+  auto reader = client_->stub().Generate(&context, request);
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  EXPECT_EQ(first.request_id(), "mine");
+  const ChoicesResult again = Generate(request);
+  EXPECT_EQ(again.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  // An id the server would hand out next is still the client's to take.
+  v1::GenerateRequest other = Sampled(1, 2);
+  other.set_request_id("req-2");
+  EXPECT_TRUE(client_->Generate(other).status.ok());
+  context.TryCancel();
+  EXPECT_EQ(ReadChoices(*reader, 3).status.error_code(), grpc::StatusCode::CANCELLED);
 }
 
 }  // namespace

@@ -104,6 +104,55 @@ inline StreamResult ReadStream(grpc::ClientReader<v1::GenerateResponse>& reader,
   return out;
 }
 
+// A call's messages, sorted by choice (SamplingParams.n). `on_message` (optional) runs after
+// each message.
+struct ChoicesResult {
+  std::vector<StreamResult> choices;
+  int messages_without_index = 0;
+  int completes_out_of_order = 0;  // a message for a choice after its Complete
+  grpc::Status status;
+};
+
+inline ChoicesResult ReadChoices(
+    grpc::ClientReader<v1::GenerateResponse>& reader, size_t n,
+    const std::function<void(const v1::GenerateResponse&)>& on_message = {}) {
+  ChoicesResult out;
+  out.choices.resize(n);
+  v1::GenerateResponse response;
+  while (reader.Read(&response)) {
+    if (!response.has_index()) ++out.messages_without_index;
+    const size_t index = static_cast<size_t>(response.index());
+    EXPECT_LT(index, n);
+    if (index >= n) continue;
+    StreamResult& choice = out.choices[index];
+    if (choice.has_complete) ++out.completes_out_of_order;
+    choice.request_id = response.request_id();
+    if (response.has_chunk()) {
+      ++choice.chunks;
+      const v1::Chunk& chunk = response.chunk();
+      choice.tokens.insert(choice.tokens.end(), chunk.token_ids().begin(), chunk.token_ids().end());
+      choice.text += chunk.text();
+      for (const auto& lp : chunk.logprobs()) choice.logprobs.push_back(lp);
+      if (chunk.prompt_logprobs_size() > 0) {
+        choice.prompt_logprobs.assign(chunk.prompt_logprobs().begin(),
+                                      chunk.prompt_logprobs().end());
+      }
+      for (const auto& call : chunk.tool_calls()) choice.tool_calls.push_back(call);
+    } else if (response.has_complete()) {
+      choice.has_complete = true;
+      choice.complete = response.complete();
+      choice.text += response.complete().text();
+      for (const auto& call : response.complete().tool_calls()) choice.tool_calls.push_back(call);
+    } else if (response.has_error()) {
+      choice.has_error = true;
+      choice.error = response.error();
+    }
+    if (on_message) on_message(response);
+  }
+  out.status = reader.Finish();
+  return out;
+}
+
 class Client {
  public:
   explicit Client(int port)
