@@ -83,6 +83,22 @@ class TandemClient:
         return self._read(self.stub.Chat(request, metadata=self.metadata, timeout=timeout),
                           on_text)
 
+    def choices(self, prompt, sampling, n, timeout=600):
+        """Generates `n` continuations of `prompt` (text) in one call (SamplingParams.n): the
+        prompt is prefilled once. Messages of the choices interleave, each naming its `index`;
+        returns [(text, Complete)] in choice order."""
+        sampling.n = n
+        request = self.pb.GenerateRequest(text=prompt, sampling=sampling)
+        texts, completes = [""] * n, [None] * n
+        for response in self.stub.Generate(request, metadata=self.metadata, timeout=timeout):
+            kind = response.WhichOneof("response")
+            if kind == "chunk":
+                texts[response.index] += response.chunk.text
+            elif kind == "complete":
+                texts[response.index] += response.complete.text
+                completes[response.index] = response.complete
+        return list(zip(texts, completes))
+
     @staticmethod
     def _read(stream, on_text):
         text, chunks, complete = "", 0, None

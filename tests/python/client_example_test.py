@@ -139,6 +139,19 @@ class ExampleClientTest(unittest.TestCase):
         self.assertGreater(follow_up.usage.prompt_tokens, complete.usage.prompt_tokens)
         self.assertGreater(follow_up.usage.cached_tokens, 0)
 
+    def test_choices_come_apart_by_index(self):
+        sampling = self.client.sampling(6, temperature=1.0, seed=11, ignore_eos=True)
+        choices = self.client.choices("Once upon a time", sampling, 3)
+        self.assertEqual(len(choices), 3)
+        for text, complete in choices:
+            self.assertIsNotNone(complete)
+            self.assertEqual(complete.usage.completion_tokens, 6)
+            self.assertEqual(complete.finish_reason, self.pb.LENGTH)
+        # Choice 0 samples with the request's own seed: a lone call's text.
+        lone, _, _ = self.client.generate(
+            "Once upon a time", self.client.sampling(6, temperature=1.0, seed=11, ignore_eos=True))
+        self.assertEqual(choices[0][0], lone)
+
     def test_bad_request_is_invalid_argument(self):
         sampling = self.client.sampling(4, temperature=0)
         sampling.top_p = 1.5
