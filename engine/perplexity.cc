@@ -5,8 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "engine/model_runner.h"
-#include "engine/sequence_memory.h"
+#include "engine/scored_windows.h"
 #include "kernels/logprobs.h"
 #include "models/status_macros.h"
 
@@ -15,15 +14,7 @@ namespace {
 
 constexpr int32_t kMaxBatch = 1024;
 
-// A window being scored: its tokens (prefix, then text) and how many have been run.
-struct LiveWindow {
-  std::vector<int32_t> tokens;
-  SequenceMemory memory;
-  int64_t fed = 0;
-  WindowScore score;
-};
-
-void Add(PerplexityResult& result, const WindowScore& window, double square_sum) {
+void AddWindow(PerplexityResult& result, const WindowScore& window, double square_sum) {
   result.windows.push_back(window);
   result.scored_tokens += window.scored_tokens;
   result.nll_sum += window.nll_sum;
@@ -96,110 +87,67 @@ absl::StatusOr<PerplexityWindows> PlanPerplexityWindows(int64_t text_tokens,
   return plan;
 }
 
+PerplexityTally::PerplexityTally(const PerplexityWindows& plan, const PerplexityOptions& options,
+                                 int64_t text_tokens)
+    : prefix_(static_cast<int64_t>(options.prefix.size())),
+      windows_(static_cast<size_t>(plan.count)),
+      square_sums_(windows_.size(), 0.0) {
+  result_.context = plan.context;
+  result_.score_from = plan.score_from;
+  const int64_t text_per_window = plan.context - prefix_;
+  for (size_t w = 0; w < windows_.size(); ++w) {
+    windows_[w].begin = static_cast<int64_t>(w) * text_per_window;
+    windows_[w].text_tokens = std::min(text_per_window, text_tokens - windows_[w].begin);
+  }
+}
+
+absl::Status PerplexityTally::Add(int64_t window, int64_t position, int32_t token,
+                                  std::span<const float> logits) {
+  const float logprob = kernels::ComputeLogprobs(logits, token, {});
+  WindowScore& score = windows_[static_cast<size_t>(window)];
+  if (!std::isfinite(logprob)) {
+    return absl::InternalError(absl::StrCat(
+        "window ", window, ": the log-probability of text token ", score.begin + position - prefix_,
+        " (id ", token, ") is ", logprob, "; the model's logits are not finite"));
+  }
+  score.scored_tokens += 1;
+  score.nll_sum -= logprob;
+  square_sums_[static_cast<size_t>(window)] += static_cast<double>(logprob) * logprob;
+  return absl::OkStatus();
+}
+
+void PerplexityTally::CompleteWindows(int64_t windows_done, int64_t tokens_run) {
+  for (; added_ < windows_done; ++added_) {
+    AddWindow(result_, windows_[static_cast<size_t>(added_)],
+              square_sums_[static_cast<size_t>(added_)]);
+  }
+  result_.tokens_run = tokens_run;
+}
+
 absl::StatusOr<PerplexityResult> MeasurePerplexity(const models::Model& model, kernels::Ops& ops,
                                                    cache::BlockAllocator& allocator,
                                                    std::span<const int32_t> text,
                                                    const PerplexityOptions& options,
                                                    const PerplexityProgress& progress) {
   const int32_t vocab = model.config().vocab_size;
-  for (std::span<const int32_t> ids : {std::span<const int32_t>(options.prefix), text}) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= vocab) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(ids.data() == text.data() ? "text" : "prefix", " token ", i, " is ",
-                         ids[i], ", outside the vocabulary [0, ", vocab, ")"));
-      }
-    }
-  }
+  TANDEM_RETURN_IF_ERROR(CheckScoringInput(text, options.prefix, vocab));
   TANDEM_ASSIGN_OR_RETURN(const PerplexityWindows plan,
                           PlanPerplexityWindows(static_cast<int64_t>(text.size()), options));
-  TANDEM_RETURN_IF_ERROR(CheckWeightsReachable(model, ops));
-
-  PerplexityResult result;
-  result.context = plan.context;
-  result.score_from = plan.score_from;
-  const int64_t text_per_window = plan.context - static_cast<int64_t>(options.prefix.size());
-  ModelRunner runner(model, ops);
-  std::vector<absl::Status> errors;
-
-  for (int64_t first = 0; first < plan.count; first += options.batch) {
-    const int64_t last = std::min(plan.count, first + options.batch);
-    std::vector<LiveWindow> windows;
-    windows.reserve(static_cast<size_t>(last - first));
-    std::vector<double> square_sums(static_cast<size_t>(last - first), 0.0);
-    for (int64_t w = first; w < last; ++w) {
-      TANDEM_ASSIGN_OR_RETURN(SequenceMemory memory, SequenceMemory::Create(allocator, model));
-      LiveWindow& window = windows.emplace_back(LiveWindow{{}, std::move(memory), 0, {}});
-      window.score.begin = w * text_per_window;
-      window.score.text_tokens =
-          std::min(text_per_window, static_cast<int64_t>(text.size()) - window.score.begin);
-      window.tokens = options.prefix;
-      window.tokens.insert(window.tokens.end(), text.begin() + window.score.begin,
-                           text.begin() + window.score.begin + window.score.text_tokens);
-    }
-
-    // Every token but the last is run (the last is only predicted). Passes stop at the first
-    // scored row, so the context before it is run without rows of logits.
-    const int64_t first_row = plan.score_from - 1;
-    std::vector<models::SequenceInput> inputs;
-    std::vector<LogitsUse> uses;
-    std::vector<size_t> running;
-    while (true) {
-      inputs.clear();
-      uses.clear();
-      running.clear();
-      for (size_t i = 0; i < windows.size(); ++i) {
-        LiveWindow& window = windows[i];
-        const int64_t limit = static_cast<int64_t>(window.tokens.size()) - 1;
-        if (window.fed >= limit) continue;
-        int64_t end = std::min(limit, window.fed + options.chunk);
-        if (window.fed < first_row) end = std::min(end, first_row);
-        const bool scored = window.fed >= first_row;
-        TANDEM_RETURN_IF_ERROR(window.memory.Reserve(end));
-        inputs.push_back(models::SequenceInput{
-            &window.memory.state(),
-            std::span<const int32_t>(window.tokens).subspan(window.fed, end - window.fed),
-            {},
-            scored});
-        uses.push_back(scored ? LogitsUse::kRow : LogitsUse::kNone);
-        running.push_back(i);
-      }
-      if (inputs.empty()) break;
-      const absl::Status run = runner.Run(inputs, &errors, uses);
-      for (size_t k = 0; k < running.size(); ++k) {
-        LiveWindow& window = windows[running[k]];
-        if (!errors[k].ok()) {
-          return absl::Status(errors[k].code(),
-                              absl::StrCat("window ", first + running[k], " (text tokens from ",
-                                           window.score.begin, "): ", errors[k].message()));
+  PerplexityTally tally(plan, options, static_cast<int64_t>(text.size()));
+  const ScoringModel scoring{&model, &ops, &allocator};
+  TANDEM_RETURN_IF_ERROR(ScoreWindows(
+      {&scoring, 1}, text, options, plan,
+      [&](const ScoredRow& row) {
+        return tally.Add(row.window, row.position, row.token, std::span(row.logits[0], vocab));
+      },
+      [&](int64_t windows_done, int64_t tokens_run) {
+        tally.CompleteWindows(windows_done, tokens_run);
+        if (progress) {
+          progress(static_cast<size_t>(windows_done), static_cast<size_t>(plan.count),
+                   tally.result());
         }
-        const int64_t fed = window.fed;
-        window.fed += static_cast<int64_t>(inputs[k].tokens.size());
-        result.tokens_run += static_cast<int64_t>(inputs[k].tokens.size());
-        if (uses[k] != LogitsUse::kRow) continue;
-        for (size_t j = 0; j < runner.rows(k); ++j) {
-          const int64_t target = fed + static_cast<int64_t>(j) + 1;
-          const float logprob =
-              kernels::ComputeLogprobs(std::span(runner.logits_row(k, j), vocab),
-                                       window.tokens[static_cast<size_t>(target)], {});
-          if (!std::isfinite(logprob)) {
-            return absl::InternalError(absl::StrCat(
-                "window ", first + running[k], ": the log-probability of text token ",
-                window.score.begin + target - static_cast<int64_t>(options.prefix.size()), " (id ",
-                window.tokens[static_cast<size_t>(target)], ") is ", logprob,
-                "; the model's logits are not finite"));
-          }
-          window.score.scored_tokens += 1;
-          window.score.nll_sum -= logprob;
-          square_sums[running[k]] += static_cast<double>(logprob) * logprob;
-        }
-      }
-      TANDEM_RETURN_IF_ERROR(run);
-    }
-    for (size_t i = 0; i < windows.size(); ++i) Add(result, windows[i].score, square_sums[i]);
-    if (progress) progress(static_cast<size_t>(last), static_cast<size_t>(plan.count), result);
-  }
-  return result;
+      }));
+  return tally.result();
 }
 
 }  // namespace tandem::engine

@@ -67,6 +67,38 @@ struct PerplexityResult {
   double perplexity_stderr() const;
 };
 
+// The window size and first scored position `options` resolve to for a text of `text_tokens`
+// tokens, or INVALID_ARGUMENT naming what is wrong.
+struct PerplexityWindows {
+  int64_t context = 0;
+  int64_t score_from = 0;
+  int64_t count = 0;  // windows with at least one scored token
+};
+absl::StatusOr<PerplexityWindows> PlanPerplexityWindows(int64_t text_tokens,
+                                                        const PerplexityOptions& options);
+
+// Adds up the scored tokens of a run into a PerplexityResult (MeasurePerplexity's, and each
+// model's in a comparison, model_comparison.h), window by window in window order, so that the
+// sums do not depend on how windows were batched.
+class PerplexityTally {
+ public:
+  PerplexityTally(const PerplexityWindows& plan, const PerplexityOptions& options,
+                  int64_t text_tokens);
+  // The token at `position` of window `window`, scored from `logits` (the row before it).
+  // INTERNAL when its log-probability is not finite.
+  absl::Status Add(int64_t window, int64_t position, int32_t token, std::span<const float> logits);
+  // Windows [0, windows_done) are complete; `tokens_run` the tokens run so far.
+  void CompleteWindows(int64_t windows_done, int64_t tokens_run);
+  const PerplexityResult& result() const { return result_; }
+
+ private:
+  const int64_t prefix_;
+  std::vector<WindowScore> windows_;
+  std::vector<double> square_sums_;  // each window's Σ NLL²
+  int64_t added_ = 0;
+  PerplexityResult result_;
+};
+
 // Called after each group of windows: windows done so far, of how many, and the running result.
 using PerplexityProgress = std::function<void(size_t done, size_t total, const PerplexityResult&)>;
 
@@ -79,16 +111,6 @@ absl::StatusOr<PerplexityResult> MeasurePerplexity(const models::Model& model, k
                                                    std::span<const int32_t> text,
                                                    const PerplexityOptions& options,
                                                    const PerplexityProgress& progress = {});
-
-// The window size and first scored position `options` resolve to for a text of `text_tokens`
-// tokens, or INVALID_ARGUMENT naming what is wrong.
-struct PerplexityWindows {
-  int64_t context = 0;
-  int64_t score_from = 0;
-  int64_t count = 0;  // windows with at least one scored token
-};
-absl::StatusOr<PerplexityWindows> PlanPerplexityWindows(int64_t text_tokens,
-                                                        const PerplexityOptions& options);
 
 }  // namespace tandem::engine
 

@@ -16,6 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/model_comparison.h"
 #include "engine/perplexity.h"
 #include "engine/sequence_memory.h"
 #include "models/status_macros.h"
@@ -23,6 +25,8 @@
 #include "server/cli/args.h"
 #include "server/cli/commands.h"
 #include "server/cli/local_model.h"
+#include "server/cli/perplexity_input.h"
+#include "server/cli/perplexity_report.h"
 
 namespace tandem::cli {
 namespace {
@@ -45,6 +49,10 @@ const std::vector<FlagSpec>& PerplexityFlags() {
         {"no-bos", false,
          "do not start each window with what the tokenizer puts before plain text (its BOS; "
          "without a tokenizer, config.json's bos_token_id)"},
+        {"compare-weight-dtype", true,
+         "also run the checkpoint with these weights (bf16, f16, int8, f32) on the same windows "
+         "and report how far its predictions are from --weight-dtype's: KL divergence per "
+         "token and how often the most likely token agrees"},
         {"json", false, "print one JSON object with the result and every window's perplexity"},
     };
     all.insert(all.begin() + 1, own.begin(), own.end());  // after --model
@@ -61,6 +69,7 @@ struct Settings {
   engine::PerplexityOptions options;
   bool bos = true;
   bool json = false;
+  std::optional<models::WeightStorage> compare;  // --compare-weight-dtype
 };
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
@@ -86,75 +95,15 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(s.options.chunk, args.IntIn("chunk", 1, 1 << 20, 512));
   s.bos = !args.Has("no-bos");
   s.json = args.Has("json");
-  return s;
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot open '", path, "'"));
-  std::stringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(flag, ": cannot read '", path, "'"));
-  return contents.str();
-}
-
-// "1, 2 3\n4" -> {1, 2, 3, 4}; anything but digits, commas and whitespace is named.
-absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& path, const std::string& text) {
-  std::vector<int32_t> ids;
-  size_t i = 0;
-  while (i < text.size()) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (std::isspace(c) || c == ',') {
-      ++i;
-      continue;
-    }
-    size_t end = i;
-    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
-    if (end == i || end - i > 10 ||
-        (end < text.size() && !std::isspace(static_cast<unsigned char>(text[end])) &&
-         text[end] != ',')) {
-      size_t word_end = i;
-      while (word_end < text.size() && word_end - i < 20 &&
-             !std::isspace(static_cast<unsigned char>(text[word_end])) && text[word_end] != ',') {
-        ++word_end;
-      }
-      return absl::InvalidArgumentError(absl::StrCat("--ids-file '", path, "': entry ", ids.size(),
-                                                     " ('", text.substr(i, word_end - i),
-                                                     "' at byte ", i, ") is not a token id"));
-    }
-    const int64_t id = std::stoll(text.substr(i, end - i));
-    if (id > INT32_MAX) {
+  if (std::optional<std::string> compare = args.String("compare-weight-dtype")) {
+    absl::StatusOr<models::WeightStorage> storage = models::ParseWeightStorage(*compare);
+    if (!storage.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--ids-file '", path, "': entry ", ids.size(), " (", id, ") is too large"));
+          absl::StrCat("--compare-weight-dtype: ", storage.status().message()));
     }
-    ids.push_back(static_cast<int32_t>(id));
-    i = end;
+    s.compare = *storage;
   }
-  return ids;
-}
-
-// What the tokenizer puts before plain text (usually just BOS): the ids Encode adds in front of
-// a short text's own (a tokenizer that also appends an EOS keeps it to itself). Without a
-// tokenizer, the checkpoint's BOS if it names one.
-absl::StatusOr<std::vector<int32_t>> PlainTextPrefix(const models::Tokenizer* tokenizer,
-                                                     const models::Model& model) {
-  if (tokenizer == nullptr) {
-    const int32_t bos = model.config().bos_token_id;
-    if (bos >= 0 && bos < model.config().vocab_size) return std::vector<int32_t>{bos};
-    return std::vector<int32_t>{};
-  }
-  TANDEM_ASSIGN_OR_RETURN(std::vector<int32_t> with, tokenizer->Encode("a", true));
-  TANDEM_ASSIGN_OR_RETURN(const std::vector<int32_t> plain, tokenizer->Encode("a", false));
-  const auto text = std::search(with.begin(), with.end(), plain.begin(), plain.end());
-  if (plain.empty() || text == with.end()) return std::vector<int32_t>{};
-  return std::vector<int32_t>(with.begin(), text);
-}
-
-// "[1, 2]", "[]": how the prefix is reported.
-std::string IdList(const std::vector<int32_t>& ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) absl::StrAppend(&out, i > 0 ? ", " : "", ids[i]);
-  return out + "]";
+  return s;
 }
 
 // A pass holds batch × rows × vocab floats of logits: past this the command refuses to start
@@ -171,22 +120,9 @@ absl::Status Run(const Settings& settings) {
                      local.tokenizer_status.message(), "); give the text as --ids-file instead"));
   }
 
-  std::vector<int32_t> text;
-  if (settings.text_file) {
-    TANDEM_ASSIGN_OR_RETURN(const std::string contents,
-                            ReadWholeFile("--text-file", *settings.text_file));
-    absl::StatusOr<std::vector<int32_t>> encoded = local.tokenizer->Encode(contents, false);
-    if (!encoded.ok()) {
-      return absl::Status(
-          encoded.status().code(),
-          absl::StrCat("--text-file '", *settings.text_file, "': ", encoded.status().message()));
-    }
-    text = *std::move(encoded);
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(const std::string contents,
-                            ReadWholeFile("--ids-file", *settings.ids_file));
-    TANDEM_ASSIGN_OR_RETURN(text, ParseIds(*settings.ids_file, contents));
-  }
+  TANDEM_ASSIGN_OR_RETURN(
+      const std::vector<int32_t> text,
+      ReadScoredText(settings.text_file, settings.ids_file, local.tokenizer.get()));
   engine::PerplexityOptions options = settings.options;
   if (settings.bos) {
     TANDEM_ASSIGN_OR_RETURN(options.prefix, PlainTextPrefix(local.tokenizer.get(), model));
@@ -213,58 +149,85 @@ absl::Status Run(const Settings& settings) {
   }
   TANDEM_ASSIGN_OR_RETURN(auto allocator, local.CreateArena(engine::ArenaForSequences(
                                               model, options.batch, positions)));
-  const auto start = std::chrono::steady_clock::now();
+  const engine::ScoringModel scoring{&model, local.ops.get(), allocator.get()};
   // The running figure, rewritten in place on a terminal; a log gets about ten lines.
   const bool terminal = isatty(fileno(stderr));
   size_t reported_tenths = 0;
-  const auto progress = [&](size_t done, size_t total, const engine::PerplexityResult& so_far) {
+  const auto report_progress = [&](size_t done, size_t total, const std::string& figures) {
     const size_t tenths = done * 10 / total;
     if (!terminal && tenths == reported_tenths && done != total) return;
     reported_tenths = tenths;
-    std::fprintf(
-        stderr,
-        terminal && done != total ? "\r[%zu/%zu] perplexity %.4f" : "\r[%zu/%zu] perplexity %.4f\n",
-        done, total, so_far.perplexity());
+    std::fprintf(stderr, terminal && done != total ? "\r[%zu/%zu] %s" : "\r[%zu/%zu] %s\n", done,
+                 total, figures.c_str());
   };
-  TANDEM_ASSIGN_OR_RETURN(
-      const engine::PerplexityResult result,
-      engine::MeasurePerplexity(model, *local.ops, *allocator, text, options, progress));
+
+  nlohmann::json out;
+  const engine::PerplexityResult* result = nullptr;
+  std::optional<engine::PerplexityResult> alone;
+  std::optional<engine::ModelComparison> comparison;
+  const auto start = std::chrono::steady_clock::now();
+  if (!settings.compare) {
+    TANDEM_ASSIGN_OR_RETURN(
+        alone, engine::MeasurePerplexity(
+                   model, *local.ops, *allocator, text, options,
+                   [&](size_t done, size_t total, const engine::PerplexityResult& so_far) {
+                     report_progress(done, total,
+                                     absl::StrFormat("perplexity %.4f", so_far.perplexity()));
+                   }));
+    result = &*alone;
+  } else {
+    LocalModelSettings other_settings = settings.local;
+    other_settings.load.weight_storage = *settings.compare;
+    TANDEM_ASSIGN_OR_RETURN(LocalModel other,
+                            OpenLocalModel(other_settings, /*batch_invariant=*/true));
+    TANDEM_ASSIGN_OR_RETURN(auto other_allocator, other.CreateArena(engine::ArenaForSequences(
+                                                      *other.model, options.batch, positions)));
+    const engine::ScoringModel compared{other.model.get(), other.ops.get(), other_allocator.get()};
+    TANDEM_ASSIGN_OR_RETURN(
+        comparison,
+        engine::CompareModels(scoring, compared, text, options,
+                              [&](size_t done, size_t total, double reference,
+                                  double other_perplexity, const engine::ModelComparison& so_far) {
+                                report_progress(
+                                    done, total,
+                                    absl::StrFormat("perplexity %.4f and %.4f, KL divergence %.3g",
+                                                    reference, other_perplexity,
+                                                    so_far.mean_divergence()));
+                              }));
+    result = &comparison->reference;
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (settings.json) {
-    nlohmann::json out;
-    out["perplexity"] = result.perplexity();
-    out["perplexity_stderr"] = result.perplexity_stderr();
-    out["mean_nll"] = result.mean_nll();
-    out["mean_nll_stderr"] = result.mean_nll_stderr();
-    out["scored_tokens"] = result.scored_tokens;
+    out = PerplexityJson(*result, /*windows=*/true);
     out["text_tokens"] = text.size();
-    out["context"] = result.context;
-    out["score_from"] = result.score_from;
+    out["context"] = result->context;
+    out["score_from"] = result->score_from;
     out["prefix"] = options.prefix;
     out["weight_dtype"] = models::WeightStorageName(settings.local.load.weight_storage);
     out["seconds"] = seconds;
-    out["tokens_run"] = result.tokens_run;
-    nlohmann::json windows = nlohmann::json::array();
-    for (const engine::WindowScore& w : result.windows) {
-      windows.push_back(
-          {{"begin", w.begin},
-           {"text_tokens", w.text_tokens},
-           {"scored_tokens", w.scored_tokens},
-           {"perplexity", std::exp(w.nll_sum / static_cast<double>(w.scored_tokens))}});
+    if (comparison) {
+      nlohmann::json compared = PerplexityJson(comparison->compared, /*windows=*/false);
+      compared["weight_dtype"] = models::WeightStorageName(*settings.compare);
+      compared.update(DivergenceJson(*comparison));
+      out["compared"] = std::move(compared);
     }
-    out["windows"] = std::move(windows);
     std::cout << out.dump() << "\n";
+  } else if (!comparison) {
+    std::cout << PerplexityLine(*result) << "\n";
   } else {
-    std::printf("perplexity %.4f ± %.4f over %lld tokens (mean NLL %.5f nats per token)\n",
-                result.perplexity(), result.perplexity_stderr(),
-                static_cast<long long>(result.scored_tokens), result.mean_nll());
+    std::cout << models::WeightStorageName(settings.local.load.weight_storage) << ": "
+              << PerplexityLine(*result) << "\n"
+              << models::WeightStorageName(*settings.compare) << ": "
+              << PerplexityLine(comparison->compared) << "\n"
+              << DivergenceLine(*comparison) << "\n";
   }
-  std::fprintf(stderr, "ran %lld tokens (%lld scored) in %.2f s: %.1f tokens/s\n",
-               static_cast<long long>(result.tokens_run),
-               static_cast<long long>(result.scored_tokens), seconds,
-               result.tokens_run / std::max(seconds, 1e-9));
+  std::fprintf(stderr, "ran %lld tokens (%lld scored)%s in %.2f s: %.1f tokens/s\n",
+               static_cast<long long>(result->tokens_run),
+               static_cast<long long>(result->scored_tokens),
+               comparison ? " through each model" : "", seconds,
+               result->tokens_run / std::max(seconds, 1e-9));
   return absl::OkStatus();
 }
 
@@ -273,7 +236,7 @@ absl::Status Run(const Settings& settings) {
 int RunPerplexity(int argc, char** argv) {
   const std::string synopsis =
       "[--model DIR] (--text-file FILE | --ids-file FILE) [--context N] [--score-from K] "
-      "[--batch B] [--chunk C] [--no-bos] [--weight-dtype D] [--json]";
+      "[--batch B] [--chunk C] [--no-bos] [--weight-dtype D] [--compare-weight-dtype D] [--json]";
   absl::StatusOr<Args> args = Args::Parse(argc, argv, PerplexityFlags());
   if (args.ok() && args->Has("help")) {
     std::cout << Usage("perplexity", synopsis, PerplexityFlags());

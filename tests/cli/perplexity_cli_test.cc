@@ -156,6 +156,45 @@ TEST_F(PerplexityCliTest, SixteenBitWeightsScoreCloseToFp32) {
   EXPECT_NEAR(ratio, 1.0, 0.02);
 }
 
+// --compare-weight-dtype runs the checkpoint a second time, in other weights, on the same windows.
+TEST_F(PerplexityCliTest, ComparesWeightFormatsOnTheSameWindows) {
+  const std::string args = "--text-file " + text_ + " --context 64 --weight-dtype f32";
+  const nlohmann::json plain = Json(args);
+  const nlohmann::json same = Json(args + " --compare-weight-dtype f32");
+  EXPECT_EQ(same["perplexity"], plain["perplexity"]);
+  ASSERT_TRUE(same.contains("compared")) << same.dump();
+  EXPECT_EQ(same["compared"]["weight_dtype"], "f32");
+  EXPECT_EQ(same["compared"]["perplexity"], plain["perplexity"]);
+  EXPECT_EQ(same["compared"]["kl_divergence"]["max"], 0.0);
+  EXPECT_EQ(same["compared"]["same_top_token_rate"], 1.0);
+
+  const nlohmann::json int8 = Json(args + " --compare-weight-dtype int8");
+  EXPECT_EQ(int8["perplexity"], plain["perplexity"]);  // the reference is unchanged
+  const nlohmann::json& compared = int8["compared"];
+  EXPECT_EQ(compared["weight_dtype"], "int8");
+  EXPECT_EQ(compared["scored_tokens"], plain["scored_tokens"]);
+  EXPECT_NEAR(compared["perplexity"].get<double>() / plain["perplexity"].get<double>(), 1.0, 0.02);
+  const double mean = compared["kl_divergence"]["mean"];
+  EXPECT_GT(mean, 0);
+  EXPECT_LT(mean, 0.01);
+  EXPECT_LE(compared["kl_divergence"]["median"].get<double>(),
+            compared["kl_divergence"]["p99"].get<double>());
+  EXPECT_LE(compared["kl_divergence"]["p99"].get<double>(),
+            compared["kl_divergence"]["max"].get<double>());
+  EXPECT_GT(compared["same_top_token_rate"].get<double>(), 0.9);
+
+  const Output human = RunTandem("perplexity --threads 2 " + args + " --compare-weight-dtype bf16");
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_EQ(human.out.rfind("f32: perplexity ", 0), 0u) << human.out;
+  EXPECT_NE(human.out.find("\nbf16: perplexity "), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("\nKL divergence "), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("the same most likely token at "), std::string::npos) << human.out;
+
+  const Output bad = RunTandem("perplexity " + args + " --compare-weight-dtype q4");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--compare-weight-dtype: "), std::string::npos) << bad.err;
+}
+
 TEST_F(PerplexityCliTest, HumanOutputAndProgress) {
   const Output o = RunTandem("perplexity --threads 2 --text-file " + text_ + " --context 64");
   ASSERT_EQ(o.exit_code, 0) << o.err;
