@@ -30,7 +30,7 @@ double KlDivergence(std::span<const float> p_logits, std::span<const float> q_lo
     if (p == 0) continue;  // 0 · log 0 = 0
     divergence += p * (log_p - (q_logits[i] - q_norm));
   }
-  return std::max(0.0, divergence);  // never below 0 but for rounding
+  return divergence < 0 ? 0.0 : divergence;  // never below 0 but for rounding; NaN stays NaN
 }
 
 int32_t TopToken(std::span<const float> logits) {
@@ -49,13 +49,17 @@ double ModelComparison::mean_divergence_stderr() const {
   return std::sqrt(variance / n);
 }
 
-double ModelComparison::divergence_quantile(double q) const {
-  if (divergences.empty()) return 0;
+std::vector<double> ModelComparison::divergence_quantiles(std::span<const double> qs) const {
+  std::vector<double> out(qs.size(), 0.0);
+  if (divergences.empty()) return out;
   std::vector<float> sorted = divergences;
-  const auto rank =
-      static_cast<size_t>(std::clamp(q, 0.0, 1.0) * static_cast<double>(sorted.size() - 1) + 0.5);
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(rank), sorted.end());
-  return sorted[rank];
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const auto rank = static_cast<size_t>(
+        std::clamp(qs[i], 0.0, 1.0) * static_cast<double>(sorted.size() - 1) + 0.5);
+    out[i] = sorted[rank];
+  }
+  return out;
 }
 
 double ModelComparison::same_top_token_rate() const {
@@ -83,22 +87,49 @@ absl::StatusOr<ModelComparison> CompareModels(const ScoringModel& reference,
   PerplexityTally compared_tally(plan, options, text_tokens);
   ModelComparison comparison;
   const ScoringModel models[] = {reference, compared};
+  // Each window's divergences, appended in window order as its group completes.
+  std::vector<std::vector<float>> window_divergences(static_cast<size_t>(plan.count));
+  int64_t appended = 0;
+  const auto named = [](const ScoringModel& model, const absl::Status& status) {
+    return model.name.empty()
+               ? status
+               : absl::Status(status.code(), absl::StrCat(model.name, ": ", status.message()));
+  };
   TANDEM_RETURN_IF_ERROR(ScoreWindows(
       models, text, options, plan,
       [&](const ScoredRow& row) -> absl::Status {
         const std::span<const float> p(row.logits[0], vocab), q(row.logits[1], vocab);
-        TANDEM_RETURN_IF_ERROR(reference_tally.Add(row.window, row.position, row.token, p));
-        TANDEM_RETURN_IF_ERROR(compared_tally.Add(row.window, row.position, row.token, q));
+        if (absl::Status s = reference_tally.Add(row.window, row.position, row.token, p); !s.ok()) {
+          return named(reference, s);
+        }
+        if (absl::Status s = compared_tally.Add(row.window, row.position, row.token, q); !s.ok()) {
+          return named(compared, s);
+        }
         const double divergence = KlDivergence(p, q);
-        comparison.divergences.push_back(static_cast<float>(divergence));
-        comparison.divergence_sum += divergence;
-        comparison.divergence_square_sum += divergence * divergence;
+        if (!std::isfinite(divergence)) {
+          return absl::InternalError(
+              absl::StrCat("window ", row.window, ", position ", row.position,
+                           ": the divergence is ", divergence,
+                           "; the compared model gives no probability to a token the "
+                           "reference can produce"));
+        }
+        window_divergences[static_cast<size_t>(row.window)].push_back(
+            static_cast<float>(divergence));
         comparison.same_top_token += TopToken(p) == TopToken(q) ? 1 : 0;
         return absl::OkStatus();
       },
       [&](int64_t windows_done, int64_t tokens_run) {
         reference_tally.CompleteWindows(windows_done, tokens_run);
         compared_tally.CompleteWindows(windows_done, tokens_run);
+        for (; appended < windows_done; ++appended) {
+          std::vector<float>& window = window_divergences[static_cast<size_t>(appended)];
+          for (float divergence : window) {
+            comparison.divergences.push_back(divergence);
+            comparison.divergence_sum += divergence;
+            comparison.divergence_square_sum += static_cast<double>(divergence) * divergence;
+          }
+          std::vector<float>().swap(window);
+        }
         if (progress) {
           progress(static_cast<size_t>(windows_done), static_cast<size_t>(plan.count),
                    reference_tally.result().perplexity(), compared_tally.result().perplexity(),

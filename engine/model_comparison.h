@@ -21,7 +21,8 @@ struct ModelComparison {
   // Each model's perplexity on the same windows.
   PerplexityResult reference;
   PerplexityResult compared;
-  // KL(P_reference ‖ P_compared) in nats at each scored token, in window and position order.
+  // KL(P_reference ‖ P_compared) in nats at each scored token, in window and position order
+  // (summed in that order too, so that nothing depends on the batch).
   std::vector<float> divergences;
   double divergence_sum = 0;
   double divergence_square_sum = 0;
@@ -30,8 +31,10 @@ struct ModelComparison {
 
   double mean_divergence() const;
   double mean_divergence_stderr() const;  // of the mean, over tokens
-  // The q-quantile (q in [0, 1]) of the per-token divergences; 0 when there are none.
-  double divergence_quantile(double q) const;
+  // The q-quantiles (q in [0, 1]) of the per-token divergences, nearest rank; 0 when there are
+  // none. One sort for all of them.
+  std::vector<double> divergence_quantiles(std::span<const double> qs) const;
+  double divergence_quantile(double q) const { return divergence_quantiles({&q, 1})[0]; }
   double same_top_token_rate() const;
 };
 
@@ -50,7 +53,9 @@ using ComparisonProgress =
 
 // Scores `text` with both models in lockstep (ScoreWindows: the same windows and passes; each
 // allocator holds options.batch windows) and compares them at every scored position.
-// INVALID_ARGUMENT as MeasurePerplexity, or for models whose vocabularies differ.
+// INVALID_ARGUMENT as MeasurePerplexity, or for models whose vocabularies differ; INTERNAL
+// naming the model whose logits are not finite, or the position where the compared model gives
+// no probability to a token the reference can produce (an infinite divergence).
 absl::StatusOr<ModelComparison> CompareModels(const ScoringModel& reference,
                                               const ScoringModel& compared,
                                               std::span<const int32_t> text,

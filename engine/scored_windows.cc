@@ -28,6 +28,9 @@ struct Side {
   std::vector<SequenceMemory> memories;
 };
 
+// "the int8 model: " before a model's errors, when it has a name.
+std::string Named(const ScoringModel& model) { return model.name.empty() ? "" : model.name + ": "; }
+
 }  // namespace
 
 absl::Status CheckScoringInput(std::span<const int32_t> text, std::span<const int32_t> prefix,
@@ -84,9 +87,13 @@ absl::Status ScoreWindows(
       side.memories.clear();
       side.memories.reserve(windows.size());
       for (size_t i = 0; i < windows.size(); ++i) {
-        TANDEM_ASSIGN_OR_RETURN(SequenceMemory memory,
-                                SequenceMemory::Create(*side.model->allocator, *side.model->model));
-        side.memories.push_back(std::move(memory));
+        absl::StatusOr<SequenceMemory> memory =
+            SequenceMemory::Create(*side.model->allocator, *side.model->model);
+        if (!memory.ok()) {
+          return absl::Status(memory.status().code(),
+                              absl::StrCat(Named(*side.model), memory.status().message()));
+        }
+        side.memories.push_back(*std::move(memory));
       }
     }
 
@@ -115,7 +122,10 @@ absl::Status ScoreWindows(
         for (size_t k = 0; k < running.size(); ++k) {
           Window& window = windows[running[k]];
           SequenceMemory& memory = side.memories[running[k]];
-          TANDEM_RETURN_IF_ERROR(memory.Reserve(ends[k]));
+          if (absl::Status reserved = memory.Reserve(ends[k]); !reserved.ok()) {
+            return absl::Status(reserved.code(),
+                                absl::StrCat(Named(*side.model), reserved.message()));
+          }
           inputs.push_back(models::SequenceInput{
               &memory.state(),
               std::span<const int32_t>(window.tokens).subspan(window.fed, ends[k] - window.fed),
@@ -125,9 +135,10 @@ absl::Status ScoreWindows(
         const absl::Status run = side.runner->Run(inputs, &errors, uses);
         for (size_t k = 0; k < running.size(); ++k) {
           if (errors[k].ok()) continue;
-          return absl::Status(errors[k].code(),
-                              absl::StrCat("window ", first + running[k], " (text tokens from ",
-                                           windows[running[k]].begin, "): ", errors[k].message()));
+          return absl::Status(
+              errors[k].code(),
+              absl::StrCat(Named(*side.model), "window ", first + running[k], " (text tokens from ",
+                           windows[running[k]].begin, "): ", errors[k].message()));
         }
         TANDEM_RETURN_IF_ERROR(run);
       }

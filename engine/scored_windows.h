@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 
 #include "absl/status/status.h"
 #include "cache/block_allocator.h"
@@ -21,6 +22,7 @@ struct ScoringModel {
   const models::Model* model = nullptr;
   kernels::Ops* ops = nullptr;
   cache::BlockAllocator* allocator = nullptr;
+  std::string name;  // how errors name it beside another ("the int8 model"); may be empty
 };
 
 // One scored position: the token at `position` of window `window` (the prefix's positions
@@ -34,11 +36,12 @@ struct ScoredRow {
 };
 
 // Runs `plan`'s windows of `text` through every model, options.batch windows at a time, and
-// calls `on_row` for each scored position, window by window in order, and within a window in
-// position order; then `on_group` after each group (windows done so far, tokens run through
-// each model so far). The models must share the vocabulary; the text's and the prefix's ids must
-// be in it (CheckScoringInput). An error from a model names the window; one from `on_row` is
-// returned as it is.
+// calls `on_row` for each scored position: a window's in position order, but the windows of a
+// group interleave pass by pass (sum per window to stay independent of the batch); then
+// `on_group` after each group (windows done so far, tokens run through each model so far). The
+// models must share the vocabulary; the text's and the prefix's ids must be in it
+// (CheckScoringInput). An error from a model names the window (and the model, when it has a name);
+// one from `on_row` is returned as it is.
 absl::Status ScoreWindows(
     std::span<const ScoringModel> models, std::span<const int32_t> text,
     const PerplexityOptions& options, const PerplexityWindows& plan,

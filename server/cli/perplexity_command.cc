@@ -106,6 +106,10 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   return s;
 }
 
+std::string WeightsName(models::WeightStorage storage) {
+  return std::string(models::WeightStorageName(storage));
+}
+
 // A pass holds batch × rows × vocab floats of logits: past this the command refuses to start
 // rather than fail (or be killed) allocating them.
 constexpr double kMaxLogitsBytes = 8.0 * (int64_t{1} << 30);
@@ -139,8 +143,9 @@ absl::Status Run(const Settings& settings) {
   const int64_t positions =
       std::min<int64_t>(plan.context, static_cast<int64_t>(options.prefix.size() + text.size()));
   const int64_t rows = std::min(options.chunk, positions);
-  const double logits_bytes = static_cast<double>(options.batch) * static_cast<double>(rows) *
-                              model.config().vocab_size * sizeof(float);
+  // A comparison holds a pass of logits for each model.
+  const double logits_bytes = (settings.compare ? 2.0 : 1.0) * static_cast<double>(options.batch) *
+                              static_cast<double>(rows) * model.config().vocab_size * sizeof(float);
   if (logits_bytes > kMaxLogitsBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a pass of ", options.batch, " windows of ", rows, " tokens would hold ",
@@ -149,7 +154,27 @@ absl::Status Run(const Settings& settings) {
   }
   TANDEM_ASSIGN_OR_RETURN(auto allocator, local.CreateArena(engine::ArenaForSequences(
                                               model, options.batch, positions)));
-  const engine::ScoringModel scoring{&model, local.ops.get(), allocator.get()};
+  const engine::ScoringModel scoring{&model, local.ops.get(), allocator.get(),
+                                     WeightsName(settings.local.load.weight_storage) + " weights"};
+  // The second model, loaded before the clock starts.
+  std::optional<LocalModel> other;
+  std::unique_ptr<cache::ArenaAllocator> other_allocator;
+  if (settings.compare) {
+    const std::string flag = "--compare-weight-dtype " + WeightsName(*settings.compare) + ": ";
+    LocalModelSettings other_settings = settings.local;
+    other_settings.load.weight_storage = *settings.compare;
+    absl::StatusOr<LocalModel> opened = OpenLocalModel(other_settings, /*batch_invariant=*/true);
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(), flag + std::string(opened.status().message()));
+    }
+    other = *std::move(opened);
+    absl::StatusOr<std::unique_ptr<cache::ArenaAllocator>> arena =
+        other->CreateArena(engine::ArenaForSequences(*other->model, options.batch, positions));
+    if (!arena.ok()) {
+      return absl::Status(arena.status().code(), flag + std::string(arena.status().message()));
+    }
+    other_allocator = *std::move(arena);
+  }
   // The running figure, rewritten in place on a terminal; a log gets about ten lines.
   const bool terminal = isatty(fileno(stderr));
   size_t reported_tenths = 0;
@@ -166,7 +191,7 @@ absl::Status Run(const Settings& settings) {
   std::optional<engine::PerplexityResult> alone;
   std::optional<engine::ModelComparison> comparison;
   const auto start = std::chrono::steady_clock::now();
-  if (!settings.compare) {
+  if (!other) {
     TANDEM_ASSIGN_OR_RETURN(
         alone, engine::MeasurePerplexity(
                    model, *local.ops, *allocator, text, options,
@@ -176,13 +201,8 @@ absl::Status Run(const Settings& settings) {
                    }));
     result = &*alone;
   } else {
-    LocalModelSettings other_settings = settings.local;
-    other_settings.load.weight_storage = *settings.compare;
-    TANDEM_ASSIGN_OR_RETURN(LocalModel other,
-                            OpenLocalModel(other_settings, /*batch_invariant=*/true));
-    TANDEM_ASSIGN_OR_RETURN(auto other_allocator, other.CreateArena(engine::ArenaForSequences(
-                                                      *other.model, options.batch, positions)));
-    const engine::ScoringModel compared{other.model.get(), other.ops.get(), other_allocator.get()};
+    const engine::ScoringModel compared{other->model.get(), other->ops.get(), other_allocator.get(),
+                                        WeightsName(*settings.compare) + " weights"};
     TANDEM_ASSIGN_OR_RETURN(
         comparison,
         engine::CompareModels(scoring, compared, text, options,

@@ -33,23 +33,25 @@ nlohmann::json PerplexityJson(const engine::PerplexityResult& result, bool windo
 }
 
 std::string DivergenceLine(const engine::ModelComparison& comparison) {
+  const double qs[] = {0.5, 0.99, 1.0};
+  const std::vector<double> at = comparison.divergence_quantiles(qs);
   return absl::StrFormat(
       "KL divergence %.3g ± %.2g nats per token (median %.3g, 99th percentile %.3g, max %.3g); "
       "the same most likely token at %.2f%% of %d positions",
-      comparison.mean_divergence(), comparison.mean_divergence_stderr(),
-      comparison.divergence_quantile(0.5), comparison.divergence_quantile(0.99),
-      comparison.divergence_quantile(1.0), 100 * comparison.same_top_token_rate(),
-      comparison.divergences.size());
+      comparison.mean_divergence(), comparison.mean_divergence_stderr(), at[0], at[1], at[2],
+      100 * comparison.same_top_token_rate(), comparison.divergences.size());
 }
 
 nlohmann::json DivergenceJson(const engine::ModelComparison& comparison) {
+  const double qs[] = {0.5, 0.9, 0.99, 1.0};
+  const std::vector<double> at = comparison.divergence_quantiles(qs);
   nlohmann::json out;
   out["kl_divergence"] = {{"mean", comparison.mean_divergence()},
                           {"stderr", comparison.mean_divergence_stderr()},
-                          {"median", comparison.divergence_quantile(0.5)},
-                          {"p90", comparison.divergence_quantile(0.9)},
-                          {"p99", comparison.divergence_quantile(0.99)},
-                          {"max", comparison.divergence_quantile(1.0)}};
+                          {"median", at[0]},
+                          {"p90", at[1]},
+                          {"p99", at[2]},
+                          {"max", at[3]}};
   out["same_top_token_rate"] = comparison.same_top_token_rate();
   return out;
 }

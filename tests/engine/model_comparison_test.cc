@@ -100,6 +100,41 @@ TEST(ModelComparisonTest, EachModelGetsItsOwnPerplexityBitForBit) {
   }
 }
 
+// The divergences come in window and position order and add up the same whatever the batch and
+// the pass size.
+TEST(ModelComparisonTest, BatchAndPassSizeChangeNothing) {
+  Scorer reference(Load("jamba-tiny", models::WeightStorage::kF32), 3, 24);
+  Scorer bf16(Load("jamba-tiny", models::WeightStorage::kBF16), 3, 24);
+  const std::vector<int32_t> text = Tokens(120, 6, reference.model->config().vocab_size);
+  PerplexityOptions alone = Windows();
+  alone.batch = 1;
+  alone.chunk = 512;
+  PerplexityOptions batched = Windows();
+  batched.batch = 3;
+  batched.chunk = 5;
+  auto a = CompareModels(reference.scoring(), bf16.scoring(), text, alone);
+  auto b = CompareModels(reference.scoring(), bf16.scoring(), text, batched);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->divergences, b->divergences);
+  EXPECT_EQ(a->divergence_sum, b->divergence_sum);
+  EXPECT_EQ(a->divergence_square_sum, b->divergence_square_sum);
+  EXPECT_EQ(a->same_top_token, b->same_top_token);
+  EXPECT_EQ(a->compared.nll_sum, b->compared.nll_sum);
+}
+
+// A model's failure is named, so that a comparison says which of the two it was.
+TEST(ModelComparisonTest, ErrorsNameTheModel) {
+  Scorer reference(Load("jamba-tiny", models::WeightStorage::kF32), 2, 24);
+  Scorer small(Load("jamba-tiny", models::WeightStorage::kInt8), 1, 24);  // one window's memory
+  const std::vector<int32_t> text = Tokens(80, 7, reference.model->config().vocab_size);
+  ScoringModel compared = small.scoring();
+  compared.name = "int8 weights";
+  auto got = CompareModels(reference.scoring(), compared, text, Windows());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kResourceExhausted) << got.status();
+  EXPECT_EQ(got.status().message().rfind("int8 weights: ", 0), 0u) << got.status();
+}
+
 TEST(ModelComparisonTest, DivergenceAndTopTokenOnRowsWorkedByHand) {
   // P = softmax(0, ln 3) = (1/4, 3/4); Q = softmax(0, 0) = (1/2, 1/2).
   const std::vector<float> p = {0.0f, std::log(3.0f)};
@@ -112,6 +147,9 @@ TEST(ModelComparisonTest, DivergenceAndTopTokenOnRowsWorkedByHand) {
   const std::vector<float> q3 = {0.0f, 0.0f, 0.0f};
   EXPECT_NEAR(KlDivergence(p3, q3), std::log(1.5), 1e-7);
   EXPECT_EQ(TopToken(std::vector<float>{1, 3, 3, 2}), 1);  // the lowest id on a tie
+  // Q without a token P can produce: infinitely far. Broken logits stay broken.
+  EXPECT_EQ(KlDivergence(q3, p3), INFINITY);
+  EXPECT_TRUE(std::isnan(KlDivergence(std::vector<float>{0.0f, NAN}, q)));
 }
 
 TEST(ModelComparisonTest, QuantilesOfTheDivergences) {
