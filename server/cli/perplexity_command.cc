@@ -53,6 +53,9 @@ const std::vector<FlagSpec>& PerplexityFlags() {
          "also run the checkpoint with these weights (bf16, f16, int8, f32) on the same windows "
          "and report how far its predictions are from --weight-dtype's: KL divergence per "
          "token and how often the most likely token agrees"},
+        {"compare-model", true,
+         "compare with this checkpoint instead (the same vocabulary and tokenizer: the text is "
+         "tokenized once, by --model's), in --compare-weight-dtype or --weight-dtype"},
         {"json", false, "print one JSON object with the result and every window's perplexity"},
     };
     all.insert(all.begin() + 1, own.begin(), own.end());  // after --model
@@ -69,8 +72,15 @@ struct Settings {
   engine::PerplexityOptions options;
   bool bos = true;
   bool json = false;
-  std::optional<models::WeightStorage> compare;  // --compare-weight-dtype
+  // --compare-weight-dtype / --compare-model: the second model, and how each is named.
+  std::optional<LocalModelSettings> compared;
+  std::string reference_label;
+  std::string compared_label;
 };
+
+std::string WeightsName(models::WeightStorage storage) {
+  return std::string(models::WeightStorageName(storage));
+}
 
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
   Settings s;
@@ -95,24 +105,56 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(s.options.chunk, args.IntIn("chunk", 1, 1 << 20, 512));
   s.bos = !args.Has("no-bos");
   s.json = args.Has("json");
-  if (std::optional<std::string> compare = args.String("compare-weight-dtype")) {
-    absl::StatusOr<models::WeightStorage> storage = models::ParseWeightStorage(*compare);
-    if (!storage.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--compare-weight-dtype: ", storage.status().message()));
+  const std::optional<std::string> compare_weights = args.String("compare-weight-dtype");
+  const std::optional<std::string> compare_model = args.String("compare-model");
+  s.reference_label = WeightsName(s.local.load.weight_storage);
+  if (compare_weights || compare_model) {
+    LocalModelSettings compared = s.local;
+    if (compare_weights) {
+      absl::StatusOr<models::WeightStorage> storage = models::ParseWeightStorage(*compare_weights);
+      if (!storage.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--compare-weight-dtype: ", storage.status().message()));
+      }
+      compared.load.weight_storage = *storage;
     }
-    s.compare = *storage;
+    s.compared_label = WeightsName(compared.load.weight_storage);
+    if (compare_model) {
+      compared.model_dir = *compare_model;
+      s.reference_label = absl::StrCat(s.local.model_dir, " (", s.reference_label, ")");
+      s.compared_label = absl::StrCat(compared.model_dir, " (", s.compared_label, ")");
+    }
+    s.compared = std::move(compared);
   }
   return s;
-}
-
-std::string WeightsName(models::WeightStorage storage) {
-  return std::string(models::WeightStorageName(storage));
 }
 
 // A pass holds batch × rows × vocab floats of logits: past this the command refuses to start
 // rather than fail (or be killed) allocating them.
 constexpr double kMaxLogitsBytes = 8.0 * (int64_t{1} << 30);
+
+// The model a comparison runs beside --model's, with its memory.
+struct ComparedModel {
+  LocalModel local;
+  std::unique_ptr<cache::ArenaAllocator> allocator;  // goes before the model's device
+};
+
+absl::StatusOr<ComparedModel> OpenComparedModel(const Settings& settings, int32_t batch,
+                                                int64_t positions) {
+  // Errors name the second model: they could be either's.
+  const auto named = [&](const absl::Status& status) {
+    return absl::Status(status.code(), absl::StrCat("the compared model, ", settings.compared_label,
+                                                    ": ", status.message()));
+  };
+  absl::StatusOr<LocalModel> opened = OpenLocalModel(*settings.compared, /*batch_invariant=*/true);
+  if (!opened.ok()) return named(opened.status());
+  ComparedModel other{*std::move(opened), nullptr};
+  absl::StatusOr<std::unique_ptr<cache::ArenaAllocator>> arena =
+      other.local.CreateArena(engine::ArenaForSequences(*other.local.model, batch, positions));
+  if (!arena.ok()) return named(arena.status());
+  other.allocator = *std::move(arena);
+  return other;
+}
 
 absl::Status Run(const Settings& settings) {
   TANDEM_ASSIGN_OR_RETURN(LocalModel local,
@@ -144,7 +186,7 @@ absl::Status Run(const Settings& settings) {
       std::min<int64_t>(plan.context, static_cast<int64_t>(options.prefix.size() + text.size()));
   const int64_t rows = std::min(options.chunk, positions);
   // A comparison holds a pass of logits for each model.
-  const double logits_bytes = (settings.compare ? 2.0 : 1.0) * static_cast<double>(options.batch) *
+  const double logits_bytes = (settings.compared ? 2.0 : 1.0) * static_cast<double>(options.batch) *
                               static_cast<double>(rows) * model.config().vocab_size * sizeof(float);
   if (logits_bytes > kMaxLogitsBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -155,25 +197,11 @@ absl::Status Run(const Settings& settings) {
   TANDEM_ASSIGN_OR_RETURN(auto allocator, local.CreateArena(engine::ArenaForSequences(
                                               model, options.batch, positions)));
   const engine::ScoringModel scoring{&model, local.ops.get(), allocator.get(),
-                                     WeightsName(settings.local.load.weight_storage) + " weights"};
+                                     settings.reference_label};
   // The second model, loaded before the clock starts.
-  std::optional<LocalModel> other;
-  std::unique_ptr<cache::ArenaAllocator> other_allocator;
-  if (settings.compare) {
-    const std::string flag = "--compare-weight-dtype " + WeightsName(*settings.compare) + ": ";
-    LocalModelSettings other_settings = settings.local;
-    other_settings.load.weight_storage = *settings.compare;
-    absl::StatusOr<LocalModel> opened = OpenLocalModel(other_settings, /*batch_invariant=*/true);
-    if (!opened.ok()) {
-      return absl::Status(opened.status().code(), flag + std::string(opened.status().message()));
-    }
-    other = *std::move(opened);
-    absl::StatusOr<std::unique_ptr<cache::ArenaAllocator>> arena =
-        other->CreateArena(engine::ArenaForSequences(*other->model, options.batch, positions));
-    if (!arena.ok()) {
-      return absl::Status(arena.status().code(), flag + std::string(arena.status().message()));
-    }
-    other_allocator = *std::move(arena);
+  std::optional<ComparedModel> other;
+  if (settings.compared) {
+    TANDEM_ASSIGN_OR_RETURN(other, OpenComparedModel(settings, options.batch, positions));
   }
   // The running figure, rewritten in place on a terminal; a log gets about ten lines.
   const bool terminal = isatty(fileno(stderr));
@@ -201,8 +229,8 @@ absl::Status Run(const Settings& settings) {
                    }));
     result = &*alone;
   } else {
-    const engine::ScoringModel compared{other->model.get(), other->ops.get(), other_allocator.get(),
-                                        WeightsName(*settings.compare) + " weights"};
+    const engine::ScoringModel compared{other->local.model.get(), other->local.ops.get(),
+                                        other->allocator.get(), settings.compared_label};
     TANDEM_ASSIGN_OR_RETURN(
         comparison,
         engine::CompareModels(scoring, compared, text, options,
@@ -225,11 +253,12 @@ absl::Status Run(const Settings& settings) {
     out["context"] = result->context;
     out["score_from"] = result->score_from;
     out["prefix"] = options.prefix;
-    out["weight_dtype"] = models::WeightStorageName(settings.local.load.weight_storage);
+    out["weight_dtype"] = WeightsName(settings.local.load.weight_storage);
     out["seconds"] = seconds;
     if (comparison) {
       nlohmann::json compared = PerplexityJson(comparison->compared, /*windows=*/false);
-      compared["weight_dtype"] = models::WeightStorageName(*settings.compare);
+      compared["model"] = settings.compared->model_dir;
+      compared["weight_dtype"] = WeightsName(settings.compared->load.weight_storage);
       compared.update(DivergenceJson(*comparison));
       out["compared"] = std::move(compared);
     }
@@ -237,10 +266,8 @@ absl::Status Run(const Settings& settings) {
   } else if (!comparison) {
     std::cout << PerplexityLine(*result) << "\n";
   } else {
-    std::cout << models::WeightStorageName(settings.local.load.weight_storage) << ": "
-              << PerplexityLine(*result) << "\n"
-              << models::WeightStorageName(*settings.compare) << ": "
-              << PerplexityLine(comparison->compared) << "\n"
+    std::cout << settings.reference_label << ": " << PerplexityLine(*result) << "\n"
+              << settings.compared_label << ": " << PerplexityLine(comparison->compared) << "\n"
               << DivergenceLine(*comparison) << "\n";
   }
   std::fprintf(stderr, "ran %lld tokens (%lld scored)%s in %.2f s: %.1f tokens/s\n",
@@ -256,7 +283,8 @@ absl::Status Run(const Settings& settings) {
 int RunPerplexity(int argc, char** argv) {
   const std::string synopsis =
       "[--model DIR] (--text-file FILE | --ids-file FILE) [--context N] [--score-from K] "
-      "[--batch B] [--chunk C] [--no-bos] [--weight-dtype D] [--compare-weight-dtype D] [--json]";
+      "[--batch B] [--chunk C] [--no-bos] [--weight-dtype D] [--compare-weight-dtype D] "
+      "[--compare-model DIR] [--json]";
   absl::StatusOr<Args> args = Args::Parse(argc, argv, PerplexityFlags());
   if (args.ok() && args->Has("help")) {
     std::cout << Usage("perplexity", synopsis, PerplexityFlags());

@@ -195,6 +195,37 @@ TEST_F(PerplexityCliTest, ComparesWeightFormatsOnTheSameWindows) {
   EXPECT_NE(bad.err.find("--compare-weight-dtype: "), std::string::npos) << bad.err;
 }
 
+// --compare-model compares with another checkpoint of the same vocabulary.
+TEST_F(PerplexityCliTest, ComparesAnotherCheckpoint) {
+  const std::string fixtures = std::string(TANDEM_TEST_DATA) + "/models/";
+  const std::string ids = Write("ids.txt", "398 174 304 12 77 5 901 33 64 2 17 250 9 400 3 88");
+  // jamba-tiny-projbias is jamba-tiny's architecture with projection biases: other weights.
+  const nlohmann::json got =
+      Json("--model " + fixtures + "jamba-tiny --ids-file " + ids +
+           " --context 0 --compare-model " + fixtures + "jamba-tiny-projbias");
+  ASSERT_TRUE(got.contains("compared")) << got.dump();
+  EXPECT_EQ(got["compared"]["model"], fixtures + "jamba-tiny-projbias");
+  EXPECT_EQ(got["compared"]["scored_tokens"], 16);
+  EXPECT_GT(got["compared"]["kl_divergence"]["mean"].get<double>(), 0);
+  const nlohmann::json itself = Json("--model " + fixtures + "jamba-tiny --ids-file " + ids +
+                                     " --context 0 --compare-model " + fixtures + "jamba-tiny");
+  EXPECT_EQ(itself["compared"]["kl_divergence"]["max"], 0.0);
+
+  // Another vocabulary (the bundled model's 4,096 against 1,024), or no checkpoint at all.
+  const Output other = RunTandem("perplexity --ids-file " + ids + " --context 0 --compare-model " +
+                                 fixtures + "jamba-tiny");
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.err.find("the models' vocabularies differ: 4096 and 1024 tokens"),
+            std::string::npos)
+      << other.err;
+  const Output missing = RunTandem("perplexity --ids-file " + ids +
+                                   " --context 0 --compare-model " + (dir_ / "nowhere").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("the compared model, " + (dir_ / "nowhere").string() + " (auto): "),
+            std::string::npos)
+      << missing.err;
+}
+
 TEST_F(PerplexityCliTest, HumanOutputAndProgress) {
   const Output o = RunTandem("perplexity --threads 2 --text-file " + text_ + " --context 64");
   ASSERT_EQ(o.exit_code, 0) << o.err;
