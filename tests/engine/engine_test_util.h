@@ -134,8 +134,7 @@ class SchedulerHarness {
                    SchedulerConfig config = {}, Backend backend = Backend::kCpu,
                    const std::string& allocator = "avmp-dynamic",
                    const models::HydragenConfig& hydragen = {},
-                   const models::Tokenizer* tokenizer = nullptr)
-      : model_(model) {
+                   const models::Tokenizer* tokenizer = nullptr) {
     auto spec = CacheModelSpecFor(model.config(), "fixture");
     EXPECT_TRUE(spec.ok()) << spec.status();
     spec_ = *spec;
@@ -190,7 +189,6 @@ class SchedulerHarness {
   size_t used(cache::Pool pool) const { return allocator_->stats(pool).used_units; }
 
  private:
-  const models::Model& model_;
   cache::ModelSpec spec_;
   std::unique_ptr<cache::BlockAllocator> allocator_;
   std::unique_ptr<ModelRunner> runner_;
