@@ -56,6 +56,12 @@ const std::vector<FlagSpec>& PerplexityFlags() {
         {"compare-model", true,
          "compare with this checkpoint instead (the same vocabulary and tokenizer: the text is "
          "tokenized once, by --model's), in --compare-weight-dtype or --weight-dtype"},
+        {"compare-device", true,
+         "compare with the checkpoint run on this device (cpu, cuda, cuda:N): how far a GPU's "
+         "predictions are from the CPU's"},
+        {"compare-backend", true,
+         "compare with the checkpoint run by this CPU backend: cpu (the fast kernels) or "
+         "reference (plain loops)"},
         {"json", false, "print one JSON object with the result and every window's perplexity"},
     };
     all.insert(all.begin() + 1, own.begin(), own.end());  // after --model
@@ -82,6 +88,45 @@ std::string WeightsName(models::WeightStorage storage) {
   return std::string(models::WeightStorageName(storage));
 }
 
+// The second model of --compare-weight-dtype, --compare-model, --compare-device and
+// --compare-backend: --model's settings with those changed; nullopt when none is given.
+absl::StatusOr<std::optional<LocalModelSettings>> ReadComparedModel(
+    const Args& args, const LocalModelSettings& reference) {
+  const std::optional<std::string> weights = args.String("compare-weight-dtype");
+  const std::optional<std::string> model = args.String("compare-model");
+  const std::optional<std::string> device = args.String("compare-device");
+  const std::optional<std::string> backend = args.String("compare-backend");
+  if (!weights && !model && !device && !backend) return std::nullopt;
+  LocalModelSettings compared = reference;
+  if (weights) {
+    absl::StatusOr<models::WeightStorage> storage = models::ParseWeightStorage(*weights);
+    if (!storage.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--compare-weight-dtype: ", storage.status().message()));
+    }
+    compared.load.weight_storage = *storage;
+  }
+  if (model) compared.model_dir = *model;
+  if (device) compared.device = *device;
+  if (backend) {
+    if (*backend != "cpu" && *backend != "reference") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--compare-backend must be cpu or reference, got '", *backend, "'"));
+    }
+    compared.reference_backend = *backend == "reference";
+  }
+  if (compared.reference_backend && compared.device != "cpu") {
+    return absl::InvalidArgumentError(
+        "--compare-backend reference runs on the CPU only (--compare-device cpu)");
+  }
+  // GPU switches given for --device do not apply to a compared CPU.
+  if (compared.device == "cpu") {
+    compared.tensor_core_matmul = false;
+    compared.cuda_graphs = false;
+  }
+  return compared;
+}
+
 absl::StatusOr<Settings> ReadSettings(const Args& args) {
   Settings s;
   TANDEM_ASSIGN_OR_RETURN(s.local, ReadLocalModelSettings(args));
@@ -105,26 +150,20 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(s.options.chunk, args.IntIn("chunk", 1, 1 << 20, 512));
   s.bos = !args.Has("no-bos");
   s.json = args.Has("json");
-  const std::optional<std::string> compare_weights = args.String("compare-weight-dtype");
-  const std::optional<std::string> compare_model = args.String("compare-model");
+  TANDEM_ASSIGN_OR_RETURN(s.compared, ReadComparedModel(args, s.local));
   s.reference_label = WeightsName(s.local.load.weight_storage);
-  if (compare_weights || compare_model) {
-    LocalModelSettings compared = s.local;
-    if (compare_weights) {
-      absl::StatusOr<models::WeightStorage> storage = models::ParseWeightStorage(*compare_weights);
-      if (!storage.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--compare-weight-dtype: ", storage.status().message()));
-      }
-      compared.load.weight_storage = *storage;
-    }
-    s.compared_label = WeightsName(compared.load.weight_storage);
-    if (compare_model) {
-      compared.model_dir = *compare_model;
-      s.reference_label = absl::StrCat(s.local.model_dir, " (", s.reference_label, ")");
-      s.compared_label = absl::StrCat(compared.model_dir, " (", s.compared_label, ")");
-    }
-    s.compared = std::move(compared);
+  if (s.compared) {
+    s.compared_label = WeightsName(s.compared->load.weight_storage);
+    // Each side named by its weights and by whatever else differs.
+    const auto add = [&](const std::string& mine, const std::string& theirs) {
+      if (mine == theirs) return;
+      absl::StrAppend(&s.reference_label, ", ", mine);
+      absl::StrAppend(&s.compared_label, ", ", theirs);
+    };
+    add(s.local.model_dir, s.compared->model_dir);
+    add(s.local.device, s.compared->device);
+    add(s.local.reference_backend ? "reference backend" : "cpu backend",
+        s.compared->reference_backend ? "reference backend" : "cpu backend");
   }
   return s;
 }
@@ -259,6 +298,9 @@ absl::Status Run(const Settings& settings) {
       nlohmann::json compared = PerplexityJson(comparison->compared, /*windows=*/false);
       compared["model"] = settings.compared->model_dir;
       compared["weight_dtype"] = WeightsName(settings.compared->load.weight_storage);
+      compared["device"] = settings.compared->device;
+      compared["backend"] = settings.compared->reference_backend ? "reference" : "cpu";
+      compared["label"] = settings.compared_label;
       compared.update(DivergenceJson(*comparison));
       out["compared"] = std::move(compared);
     }
@@ -284,7 +326,7 @@ int RunPerplexity(int argc, char** argv) {
   const std::string synopsis =
       "[--model DIR] (--text-file FILE | --ids-file FILE) [--context N] [--score-from K] "
       "[--batch B] [--chunk C] [--no-bos] [--weight-dtype D] [--compare-weight-dtype D] "
-      "[--compare-model DIR] [--json]";
+      "[--compare-model DIR] [--compare-device DEV] [--compare-backend B] [--json]";
   absl::StatusOr<Args> args = Args::Parse(argc, argv, PerplexityFlags());
   if (args.ok() && args->Has("help")) {
     std::cout << Usage("perplexity", synopsis, PerplexityFlags());

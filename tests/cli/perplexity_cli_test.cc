@@ -221,9 +221,38 @@ TEST_F(PerplexityCliTest, ComparesAnotherCheckpoint) {
   const Output missing = RunTandem("perplexity --ids-file " + ids +
                                    " --context 0 --compare-model " + (dir_ / "nowhere").string());
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_NE(missing.err.find("the compared model, " + (dir_ / "nowhere").string() + " (auto): "),
+  EXPECT_NE(missing.err.find("the compared model, auto, " + (dir_ / "nowhere").string() + ": "),
             std::string::npos)
       << missing.err;
+}
+
+// --compare-backend and --compare-device run the same checkpoint elsewhere: the fast CPU kernels
+// against the reference loops differ by rounding only; the same device by nothing.
+TEST_F(PerplexityCliTest, ComparesBackendsAndDevices) {
+  const std::string model = std::string(TANDEM_TEST_DATA) + "/models/jamba-tiny";
+  const std::string ids = Write("ids.txt", "398 174 304 12 77 5 901 33 64 2 17 250 9 400 3 88");
+  const std::string args = "--model " + model + " --ids-file " + ids + " --context 0";
+  const nlohmann::json loops = Json(args + " --compare-backend reference");
+  const nlohmann::json& compared = loops["compared"];
+  EXPECT_EQ(compared["backend"], "reference");
+  EXPECT_EQ(compared["label"], "auto, reference backend");
+  EXPECT_LT(compared["kl_divergence"]["max"].get<double>(), 1e-8);
+  EXPECT_EQ(compared["same_top_token_rate"], 1.0);
+  EXPECT_NEAR(compared["perplexity"].get<double>() / loops["perplexity"].get<double>(), 1.0, 1e-5);
+
+  const nlohmann::json same = Json(args + " --compare-device cpu");
+  EXPECT_EQ(same["compared"]["device"], "cpu");
+  EXPECT_EQ(same["compared"]["kl_divergence"]["max"], 0.0);
+
+  for (const auto& [flags, message] :
+       {std::pair<std::string, std::string>{
+            "--compare-backend gpu", "--compare-backend must be cpu or reference, got 'gpu'"},
+        {"--compare-backend reference --compare-device cuda",
+         "--compare-backend reference runs on the CPU only"}}) {
+    const Output bad = RunTandem("perplexity " + args + " " + flags);
+    EXPECT_EQ(bad.exit_code, 2) << flags;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << bad.err;
+  }
 }
 
 TEST_F(PerplexityCliTest, HumanOutputAndProgress) {
