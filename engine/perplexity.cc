@@ -134,7 +134,7 @@ absl::StatusOr<PerplexityResult> MeasurePerplexity(const models::Model& model, k
   TANDEM_ASSIGN_OR_RETURN(const PerplexityWindows plan,
                           PlanPerplexityWindows(static_cast<int64_t>(text.size()), options));
   PerplexityTally tally(plan, options, static_cast<int64_t>(text.size()));
-  const ScoringModel scoring{&model, &ops, &allocator};
+  const ScoringModel scoring{&model, &ops, &allocator, ""};
   TANDEM_RETURN_IF_ERROR(ScoreWindows(
       {&scoring, 1}, text, options, plan,
       [&](const ScoredRow& row) {

@@ -102,7 +102,6 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Pump thread only.
   size_t next_choice_ = 0;  // the first asked for a message (round robin, so none starves)
   size_t completed_ = 0;    // choices whose finish event has been converted
-  size_t abortable_ = 0;    // the choice the call's request_id stands for in Abort
   v1::GenerateResponse response_;
   grpc::ByteBuffer wire_response_;  // response_ serialized, while its write is pending
   std::chrono::steady_clock::time_point write_started_;

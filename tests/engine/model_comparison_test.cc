@@ -36,7 +36,7 @@ struct Scorer {
     EXPECT_TRUE(arena.ok()) << arena.status();
     allocator = *std::move(arena);
   }
-  ScoringModel scoring() { return {model.get(), ops.get(), allocator.get()}; }
+  ScoringModel scoring() { return {model.get(), ops.get(), allocator.get(), ""}; }
   std::unique_ptr<models::Model> model;
   std::unique_ptr<kernels::Ops> ops;
   std::unique_ptr<cache::ArenaAllocator> allocator;
