@@ -16,6 +16,7 @@
 #include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "server/cli/args.h"
+#include "server/cli/command_main.h"
 #include "server/cli/commands.h"
 #include "server/cli/local_model.h"
 
@@ -167,23 +168,7 @@ int RunGenerate(int argc, char** argv) {
       "[--model DIR] (--prompt TEXT | --prompt-ids 1,2,3) --max-new-tokens N "
       "[--greedy | --temperature T --top-p P --top-k K --seed S] [--dump-logits FILE.npy] "
       "[--json]";
-  absl::StatusOr<Args> args = Args::Parse(argc, argv, GenerateFlags());
-  if (args.ok() && args->Has("help")) {
-    std::cout << Usage("generate", synopsis, GenerateFlags());
-    return 0;
-  }
-  absl::StatusOr<Settings> settings =
-      args.ok() ? ReadSettings(*args) : absl::StatusOr<Settings>(args.status());
-  if (!settings.ok()) {
-    std::cerr << "tandem generate: " << settings.status().message() << "\n\n"
-              << Usage("generate", synopsis, GenerateFlags());
-    return 2;
-  }
-  if (absl::Status status = Run(*settings); !status.ok()) {
-    std::cerr << "tandem generate: " << status.message() << "\n";
-    return 1;
-  }
-  return 0;
+  return RunCommand<Settings>("generate", synopsis, GenerateFlags(), argc, argv, ReadSettings, Run);
 }
 
 }  // namespace tandem::cli

@@ -23,6 +23,7 @@
 #include "models/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/cli/args.h"
+#include "server/cli/command_main.h"
 #include "server/cli/commands.h"
 #include "server/cli/local_model.h"
 #include "server/cli/perplexity_input.h"
@@ -327,23 +328,8 @@ int RunPerplexity(int argc, char** argv) {
       "[--model DIR] (--text-file FILE | --ids-file FILE) [--context N] [--score-from K] "
       "[--batch B] [--chunk C] [--no-bos] [--weight-dtype D] [--compare-weight-dtype D] "
       "[--compare-model DIR] [--compare-device DEV] [--compare-backend B] [--json]";
-  absl::StatusOr<Args> args = Args::Parse(argc, argv, PerplexityFlags());
-  if (args.ok() && args->Has("help")) {
-    std::cout << Usage("perplexity", synopsis, PerplexityFlags());
-    return 0;
-  }
-  absl::StatusOr<Settings> settings =
-      args.ok() ? ReadSettings(*args) : absl::StatusOr<Settings>(args.status());
-  if (!settings.ok()) {
-    std::cerr << "tandem perplexity: " << settings.status().message() << "\n\n"
-              << Usage("perplexity", synopsis, PerplexityFlags());
-    return 2;
-  }
-  if (absl::Status status = Run(*settings); !status.ok()) {
-    std::cerr << "tandem perplexity: " << status.message() << "\n";
-    return 1;
-  }
-  return 0;
+  return RunCommand<Settings>("perplexity", synopsis, PerplexityFlags(), argc, argv, ReadSettings,
+                              Run);
 }
 
 }  // namespace tandem::cli
