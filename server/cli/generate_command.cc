@@ -24,25 +24,19 @@ namespace tandem::cli {
 namespace {
 
 const std::vector<FlagSpec>& GenerateFlags() {
-  static const std::vector<FlagSpec> specs = [] {
-    std::vector<FlagSpec> all = LocalModelFlagSpecs();
-    std::vector<FlagSpec> own = {
-        {"prompt", true, "prompt text (encoded with the checkpoint's tokenizer)"},
-        {"prompt-ids", true, "prompt as comma-separated token ids, e.g. 1,2,3"},
-        {"max-new-tokens", true, "tokens to generate (default 16)"},
-        {"greedy", false, "always pick the most likely token (the default)"},
-        {"temperature", true, "sample at this temperature (> 0)"},
-        {"top-p", true, "nucleus sampling: keep the smallest set with this probability"},
-        {"top-k", true, "sample among the k most likely tokens (0 = all)"},
-        {"seed", true, "sampling seed (default 0): same seed, same output"},
-        {"dump-logits", true, "write float32 .npy [N, vocab]: row i = logits of output token i"},
-        {"json", false, "print one JSON object with prompt_ids, output_ids and text"},
-        {"prefill-chunk", true, "prompt tokens per prefill step (default 512)"},
-    };
-    all.insert(all.begin() + 1, own.begin(), own.end());  // after --model
-    all.push_back({"help", false, "show this help"});
-    return all;
-  }();
+  static const std::vector<FlagSpec> specs = WithLocalModelFlags({
+      {"prompt", true, "prompt text (encoded with the checkpoint's tokenizer)"},
+      {"prompt-ids", true, "prompt as comma-separated token ids, e.g. 1,2,3"},
+      {"max-new-tokens", true, "tokens to generate (default 16)"},
+      {"greedy", false, "always pick the most likely token (the default)"},
+      {"temperature", true, "sample at this temperature (> 0)"},
+      {"top-p", true, "nucleus sampling: keep the smallest set with this probability"},
+      {"top-k", true, "sample among the k most likely tokens (0 = all)"},
+      {"seed", true, "sampling seed (default 0): same seed, same output"},
+      {"dump-logits", true, "write float32 .npy [N, vocab]: row i = logits of output token i"},
+      {"json", false, "print one JSON object with prompt_ids, output_ids and text"},
+      {"prefill-chunk", true, "prompt tokens per prefill step (default 512)"},
+  });
   return specs;
 }
 

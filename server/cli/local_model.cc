@@ -31,6 +31,13 @@ std::vector<FlagSpec> LocalModelFlagSpecs() {
   };
 }
 
+std::vector<FlagSpec> WithLocalModelFlags(const std::vector<FlagSpec>& own) {
+  std::vector<FlagSpec> all = LocalModelFlagSpecs();
+  all.insert(all.begin() + 1, own.begin(), own.end());  // after --model
+  all.push_back({"help", false, "show this help"});
+  return all;
+}
+
 absl::StatusOr<LocalModelSettings> ReadLocalModelSettings(const Args& args) {
   LocalModelSettings s;
   if (std::optional<std::string> model = args.String("model")) {

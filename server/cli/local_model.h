@@ -23,6 +23,8 @@ namespace tandem::cli {
 // The flags that pick and place the model: --model, --threads, --backend, --device, the GPU
 // switches, --tensor-parallel, --weight-dtype, --zamba2-dt-clamp (and --page-size).
 std::vector<FlagSpec> LocalModelFlagSpecs();
+// A command's flags: --model, then `own`, then the other model flags, then --help.
+std::vector<FlagSpec> WithLocalModelFlags(const std::vector<FlagSpec>& own);
 
 struct LocalModelSettings {
   std::string model_dir;

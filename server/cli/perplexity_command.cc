@@ -33,42 +33,36 @@ namespace tandem::cli {
 namespace {
 
 const std::vector<FlagSpec>& PerplexityFlags() {
-  static const std::vector<FlagSpec> specs = [] {
-    std::vector<FlagSpec> all = LocalModelFlagSpecs();
-    const std::vector<FlagSpec> own = {
-        {"text-file", true, "the text to score (UTF-8), tokenized with the checkpoint's tokenizer"},
-        {"ids-file", true, "the text as token ids, separated by commas or whitespace"},
-        {"context", true,
-         "tokens per window, its BOS included (default 512); 0: the whole text as one window"},
-        {"score-from", true,
-         "the first scored position of each window; the ones before are context only "
-         "(default: half the window, much as llama.cpp's perplexity; 1 for the whole text)"},
-        {"batch", true, "windows run side by side (default 1); the result does not change"},
-        {"chunk", true,
-         "tokens of each window per forward pass (default 512): a pass holds batch × chunk rows "
-         "of logits"},
-        {"no-bos", false,
-         "do not start each window with what the tokenizer puts before plain text (its BOS; "
-         "without a tokenizer, config.json's bos_token_id)"},
-        {"compare-weight-dtype", true,
-         "also run the checkpoint with these weights (bf16, f16, int8, f32) on the same windows "
-         "and report how far its predictions are from --weight-dtype's: KL divergence per "
-         "token and how often the most likely token agrees"},
-        {"compare-model", true,
-         "compare with this checkpoint instead (the same vocabulary and tokenizer: the text is "
-         "tokenized once, by --model's), in --compare-weight-dtype or --weight-dtype"},
-        {"compare-device", true,
-         "compare with the checkpoint run on this device (cpu, cuda, cuda:N): how far a GPU's "
-         "predictions are from the CPU's"},
-        {"compare-backend", true,
-         "compare with the checkpoint run by this CPU backend: cpu (the fast kernels) or "
-         "reference (plain loops)"},
-        {"json", false, "print one JSON object with the result and every window's perplexity"},
-    };
-    all.insert(all.begin() + 1, own.begin(), own.end());  // after --model
-    all.push_back({"help", false, "show this help"});
-    return all;
-  }();
+  static const std::vector<FlagSpec> specs = WithLocalModelFlags({
+      {"text-file", true, "the text to score (UTF-8), tokenized with the checkpoint's tokenizer"},
+      {"ids-file", true, "the text as token ids, separated by commas or whitespace"},
+      {"context", true,
+       "tokens per window, its BOS included (default 512); 0: the whole text as one window"},
+      {"score-from", true,
+       "the first scored position of each window; the ones before are context only "
+       "(default: half the window, much as llama.cpp's perplexity; 1 for the whole text)"},
+      {"batch", true, "windows run side by side (default 1); the result does not change"},
+      {"chunk", true,
+       "tokens of each window per forward pass (default 512): a pass holds batch × chunk rows "
+       "of logits"},
+      {"no-bos", false,
+       "do not start each window with what the tokenizer puts before plain text (its BOS; "
+       "without a tokenizer, config.json's bos_token_id)"},
+      {"compare-weight-dtype", true,
+       "also run the checkpoint with these weights (bf16, f16, int8, f32) on the same windows "
+       "and report how far its predictions are from --weight-dtype's: KL divergence per "
+       "token and how often the most likely token agrees"},
+      {"compare-model", true,
+       "compare with this checkpoint instead (the same vocabulary and tokenizer: the text is "
+       "tokenized once, by --model's), in --compare-weight-dtype or --weight-dtype"},
+      {"compare-device", true,
+       "compare with the checkpoint run on this device (cpu, cuda, cuda:N): how far a GPU's "
+       "predictions are from the CPU's"},
+      {"compare-backend", true,
+       "compare with the checkpoint run by this CPU backend: cpu (the fast kernels) or "
+       "reference (plain loops)"},
+      {"json", false, "print one JSON object with the result and every window's perplexity"},
+  });
   return specs;
 }
 
