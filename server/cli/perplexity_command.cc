@@ -248,7 +248,6 @@ absl::Status Run(const Settings& settings) {
                  total, figures.c_str());
   };
 
-  nlohmann::json out;
   const engine::PerplexityResult* result = nullptr;
   std::optional<engine::PerplexityResult> alone;
   std::optional<engine::ModelComparison> comparison;
@@ -282,7 +281,7 @@ absl::Status Run(const Settings& settings) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   if (settings.json) {
-    out = PerplexityJson(*result, /*windows=*/true);
+    nlohmann::json out = PerplexityJson(*result, /*windows=*/true);
     out["text_tokens"] = text.size();
     out["context"] = result->context;
     out["score_from"] = result->score_from;
