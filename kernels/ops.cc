@@ -1,6 +1,8 @@
 #include "kernels/ops.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/argmax.h"
@@ -108,6 +110,22 @@ void Ops::GatedMlp(Activation act, const float* x, int64_t ld_x, int64_t rows,
   // The activated product overwrites the gate half in place (row stride 2I).
   GatedActivation(act, gu, 2 * I, gu + I, 2 * I, rows, I, gu, 2 * I);
   Linear(gu, 2 * I, rows, down, nullptr, out, ld_out);
+}
+
+// Only callers that asked ResumesAttentionExactly() reach these; a backend that says yes
+// overrides both, so arriving here is a bug in the caller, not a condition to report.
+void Ops::AdvanceSharedAttention(const SharedPrefixAttentionArgs&, const AttentionState&, bool,
+                                 Workspace&) {
+  std::fprintf(stderr,
+               "tandem: backend %s has no AdvanceSharedAttention (ResumesAttentionExactly)\n",
+               std::string(name()).c_str());
+  std::abort();
+}
+
+void Ops::FinishAttention(const PartialAttentionArgs&, const AttentionState&, Workspace&) {
+  std::fprintf(stderr, "tandem: backend %s has no FinishAttention (ResumesAttentionExactly)\n",
+               std::string(name()).c_str());
+  std::abort();
 }
 
 }  // namespace tandem::kernels

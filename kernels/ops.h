@@ -250,6 +250,17 @@ struct AttentionPart {
   const float* lse = nullptr;  int64_t ld_lse = 0;  // [rows, heads]
 };
 
+// Attention's online softmax stopped after some keys, to be resumed over the next ones (exact
+// Hydragen: Ops::ResumesAttentionExactly). Per row and query head: the running max of the scaled
+// scores, the sum of exp(score − max) over the keys seen, and acc = Σ exp(score − max)·v.
+struct AttentionState {
+  float* acc = nullptr;
+  int64_t ld_acc = 0;    // [rows, heads·head_dim]
+  float* max = nullptr;  // [rows, heads]
+  float* sum = nullptr;  // [rows, heads]
+  int64_t ld = 0;        // of max and sum
+};
+
 // How a router turns one token's logits into its k experts and their weights.
 //  - kSoftmax (Jamba, Granite): p = softmax(logits) over every expert; the k largest p.
 //  - kSigmoid (Nemotron 3, after DeepSeek-V3): p = sigmoid(logits). The choice ranks p + bias
@@ -482,6 +493,21 @@ class Ops {
   virtual void MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
                               int32_t head_dim, float* out, int64_t ld_out, float* lse,
                               int64_t ld_lse) = 0;
+
+  // Exact Hydragen (docs/ARCHITECTURE.md, "Hydragen"). True where the two ops below are built and
+  // a row's attention cut at page boundaries into AdvanceSharedAttention's ranges and a
+  // FinishAttention gives, bit for bit, what Attention gives the row; the model then prefers
+  // them to SharedPrefixAttention and MergeAttention. Backends without them keep the default.
+  virtual bool ResumesAttentionExactly() const { return false; }
+  // Advances the states of `args.rows` rows over their shared page-aligned range (args.out and
+  // args.lse unused); `start` first empties them (max −inf, sum 0, acc 0). State row r belongs
+  // to query row r.
+  virtual void AdvanceSharedAttention(const SharedPrefixAttentionArgs& args,
+                                      const AttentionState& state, bool start, Workspace& ws);
+  // Resumes each row's state over its own keys (PartialAttentionArgs' batch form: page_tables,
+  // key_begins, key_ends; lse unused) and writes the normalised output; the states are used up.
+  virtual void FinishAttention(const PartialAttentionArgs& args, const AttentionState& state,
+                               Workspace& ws);
 };
 
 }  // namespace tandem::kernels

@@ -134,14 +134,9 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
   float* q = ctx.ws.Floats(members * q_width);
   ops.GatherRowsAt(qkv, width, rows_of_members, q_width, q, q_width);
 
-  // Each node once, over its shared pages, for all of its members.
+  // A node's work over its shared pages, for all of its members.
   const int64_t num_nodes = static_cast<int64_t>(plan.nodes.size());
-  float** node_out = ctx.host.Array<float*>(num_nodes);
-  float** node_lse = ctx.host.Array<float*>(num_nodes);
-  for (int64_t n = 0; n < num_nodes; ++n) {
-    const SharedPrefixNode& node = plan.nodes[n];
-    node_out[n] = ctx.ws.Floats(int64_t{node.count} * q_width);
-    node_lse[n] = ctx.ws.Floats(int64_t{node.count} * heads);
+  auto node_args = [&](const SharedPrefixNode& node) {
     kernels::SharedPrefixAttentionArgs args;
     args.rows = node.count;
     args.heads = dims_.heads;
@@ -151,12 +146,8 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
     args.key_begin = node.page_begin * pt;
     args.key_end = node.page_end * pt;
     args.scale = dims_.scale;
-    args.out = node_out[n];
-    args.ld_out = q_width;
-    args.lse = node_lse[n];
-    args.ld_lse = heads;
-    ops.SharedPrefixAttention(args, ctx.ws);
-  }
+    return args;
+  };
   if (ctx.stats != nullptr) ctx.stats->hydragen_nodes += num_nodes;
 
   // Every member's own suffix in one call: from its leaf node's end to its own position.
@@ -169,35 +160,73 @@ void AttentionLayer::SharedPrefixForward(const ForwardContext& ctx, const Shared
     ends[i] = segment(i).start_pos + 1;
   }
   const size_t n_members = static_cast<size_t>(members);
-  float* suffix = ctx.ws.Floats(members * q_width);
+  kernels::PartialAttentionArgs suffix;
+  suffix.rows = members;
+  suffix.heads = dims_.heads;
+  suffix.q = q;
+  suffix.ld_q = q_width;
+  suffix.kv = ctx.layout.KvView(attention_index, nullptr);  // the layout; rows read their own pages
+  suffix.page_tables = ops.Table<float* const*>({tables, n_members}, ctx.ws);
+  suffix.key_begins = ops.Table<int64_t>({begins, n_members}, ctx.ws);
+  suffix.key_ends = ops.Table<int64_t>({ends, n_members}, ctx.ws);
+  suffix.scale = dims_.scale;
+  float* merged = ctx.ws.Floats(members * q_width);
+
+  if (ops.ResumesAttentionExactly()) {
+    // Each member's online softmax runs through its nodes from the root down (preorder puts a
+    // parent first; a root starts at page 0, a child where its parent ends), then through its
+    // own keys: the tiles of its attention alone, so the bits of it.
+    kernels::AttentionState state;
+    state.acc = ctx.ws.Floats(members * q_width);
+    state.ld_acc = q_width;
+    state.max = ctx.ws.Floats(members * heads);
+    state.sum = ctx.ws.Floats(members * heads);
+    state.ld = heads;
+    for (const SharedPrefixNode& node : plan.nodes) {
+      kernels::AttentionState rows = state;
+      rows.acc += int64_t{node.first} * q_width;
+      rows.max += int64_t{node.first} * heads;
+      rows.sum += int64_t{node.first} * heads;
+      ops.AdvanceSharedAttention(node_args(node), rows, node.parent < 0, ctx.ws);
+    }
+    suffix.out = merged;
+    suffix.ld_out = q_width;
+    ops.FinishAttention(suffix, state, ctx.ws);
+    ops.ScatterRowsTo(merged, q_width, rows_of_members, q_width, attn, q_width);
+    return;
+  }
+
+  // Merged by log-sum-exp: each node's and each suffix's normalised output and log-sum-exp.
+  float** node_out = ctx.host.Array<float*>(num_nodes);
+  float** node_lse = ctx.host.Array<float*>(num_nodes);
+  for (int64_t n = 0; n < num_nodes; ++n) {
+    node_out[n] = ctx.ws.Floats(int64_t{plan.nodes[n].count} * q_width);
+    node_lse[n] = ctx.ws.Floats(int64_t{plan.nodes[n].count} * heads);
+    kernels::SharedPrefixAttentionArgs args = node_args(plan.nodes[n]);
+    args.out = node_out[n];
+    args.ld_out = q_width;
+    args.lse = node_lse[n];
+    args.ld_lse = heads;
+    ops.SharedPrefixAttention(args, ctx.ws);
+  }
+  float* suffix_out = ctx.ws.Floats(members * q_width);
   float* suffix_lse = ctx.ws.Floats(members * heads);
-  kernels::PartialAttentionArgs args;
-  args.rows = members;
-  args.heads = dims_.heads;
-  args.q = q;
-  args.ld_q = q_width;
-  args.kv = ctx.layout.KvView(attention_index, nullptr);  // the layout; rows read their own pages
-  args.page_tables = ops.Table<float* const*>({tables, n_members}, ctx.ws);
-  args.key_begins = ops.Table<int64_t>({begins, n_members}, ctx.ws);
-  args.key_ends = ops.Table<int64_t>({ends, n_members}, ctx.ws);
-  args.scale = dims_.scale;
-  args.out = suffix;
-  args.ld_out = q_width;
-  args.lse = suffix_lse;
-  args.ld_lse = heads;
-  ops.PartialAttention(args, ctx.ws);
+  suffix.out = suffix_out;
+  suffix.ld_out = q_width;
+  suffix.lse = suffix_lse;
+  suffix.ld_lse = heads;
+  ops.PartialAttention(suffix, ctx.ws);
 
   // The merge with every node on the path to the root, once per run of members that share a
   // leaf (their rows are consecutive in every node on that path), in plan order; then every
   // row goes back to its sequence's place.
-  float* merged = ctx.ws.Floats(members * q_width);
   kernels::AttentionPart* parts = ctx.host.Array<kernels::AttentionPart>(num_nodes + 1);
   for (int64_t i0 = 0; i0 < members;) {
     const int32_t leaf = plan.leaf[i0];
     int64_t i1 = i0 + 1;
     while (i1 < members && plan.leaf[i1] == leaf) ++i1;
     int64_t count = 0;
-    parts[count++] = {suffix + i0 * q_width, q_width, suffix_lse + i0 * heads, heads};
+    parts[count++] = {suffix_out + i0 * q_width, q_width, suffix_lse + i0 * heads, heads};
     for (int32_t n = leaf; n >= 0; n = plan.nodes[n].parent) {
       const int64_t row = i0 - plan.nodes[n].first;
       parts[count++] = {node_out[n] + row * q_width, q_width, node_lse[n] + row * heads, heads};

@@ -39,7 +39,9 @@ class AttentionLayer {
 
  private:
   // Hydragen for the decode rows in `plan`: each shared node attended once by all its members,
-  // each member's own suffix, merged by log-sum-exp into the member's rows of `attn`.
+  // then each member's own suffix, into the member's rows of `attn`. Where the backend resumes
+  // attention exactly, the nodes and the suffix continue one online softmax (the bits of
+  // attention without Hydragen); elsewhere their parts merge by log-sum-exp.
   void SharedPrefixForward(const ForwardContext& ctx, const SharedPrefixPlan& plan,
                            const float* qkv, int64_t width, int32_t attention_index,
                            float* attn) const;

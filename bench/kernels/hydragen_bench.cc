@@ -3,8 +3,11 @@
 // prefix) and each has a private suffix of 1–32 tokens, the last being its decode token.
 // Per-sequence attention is Ops::Attention for each sequence (what AttentionLayer runs without
 // sharing); Hydragen is one SharedPrefixAttention over all B decode rows, B PartialAttention calls
-// for the suffixes and their MergeAttention. Both run alternately inside each iteration, so the
-// `speedup` counter is a ratio measured in one run on the same (shared, noisy) cores. Head
+// for the suffixes and their MergeAttention; exact Hydragen (the batch-invariant default) is one
+// AdvanceSharedAttention over the prefix and one FinishAttention for the suffixes. All three run
+// one after the other inside each iteration, so the `speedup` (merged) and `exact_speedup`
+// counters are ratios measured in one run on the same (shared, noisy) cores; `exact_differs`
+// counts output floats whose bits differ from per-sequence attention's (0). Head
 // configuration of a 7–8B GQA model: 32 query heads, 8 kv heads, head_dim 128, pages of 16 tokens.
 //
 // BM_HydragenVsPaged/B/P: the grid of docs/BENCHMARKS.md; BM_HydragenCrossover/B/P: small batches
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -134,12 +138,57 @@ void Hydragen(Ops& ops, const Batch& b, int64_t prefix, float* out, Workspace& w
   }
 }
 
+// Exact Hydragen (Ops::ResumesAttentionExactly): the rows' states advanced over the prefix
+// together, then each resumed over its own suffix; the bits of PerSequence.
+void ExactHydragen(Ops& ops, const Batch& b, int64_t prefix, float* out, Workspace& ws) {
+  const int64_t batch = b.pos.size();
+  ws.Reset();
+  AttentionState st;
+  st.acc = ws.Floats(batch * kWidth);
+  st.ld_acc = kWidth;
+  st.max = ws.Floats(batch * kHeads);
+  st.sum = ws.Floats(batch * kHeads);
+  st.ld = kHeads;
+  SharedPrefixAttentionArgs s;
+  s.rows = batch;
+  s.heads = kHeads;
+  s.q = b.q.data();
+  s.ld_q = kWidth;
+  s.kv = b.View(0);
+  s.key_begin = 0;
+  s.key_end = prefix;
+  s.scale = kScale;
+  ops.AdvanceSharedAttention(s, st, /*start=*/true, ws);
+  auto** tables = ws.Array<float* const*>(batch);
+  int64_t* begins = ws.Array<int64_t>(batch);
+  int64_t* ends = ws.Array<int64_t>(batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    tables[i] = b.tables[i].data();
+    begins[i] = prefix;
+    ends[i] = b.pos[i] + 1;
+  }
+  PartialAttentionArgs a;
+  a.rows = batch;
+  a.heads = kHeads;
+  a.q = b.q.data();
+  a.ld_q = kWidth;
+  a.kv = b.View(0);
+  a.page_tables = tables;
+  a.key_begins = begins;
+  a.key_ends = ends;
+  a.scale = kScale;
+  a.out = out;
+  a.ld_out = kWidth;
+  ops.FinishAttention(a, st, ws);
+}
+
 void Compare(benchmark::State& state) {
   const int64_t batch = state.range(0), prefix = state.range(1);
   const Batch b(batch, prefix);
-  std::vector<float> paged_out(batch * kWidth), hydragen_out(batch * kWidth);
+  std::vector<float> paged_out(batch * kWidth), hydragen_out(batch * kWidth),
+      exact_out(batch * kWidth);
   Workspace ws;
-  double paged_s = 0, hydragen_s = 0;
+  double paged_s = 0, hydragen_s = 0, exact_s = 0;
   using Clock = std::chrono::steady_clock;
   for (auto _ : state) {
     const auto t0 = Clock::now();
@@ -147,19 +196,27 @@ void Compare(benchmark::State& state) {
     const auto t1 = Clock::now();
     Hydragen(Cpu(), b, prefix, hydragen_out.data(), ws);
     const auto t2 = Clock::now();
+    ExactHydragen(Cpu(), b, prefix, exact_out.data(), ws);
+    const auto t3 = Clock::now();
     paged_s += std::chrono::duration<double>(t1 - t0).count();
     hydragen_s += std::chrono::duration<double>(t2 - t1).count();
+    exact_s += std::chrono::duration<double>(t3 - t2).count();
     state.SetIterationTime(std::chrono::duration<double>(t2 - t1).count());
   }
   float diff = 0;
+  int64_t exact_differs = 0;
   for (size_t i = 0; i < paged_out.size(); ++i) {
     diff = std::max(diff, std::fabs(paged_out[i] - hydragen_out[i]));
+    exact_differs += std::memcmp(&paged_out[i], &exact_out[i], sizeof(float)) != 0;
   }
   const double n = static_cast<double>(state.iterations());
   state.counters["paged_ms"] = 1e3 * paged_s / n;
   state.counters["hydragen_ms"] = 1e3 * hydragen_s / n;
   state.counters["speedup"] = paged_s / hydragen_s;
   state.counters["max_abs_diff"] = diff;
+  state.counters["exact_ms"] = 1e3 * exact_s / n;
+  state.counters["exact_speedup"] = paged_s / exact_s;
+  state.counters["exact_differs"] = static_cast<double>(exact_differs);  // floats; must be 0
 }
 
 void BM_HydragenVsPaged(benchmark::State& state) { Compare(state); }

@@ -1,84 +1,71 @@
-// The inner loop shared by CpuOps's per-row attention ops: one query token's GQA group against a
-// key range of one kv head, with an online (streaming) softmax in fp32, page block by page block,
-// so that each block of K and V is loaded once for the whole group.
+// The online softmax behind CpuOps's attention ops, with its arithmetic fixed so that a query
+// attended on its own and queries attended together over keys they share (exact Hydragen,
+// docs/ARCHITECTURE.md, "Hydragen") give the same bits.
+//
+// The rule, for one query head q (head_dim D) and a range of keys: each page's keys in the range
+// are taken in tiles of up to 16, from the range's first key in the page. Per tile (keys k_i,
+// values v_i, i < n):
+//   s_i  = Dot(q, k_i) · scale
+//   m'   = max(m, max_i s_i),  c = exp(m − m'),  p_i = exp(s_i − m')     (exp: FastExp's)
+//   l    = l·c + Tree16(p_0 … p_{n−1}, then zeros)
+//   acc  = acc·c, then acc = fma(p_i, v_i, acc) for i = 0 … n−1 in order
+//   m    = m'
+// where Dot(q, k) keeps 16 lanes, lane j the fused chain over d = j, j + 16, j + 32 … < D from
+// +0, and Tree16(x) = ((x0+x8)+(x4+x12)) + ((x2+x10)+(x6+x14)) + (((x1+x9)+(x5+x13)) +
+// ((x3+x11)+(x7+x15))) with its last add last: the lanes halve pairwise. The output is
+// acc · (1/l). A range cut at a page boundary and resumed from (m, l, acc) therefore runs the very
+// tiles of the uncut range. Without AVX-512 (builds without -march=native) "fused" is a product
+// then a sum; each build is consistent with itself.
 #ifndef TANDEM_KERNELS_CPU_ATTENTION_STREAM_H_
 #define TANDEM_KERNELS_CPU_ATTENTION_STREAM_H_
 
-#include <algorithm>
 #include <cstdint>
-#include <limits>
 
-#include "kernels/cpu/fast_math.h"
 #include "kernels/ops.h"
 
 namespace tandem::kernels {
 
-// Floats of scratch StreamGroup needs for a group of `group` heads.
-inline int64_t StreamGroupScratch(int32_t group, int64_t head_dim, int32_t page_tokens) {
-  return int64_t{group} * head_dim + page_tokens + 2 * group;
-}
-
-// Accumulates, for each head gi of the group (query q + gi·head_dim, kv head j), the unnormalised
-// Σ exp(s − max)·v into acc[gi·head_dim …], the running max into mx[gi] and Σ exp(s − max) into
-// sum[gi], over keys [key_begin, key_end). `scratch` has StreamGroupScratch floats; on return
-// acc = scratch, mx and sum follow the score row. An empty range leaves sum = 0, mx = −inf.
-struct GroupResult {
+// A GQA group's running state: acc [group, head_dim], max and sum [group].
+struct GroupState {
   float* acc;
-  float* mx;
+  float* max;
   float* sum;
 };
 
-inline GroupResult StreamGroup(const float* q, int32_t group, const PagedKv& kv, int32_t j,
-                               int64_t key_begin, int64_t key_end, float scale, float* scratch) {
-  const int64_t dh = kv.head_dim, pt = kv.page_tokens;
-  float* acc = scratch;         // [group, dh]
-  float* s = acc + group * dh;  // [pt]
-  float* mx = s + pt;           // running max per head
-  float* sum = mx + group;      // running denominator per head
-  std::fill(acc, acc + group * dh, 0.0f);
-  std::fill(mx, mx + group, -std::numeric_limits<float>::infinity());
-  std::fill(sum, sum + group, 0.0f);
-  if (key_begin >= key_end) return {acc, mx, sum};
-  for (int64_t page = key_begin / pt; page * pt < key_end; ++page) {
-    const int64_t lo = std::max<int64_t>(key_begin - page * pt, 0);
-    const int64_t cnt = std::min(pt, key_end - page * pt) - lo;
-    const float* __restrict kb = kv.k_block(page, j) + lo * dh;
-    const float* __restrict vb = kv.v_block(page, j) + lo * dh;
-    for (int32_t gi = 0; gi < group; ++gi) {
-      const float* __restrict qg = q + int64_t{gi} * dh;
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (int64_t r = 0; r < cnt; ++r) {
-        const float* __restrict kr = kb + r * dh;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t i = 0; i < dh; ++i) dot += qg[i] * kr[i];
-        s[r] = dot * scale;
-        block_max = std::max(block_max, s[r]);
-      }
-      const float new_max = std::max(mx[gi], block_max);
-      const float correction = FastExp(mx[gi] - new_max);  // exp(-inf) = 0 on the first block
-      mx[gi] = new_max;
-      float* __restrict ag = acc + gi * dh;
-      float block_sum = 0.0f;
-      if (correction != 1.0f) {
-        for (int64_t i = 0; i < dh; ++i) ag[i] *= correction;
-      }
-#pragma omp simd reduction(+ : block_sum)
-      for (int64_t r = 0; r < cnt; ++r) {
-        s[r] = FastExp(s[r] - new_max);
-        block_sum += s[r];
-      }
-      for (int64_t r = 0; r < cnt; ++r) {
-        const float p = s[r];
-        const float* __restrict vr = vb + r * dh;
-#pragma omp simd
-        for (int64_t i = 0; i < dh; ++i) ag[i] += p * vr[i];
-      }
-      sum[gi] = sum[gi] * correction + block_sum;
-    }
-  }
-  return {acc, mx, sum};
-}
+// Floats of scratch StreamGroup needs for a group of `group` heads (a multiple of 16, so that
+// slots cut from one array stay 64-byte aligned).
+int64_t StreamGroupScratch(int32_t group, int64_t head_dim);
+
+// The empty state: acc = 0, max = −inf, sum = 0.
+void StartGroup(GroupState state, int32_t group, int64_t head_dim);
+
+// Advances the state of each head gi of the group (query q + gi·head_dim, kv head j) over keys
+// [key_begin, key_end) of `kv`. An empty range leaves it as it was.
+void AdvanceGroup(const float* q, int32_t group, const PagedKv& kv, int32_t j, int64_t key_begin,
+                  int64_t key_end, float scale, GroupState state);
+
+// out[gi·head_dim …] = acc · (1/sum), for each head of the group.
+void NormaliseGroup(GroupState state, int32_t group, int64_t head_dim, float* out);
+
+// Starts a state in `scratch` (StreamGroupScratch floats) and advances it over the range.
+GroupState StreamGroup(const float* q, int32_t group, const PagedKv& kv, int32_t j,
+                       int64_t key_begin, int64_t key_end, float scale, float* scratch);
+
+// Many queries over keys they share: `rows` query heads, all of kv head j, row r at
+// q[r / group · ld_q + (head0 + r % group) · head_dim] with its state at the same place of
+// `state` (AttentionState's layout). Each row ends, bit for bit, where AdvanceGroup would take
+// it. `start` first empties the states. Rows sit in vector lanes, so a key is read once for all.
+struct SharedRows {
+  int64_t rows = 0;
+  int32_t group = 1;
+  int32_t head0 = 0;
+  const float* q = nullptr;
+  int64_t ld_q = 0;
+  AttentionState state;
+};
+int64_t SharedRowsScratch(int64_t rows, int64_t head_dim);
+void AdvanceSharedRows(const SharedRows& rows, const PagedKv& kv, int32_t j, int64_t key_begin,
+                       int64_t key_end, float scale, bool start, float* scratch);
 
 }  // namespace tandem::kernels
 

@@ -14,7 +14,7 @@ void CpuOps::Attention(const AttentionArgs& a, Workspace& ws) {
   const int32_t kvh = kv.num_kv_heads, group = a.heads / kvh;
   const int64_t items = a.tokens * kvh;
   const int64_t slots = std::min<int64_t>(items, pool_.size());
-  const int64_t per_slot = StreamGroupScratch(group, dh, kv.page_tokens);
+  const int64_t per_slot = StreamGroupScratch(group, dh);
   float* scratch = ws.Floats(slots * per_slot);
   pool_.ForEach(items, [&](int64_t slot, int64_t item) {
     const int64_t t = item / kvh;
@@ -27,13 +27,9 @@ void CpuOps::Attention(const AttentionArgs& a, Workspace& ws) {
       row_kv.pages = a.page_tables[t];
       end = a.positions[t] + 1;
     }
-    const GroupResult r =
+    const GroupState state =
         StreamGroup(q, group, row_kv, j, 0, end, a.scale, scratch + slot * per_slot);
-    for (int32_t gi = 0; gi < group; ++gi) {
-      float* __restrict o = a.out + t * a.ld_out + (int64_t{j} * group + gi) * dh;
-      const float inv = 1.0f / r.sum[gi];
-      for (int64_t i = 0; i < dh; ++i) o[i] = r.acc[gi * dh + i] * inv;
-    }
+    NormaliseGroup(state, group, dh, a.out + t * a.ld_out + int64_t{j} * group * dh);
   });
 }
 

@@ -27,10 +27,11 @@ class CpuOps : public Ops {
   // its call: however many rows a Linear has (our own GEMM, whose per-element reduction order
   // depends only on k, at every row count), wherever a prefill was split and whether the token
   // came through prefill or a decode step (the SSD scan runs the decode step's recurrence token
-  // by token instead of in chunks). A cache hit, a batched decode and a resumed preemption then
-  // give bit-identical logits to a cold, lone, uninterrupted run, except where Hydragen splits
-  // an attention into LSE-merged parts (equal to plain attention up to fp32 rounding). Costs
-  // prefill speed: sgemm is faster at large row counts (docs/BENCHMARKS.md, "Batch invariance").
+  // by token instead of in chunks), and Hydragen resumes a row's own attention rather than
+  // merging parts (ResumesAttentionExactly). A cache hit, a batched decode and a resumed
+  // preemption then give bit-identical logits to a cold, lone, uninterrupted run. Costs prefill
+  // speed: sgemm is faster at large row counts (docs/BENCHMARKS.md, "Batch invariance"), and
+  // shared-prefix decode speed (docs/BENCHMARKS.md, "Hydragen").
   void set_batch_invariant(bool on) { batch_invariant_ = on; }
   bool batch_invariant() const { return batch_invariant_; }
   // Outside batch-invariant mode, SsdScan runs in chunks of min(args.chunk_size, max_chunk) tokens
@@ -84,6 +85,12 @@ class CpuOps : public Ops {
   void MergeAttention(std::span<const AttentionPart> parts, int64_t rows, int32_t heads,
                       int32_t head_dim, float* out, int64_t ld_out, float* lse,
                       int64_t ld_lse) override;
+  // In batch-invariant mode; outside it Hydragen takes the faster SharedPrefixAttention.
+  bool ResumesAttentionExactly() const override { return batch_invariant_; }
+  void AdvanceSharedAttention(const SharedPrefixAttentionArgs& args, const AttentionState& state,
+                              bool start, Workspace& ws) override;
+  void FinishAttention(const PartialAttentionArgs& args, const AttentionState& state,
+                       Workspace& ws) override;
 
  private:
   // Per-slot scratch for ops without a Workspace argument: `floats_per_slot` floats for each of

@@ -36,7 +36,7 @@ void CpuOps::PartialAttention(const PartialAttentionArgs& a, Workspace& ws) {
   }
   const int64_t macs = keys * a.heads * dh;
   const int64_t slots = macs < kSerialAttentionMacs ? 1 : std::min<int64_t>(items, pool_.size());
-  const int64_t per_slot = StreamGroupScratch(group, dh, kv.page_tokens);
+  const int64_t per_slot = StreamGroupScratch(group, dh);
   float* scratch = ws.Floats(std::max<int64_t>(slots, 1) * per_slot);
   auto item_fn = [&](int64_t slot, int64_t item) {
     const int64_t t = item / kvh;
@@ -50,8 +50,8 @@ void CpuOps::PartialAttention(const PartialAttentionArgs& a, Workspace& ws) {
       end = a.key_ends[t];
     }
     const float* q = a.q + t * a.ld_q + int64_t{j} * group * dh;
-    const GroupResult r = StreamGroup(q, group, row_kv, j, begin, std::max(end, begin), a.scale,
-                                      scratch + slot * per_slot);
+    const GroupState r = StreamGroup(q, group, row_kv, j, begin, std::max(end, begin), a.scale,
+                                     scratch + slot * per_slot);
     for (int32_t gi = 0; gi < group; ++gi) {
       const int64_t h = int64_t{j} * group + gi;
       float* __restrict o = a.out + t * a.ld_out + h * dh;
@@ -62,7 +62,7 @@ void CpuOps::PartialAttention(const PartialAttentionArgs& a, Workspace& ws) {
       }
       const float inv = 1.0f / r.sum[gi];
       for (int64_t i = 0; i < dh; ++i) o[i] = r.acc[gi * dh + i] * inv;
-      a.lse[t * a.ld_lse + h] = r.mx[gi] + std::log(r.sum[gi]);
+      a.lse[t * a.ld_lse + h] = r.max[gi] + std::log(r.sum[gi]);
     }
   };
   if (slots == 1) {

@@ -47,7 +47,7 @@ class ChoicesTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<SchedulerHarness> Harness(CachePolicy policy = CachePolicy::kMarconi,
                                             size_t memory = 64 * kMiB) {
     return std::make_unique<SchedulerHarness>(*model_, policy, memory, SmallSteps(), Backend::kCpu,
-                                              "avmp-dynamic", testing::WithoutHydragen());
+                                              "avmp-dynamic", testing::SharingEveryPage());
   }
 
   // Choice `index` of `request` run as a lone request, with no cache.
@@ -105,6 +105,8 @@ TEST_P(ChoicesTest, EachChoiceIsALoneRequestWithItsSeedAndThePromptRunsOnce) {
   EXPECT_EQ(got[0].finished.usage.cached_tokens, 0);
   EXPECT_EQ(got[0].finished.usage.preemptions, 0);
   EXPECT_EQ(stats.memory_usage_ratio(), 0.0);
+  // The choices decoded their shared prompt pages through Hydragen, and still gave the bits.
+  if (model_->config().num_attention_layers > 0) EXPECT_GT(stats.hydragen_nodes, 0);
 }
 
 TEST_P(ChoicesTest, GreedyChoicesAreTheSameAnswer) {

@@ -204,7 +204,7 @@ TEST(EngineApiTest, SubmitChoicesGivesEachChoiceItsLoneOutput) {
   auto model = LoadFixtureModel("zamba2-tiny");
   ASSERT_NE(model, nullptr);
   EngineConfig config = SmallConfig(CachePolicy::kMarconi);
-  config.hydragen.enabled = false;  // choices decode beside each other; compared bit for bit
+  config.hydragen.min_shared_work = 0;  // choices decode beside each other; compared bit for bit
   auto engine = Engine::Create(*model, nullptr, config);
   ASSERT_TRUE(engine.ok());
   Request request = Greedy(Tokens(50, 4, model->config().vocab_size), 8);

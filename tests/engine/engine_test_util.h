@@ -196,13 +196,13 @@ class SchedulerHarness {
   RequestId next_id_ = 1;
 };
 
-// Hydragen sums a shared prefix's attention in another order than plain attention, so rows that
-// share a cached prefix round otherwise than a lone request's; tests that compare such runs bit
-// for bit turn it off.
-inline models::HydragenConfig WithoutHydragen() {
-  models::HydragenConfig plain;
-  plain.enabled = false;
-  return plain;
+// Hydragen on every page a batch's decode rows share, however little: on the batch-invariant CPU
+// backend it resumes each row's own attention (bit for bit a lone request's), so tests that compare
+// such runs bit for bit make it run wherever it can.
+inline models::HydragenConfig SharingEveryPage() {
+  models::HydragenConfig every;
+  every.min_shared_work = 0;
+  return every;
 }
 
 inline Request Greedy(std::vector<int32_t> prompt, int32_t max_new_tokens) {

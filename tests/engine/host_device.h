@@ -218,6 +218,16 @@ class SeparateMemoryOps final : public kernels::Ops {
                       int64_t ld_lse) override {
     inner_->MergeAttention(parts, rows, heads, head_dim, out, ld_out, lse, ld_lse);
   }
+  bool ResumesAttentionExactly() const override { return inner_->ResumesAttentionExactly(); }
+  void AdvanceSharedAttention(const kernels::SharedPrefixAttentionArgs& args,
+                              const kernels::AttentionState& state, bool start,
+                              kernels::Workspace& ws) override {
+    inner_->AdvanceSharedAttention(args, state, start, ws);
+  }
+  void FinishAttention(const kernels::PartialAttentionArgs& args,
+                       const kernels::AttentionState& state, kernels::Workspace& ws) override {
+    inner_->FinishAttention(args, state, ws);
+  }
 
  private:
   std::unique_ptr<kernels::Ops> inner_;

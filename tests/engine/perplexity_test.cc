@@ -53,7 +53,7 @@ class PerplexityTest : public ::testing::TestWithParam<std::string> {
     Request r = testing::Greedy(window, 0);
     r.prompt_logprobs = 0;
     SchedulerHarness harness(*model_, CachePolicy::kNone, 64 * kMiB, testing::SmallSteps(),
-                             Backend::kCpu, "avmp-dynamic", testing::WithoutHydragen());
+                             Backend::kCpu, "avmp-dynamic", testing::SharingEveryPage());
     const Outcome got = harness.Run(std::move(r));
     EXPECT_EQ(got.prompt_logprobs.size(), window.size() - 1) << got.finished.error;
     double nll = 0;

@@ -50,7 +50,7 @@ class PromptLogprobsTest : public ::testing::TestWithParam<std::string> {
                                             size_t memory = 64 * kMiB,
                                             SchedulerConfig config = SmallSteps()) {
     return std::make_unique<SchedulerHarness>(*model_, policy, memory, config, Backend::kCpu,
-                                              "avmp-dynamic", testing::WithoutHydragen());
+                                              "avmp-dynamic", testing::SharingEveryPage());
   }
 
   // What prompt token `position` of `prompt` should be scored: the first token of a lone
@@ -230,7 +230,7 @@ TEST_P(PromptLogprobsTest, APrefillPreemptedMidwayScoresEachTokenOnce) {
         *model_, policy, kv_bytes + ssm_bytes + 4096, SmallSteps(), Backend::kCpu,
         "fixed-dual:" +
             std::to_string(static_cast<double>(ssm_bytes) / static_cast<double>(kv_bytes)),
-        testing::WithoutHydragen());
+        testing::SharingEveryPage());
     ASSERT_EQ(harness.allocator().stats(cache::Pool::kKvPage).capacity_units, pages);
     auto stream_a = harness.Add(Scoring(prompt_a, 40));
     while (harness.scheduler().status_of(stream_a->id()) != SequenceStatus::kDecoding) {

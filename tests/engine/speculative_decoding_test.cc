@@ -50,7 +50,7 @@ class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {
   // A lone run without speculation: what every speculative run must reproduce.
   Outcome Plainly(const Request& request) {
     SchedulerHarness plain(*model_, CachePolicy::kNone, 64 * kMiB, Speculating(0), Backend::kCpu,
-                           "avmp-dynamic", testing::WithoutHydragen());
+                           "avmp-dynamic", testing::SharingEveryPage());
     return plain.Run(request);
   }
 
@@ -62,7 +62,7 @@ class SpeculativeDecodingTest : public ::testing::TestWithParam<std::string> {
                                             size_t memory = 64 * kMiB,
                                             CachePolicy policy = CachePolicy::kMarconi) {
     return std::make_unique<SchedulerHarness>(*model_, policy, memory, config, Backend::kCpu,
-                                              "avmp-dynamic", testing::WithoutHydragen());
+                                              "avmp-dynamic", testing::SharingEveryPage());
   }
 
   std::unique_ptr<models::Model> model_;
@@ -330,7 +330,7 @@ TEST(ModelRunnerRowsTest, AllRowsOfAPassAreTheBitsOfDecodeSteps) {
     const int32_t vocab = model->config().vocab_size;
     auto make = [&] {
       return std::make_unique<ModelRunner>(*model, kernels::MakeCpuOps(2, true),
-                                           testing::WithoutHydragen());
+                                           testing::SharingEveryPage());
     };
     const std::vector<int32_t> prompt = Tokens(21, 16, vocab);
     const std::vector<int32_t> next = Tokens(5, 17, vocab);

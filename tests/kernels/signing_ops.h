@@ -225,6 +225,18 @@ class SigningOps final : public Ops {
     for (const AttentionPart& part : parts) signature_.Add(part);
     inner_.MergeAttention(parts, rows, heads, head_dim, out, ld_out, lse, ld_lse);
   }
+  bool ResumesAttentionExactly() const override { return inner_.ResumesAttentionExactly(); }
+  void AdvanceSharedAttention(const SharedPrefixAttentionArgs& a, const AttentionState& state,
+                              bool start, Workspace& ws) override {
+    Sign("AdvanceSharedAttention", a.rows, a.heads, a.q, a.ld_q, a.kv, a.key_begin, a.key_end,
+         a.scale, state.acc, state.ld_acc, state.max, state.sum, state.ld, start);
+    inner_.AdvanceSharedAttention(a, state, start, ws);
+  }
+  void FinishAttention(const PartialAttentionArgs& args, const AttentionState& state,
+                       Workspace& ws) override {
+    Sign("FinishAttention", args, state.acc, state.ld_acc, state.max, state.sum, state.ld);
+    inner_.FinishAttention(args, state, ws);
+  }
 
  private:
   template <typename... Args>

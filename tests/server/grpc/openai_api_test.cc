@@ -101,7 +101,7 @@ class OpenAiApiTest : public ::testing::Test {
     if (config.limits.max_prompt_tokens != ServerConfig().limits.max_prompt_tokens) {
       small.limits.max_prompt_tokens = config.limits.max_prompt_tokens;
     }
-    small.engine.hydragen.enabled = config.engine.hydragen.enabled;
+    small.engine.hydragen = config.engine.hydragen;
     // Room for a stream that cannot finish before its client hangs up.
     small.engine.scheduler.max_new_tokens_limit = 1 << 20;
     small.engine.memory_bytes = 256 << 20;
@@ -262,11 +262,12 @@ TEST_F(OpenAiApiTest, StreamedChunksAddUpToTheWholeAnswer) {
   EXPECT_GT(last["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
-// Sampled choices decode beside each other from one cached prompt, where Hydragen's shared-prefix
-// sums would round otherwise than a lone request's attention; these tests compare bits.
-ServerConfig WithoutHydragen() {
+// Sampled choices decode beside each other from one cached prompt: Hydragen on every page they
+// share, which resumes each row's own attention (bit for bit a lone request's); these tests
+// compare bits.
+ServerConfig SharingEveryPage() {
   ServerConfig config;
-  config.engine.hydragen.enabled = false;
+  config.engine.hydragen.min_shared_work = 0;
   return config;
 }
 
@@ -280,7 +281,7 @@ json SampledChat(const std::string& content, int max_tokens, uint64_t seed) {
 // n: each choice is what a lone request with its seed (engine::ChoiceSeed) answers, the choices
 // are numbered in order, and the usage counts the prompt once and every choice's tokens.
 TEST_F(OpenAiApiTest, SeveralChoicesAreLoneAnswersWithTheirSeeds) {
-  Start(WithoutHydragen());
+  Start(SharingEveryPage());
   json body = SampledChat("Tell me about boats.", 12, 7);
   body["n"] = 3;
   testing::HttpResponse response = Post("/v1/chat/completions", body);
@@ -315,7 +316,7 @@ TEST_F(OpenAiApiTest, SeveralChoicesAreLoneAnswersWithTheirSeeds) {
 // A stream of n choices: each opens with the role and ends with its finish reason, the chunks
 // say which choice they belong to, and each choice's text adds up to the whole answer's.
 TEST_F(OpenAiApiTest, StreamedChoicesAddUpToTheWholeAnswersChoices) {
-  Start(WithoutHydragen());
+  Start(SharingEveryPage());
   json body = SampledChat("Describe a forest.", 10, 99);
   body["n"] = 2;
   testing::HttpResponse whole = Post("/v1/chat/completions", body);
@@ -357,7 +358,7 @@ TEST_F(OpenAiApiTest, StreamedChoicesAddUpToTheWholeAnswersChoices) {
 // with the highest mean token logprob, best first, without logprobs unless asked for; the usage
 // counts every candidate's tokens.
 TEST_F(OpenAiApiTest, BestOfListsTheCandidatesWithTheHighestMeanLogprob) {
-  Start(WithoutHydragen());
+  Start(SharingEveryPage());
   const std::vector<int32_t> ids = testing::Tokens(20, 5, 1024);
   json body = {{"model", kModel},    {"prompt", ids}, {"max_tokens", 8},
                {"temperature", 1.0}, {"seed", 11},    {"ignore_eos", true}};
