@@ -11,15 +11,14 @@ namespace tandem::models {
 
 // A node is attended with Hydragen once (members × shared tokens) reaches this. Measured by
 // bench/kernels/hydragen_bench.cc (BM_HydragenCrossover, docs/BENCHMARKS.md "Hydragen"; 32 query
-// heads, 8 kv heads, head_dim 128): Hydragen was faster at every measured point, down to the
-// smallest, 2 sequences × 16 tokens (one page): 1.25–1.4× with 1 thread, 1.2–1.5× with 2. The
-// threshold is that smallest measured point; below it (pages under 16 tokens) nothing was
-// measured, so those stay on plain attention.
-inline constexpr int64_t kHydragenMinSharedWork = 32;
+// heads, 8 kv heads, head_dim 128, 2 threads): every measured point of 128 or less (2–8
+// sequences × one 16-token page, 2 × 64 tokens) ran at 0.5–1.05× plain attention, merged or
+// exact; every point of 256 or more (4 × 64, 8 × 64, 2 × 256 …) at 1.05–4×.
+inline constexpr int64_t kHydragenMinSharedWork = 256;
 
 struct HydragenConfig {
-  // Off: every decode row attends its own pages in one pass, whatever the batch shares (the
-  // cache-hit ≡ miss tests compare bit for bit that way).
+  // Off: every decode row attends its own pages in one pass, whatever the batch shares. On a
+  // backend that resumes attention exactly (the batch-invariant CPU) that gives the same bits.
   bool enabled = true;
   // Shared-prefix nodes below this (members × shared tokens) join their members' suffixes.
   // 0 shares every common page (tiny test models).

@@ -14,6 +14,10 @@
 #include <immintrin.h>
 #endif
 
+// Builds without AVX-512 pass 16-float vectors between these internal functions in memory rather
+// than registers; nothing outside this file sees that calling convention.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace tandem::kernels {
 namespace {
 

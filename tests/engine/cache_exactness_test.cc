@@ -102,6 +102,7 @@ void RunSessions(const std::string& name, int32_t page_tokens, int64_t prefill_c
   config.step_tokens = 96;
   models::HydragenConfig shared;
   shared.enabled = hydragen;
+  shared.min_shared_work = 0;  // the tiny models' shared system prompts are a page or two
   SchedulerHarness warm(*model, CachePolicy::kMarconi, 64 * kMiB, config, backend, "avmp-dynamic",
                         shared);
 

@@ -79,14 +79,17 @@ TEST(DecodeAllocationTest, SteadyStateDecodeStepsDoNotAllocate) {
 }
 
 // A batch of sequences that share their prefix pages decodes through Hydragen (shared-prefix
-// plan, per-node attention, LSE merges): still nothing allocated per step.
+// plan, per-node attention, then LSE merges or, batch-invariant, resumed states): still nothing
+// allocated per step.
 TEST(DecodeAllocationTest, SharedPrefixBatchDecodeDoesNotAllocate) {
-  for (const char* name : {"jamba-tiny", "zamba2-tiny"}) {
-    SCOPED_TRACE(name);
+  for (const auto& [name, batch_invariant] :
+       {std::pair{"jamba-tiny", false}, std::pair{"zamba2-tiny", false},
+        std::pair{"jamba-tiny", true}, std::pair{"zamba2-tiny", true}}) {
+    SCOPED_TRACE(std::string(name) + (batch_invariant ? " batch-invariant" : ""));
     auto model = models::Model::Load(std::string(TANDEM_TEST_DATA) + "/models/" + name);
     ASSERT_TRUE(model.ok()) << model.status();
     const models::Model& m = **model;
-    auto ops = kernels::MakeCpuOps();
+    auto ops = kernels::MakeCpuOps(0, batch_invariant);
     kernels::Workspace ws;
     constexpr int kSequences = 4;
     const int64_t page_tokens = m.layout().page_tokens();
@@ -119,6 +122,7 @@ TEST(DecodeAllocationTest, SharedPrefixBatchDecodeDoesNotAllocate) {
     models::ForwardStats stats;
     models::ForwardOptions options;
     options.stats = &stats;
+    options.hydragen.min_shared_work = 0;  // the tiny model's 4 × 3 pages are little work
     auto step = [&](int32_t base) {
       for (int s = 0; s < kSequences; ++s) {
         next[s] = base + s;

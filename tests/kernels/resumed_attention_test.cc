@@ -1,8 +1,9 @@
 // Exact Hydragen at the op level (kernels/cpu/attention_stream.h): decode rows advanced together
 // over the levels of pages they share (AdvanceSharedAttention) and then each over its own keys
 // (FinishAttention) give, bit for bit, what Attention gives each row alone, on CpuOps in
-// batch-invariant mode. Shapes cover GQA groups of 1 to 6, head dims that are not a multiple of
-// 16, pages of 4 to 32 tokens, rows that fill several tasks and partial vector lanes.
+// batch-invariant mode. Shapes cover GQA groups of 1 to 72 (more than the 64 rows of one register
+// tile), head dims that are not a multiple of 16, pages of 4 to 32 tokens, rows that fill several
+// tasks and partial vector lanes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -149,7 +150,8 @@ TEST_P(ResumedAttentionTest, SharedLevelsThenOwnKeysGiveAttentionsBits) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ResumedAttentionTest,
     ::testing::Combine(::testing::Values(Shape{4, 4, 16}, Shape{8, 2, 32}, Shape{6, 1, 8},
-                                         Shape{8, 2, 20}, Shape{4, 2, 33}, Shape{32, 8, 128}),
+                                         Shape{8, 2, 20}, Shape{4, 2, 33}, Shape{32, 8, 128},
+                                         Shape{72, 1, 16}),
                        ::testing::Values(16, 5, 32, 4), ::testing::Values(1, 2, 7, 40)),
     [](const auto& info) {
       const Shape& s = std::get<0>(info.param);
