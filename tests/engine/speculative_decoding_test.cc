@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/model_runner.h"
+#include "engine/sampler.h"
 #include "gtest/gtest.h"
 #include "kernels/backends.h"
 #include "models/hydragen_config.h"
@@ -184,6 +185,31 @@ TEST_P(SpeculativeDecodingTest, ABatchMixesSpeculationDecodingAndPrefill) {
     ExpectSameOutput(Drain(*streams[i]), plain[i]);
   }
   EXPECT_GT(speculating->scheduler().stats().accepted_draft_tokens, 0u);
+}
+
+// Choices of one prompt decode beside each other over its shared pages (exact Hydragen) while
+// they draft from a prediction: a choice whose draft is verified runs a multi-token pass of
+// plain attention, one without a draft a Hydragen row, step by step. Each must still be the
+// lone, unspeculated request with its seed.
+TEST_P(SpeculativeDecodingTest, ChoicesSpeculateBesideHydragenAndChangeNothing) {
+  Request request = testing::GreedyWithLogprobs(Tokens(40, 14, vocab_), 20);
+  request.prediction = Plainly(request).tokens;  // the greedy answer: often right when sampled
+  request.sampling.greedy = false;
+  request.sampling.temperature = 0.2f;
+  request.sampling.seed = 31;
+  constexpr int32_t kChoices = 4;
+  auto speculating = Harness(3);
+  std::vector<std::shared_ptr<RequestStream>> streams = speculating->AddChoices(request, kChoices);
+  speculating->RunUntilIdle();
+  for (int32_t i = 0; i < kChoices; ++i) {
+    SCOPED_TRACE(i);
+    Request alone = request;
+    alone.sampling.seed = ChoiceSeed(request.sampling.seed, i);
+    ExpectSameOutput(Drain(*streams[i]), Plainly(alone));
+  }
+  const SchedulerStats stats = speculating->scheduler().stats();
+  EXPECT_GT(stats.draft_tokens, 0u);
+  if (model_->config().num_attention_layers > 0) EXPECT_GT(stats.hydragen_nodes, 0);
 }
 
 TEST_P(SpeculativeDecodingTest, AStopInsideAnAcceptedDraftEndsThereAndCachesTheRightState) {
