@@ -78,6 +78,10 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
             "Speculative decoding: drafted tokens the model confirmed, emitted without a pass of "
             "their own.",
             static_cast<double>(s.accepted_draft_tokens));
+  f.Counter("tandem_hydragen_nodes_total",
+            "Shared-prefix nodes attended once for all the decode rows sharing them (Hydragen), "
+            "counted per attention layer.",
+            static_cast<double>(s.hydragen_nodes));
   f.Counter("tandem_preemptions_total",
             "Sequences evicted from the batch for memory and resumed later.",
             static_cast<double>(s.preemptions));

@@ -94,6 +94,17 @@ TEST_F(MetricsTest, RequestsAppearInHistogramsAndCountersByCodeAndReason) {
   EXPECT_NE(text.find("# HELP tandem_token_hit_rate "), std::string::npos);
 }
 
+// Choices of one 128-token prompt decode beside each other over its pages: Hydragen attends them
+// once per step for all four (4 × 112 shared tokens pass the 256 threshold).
+TEST_F(MetricsTest, SharedPrefixDecodesCountHydragenNodes) {
+  Client client(server_->port());
+  EXPECT_EQ(Sample(Scrape(), "tandem_hydragen_nodes_total"), 0);
+  v1::GenerateRequest request = GreedyIds(testing::Tokens(128, 9, 1024), 6);
+  request.mutable_sampling()->set_n(4);
+  ASSERT_TRUE(client.Generate(request).status.ok());
+  EXPECT_TRUE(Eventually([&] { return Sample(Scrape(), "tandem_hydragen_nodes_total") > 0; }));
+}
+
 TEST_F(MetricsTest, EngineCountersAndGaugesAgreeWithServerInfo) {
   Client client(server_->port());
   // Three prompts sharing a prefix: the third restores it from the cache.
