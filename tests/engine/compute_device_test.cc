@@ -316,16 +316,15 @@ TEST(HostDeviceEngineTest, SessionsSharingAPromptDecodeTogetherAsOnTheCpu) {
   const auto [got, device_nodes] = run(&device);
   ASSERT_EQ(got.size(), 4u);
   ASSERT_EQ(want.size(), 4u);
-  // Which steps batch which sequences depends on when the engine thread picks them up, and a
-  // row attended through Hydragen's LSE merge rounds differently from one attended in one pass:
-  // so the chosen tokens must match exactly and their logprobs to rounding.
+  // Which steps batch which sequences depends on when the engine thread picks them up; the
+  // batch-invariant kernels and exact Hydragen make that change no bit.
   for (size_t s = 0; s < got.size(); ++s) {
     EXPECT_EQ(got[s].finished.finish_reason, FinishReason::kLength) << s;
     EXPECT_GT(got[s].finished.usage.cached_tokens, 0) << s;
     EXPECT_EQ(got[s].tokens, want[s].tokens) << s;
     ASSERT_EQ(got[s].logprobs.size(), want[s].logprobs.size()) << s;
     for (size_t t = 0; t < got[s].logprobs.size(); ++t) {
-      EXPECT_NEAR(got[s].logprobs[t][0].logprob, want[s].logprobs[t][0].logprob, 1e-4)
+      EXPECT_EQ(got[s].logprobs[t][0].logprob, want[s].logprobs[t][0].logprob)
           << "sequence " << s << " token " << t;
     }
   }

@@ -43,7 +43,15 @@ class ChoicesTest : public ::testing::Test {
     delete model_;
     model_ = nullptr;
   }
-  void Start(ServerConfig config = SmallServerConfig()) {
+  // Hydragen on every page the choices share (the default threshold would leave a 30-token
+  // prompt's one shared page to plain attention), so that the bit-for-bit comparisons below cover
+  // exact Hydragen.
+  static ServerConfig SharingEveryPage() {
+    ServerConfig config = SmallServerConfig();
+    config.engine.hydragen.min_shared_work = 0;
+    return config;
+  }
+  void Start(ServerConfig config = SharingEveryPage()) {
     auto server = GrpcServer::Start(*model_, config);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -102,6 +110,7 @@ TEST_F(ChoicesTest, EachChoiceIsALoneCallWithItsSeed) {
     EXPECT_TRUE(SameLogprobs(choice.logprobs, alone.logprobs));
     outputs.push_back(choice.tokens);
   }
+  EXPECT_GT(server_->engine().stats().hydragen_nodes, 0);  // the choices shared their pages
   // Sampled with different seeds, they differ.
   EXPECT_TRUE(outputs[0] != outputs[1] || outputs[1] != outputs[2]);
   // The first choice prefilled the prompt; the others restored all of it but its last token
