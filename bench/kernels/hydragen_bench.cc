@@ -95,6 +95,19 @@ void PerSequence(Ops& ops, const Batch& b, float* out, Workspace& ws) {
   }
 }
 
+// Every decode row of the batch over the shared keys [0, prefix).
+SharedPrefixAttentionArgs PrefixArgs(const Batch& b, int64_t prefix) {
+  SharedPrefixAttentionArgs s;
+  s.rows = static_cast<int64_t>(b.pos.size());
+  s.heads = kHeads;
+  s.q = b.q.data();
+  s.ld_q = kWidth;
+  s.kv = b.View(0);
+  s.key_end = prefix;
+  s.scale = kScale;
+  return s;
+}
+
 void Hydragen(Ops& ops, const Batch& b, int64_t prefix, float* out, Workspace& ws) {
   const int64_t batch = b.pos.size();
   ws.Reset();
@@ -102,15 +115,7 @@ void Hydragen(Ops& ops, const Batch& b, int64_t prefix, float* out, Workspace& w
   float* prefix_lse = ws.Floats(batch * kHeads);
   float* suffix_out = ws.Floats(kWidth);
   float* suffix_lse = ws.Floats(kHeads);
-  SharedPrefixAttentionArgs s;
-  s.rows = batch;
-  s.heads = kHeads;
-  s.q = b.q.data();
-  s.ld_q = kWidth;
-  s.kv = b.View(0);
-  s.key_begin = 0;
-  s.key_end = prefix;
-  s.scale = kScale;
+  SharedPrefixAttentionArgs s = PrefixArgs(b, prefix);
   s.out = prefix_out;
   s.ld_out = kWidth;
   s.lse = prefix_lse;
@@ -149,16 +154,7 @@ void ExactHydragen(Ops& ops, const Batch& b, int64_t prefix, float* out, Workspa
   st.max = ws.Floats(batch * kHeads);
   st.sum = ws.Floats(batch * kHeads);
   st.ld = kHeads;
-  SharedPrefixAttentionArgs s;
-  s.rows = batch;
-  s.heads = kHeads;
-  s.q = b.q.data();
-  s.ld_q = kWidth;
-  s.kv = b.View(0);
-  s.key_begin = 0;
-  s.key_end = prefix;
-  s.scale = kScale;
-  ops.AdvanceSharedAttention(s, st, /*start=*/true, ws);
+  ops.AdvanceSharedAttention(PrefixArgs(b, prefix), st, /*start=*/true, ws);
   auto** tables = ws.Array<float* const*>(batch);
   int64_t* begins = ws.Array<int64_t>(batch);
   int64_t* ends = ws.Array<int64_t>(batch);
@@ -248,14 +244,7 @@ void BM_SharedPrefixAttention(benchmark::State& state) {
   Workspace ws;
   for (auto _ : state) {
     ws.Reset();
-    SharedPrefixAttentionArgs s;
-    s.rows = batch;
-    s.heads = kHeads;
-    s.q = b.q.data();
-    s.ld_q = kWidth;
-    s.kv = b.View(0);
-    s.key_end = prefix;
-    s.scale = kScale;
+    SharedPrefixAttentionArgs s = PrefixArgs(b, prefix);
     s.out = out.data();
     s.ld_out = kWidth;
     s.lse = lse.data();

@@ -48,14 +48,10 @@ inline void Store16(V16 v, float* p) { std::memcpy(p, &v, sizeof(v)); }
 
 // std::max's rule, lane by lane: b where a < b, else a.
 inline float Max(float a, float b) { return a < b ? b : a; }
-inline V16 Max(V16 a, V16 b) {
-  const I16 take_b = a < b;
-  return std::bit_cast<V16>((take_b & std::bit_cast<I16>(b)) | (~take_b & std::bit_cast<I16>(a)));
-}
-
 inline V16 Select(I16 take_a, V16 a, V16 b) {
   return std::bit_cast<V16>((take_a & std::bit_cast<I16>(a)) | (~take_a & std::bit_cast<I16>(b)));
 }
+inline V16 Max(V16 a, V16 b) { return Select(a < b, b, a); }
 
 // FastExp (cpu/fast_math.h) on 16 lanes, step for step. Both kernels take every exp from here,
 // a lone one from lane 0 of a splat, so that no exp depends on how a compiler vectorised a loop.
@@ -82,11 +78,12 @@ inline V16 Exp(V16 x) {
 }
 inline float Exp(float x) { return Exp(Splat(x))[0]; }
 
-// Tree16 of attention_stream.h over x[0 … 16).
-inline float Tree16(const float* x) {
-  float a[8], b[4];
-  for (int l = 0; l < 8; ++l) a[l] = x[l] + x[l + 8];
-  for (int l = 0; l < 4; ++l) b[l] = a[l] + a[l + 4];
+// Tree16 of attention_stream.h over x[0 … 16): of floats, or of 16 lanes at once. Every tree of
+// both kernels but the AVX-512 Dot's shuffles (the same sums, across one register) is this one.
+template <typename T>
+inline T Tree16(const T* x) {
+  T b[4];
+  for (int l = 0; l < 4; ++l) b[l] = (x[l] + x[l + 8]) + (x[l + 4] + x[l + 12]);
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
@@ -147,10 +144,9 @@ void ScoreKeys(const V16* qt, int64_t dh, const float* keys, V16 scale, V16* cha
   }
   for (int k = 0; k < K; ++k) {
     for (int r = 0; r < R; ++r) {
-      auto x = [&](int64_t l) { return chains[(l * K + k) * R + r]; };
-      V16 b[4];
-      for (int64_t l = 0; l < 4; ++l) b[l] = (x(l) + x(l + 8)) + (x(l + 4) + x(l + 12));
-      s[k * R + r] = ((b[0] + b[2]) + (b[1] + b[3])) * scale;
+      V16 x[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l) x[l] = chains[(l * K + k) * R + r];
+      s[k * R + r] = Tree16(x) * scale;
     }
   }
 }
@@ -221,9 +217,7 @@ void SharedTile(const V16* qt, V16* acc, V16* mx, V16* sum, int64_t dh, const fl
     V16 p[kLanes];
     for (int64_t i = 0; i < n; ++i) p[i] = s[i * R + r] = Exp(s[i * R + r] - new_max);
     for (int64_t i = n; i < kLanes; ++i) p[i] = V16{};
-    V16 b[4];  // Tree16 across the tile's keys
-    for (int l = 0; l < 4; ++l) b[l] = (p[l] + p[l + 8]) + (p[l + 4] + p[l + 12]);
-    sum[r] = sum[r] * correction[r] + ((b[0] + b[2]) + (b[1] + b[3]));
+    sum[r] = sum[r] * correction[r] + Tree16(p);
   }
   AccumulateValues<R>(acc, dh, s, n, values, correction);
 }
