@@ -442,7 +442,9 @@ TEST(TokenizerTest, RandomInputNeverCrashes) {
       std::vector<int32_t> random_ids(rng() % 32);
       for (int32_t& id : random_ids) id = static_cast<int32_t>(rng() % 1100) - 20;
       const std::string decoded = tok->Decode(random_ids, trial % 2 == 0);
-      if (which != "sp") EXPECT_TRUE(IsValidUtf8(decoded));
+      if (which != "sp") {
+        EXPECT_TRUE(IsValidUtf8(decoded));
+      }
       for (int32_t id : random_ids) tok->TokenBytes(id);
     }
   }
