@@ -50,6 +50,17 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::EncodeRanges(std::string_view te
   return absl::FailedPreconditionError("this tokenizer cannot encode text as plain text");
 }
 
+std::vector<int32_t> SpecialTokenIds(const Tokenizer& tokenizer,
+                                     absl::Span<const std::string_view> pieces) {
+  std::vector<int32_t> ids;
+  for (std::string_view piece : pieces) {
+    if (piece.empty()) continue;
+    const int32_t id = tokenizer.PieceToId(piece);
+    if (id >= 0 && id != tokenizer.unk_id() && tokenizer.IsSpecial(id)) ids.push_back(id);
+  }
+  return ids;
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -116,6 +116,12 @@ class Tokenizer {
 // does not apply it (it matches `tokenizers`); callers that want transformers' text do.
 std::string CleanUpTokenizationSpaces(std::string_view text);
 
+// The ids of those of `pieces` that are special tokens of `tokenizer` (markup such as a tool
+// call's or a reasoning block's markers, which skip_special_tokens would drop from the text); a
+// piece that is not a single special token, or is empty, is left out.
+std::vector<int32_t> SpecialTokenIds(const Tokenizer& tokenizer,
+                                     absl::Span<const std::string_view> pieces);
+
 // Loads the tokenizer of a checkpoint directory: tokenizer.json when present, else
 // tokenizer.model, with tokenizer_config.json when present. Errors name the offending file.
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& model_dir);

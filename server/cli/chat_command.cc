@@ -165,11 +165,20 @@ class ChatSession {
     AddMessage(request, "user", user_text);
     *request.mutable_sampling() = settings_.sampling;
 
-    ChatTurnResult turn =
-        RunChatTurn(connection_, request, settings_.timeout, [](std::string_view text) {
+    // The reasoning goes to stderr (dim on a terminal) as it comes: stdout holds only answers.
+    ChatTurnResult turn = RunChatTurn(
+        connection_, request, settings_.timeout,
+        [](std::string_view text) {
           std::fwrite(text.data(), 1, text.size(), stdout);
           std::fflush(stdout);
+        },
+        [this](std::string_view reasoning) {
+          if (dim_) std::fputs("\033[2m", stderr);
+          std::fwrite(reasoning.data(), 1, reasoning.size(), stderr);
+          if (dim_) std::fputs("\033[0m", stderr);
+          std::fflush(stderr);
         });
+    if (!turn.reasoning.empty() && turn.reasoning.back() != '\n') std::fputs("\n", stderr);
     if (!turn.text.empty() && turn.text.back() != '\n') std::fputs("\n", stdout);
     std::fflush(stdout);
     if (!turn.status.ok()) {

@@ -31,8 +31,14 @@ const char* FinishName(v1::FinishReason reason) {
 
 ChatTurnResult RunChatTurn(const client::Connection& connection, const v1::ChatRequest& request,
                            std::optional<std::chrono::milliseconds> timeout,
-                           const std::function<void(std::string_view)>& on_text) {
+                           const std::function<void(std::string_view)>& on_text,
+                           const std::function<void(std::string_view)>& on_reasoning) {
   ChatTurnResult result;
+  auto reasoning = [&](const std::string& piece) {
+    if (piece.empty()) return;
+    result.reasoning += piece;
+    if (on_reasoning) on_reasoning(piece);
+  };
   std::unique_ptr<grpc::ClientContext> context = connection.NewContext(timeout);
   const Clock::time_point start = Clock::now();
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
@@ -46,6 +52,7 @@ ChatTurnResult RunChatTurn(const client::Connection& connection, const v1::ChatR
         if (!result.first_token_seconds) result.first_token_seconds = result.last_token_seconds;
         result.tokens += chunk.token_ids_size();
       }
+      reasoning(chunk.reasoning());
       if (!chunk.text().empty()) {
         result.text += chunk.text();
         on_text(chunk.text());
@@ -53,6 +60,7 @@ ChatTurnResult RunChatTurn(const client::Connection& connection, const v1::ChatR
     } else if (response.has_complete()) {
       result.has_complete = true;
       result.complete = response.complete();
+      reasoning(result.complete.reasoning());
       if (!result.complete.text().empty()) {
         result.text += result.complete.text();
         on_text(result.complete.text());

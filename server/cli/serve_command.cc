@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -100,6 +102,10 @@ const std::vector<FlagSpec>& ServeFlags() {
        "(the "
        "format its chat template shows, default), none (answers stay text), hermes, jamba, "
        "nemotron-json or xml-function"},
+      {"reasoning-format", true,
+       "how the model sets its reasoning apart, which Chat and the HTTP API return apart from "
+       "the answer (reasoning_content): auto (the format its chat template shows, default), none "
+       "(answers stay whole) or think (<think>...</think>)"},
       {"served-model-name", true,
        "the model's name in the HTTP API (`model`, /v1/models; default: the --model directory's "
        "name)"},
@@ -167,16 +173,20 @@ std::string DefaultModelName(std::string dir) {
   return slash == std::string::npos ? dir : dir.substr(slash + 1);
 }
 
-// --tool-call-format: auto leaves the server to read it from the chat template.
-absl::Status ReadToolCallFormat(const Args& args, server::ServerConfig* config) {
-  const std::string format = args.String("tool-call-format").value_or("auto");
+// A format flag (--tool-call-format, --reasoning-format): auto leaves the server to read the
+// format from the chat template.
+template <typename Format>
+absl::Status ReadFormatFlag(const Args& args, const std::string& flag,
+                            absl::StatusOr<Format> (*parse)(std::string_view),
+                            std::optional<Format>* out) {
+  const std::string format = args.String(flag).value_or("auto");
   if (format == "auto") return absl::OkStatus();
-  absl::StatusOr<server::ToolCallFormat> parsed = server::ParseToolCallFormat(format);
+  absl::StatusOr<Format> parsed = parse(format);
   if (!parsed.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(args.Source("tool-call-format"), ": ",
-                                                   parsed.status().message(), " (or auto)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source(flag), ": ", parsed.status().message(), " (or auto)"));
   }
-  config->tool_call_format = *parsed;
+  *out = *parsed;
   return absl::OkStatus();
 }
 
@@ -298,7 +308,10 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
                           args.IntIn("max-request-bytes", 1, int64_t{1} << 30, 1 << 20));
 
   TANDEM_RETURN_IF_ERROR(ReadHttp(args, s, &s.http));
-  TANDEM_RETURN_IF_ERROR(ReadToolCallFormat(args, &s.server));
+  TANDEM_RETURN_IF_ERROR(ReadFormatFlag(args, "tool-call-format", &server::ParseToolCallFormat,
+                                        &s.server.tool_call_format));
+  TANDEM_RETURN_IF_ERROR(ReadFormatFlag(args, "reasoning-format", &server::ParseReasoningFormat,
+                                        &s.server.reasoning_format));
 
   TANDEM_ASSIGN_OR_RETURN(std::optional<double> grace, args.Double("grace-seconds"));
   if (grace && !(*grace >= 0 && *grace <= 3600)) {
@@ -366,6 +379,8 @@ absl::Status Run(const Settings& settings, const sigset_t& stop_signals) {
       .Field("cache_policy", engine::CachePolicyName(config.engine.scheduler.cache.policy))
       .Field("tool_call_format",
              std::string(server::ToolCallFormatName(server->state().tool_calls().format())))
+      .Field("reasoning_format",
+             std::string(server::ReasoningFormatName(server->state().reasoning().format())))
       .Field("speculative_tokens",
              static_cast<int64_t>(config.engine.scheduler.speculation.draft_tokens))
       .Field("prompt_lookup", config.engine.scheduler.speculation.prompt_lookup);

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "models/unicode_utf8.h"
 #include "server/grpc/chat_variables.h"
-#include "server/grpc/request_validation.h"
 
 namespace tandem::server {
 namespace {
@@ -63,55 +62,6 @@ absl::StatusOr<ToolUse> ReadChatToolUse(const v1::ChatRequest& request, ToolCall
                    "cannot be combined with a tool_choice that forces tool calls");
   }
   return use;
-}
-
-ChatToolCalls::ChatToolCalls(ToolCallFormat format, const nlohmann::ordered_json& tools)
-    : stream_(format, tools) {}
-
-void ChatToolCalls::AddCalls(const std::vector<ToolCall>& calls,
-                             google::protobuf::RepeatedPtrField<v1::ToolCall>* out) {
-  for (const ToolCall& call : calls) {
-    v1::ToolCall* added = out->Add();
-    added->set_id(NewToolCallId());
-    added->set_name(call.name);
-    added->set_arguments(call.arguments);
-    added->set_index(calls_++);
-  }
-}
-
-void ChatToolCalls::AddText(std::string_view text, v1::Chunk* chunk) {
-  for (const ToolCallPiece& piece : stream_.Feed(text)) {
-    chunk->mutable_text()->append(piece.content);
-    AddCalls(piece.calls, chunk->mutable_tool_calls());
-  }
-}
-
-void ChatToolCalls::Finish(v1::Complete* complete) {
-  std::vector<ToolCallPiece> pieces = stream_.Feed(complete->text());
-  pieces.push_back(stream_.Finish());
-  complete->clear_text();
-  for (const ToolCallPiece& piece : pieces) {
-    complete->mutable_text()->append(piece.content);
-    AddCalls(piece.calls, complete->mutable_tool_calls());
-  }
-  if (calls_ > 0 && complete->finish_reason() == v1::STOP) {
-    complete->set_finish_reason(v1::TOOL_CALLS);
-  }
-}
-
-absl::StatusOr<engine::Request> BuildChatWithTools(const v1::ChatRequest& request,
-                                                   ServiceState& state,
-                                                   std::unique_ptr<ChatToolCalls>* tool_calls) {
-  const ToolCallSupport& support = state.tool_calls();
-  // The conversation first, so that its errors come first whatever the tools say.
-  absl::StatusOr<engine::Request> built = BuildChatRequest(request, state.validation());
-  if (!built.ok()) return built.status();
-  absl::StatusOr<ToolUse> use =
-      ReadChatToolUse(request, support.format(), state.validation().limits.max_request_bytes);
-  if (!use.ok()) return use.status();
-  if (absl::Status s = support.Apply(*use, state.grammars(), &*built); !s.ok()) return s;
-  if (use->parse) *tool_calls = std::make_unique<ChatToolCalls>(support.format(), use->tools);
-  return built;
 }
 
 }  // namespace tandem::server

@@ -130,6 +130,12 @@ absl::StatusOr<json> Message(const v1::ChatMessage& m, const std::string& field,
     if (absl::Status s = c.Text(m.tool_call_id(), field + ".tool_call_id"); !s.ok()) return s;
     out["tool_call_id"] = m.tool_call_id();
   }
+  if (m.has_reasoning_content()) {
+    if (absl::Status s = c.Text(m.reasoning_content(), field + ".reasoning_content"); !s.ok()) {
+      return s;
+    }
+    out["reasoning_content"] = m.reasoning_content();
+  }
   if (m.tool_calls_size() > 0) {
     json calls = json::array();
     for (int i = 0; i < m.tool_calls_size(); ++i) {

@@ -15,7 +15,7 @@ namespace tandem::server {
 GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump,
                                grpc::CallbackServerContext* context, const char* rpc,
                                std::string caller, std::vector<SubmittedChoice> choices,
-                               std::unique_ptr<ChatToolCalls> tool_calls)
+                               std::unique_ptr<ChatAnswer> answer)
     : state_(state),
       pump_(pump),
       context_(context),
@@ -29,10 +29,9 @@ GenerateStream::GenerateStream(ServiceState& state, StreamPump& pump,
     Choice& choice = choices_.emplace_back();
     choice.stream = std::move(submitted.stream);
     // Each choice parses its own answer: a fresh copy, the last one the original.
-    if (tool_calls != nullptr) {
-      choice.tool_calls = choices_.size() < choices.size()
-                              ? std::make_unique<ChatToolCalls>(*tool_calls)
-                              : std::move(tool_calls);
+    if (answer != nullptr) {
+      choice.answer = choices_.size() < choices.size() ? std::make_unique<ChatAnswer>(*answer)
+                                                       : std::move(answer);
     }
     // Wakes the pump when the engine produces something for this choice (a pump that does not
     // know this stream yet ignores it, and its first Advance reads what is waiting).
@@ -169,8 +168,8 @@ void GenerateStream::Complete(size_t index, engine::Event finished) {
   Choice& choice = choices_[index];
   const grpc::Status status =
       ToGrpcStatus(FinishedResponse(finished, choice.last_token, &response_));
-  if (choice.tool_calls != nullptr && response_.has_complete()) {
-    choice.tool_calls->Finish(response_.mutable_complete());
+  if (choice.answer != nullptr && response_.has_complete()) {
+    choice.answer->Finish(response_.mutable_complete());
   }
   choice.finished = std::move(finished);
   ++completed_;
@@ -201,8 +200,8 @@ std::optional<engine::Event> GenerateStream::TakeEvents(Choice& choice, v1::Chun
       return event;
     }
     if (*chunk == nullptr) *chunk = response_.mutable_chunk();
-    AppendTokens(event, *chunk, /*with_text=*/choice.tool_calls == nullptr);
-    if (choice.tool_calls != nullptr) choice.tool_calls->AddText(event.text, *chunk);
+    AppendTokens(event, *chunk, /*with_text=*/choice.answer == nullptr);
+    if (choice.answer != nullptr) choice.answer->AddText(event.text, *chunk);
     if (event.tokens.empty()) continue;
     choice.last_token = event.tokens.back();
     state_.metrics().ObserveTokenGaps(event, &choice.last_token_seconds);

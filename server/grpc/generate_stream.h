@@ -21,7 +21,7 @@
 #include "engine/request_stream.h"
 #include "grpcpp/grpcpp.h"
 #include "server/grpc/admission.h"
-#include "server/grpc/chat_tool_calls.h"
+#include "server/grpc/chat_answer.h"
 #include "server/grpc/service_state.h"
 #include "tandem/v1/tandem.grpc.pb.h"
 
@@ -42,12 +42,12 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // The request is already in the engine as `choices` (one, or SamplingParams.n of them), all
   // under the call's request id, reserved for `caller` (ChoiceIds::kOneForAll), each with a
   // stream slot acquired in `state`; the destructor gives them back. `rpc` names the method for
-  // metrics and logs. `context` is the call's (valid until OnDone). `tool_calls` (null unless a
-  // Chat's calls are parsed) moves the answer's calls out of its text; each choice reads its own
-  // copy.
+  // metrics and logs. `context` is the call's (valid until OnDone). `answer` (null unless a
+  // Chat's reasoning or calls are read) moves them out of the answer's text; each choice reads
+  // its own copy.
   GenerateStream(ServiceState& state, StreamPump& pump, grpc::CallbackServerContext* context,
                  const char* rpc, std::string caller, std::vector<SubmittedChoice> choices,
-                 std::unique_ptr<ChatToolCalls> tool_calls = nullptr);
+                 std::unique_ptr<ChatAnswer> answer = nullptr);
   ~GenerateStream() override;
 
   // Pump thread only: consumes signals, writes what the engine produced, finishes the call.
@@ -66,7 +66,7 @@ class GenerateStream : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // One choice's request and where its answer stands (pump thread only, but for `stream`).
   struct Choice {
     std::shared_ptr<engine::RequestStream> stream;
-    std::unique_ptr<ChatToolCalls> tool_calls;
+    std::unique_ptr<ChatAnswer> answer;
     std::optional<engine::Event> pending_finished;  // read while a chunk was being built
     std::optional<engine::Event> finished;          // the finish event, once converted
     int32_t last_token = -1;

@@ -78,6 +78,7 @@ void FillModelInfo(const ServiceState& state, v1::ModelInfo* info) {
   info->set_device(device != nullptr ? device->name() : "cpu");
   info->set_tensor_parallel(served.model->shard().ranks);
   info->set_tool_call_format(std::string(ToolCallFormatName(state.tool_calls().format())));
+  info->set_reasoning_format(std::string(ReasoningFormatName(state.reasoning().format())));
 }
 
 void FillServerInfo(ServiceState& state, v1::ServerInfo* info) {

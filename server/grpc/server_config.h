@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "server/grpc/reset_flood_guard.h"
+#include "server/reasoning/reasoning_format.h"
 #include "server/tools/tool_call_format.h"
 #include "server/util/bearer_tokens.h"
 
@@ -70,6 +71,9 @@ struct ServerConfig {
   // How the model writes tool calls, which Chat and the OpenAI API parse out of answers; unset:
   // the format its chat template shows (kNone if it shows none).
   std::optional<ToolCallFormat> tool_call_format;
+  // How the model sets its reasoning apart, which Chat and the OpenAI API split off answers;
+  // unset: the format its chat template shows (kNone if it shows none).
+  std::optional<ReasoningFormat> reasoning_format;
 };
 
 }  // namespace tandem::server

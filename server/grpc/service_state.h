@@ -19,6 +19,7 @@
 #include "server/grpc/served_model.h"
 #include "server/grpc/server_config.h"
 #include "server/metrics/request_metrics.h"
+#include "server/reasoning/reasoning_support.h"
 #include "server/tools/tool_call_support.h"
 
 namespace tandem::server {
@@ -30,6 +31,7 @@ class ServiceState {
         engine_(engine),
         config_(config),
         tool_calls_(model.tokenizer.get(), config.tool_call_format),
+        reasoning_(model.tokenizer.get(), config.reasoning_format),
         reset_guard_(config.limits.reset_flood, [this] { metrics_.CountConnectionBlocked(); }) {
     validation_.model = &model_;
     validation_.limits = config.limits;
@@ -47,6 +49,8 @@ class ServiceState {
   ResetFloodGuard& reset_guard() { return reset_guard_; }
   // The tool-call format and what requests that use tools need of it.
   const ToolCallSupport& tool_calls() const { return tool_calls_; }
+  // The reasoning format and what a chat whose answer is split needs of it.
+  const ReasoningSupport& reasoning() const { return reasoning_; }
   double uptime_seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   }
@@ -108,6 +112,7 @@ class ServiceState {
   ValidationContext validation_;
   RequestMetrics metrics_;
   const ToolCallSupport tool_calls_;
+  const ReasoningSupport reasoning_;
   ResetFloodGuard reset_guard_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> draining_{false};

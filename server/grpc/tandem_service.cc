@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/grpc/admission.h"
 #include "server/grpc/caller_identity.h"
-#include "server/grpc/chat_tool_calls.h"
+#include "server/grpc/chat_answer.h"
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/info.h"
@@ -79,17 +79,17 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Stream(
   if (absl::Status s = ParseWireMessage(*wire_request, &request); !s.ok()) {
     return new RefusedStream(state_, rpc, *caller, "", ToGrpcStatus(s));
   }
-  std::unique_ptr<ChatToolCalls> tool_calls;
-  absl::StatusOr<engine::Request> built = build(request, &tool_calls);
+  std::unique_ptr<ChatAnswer> answer;
+  absl::StatusOr<engine::Request> built = build(request, &answer);
   return Start(rpc, context, *caller, request.request_id(), std::move(built),
-               request.sampling().n(), std::move(tool_calls));
+               request.sampling().n(), std::move(answer));
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return Stream<v1::GenerateRequest>(
       "Generate", context, request,
-      [this](const v1::GenerateRequest& in, std::unique_ptr<ChatToolCalls>*) {
+      [this](const v1::GenerateRequest& in, std::unique_ptr<ChatAnswer>*) {
         return BuildGenerateRequest(in, state_.validation());
       });
 }
@@ -98,15 +98,15 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Chat(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return Stream<v1::ChatRequest>(
       "Chat", context, request,
-      [this](const v1::ChatRequest& in, std::unique_ptr<ChatToolCalls>* tool_calls) {
-        return BuildChatWithTools(in, state_, tool_calls);
+      [this](const v1::ChatRequest& in, std::unique_ptr<ChatAnswer>* answer) {
+        return BuildChatCall(in, state_, answer);
       });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
     const char* rpc, grpc::CallbackServerContext* context, const std::string& caller,
     std::string request_id, absl::StatusOr<engine::Request> request, int32_t choices,
-    std::unique_ptr<ChatToolCalls> tool_calls) {
+    std::unique_ptr<ChatAnswer> answer) {
   if (!request.ok()) {
     return new RefusedStream(state_, rpc, caller, request_id, ToGrpcStatus(request.status()));
   }
@@ -127,7 +127,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* TandemService::Start(
       .Field("caller", caller)
       .Field("peer", context->peer());
   auto* reactor = new GenerateStream(state_, pump_, context, rpc, caller, *std::move(submitted),
-                                     std::move(tool_calls));
+                                     std::move(answer));
   pump_.Add(reactor);
   return reactor;
 }

@@ -59,8 +59,8 @@ class TandemService final : public RawTandemService {
                                   const grpc::ByteBuffer* wire_request,
                                   grpc::ByteBuffer* wire_response, Answer answer);
   // Generate and Chat: identify the caller, refuse while draining, parse, build the engine
-  // request with `build(request, &tool_calls)` (which sets tool_calls for a Chat whose calls are
-  // parsed), and admit it.
+  // request with `build(request, &answer)` (which sets `answer` for a Chat whose reasoning or
+  // calls are read), and admit it.
   template <class Request, class Build>
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Stream(const char* rpc,
                                                      grpc::CallbackServerContext* context,
@@ -71,7 +71,7 @@ class TandemService final : public RawTandemService {
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Start(
       const char* rpc, grpc::CallbackServerContext* context, const std::string& caller,
       std::string request_id, absl::StatusOr<engine::Request> request, int32_t choices,
-      std::unique_ptr<ChatToolCalls> tool_calls);
+      std::unique_ptr<ChatAnswer> answer);
 
   ServiceState& state_;
   StreamPump& pump_;

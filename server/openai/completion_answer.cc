@@ -154,36 +154,32 @@ CallOutcome AnswerStreamed(ChoiceStreams& request, const CompletionShape& shape,
   struct Choice {
     int index;
     OpenAiLogprobs logprobs;
-    // A chat with tools: calls are sent whole, as their blocks end; content as it comes.
-    std::optional<ToolCallStream> tool_calls;
+    // Reasoning and content as they come; with tools, calls whole, as their blocks end.
+    AnswerStream answer;
     size_t calls_sent = 0;
     bool echoed = false;
   };
   std::vector<Choice> choices;
   for (size_t i = 0; i < request.size(); ++i) {
-    Choice& choice = choices.emplace_back(Choice{
-        static_cast<int>(i), OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens),
-        std::nullopt, 0});
-    if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
-      choice.tool_calls.emplace(shape.tool_call_format, shape.tools);
-    }
+    choices.push_back(Choice{static_cast<int>(i),
+                             OpenAiLogprobs(shape.chat, shape.tokenizer, shape.skip_special_tokens),
+                             NewAnswerStream(shape), 0});
   }
   // The events of a choice's new text (`final`: the last of its answer), in the order it was
   // written. A chunk's logprobs are its tokens' (an empty list when its text was held back from
-  // tokens an earlier chunk carried).
+  // tokens an earlier chunk carried); tokens whose text is all held back send theirs alone.
   auto chunks = [&](Choice& choice, const std::string& text, bool final) {
-    std::vector<ToolCallPiece> pieces;
-    if (choice.tool_calls) {
-      pieces = choice.tool_calls->Feed(text);
-      if (final) pieces.push_back(choice.tool_calls->Finish());
-    } else {
-      pieces.push_back(ToolCallPiece{text, {}});
+    std::vector<AnswerPiece> pieces = choice.answer.Feed(text);
+    if (final) {
+      for (AnswerPiece& piece : choice.answer.Finish()) pieces.push_back(std::move(piece));
     }
+    if (pieces.empty()) pieces.emplace_back();
     std::string events;
-    for (const ToolCallPiece& piece : pieces) {
-      if (!piece.content.empty() || !choice.logprobs.empty()) {
-        events += SseEvent(ChunkJson(shape, choice.index, piece.content, false, nullptr,
-                                     shape.logprobs ? choice.logprobs.Take() : nullptr));
+    for (const AnswerPiece& piece : pieces) {
+      if (!piece.reasoning.empty() || !piece.content.empty() || !choice.logprobs.empty()) {
+        events +=
+            SseEvent(ChunkJson(shape, choice.index, piece.content, false, nullptr,
+                               shape.logprobs ? choice.logprobs.Take() : nullptr, piece.reasoning));
       }
       if (!piece.calls.empty()) {
         events += SseEvent(ToolCallChunkJson(shape, choice.index, piece.calls,

@@ -1,6 +1,7 @@
 #include "server/openai/openai_endpoint.h"
 
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -168,6 +169,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
   if (!request.ok()) return Refuse(rpc, *caller, request.status(), writer);
   std::vector<engine::Request> built;
   std::vector<CompletionShape::EchoedPrompt> echoed;
+  std::optional<ReasoningUse> reasoning;
   if (chat) {
     absl::StatusOr<engine::Request> one = BuildChatRequest(request->chat, state_.validation());
     if (!one.ok()) return Refuse(rpc, *caller, one.status(), writer);
@@ -175,6 +177,8 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
         !s.ok()) {
       return Refuse(rpc, *caller, s, writer);
     }
+    // After the tools: a forced call's grammar keeps the answer whole.
+    reasoning = state_.reasoning().Apply(&*one);
     built.push_back(*std::move(one));
   } else {
     absl::StatusOr<std::vector<engine::Request>> all = BuildCompletions(*request, &echoed);
@@ -228,6 +232,7 @@ void OpenAiEndpoint::Complete(bool chat, const HttpRequest& http, HttpResponseWr
     shape.tool_call_format = state_.tool_calls().format();
     shape.tools = request->tool_use.tools;
   }
+  shape.reasoning = reasoning;
   CallOutcome outcome = request->stream ? AnswerStreamed(**live, shape, writer, state_.metrics())
                                         : AnswerWhole(**live, shape, writer);
   live->reset();  // the slots and the ids are free (if no finish event came) before the record

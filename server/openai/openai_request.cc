@@ -358,6 +358,9 @@ absl::Status ReadMessage(const json& message, const std::string& field, v1::Chat
   if (name) out->set_name(*name);
   TANDEM_ASSIGN_OR_RETURN(auto tool_call_id, String(f, "tool_call_id"));
   if (tool_call_id) out->set_tool_call_id(*tool_call_id);
+  // What an answer's reasoning_content was, sent back with it.
+  TANDEM_ASSIGN_OR_RETURN(auto reasoning, String(f, "reasoning_content"));
+  if (reasoning) out->set_reasoning_content(*reasoning);
   TANDEM_RETURN_IF_ERROR(ReadToolCalls(f, out));
   return f.CheckAllRead();
 }

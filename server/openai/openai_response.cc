@@ -58,21 +58,34 @@ const char* ChatFinishReason(engine::FinishReason reason, size_t calls) {
                                                             : OpenAiFinishReason(reason);
 }
 
+AnswerStream NewAnswerStream(const CompletionShape& shape) {
+  std::optional<ReasoningStream> reasoning;
+  if (shape.chat && shape.reasoning)
+    reasoning.emplace(shape.reasoning->format, shape.reasoning->opened);
+  std::optional<ToolCallStream> calls;
+  if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
+    calls.emplace(shape.tool_call_format, shape.tools);
+  }
+  return AnswerStream(std::move(reasoning), std::move(calls));
+}
+
 json ChoiceJson(const CompletionShape& shape, int index, const std::string& text,
                 const engine::Event& finished, json logprobs) {
   json choice = {{"index", index}};
   const char* finish_reason = OpenAiFinishReason(finished.finish_reason);
-  if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
-    ToolCallPiece parsed = ParseToolCalls(shape.tool_call_format, shape.tools, text);
+  if (shape.chat) {
+    bool reasoned = false;
+    AnswerPiece parsed = ParseAnswer(NewAnswerStream(shape), text, &reasoned);
     json message = {{"role", "assistant"}, {"content", parsed.content}};
+    if (shape.reasoning) {
+      message["reasoning_content"] = reasoned ? json(parsed.reasoning) : json(nullptr);
+    }
     if (!parsed.calls.empty()) {
       if (parsed.content.empty()) message["content"] = nullptr;
       message["tool_calls"] = ToolCallsJson(parsed.calls, 0, /*indexed=*/false);
     }
     choice["message"] = std::move(message);
     finish_reason = ChatFinishReason(finished.finish_reason, parsed.calls.size());
-  } else if (shape.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
   }
@@ -89,11 +102,12 @@ json CompletionJson(const CompletionShape& shape, json choices, const engine::Us
 }
 
 json ChunkJson(const CompletionShape& shape, int index, const std::string& text, bool role,
-               const char* finish_reason, json logprobs) {
+               const char* finish_reason, json logprobs, const std::string& reasoning) {
   json choice = {{"index", index}};
   if (shape.chat) {
     json delta = json::object();
     if (role) delta["role"] = "assistant";
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     if (!text.empty() || role) delta["content"] = text;
     choice["delta"] = std::move(delta);
   } else {

@@ -13,6 +13,8 @@
 #include "engine/request.h"
 #include "models/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "server/reasoning/reasoning_support.h"
+#include "server/tools/answer_stream.h"
 #include "server/tools/tool_call_format.h"
 #include "server/tools/tool_calls.h"
 
@@ -32,6 +34,8 @@ struct CompletionShape {
   // is the answer.
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
   nlohmann::json tools;  // the request's, which the parse reads parameter types from
+  // Chat: how the reasoning is split off the answer (reasoning_content); nullopt: it is not.
+  std::optional<ReasoningUse> reasoning;
   // Completions of several prompts: the choices generated for each, prompt by prompt (choice c
   // answers prompt c / choices_per_prompt).
   int32_t choices_per_prompt = 1;
@@ -51,6 +55,10 @@ struct CompletionShape {
   }
 };
 
+// A fresh reader of one choice's answer: reasoning and calls as the shape says (both off for
+// text completions).
+AnswerStream NewAnswerStream(const CompletionShape& shape);
+
 // "stop" or "length"; "abort" when the request was aborted (the server shutting down, or the
 // gRPC Abort call), as vLLM says it.
 const char* OpenAiFinishReason(engine::FinishReason reason);
@@ -58,16 +66,19 @@ const char* OpenAiFinishReason(engine::FinishReason reason);
 // Choice `index` of a whole answer: `text` is everything it generated, `finished` the engine's
 // finish event, `logprobs` the choice's (null when not asked for). With a tool-call format the
 // message holds the calls found in the text (content null when nothing else), and finish_reason
-// says "tool_calls" when the model stopped after making some.
+// says "tool_calls" when the model stopped after making some. With a reasoning split the message
+// has reasoning_content: the reasoning's text, or null when the answer had no reasoning block.
 nlohmann::json ChoiceJson(const CompletionShape& shape, int index, const std::string& text,
                           const engine::Event& finished, nlohmann::json logprobs);
 // The whole answer: its choices (ChoiceJson, in index order) and their usage.
 nlohmann::json CompletionJson(const CompletionShape& shape, nlohmann::json choices,
                               const engine::Usage& usage);
 // A chunk of a stream with choice `index`'s new text (`role`: the chat stream's first chunk
-// names the role) and the logprobs of its tokens, or with its finish reason and no text.
+// names the role) and the logprobs of its tokens, or with its finish reason and no text. A chat's
+// new `reasoning` goes to delta.reasoning_content, before the text.
 nlohmann::json ChunkJson(const CompletionShape& shape, int index, const std::string& text,
-                         bool role, const char* finish_reason, nlohmann::json logprobs = nullptr);
+                         bool role, const char* finish_reason, nlohmann::json logprobs = nullptr,
+                         const std::string& reasoning = "");
 // A chunk with choice `index`'s tool calls, whole (name and arguments at once); `first_index`
 // numbers the first among the choice's calls.
 nlohmann::json ToolCallChunkJson(const CompletionShape& shape, int index,

@@ -17,13 +17,7 @@ ToolCallSupport::ToolCallSupport(const models::Tokenizer* tokenizer,
                                       : DetectToolCallFormat(tokenizer->config().chat_template))) {
   if (tokenizer == nullptr) return;
   const ToolCallMarkers markers = MarkersOf(format_);
-  for (std::string_view marker : {markers.start, markers.end}) {
-    if (marker.empty()) continue;
-    const int32_t id = tokenizer->PieceToId(marker);
-    if (id >= 0 && id != tokenizer->unk_id() && tokenizer->IsSpecial(id)) {
-      special_markers_.push_back(id);
-    }
-  }
+  special_markers_ = models::SpecialTokenIds(*tokenizer, {markers.start, markers.end});
 }
 
 absl::Status ToolCallSupport::Apply(const ToolUse& use, engine::GrammarCache& grammars,
@@ -32,7 +26,8 @@ absl::Status ToolCallSupport::Apply(const ToolUse& use, engine::GrammarCache& gr
   if (!has_tokenizer_) {
     return absl::InvalidArgumentError("tools: the model has no tokenizer to read calls with");
   }
-  request->shown_special_tokens = special_markers_;
+  request->shown_special_tokens.insert(request->shown_special_tokens.end(),
+                                       special_markers_.begin(), special_markers_.end());
   if (!use.forced) return absl::OkStatus();
   // Agents send the same tools with every turn: compiled once (engine/grammar_cache.h).
   absl::StatusOr<std::shared_ptr<const engine::Grammar>> grammar = grammars.GetOrCompile(

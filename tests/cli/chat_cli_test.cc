@@ -1,6 +1,7 @@
 // `tandem chat` against a real `tandem serve` on loopback: user lines piped into stdin become a
 // multi-turn conversation whose answers stream to stdout, the second turn restores the first
-// from the prefix cache, and errors are reported with their gRPC code.
+// from the prefix cache, a reasoning model's reasoning goes to stderr, and errors are reported
+// with their gRPC code.
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "server/client/connection.h"
 #include "tests/cli/run_tandem.h"
 #include "tests/cli/serve_process.h"
+#include "tests/server/thinking_model.h"
 
 namespace tandem {
 namespace {
@@ -177,6 +179,37 @@ TEST(ChatCliErrorsTest, BadFlagsExitTwoNamingTheFlag) {
                            "--max-new-tokens", "--seed", "--tls-ca", "--token"}) {
     EXPECT_NE(o.out.find(flag), std::string::npos) << flag;
   }
+}
+
+// A reasoning model's reasoning streams to stderr and only its answer to stdout: over 12 tokens
+// that never close the block the template opens, stdout gets nothing, stderr the reasoning the
+// API returns for the same conversation.
+TEST(ChatCliReasoningTest, TheReasoningGoesToStderr) {
+  const testing::ThinkingModel model(::testing::TempDir());
+  ServeProcess server({"--model", model.dir(), "--threads", "2", "--memory-gib", "0.05"});
+  ASSERT_TRUE(server.ok()) << "tandem serve did not start";
+  TempFile input("Why is the sky blue?\n");
+  const auto o = RunTandem("chat --address " + server.address() +
+                           " --temperature 0 --max-new-tokens 12 --ignore-eos < " + input.path());
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+
+  auto connection = client::Connection::Open(server.address(), {});
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  v1::ChatRequest request;
+  v1::ChatMessage* user = request.add_messages();
+  user->set_role("user");
+  user->set_content("Why is the sky blue?");
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_sampling()->set_max_new_tokens(12);
+  request.mutable_sampling()->set_ignore_eos(true);
+  const cli::ChatTurnResult turn = cli::RunChatTurn(
+      **connection, request, std::chrono::seconds(60), [](std::string_view) {},
+      [](std::string_view) {});
+  ASSERT_TRUE(turn.status.ok()) << turn.status.error_message();
+  ASSERT_FALSE(turn.reasoning.empty());
+  EXPECT_EQ(turn.text, "");
+  EXPECT_EQ(o.out, "");
+  EXPECT_NE(o.err.find(turn.reasoning), std::string::npos) << o.err;
 }
 
 }  // namespace

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "google/protobuf/text_format.h"
+#include "server/grpc/chat_answer.h"
 #include "server/grpc/chat_tool_calls.h"
 #include "server/grpc/request_validation.h"
 #include "server/grpc/served_model.h"
@@ -53,7 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::StatusOr<tandem::server::ToolUse> use = tandem::server::ReadChatToolUse(
         chat, tandem::server::ToolCallFormat::kHermes, Context().limits.max_request_bytes);
     if (use.ok() && use->parse) {
-      tandem::server::ChatToolCalls calls(tandem::server::ToolCallFormat::kHermes, use->tools);
+      tandem::server::ChatAnswer calls(std::nullopt, tandem::server::ToolCallFormat::kHermes,
+                                       use->tools);
       tandem::v1::Chunk chunk;
       for (const tandem::v1::ChatMessage& message : chat.messages()) {
         calls.AddText(message.content(), &chunk);

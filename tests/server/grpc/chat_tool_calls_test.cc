@@ -5,6 +5,7 @@
 #include "server/grpc/chat_tool_calls.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "server/grpc/chat_answer.h"
 #include "tests/server/grpc/grpc_test_util.h"
 
 namespace tandem::server {
@@ -141,7 +143,7 @@ struct Answer {
 // end (as a partial stop string would be), and finished with `reason`.
 Answer Stream(size_t piece, size_t held, v1::FinishReason reason) {
   const std::string answer = kHermesAnswer;
-  ChatToolCalls calls(ToolCallFormat::kHermes, json::parse(kWeatherTools));
+  ChatAnswer calls(std::nullopt, ToolCallFormat::kHermes, json::parse(kWeatherTools));
   Answer out;
   const size_t streamed = answer.size() - held;
   for (size_t at = 0; at < streamed; at += piece) {
@@ -186,7 +188,7 @@ TEST(ChatToolCallsTest, CallsLeaveTheTextWhereverTheChunksAreCut) {
 }
 
 TEST(ChatToolCallsTest, AnAnswerWithoutCallsIsItsText) {
-  ChatToolCalls calls(ToolCallFormat::kHermes, json::parse(kWeatherTools));
+  ChatAnswer calls(std::nullopt, ToolCallFormat::kHermes, json::parse(kWeatherTools));
   v1::Chunk chunk;
   calls.AddText("It is sunny <tool", &chunk);
   v1::Complete complete;

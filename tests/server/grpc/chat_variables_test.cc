@@ -40,7 +40,8 @@ TEST(ChatVariablesTest, PassesWhatTransformersPasses) {
       "messages": [
         {"role": "user", "content": "Weather?", "name": "ann"},
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
-            "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]},
+            "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}],
+         "reasoning_content": "Paris is likely."},
         {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
       "tools": [{"type": "function", "function": {"name": "get_weather",
                  "parameters": {"type": "object", "required": ["city"], "properties": {}}}}],
@@ -60,6 +61,7 @@ TEST(ChatVariablesTest, PassesWhatTransformersPasses) {
   EXPECT_EQ(m[1]["tool_calls"][0].dump(),
             R"({"function":{"arguments":{"city":"Paris","days":2},"name":"get_weather"},)"
             R"("id":"c1","type":"function"})");
+  EXPECT_EQ(m[1]["reasoning_content"], "Paris is likely.");
   EXPECT_EQ(m[2], json({{"role", "tool"}, {"content", "sunny"}, {"tool_call_id", "c1"}}));
   EXPECT_EQ(v->untrusted["tools"][0]["function"]["parameters"]["required"], json({"city"}));
   EXPECT_TRUE(v->untrusted["documents"].is_null());  // defined, None: transformers' behaviour

@@ -66,6 +66,7 @@ struct StreamResult {
   std::vector<v1::TokenLogprobs> prompt_logprobs;
   int prompt_logprobs_chunk = -1;        // the chunk (from 0) that carried them
   std::vector<v1::ToolCall> tool_calls;  // chunks' calls followed by Complete's
+  std::string reasoning;                 // chunks' reasoning followed by Complete's
   grpc::Status status;
 };
 
@@ -87,6 +88,7 @@ inline StreamResult ReadStream(grpc::ClientReader<v1::GenerateResponse>& reader,
       out.tokens.insert(out.tokens.end(), response.chunk().token_ids().begin(),
                         response.chunk().token_ids().end());
       out.text += response.chunk().text();
+      out.reasoning += response.chunk().reasoning();
       for (const auto& lp : response.chunk().logprobs()) out.logprobs.push_back(lp);
       for (const auto& call : response.chunk().tool_calls()) out.tool_calls.push_back(call);
       if (on_chunk) on_chunk(out);
@@ -94,6 +96,7 @@ inline StreamResult ReadStream(grpc::ClientReader<v1::GenerateResponse>& reader,
       out.has_complete = true;
       out.complete = response.complete();
       out.text += response.complete().text();
+      out.reasoning += response.complete().reasoning();
       for (const auto& call : response.complete().tool_calls()) out.tool_calls.push_back(call);
     } else if (response.has_error()) {
       out.has_error = true;

@@ -36,6 +36,7 @@ TEST(OpenAiRequestTest, ChatFieldsBecomeTheChatRequest) {
         {"role": "system",
          "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
         {"role": "assistant", "content": null, "refusal": null, "annotations": [],
+         "reasoning_content": "f knows.",
          "tool_calls": [{"id": "c1", "type": "function",
                          "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "42", "name": "f"}],
@@ -49,6 +50,8 @@ TEST(OpenAiRequestTest, ChatFieldsBecomeTheChatRequest) {
   ASSERT_EQ(chat.messages_size(), 3);
   EXPECT_EQ(chat.messages(0).content(), "a\nb");
   EXPECT_FALSE(chat.messages(1).has_content());
+  EXPECT_EQ(chat.messages(1).reasoning_content(), "f knows.");
+  EXPECT_FALSE(chat.messages(0).has_reasoning_content());
   ASSERT_EQ(chat.messages(1).tool_calls_size(), 1);
   EXPECT_EQ(chat.messages(1).tool_calls(0).fields().at("id").string_value(), "c1");
   EXPECT_EQ(chat.messages(2).tool_call_id(), "c1");

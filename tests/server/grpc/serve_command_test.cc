@@ -181,6 +181,7 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
            {"serve", "--model", model, "--http-port", "70000"},
            {"serve", "--model", model, "--http-max-body-bytes", "0"},
            {"serve", "--model", model, "--tool-call-format", "qwen"},
+           {"serve", "--model", model, "--reasoning-format", "deepseek_r1"},
            {"serve", "--model", model, "--config", "/nonexistent/serve.conf"},
        }) {
     TandemProcess bad(args);
@@ -191,11 +192,27 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
   ASSERT_TRUE(help.started());
   const std::string text = help.ReadAll();
   EXPECT_EQ(help.Wait(), 0);
-  for (const char* flag :
-       {"--model", "--port", "--host", "--max-streams", "--max-queue", "--max-prompt-tokens",
-        "--max-new-tokens", "--grace-seconds", "--config", "--tls-cert", "--tls-key",
-        "--auth-token", "--metrics-port", "--log-format", "--http-port", "--http-host",
-        "--http-max-body-bytes", "--served-model-name", "--tool-call-format", "TANDEM_"}) {
+  for (const char* flag : {"--model",
+                           "--port",
+                           "--host",
+                           "--max-streams",
+                           "--max-queue",
+                           "--max-prompt-tokens",
+                           "--max-new-tokens",
+                           "--grace-seconds",
+                           "--config",
+                           "--tls-cert",
+                           "--tls-key",
+                           "--auth-token",
+                           "--metrics-port",
+                           "--log-format",
+                           "--http-port",
+                           "--http-host",
+                           "--http-max-body-bytes",
+                           "--served-model-name",
+                           "--tool-call-format",
+                           "--reasoning-format",
+                           "TANDEM_"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
   }
 }

@@ -1,0 +1,52 @@
+#include "server/reasoning/reasoning_support.h"
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+
+#include "absl/types/span.h"
+
+namespace tandem::server {
+namespace {
+
+// Prompt tokens decoded to see whether the prompt ends with the start marker: a marker is a
+// token or a few, and trailing whitespace a few more.
+constexpr size_t kTailTokens = 16;
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+}  // namespace
+
+ReasoningSupport::ReasoningSupport(const models::Tokenizer* tokenizer,
+                                   std::optional<ReasoningFormat> configured)
+    : tokenizer_(tokenizer),
+      configured_(configured.has_value()),
+      format_(configured.value_or(tokenizer == nullptr
+                                      ? ReasoningFormat::kNone
+                                      : DetectReasoningFormat(tokenizer->config().chat_template))) {
+  if (tokenizer == nullptr) return;
+  const ReasoningMarkers markers = ReasoningMarkersOf(format_);
+  special_markers_ = models::SpecialTokenIds(*tokenizer, {markers.start, markers.end});
+}
+
+std::optional<ReasoningUse> ReasoningSupport::Apply(engine::Request* request) const {
+  if (format_ == ReasoningFormat::kNone || tokenizer_ == nullptr || request->grammar != nullptr) {
+    return std::nullopt;
+  }
+  for (int32_t id : special_markers_) {
+    if (std::find(request->shown_special_tokens.begin(), request->shown_special_tokens.end(), id) ==
+        request->shown_special_tokens.end()) {
+      request->shown_special_tokens.push_back(id);
+    }
+  }
+  const std::vector<int32_t>& prompt = request->prompt;
+  const size_t tail = std::min(prompt.size(), kTailTokens);
+  std::string text = tokenizer_->Decode(absl::MakeConstSpan(prompt).subspan(prompt.size() - tail),
+                                        /*skip_special_tokens=*/false);
+  while (!text.empty() && IsSpace(text.back())) text.pop_back();
+  return ReasoningUse{format_, std::string_view(text).ends_with(ReasoningMarkersOf(format_).start)};
+}
+
+}  // namespace tandem::server
