@@ -22,7 +22,7 @@ struct AllocatorOptions {
   // When set, replaces `backing`: reserves the memory (at least the bytes asked for) somewhere
   // else, a GPU's for instance. Only the AVMP allocators take one (the baselines map their host
   // range once and never commit), so the others refuse it.
-  BackingFactory make_backing;
+  BackingFactory make_backing = nullptr;
   // The units' sizes when they are not the spec's (0: the spec's): a tensor-parallel model's
   // units hold every worker's part, some of them (Mamba-2 groups that fewer workers share)
   // held twice.

@@ -49,7 +49,9 @@ int32_t GrammarBuilder::AddRule(std::string name, std::vector<GrammarSequence> a
   return rule;
 }
 
-GrammarSymbol GrammarBuilder::Ref(int32_t rule) { return {.is_rule = true, .rule = rule}; }
+GrammarSymbol GrammarBuilder::Ref(int32_t rule) {
+  return {.is_rule = true, .rule = rule, .bytes = {}};
+}
 
 GrammarSymbol GrammarBuilder::Bytes(const ByteSet& bytes) { return {.bytes = bytes}; }
 

@@ -400,7 +400,9 @@ TEST(AvmpAllocatorTest, RandomOperationsAreDeterministicAndConsistent) {
     auto first = run(7);
     EXPECT_EQ(first, run(7));
     EXPECT_GT(first[0], 0u);
-    if (hints) EXPECT_GT(first[5], 0u) << "no pull ever ran";
+    if (hints) {
+      EXPECT_GT(first[5], 0u) << "no pull ever ran";
+    }
   }
 }
 

@@ -106,7 +106,9 @@ TEST_P(ChoicesTest, EachChoiceIsALoneRequestWithItsSeedAndThePromptRunsOnce) {
   EXPECT_EQ(got[0].finished.usage.preemptions, 0);
   EXPECT_EQ(stats.memory_usage_ratio(), 0.0);
   // The choices decoded their shared prompt pages through Hydragen, and still gave the bits.
-  if (model_->config().num_attention_layers > 0) EXPECT_GT(stats.hydragen_nodes, 0);
+  if (model_->config().num_attention_layers > 0) {
+    EXPECT_GT(stats.hydragen_nodes, 0);
+  }
 }
 
 TEST_P(ChoicesTest, GreedyChoicesAreTheSameAnswer) {

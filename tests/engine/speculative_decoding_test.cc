@@ -217,7 +217,9 @@ TEST_P(SpeculativeDecodingTest, ChoicesSpeculateBesideHydragenAndChangeNothing) 
     ExpectSameOutput(Drain(*streams[i]), Plainly(alone));
   }
   EXPECT_GT(speculating->scheduler().stats().draft_tokens, 0u);
-  if (model_->config().num_attention_layers > 0) EXPECT_GT(mixed_steps, 0);
+  if (model_->config().num_attention_layers > 0) {
+    EXPECT_GT(mixed_steps, 0);
+  }
 }
 
 TEST_P(SpeculativeDecodingTest, AStopInsideAnAcceptedDraftEndsThereAndCachesTheRightState) {

@@ -59,7 +59,9 @@ void ExpectWalkMatchesBruteForce(std::string_view schema, const std::string& tex
     EXPECT_EQ(m->Mark(), frames);
     std::sort(walked.begin(), walked.end());
     EXPECT_EQ(walked, BruteForce(*m, tokens));
-    if (i < text.size()) ASSERT_TRUE(m->Accept(text.substr(i, 1)).ok());
+    if (i < text.size()) {
+      ASSERT_TRUE(m->Accept(text.substr(i, 1)).ok());
+    }
   }
   EXPECT_TRUE(m->complete());
 }

@@ -17,7 +17,11 @@ std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_allocations{0};
 }  // namespace
 
-// Counting replacements for the global allocation functions of this test binary.
+// Counting replacements for the global allocation functions of this test binary. They pair
+// malloc with free; GCC takes the replaced operators for the library's and warns of a mismatch.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void* operator new(size_t n) {
   if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;

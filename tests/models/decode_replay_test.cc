@@ -87,7 +87,9 @@ class DecodeReplayTest : public ::testing::TestWithParam<std::string> {
       options_.stats = &stats;
       const std::vector<std::byte> now = Step(batch, step);
       options_.stats = nullptr;
-      if (shared) ASSERT_GT(stats.hydragen_nodes, 0) << "step " << step << " shared no prefix";
+      if (shared) {
+        ASSERT_GT(stats.hydragen_nodes, 0) << "step " << step << " shared no prefix";
+      }
       if (now == first) continue;
       size_t at = 0;
       while (at < now.size() && at < first.size() && now[at] == first[at]) ++at;

@@ -221,7 +221,9 @@ TEST(ModelConfigTest, NemotronHExpertLayers) {
   ASSERT_EQ(c->num_layers, 8);
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(c->layers[i].ffn, want[i]) << i;
-    if (want[i] != FfnKind::kNone) EXPECT_EQ(c->layers[i].mixer, MixerKind::kNone) << i;
+    if (want[i] != FfnKind::kNone) {
+      EXPECT_EQ(c->layers[i].mixer, MixerKind::kNone) << i;
+    }
   }
   EXPECT_EQ(c->num_experts, 8);
   EXPECT_EQ(c->experts_per_token, 3);

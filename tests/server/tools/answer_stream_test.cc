@@ -51,7 +51,9 @@ TEST(AnswerStreamTest, AnyCuttingGivesTheWholeParseInOrder) {
     for (const AnswerPiece& p : pieces) {
       // All reasoning comes before any answer.
       if (!p.content.empty() || !p.calls.empty()) answer_started = true;
-      if (answer_started) EXPECT_EQ(p.reasoning, "");
+      if (answer_started) {
+        EXPECT_EQ(p.reasoning, "");
+      }
       joined.reasoning += p.reasoning;
       joined.content += p.content;
       for (const ToolCall& call : p.calls) joined.calls.push_back(call);
