@@ -6,22 +6,9 @@
 #include "server/grpc/request_validation.h"
 
 namespace tandem::server {
-namespace {
-
-AnswerStream NewStream(std::optional<ReasoningUse> reasoning, ToolCallFormat format,
-                       const nlohmann::ordered_json& tools) {
-  std::optional<ReasoningStream> split;
-  if (reasoning) split.emplace(reasoning->format, reasoning->opened);
-  std::optional<ToolCallStream> calls;
-  if (format != ToolCallFormat::kNone) calls.emplace(format, tools);
-  return AnswerStream(std::move(split), std::move(calls));
-}
-
-}  // namespace
-
 ChatAnswer::ChatAnswer(std::optional<ReasoningUse> reasoning, ToolCallFormat format,
                        const nlohmann::ordered_json& tools)
-    : stream_(NewStream(reasoning, format, tools)) {}
+    : stream_(AnswerStream::For(reasoning, format, tools)) {}
 
 void ChatAnswer::AddCalls(const std::vector<ToolCall>& calls,
                           google::protobuf::RepeatedPtrField<v1::ToolCall>* out) {

@@ -59,14 +59,8 @@ const char* ChatFinishReason(engine::FinishReason reason, size_t calls) {
 }
 
 AnswerStream NewAnswerStream(const CompletionShape& shape) {
-  std::optional<ReasoningStream> reasoning;
-  if (shape.chat && shape.reasoning)
-    reasoning.emplace(shape.reasoning->format, shape.reasoning->opened);
-  std::optional<ToolCallStream> calls;
-  if (shape.chat && shape.tool_call_format != ToolCallFormat::kNone) {
-    calls.emplace(shape.tool_call_format, shape.tools);
-  }
-  return AnswerStream(std::move(reasoning), std::move(calls));
+  if (!shape.chat) return AnswerStream(std::nullopt, std::nullopt);
+  return AnswerStream::For(shape.reasoning, shape.tool_call_format, shape.tools);
 }
 
 json ChoiceJson(const CompletionShape& shape, int index, const std::string& text,

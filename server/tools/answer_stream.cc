@@ -4,6 +4,15 @@
 
 namespace tandem::server {
 
+AnswerStream AnswerStream::For(const std::optional<ReasoningUse>& reasoning, ToolCallFormat format,
+                               const nlohmann::json& tools) {
+  std::optional<ReasoningStream> split;
+  if (reasoning) split.emplace(reasoning->format, reasoning->opened);
+  std::optional<ToolCallStream> calls;
+  if (format != ToolCallFormat::kNone) calls.emplace(format, tools);
+  return AnswerStream(std::move(split), std::move(calls));
+}
+
 void AnswerStream::Add(ReasoningPiece split, bool final, std::vector<AnswerPiece>* out) {
   if (!split.reasoning.empty()) out->push_back(AnswerPiece{std::move(split.reasoning), "", {}});
   if (!tool_calls_) {

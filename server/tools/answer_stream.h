@@ -11,7 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "server/reasoning/reasoning_stream.h"
+#include "server/reasoning/reasoning_support.h"
+#include "server/tools/tool_call_format.h"
 #include "server/tools/tool_calls.h"
 
 namespace tandem::server {
@@ -28,6 +31,10 @@ class AnswerStream {
   // Null parts are off.
   AnswerStream(std::optional<ReasoningStream> reasoning, std::optional<ToolCallStream> tool_calls)
       : reasoning_(std::move(reasoning)), tool_calls_(std::move(tool_calls)) {}
+  // A request's reader: reasoning split as `reasoning` says (nullopt: not split), calls parsed
+  // in `format` (kNone: not parsed), typed by the request's `tools`.
+  static AnswerStream For(const std::optional<ReasoningUse>& reasoning, ToolCallFormat format,
+                          const nlohmann::json& tools);
 
   // The pieces `text` completes, in the order the model wrote them.
   std::vector<AnswerPiece> Feed(std::string_view text);

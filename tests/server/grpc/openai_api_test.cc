@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "models/byte_level.h"
 #include "nlohmann/json.hpp"
 #include "server/openai/openai_endpoint.h"
 #include "tests/server/grpc/grpc_test_util.h"
+#include "tests/server/grpc/openai_test_events.h"
 #include "tests/server/http_test_client.h"
 
 namespace tandem::server {
@@ -30,31 +30,11 @@ using json = nlohmann::json;
 using testing::Client;
 using testing::Eventually;
 using testing::HttpPost;
+using testing::Parse;
+using testing::SseEvents;
 using testing::StreamResult;
 
 constexpr char kModel[] = "zamba2-tiny";
-
-json Parse(const std::string& body) {
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  EXPECT_FALSE(parsed.is_discarded()) << body;
-  return parsed;
-}
-
-// The JSON events of a Server-Sent Events body; `done` tells whether it ended with [DONE].
-std::vector<json> SseEvents(const std::string& body, bool* done) {
-  std::vector<json> events;
-  *done = false;
-  for (absl::string_view event : absl::StrSplit(body, "\n\n", absl::SkipEmpty())) {
-    EXPECT_TRUE(absl::ConsumePrefix(&event, "data: ")) << event;
-    if (event == "[DONE]") {
-      *done = true;
-      continue;
-    }
-    EXPECT_FALSE(*done) << "an event after [DONE]";
-    events.push_back(Parse(std::string(event)));
-  }
-  return events;
-}
 
 int CountEvents(const std::string& sse) {
   int events = 0;

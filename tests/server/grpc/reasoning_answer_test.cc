@@ -9,14 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/openai/openai_endpoint.h"
 #include "server/reasoning/reasoning_stream.h"
 #include "tests/server/grpc/grpc_test_util.h"
+#include "tests/server/grpc/openai_test_events.h"
 #include "tests/server/http_test_client.h"
 #include "tests/server/thinking_model.h"
 
@@ -25,15 +24,11 @@ namespace {
 
 using json = nlohmann::json;
 using testing::Client;
+using testing::Parse;
+using testing::SseEvents;
 using testing::StreamResult;
 
 constexpr char kModel[] = "zamba2-tiny";
-
-json Parse(const std::string& body) {
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  EXPECT_FALSE(parsed.is_discarded()) << body;
-  return parsed;
-}
 
 v1::ChatRequest AskChat(const std::string& content, int max_tokens) {
   v1::ChatRequest request;
@@ -198,16 +193,16 @@ TEST_F(ReasoningAnswerTest, TheOpenAiApiReturnsReasoningContentWholeAndStreamed)
   ASSERT_EQ(streamed.status, 200) << streamed.body;
   std::string reasoning, content;
   int reasoning_chunks = 0;
-  for (absl::string_view event : absl::StrSplit(streamed.body, "\n\n", absl::SkipEmpty())) {
-    ASSERT_TRUE(absl::ConsumePrefix(&event, "data: ")) << event;
-    if (event == "[DONE]") continue;
-    const json delta = Parse(std::string(event))["choices"][0]["delta"];
+  bool done = false;
+  for (const json& event : SseEvents(streamed.body, &done)) {
+    const json& delta = event["choices"][0]["delta"];
     if (delta.contains("reasoning_content")) {
       reasoning += delta["reasoning_content"].get<std::string>();
       ++reasoning_chunks;
     }
     if (delta.contains("content")) content += delta["content"].get<std::string>();
   }
+  EXPECT_TRUE(done);
   EXPECT_EQ(reasoning, grpc.reasoning);
   EXPECT_EQ(content, grpc.text);
   EXPECT_GT(reasoning_chunks, 1);  // streamed as it came, not whole at the end
