@@ -11,7 +11,12 @@
 // one row per family and weight format.
 //
 //   device_model_speed [--device cuda] [--prefill-tokens 512] [--decode-tokens 64]
-//                      [--weight-dtypes f32,bf16] [--threads N]
+//                      [--weight-dtypes f32,bf16] [--threads N] [--presets jamba-100m,...]
+//                      [--no-graphs] [--verbose]
+//
+// --presets runs only the named presets; --no-graphs leaves the CUDA-graph decode out (its
+// columns read "–"); --verbose says on stderr which preset and which run is under way, so that
+// a run that dies names the step.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -79,23 +84,58 @@ int Fail(const std::string& what, const absl::Status& status) {
 }
 
 int Main(int argc, char** argv) {
+  // Line by line even into a file: a run that dies (gpu-check.sh keeps its output) shows how far
+  // it got.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string device_name = "cpu";
   int threads = 0;
   int64_t prefill_tokens = 512, decode_tokens = 64;
+  std::vector<std::string> presets = models::ModelPresetNames();
+  bool graphs_wanted = true, verbose = false;
   std::vector<models::WeightStorage> storages = {models::WeightStorage::kF32,
                                                  models::WeightStorage::kBF16};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--device")) device_name = argv[i + 1];
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--prefill-tokens")) prefill_tokens = std::atoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--decode-tokens")) decode_tokens = std::atoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--weight-dtypes")) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--no-graphs") {
+      graphs_wanted = false;
+      continue;
+    }
+    if (flag == "--verbose") {
+      verbose = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "device_model_speed: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const char* value = argv[++i];
+    if (flag == "--device") {
+      device_name = value;
+    } else if (flag == "--threads") {
+      threads = std::atoi(value);
+    } else if (flag == "--prefill-tokens") {
+      prefill_tokens = std::atoll(value);
+    } else if (flag == "--decode-tokens") {
+      decode_tokens = std::atoll(value);
+    } else if (flag == "--presets") {
+      const std::vector<std::string> known = models::ModelPresetNames();
+      presets = absl::StrSplit(value, ',');
+      for (const std::string& name : presets) {
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+          std::fprintf(stderr, "device_model_speed: --presets: no preset '%s'\n", name.c_str());
+          return 2;
+        }
+      }
+    } else if (flag == "--weight-dtypes") {
       storages.clear();
-      for (absl::string_view name : absl::StrSplit(argv[i + 1], ',')) {
+      for (absl::string_view name : absl::StrSplit(value, ',')) {
         auto storage = models::ParseWeightStorage(std::string(name));
         if (!storage.ok()) return Fail("--weight-dtypes", storage.status());
         storages.push_back(*storage);
       }
+    } else {
+      std::fprintf(stderr, "device_model_speed: unknown flag %s\n", flag.c_str());
+      return 2;
     }
   }
   if (prefill_tokens < 1 || decode_tokens < 1) {
@@ -111,7 +151,7 @@ int Main(int argc, char** argv) {
   auto invariant_ops = (*device)->CreateOps({.threads = threads, .batch_invariant = true});
   if (!invariant_ops.ok()) return Fail("batch-invariant backend", invariant_ops.status());
   std::unique_ptr<kernels::Ops> graph_ops;
-  if (!(*device)->on_host()) {
+  if (!(*device)->on_host() && graphs_wanted) {
     auto created = (*device)->CreateOps({.threads = threads, .cuda_graphs = true});
     if (!created.ok()) return Fail("backend with CUDA graphs", created.status());
     graph_ops = *std::move(created);
@@ -135,7 +175,11 @@ int Main(int argc, char** argv) {
 
   std::vector<int32_t> prompt(prefill_tokens);
   for (int64_t i = 0; i < prefill_tokens; ++i) prompt[i] = static_cast<int32_t>(3 + i * 7 % 16000);
-  for (const std::string& preset : models::ModelPresetNames()) {
+  // --verbose: the step about to run, on stderr.
+  auto step = [&](const std::string& what, int rep) {
+    if (verbose) std::fprintf(stderr, "device_model_speed: %s, run %d\n", what.c_str(), rep + 1);
+  };
+  for (const std::string& preset : presets) {
     for (const models::WeightStorage storage : storages) {
       const std::string family = preset.substr(0, preset.find('-'));
       models::LoadOptions load;
@@ -164,6 +208,7 @@ int Main(int argc, char** argv) {
       double prefill_best = 1e30, decode_best = 1e30, graph_decode_best = 1e30;
       std::vector<int32_t> tokens, graph_tokens;
       for (int rep = 0; rep < 3; ++rep) {  // the first also warms the backend's memory up
+        step(preset + " fast kernels", rep);
         auto result = engine::Generate(m, **ops, **pools, prompt, options);
         if (!result.ok()) return Fail(preset, result.status());
         prefill_best = std::min(prefill_best, result->prefill_seconds);
@@ -173,6 +218,7 @@ int Main(int argc, char** argv) {
         tokens = result->output_ids;
       }
       for (int rep = 0; graph_ops != nullptr && rep < 3; ++rep) {
+        step(preset + " CUDA graphs", rep);
         auto result = engine::Generate(m, *graph_ops, **pools, prompt, options);
         if (!result.ok()) return Fail(preset + " with CUDA graphs", result.status());
         const double steps = std::max<double>(1, result->output_ids.size() - 1.0);
@@ -181,6 +227,7 @@ int Main(int argc, char** argv) {
       }
       double invariant_prefill_best = 1e30, invariant_decode_best = 1e30;
       for (int rep = 0; rep < 3; ++rep) {
+        step(preset + " batch-invariant kernels", rep);
         auto result = engine::Generate(m, **invariant_ops, **pools, prompt, options);
         if (!result.ok()) return Fail(preset + " with batch-invariant kernels", result.status());
         invariant_prefill_best = std::min(invariant_prefill_best, result->prefill_seconds);

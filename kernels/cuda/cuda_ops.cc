@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstring>
@@ -26,6 +27,15 @@ namespace {
 // finished on one thread (CudaOps takes one caller thread at a time).
 thread_local CudaOps* recording_on_this_thread = nullptr;
 
+// Blocks of activation memory freed so far, by any CudaOps's workspaces, on any thread. A graph's
+// upload is a copy node, and the driver binds a copy node to the allocation its destination was
+// in when the graph was made: once that allocation is freed the graph cannot be launched again,
+// even where a new allocation has come back at the same address and so the pass signs alike
+// (seen on an H200: the next launch failed, or crashed in cuGraphLaunch). Each CudaOps compares
+// this count with the one it last saw before it replays anything, on its own thread, and drops
+// its graphs when it moved. Releases come with workspace growth, not every step.
+std::atomic<uint64_t> activation_blocks_freed{0};
+
 class DeviceMemorySource final : public MemorySource {
  public:
   void* Allocate(size_t bytes) override {
@@ -38,6 +48,7 @@ class DeviceMemorySource final : public MemorySource {
     // (cudaFree waits for the work already queued that might use it).
     if (recording_on_this_thread != nullptr) recording_on_this_thread->StopRecording();
     cudaFree(p);
+    activation_blocks_freed.fetch_add(1, std::memory_order_relaxed);
   }
 };
 
@@ -201,6 +212,7 @@ void CudaOps::FinishPass() {
   recording_ = false;
   if (recording_on_this_thread == this) recording_on_this_thread = nullptr;
   if (Ok() && !calls_.empty()) {
+    DropGraphsNamingFreedMemory();
     const ReplayCache::Decision decision = replay_->Decide(signature_);
     switch (decision.plan) {
       case ReplayCache::Plan::kReplay:
@@ -315,8 +327,18 @@ bool CudaOps::Reserve(DeviceBuffer<T>& buffer, size_t count, const char* op) {
   if (Ok() && buffer.size() < count) {
     StopRecording();  // recorded calls may name the buffer about to be freed
     Record(buffer.Allocate(count), op);
+    // Uploads are copies into these buffers, and a graph's copies are bound to the allocation
+    // they were captured with (see activation_blocks_freed).
+    if (replay_ != nullptr) replay_->Clear();
   }
   return Ok();
+}
+
+void CudaOps::DropGraphsNamingFreedMemory() {
+  const uint64_t freed = activation_blocks_freed.load(std::memory_order_relaxed);
+  if (freed == activation_blocks_freed_seen_) return;
+  activation_blocks_freed_seen_ = freed;
+  replay_->Clear();
 }
 
 std::string CudaOps::ReadBackArgmax(const float* src, int64_t ld_src, int64_t rows, int64_t cols,
@@ -518,6 +540,7 @@ bool CudaOps::ExpertTables(const WeightMatrix* matrices, int32_t count, const vo
     StopRecording();
     Record(cudaStreamSynchronize(stream_), "Moe tables");
     expert_tables_.clear();
+    if (replay_ != nullptr) replay_->Clear();  // graphs' copies named the tables (see Reserve)
   }
   ExpertTable& table = expert_tables_[matrices];
   bool current = table.weights.size() == static_cast<size_t>(count);

@@ -18,13 +18,17 @@
 // replay computes exactly what launching the calls would. What a graph cannot hold ends the
 // recording and the rest of the pass runs eagerly: buffers that must grow (cuBLAS's scratch
 // included; its GEMMs are recorded like our kernels), uploads that cannot be staged, host lists
-// read at launch (single-sequence snapshot lists), workspace blocks freed mid-pass.
+// read at launch (single-sequence snapshot lists), workspace blocks freed mid-pass. Freeing
+// activation memory, or growing a buffer uploads go to, drops every graph: a graph's uploads
+// are copies bound to the allocations they were captured with, and a new allocation at the same
+// address would let the old graph replay (cuda_ops.cc, activation_blocks_freed).
 #ifndef TANDEM_KERNELS_CUDA_CUDA_OPS_H_
 #define TANDEM_KERNELS_CUDA_CUDA_OPS_H_
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -191,6 +195,10 @@ class CudaOps final : public Ops {
   // into one, or run; what follows until Synchronize runs eagerly.
   void FinishPass();
   void CaptureAndLaunch();
+  // Forgets every graph when activation memory was freed since this was last asked: a graph's
+  // uploads are bound to the allocations they were captured with (cuda_ops.cc,
+  // activation_blocks_freed). Graphs must be on.
+  void DropGraphsNamingFreedMemory();
   // `count` values copied into device scratch from `ws` (enqueued on the stream, through the
   // pinned staging buffer: `host` may be reused as soon as this returns).
   template <typename T>
@@ -220,6 +228,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<ReplayCache> replay_;
   bool pass_open_ = false;
   bool recording_ = false;
+  uint64_t activation_blocks_freed_seen_ = 0;
   DeferredCalls calls_;
   LaunchSignature signature_;
   // Pinned host memory the uploads of a pass go through (tables, MoE's expert pointers).

@@ -214,6 +214,17 @@ cudaError_t LaunchRows(cudaStream_t stream, bool add, const float* src, int64_t 
 constexpr int kLinearRows = 8;   // x rows per tile: one weight read serves all of them
 constexpr int kLinearWarps = 8;  // output columns per block
 
+// Output j of a row from its dot product: int8's row scale, then the bias, each rounded on its
+// own. Left to nvcc the two could fuse into one multiply-add in one kernel instantiation and not
+// in another, and a row's bits would depend on the instantiation its batch took (seen on an H200
+// between the one-row and eight-row decode kernels).
+template <WeightFormat F>
+__device__ __forceinline__ float LinearOutput(float dot, const float* row_scales, const float* bias,
+                                              int64_t j) {
+  const float scaled = F == WeightFormat::kI8 ? __fmul_rn(dot, row_scales[j]) : dot;
+  return bias != nullptr ? __fadd_rn(scaled, bias[j]) : scaled;
+}
+
 // Warp w of block (bx, by) computes y[by·8 .. by·8+7][bx·8 + w]: its lanes stride over k, so
 // the weight row is read coalesced, and each lane keeps one partial sum per x row.
 template <WeightFormat F>
@@ -240,11 +251,8 @@ __device__ void LinearTile(const float* x, int64_t ld_x, int64_t m, const void* 
 #pragma unroll
   for (int r = 0; r < kLinearRows; ++r) {
     if (r >= rows) break;  // the tile's missing rows: no sums to add up (a decode step has one)
-    float s = WarpSum(acc[r]);
-    if (lane == 0) {
-      if constexpr (F == WeightFormat::kI8) s *= row_scales[j];
-      y[(r0 + r) * ld_y + j] = s + (bias != nullptr ? bias[j] : 0.0f);
-    }
+    const float s = WarpSum(acc[r]);
+    if (lane == 0) y[(r0 + r) * ld_y + j] = LinearOutput<F>(s, row_scales, bias, j);
   }
 }
 
@@ -261,24 +269,40 @@ constexpr int kWeightsPer16Bytes = F == WeightFormat::kF32  ? 4
                                    : F == WeightFormat::kI8 ? 16
                                                             : 8;
 
-// 16 bytes of a weight row from element p (a multiple of kWeightsPer16Bytes), widened to fp32
-// (int8 unscaled, as LoadWeight).
+// The weight element type of a format: what one weight occupies in a row.
 template <WeightFormat F>
-__device__ __forceinline__ void LoadWeights16(const void* row, int64_t p,
-                                              float (&out)[kWeightsPer16Bytes<F>]) {
+using WeightElement =
+    std::conditional_t<F == WeightFormat::kF32, float,
+                       std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
+
+// 16 bytes of a weight row from element p (a multiple of kWeightsPer16Bytes), as loaded.
+template <WeightFormat F>
+__device__ __forceinline__ uint4 LoadRaw16(const void* row, int64_t p) {
+  return *reinterpret_cast<const uint4*>(static_cast<const WeightElement<F>*>(row) + p);
+}
+
+// 16 loaded bytes widened to fp32 (int8 unscaled, as LoadWeight).
+template <WeightFormat F>
+__device__ __forceinline__ void Widen16(const uint4& v, float (&out)[kWeightsPer16Bytes<F>]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
   if constexpr (F == WeightFormat::kF32) {
-    const float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(row) + p);
-    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-  } else if constexpr (F == WeightFormat::kI8) {
-    const int4 v = *reinterpret_cast<const int4*>(static_cast<const int8_t*>(row) + p);
-    const int words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      out[i] = static_cast<float>(static_cast<int8_t>(words[i / 4] >> (8 * (i % 4))));
+    for (int i = 0; i < 4; ++i) out[i] = __uint_as_float(words[i]);
+  } else if constexpr (F == WeightFormat::kI8) {
+    // Without int-to-float conversions, which an SM runs at 16 a clock (as many as 16 bytes of
+    // weights take to arrive at full bandwidth): each byte, its sign bit flipped (b + 128, 0 to
+    // 255), becomes the low mantissa byte of 2^23, and 2^23 + 128 is subtracted. Every step is
+    // exact, so the value is the conversion's.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t biased = words[i] ^ 0x80808080u;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t bits = __byte_perm(biased, 0x4B000000u, 0x7440u + b);
+        out[4 * i + b] = __fsub_rn(__uint_as_float(bits), 8388736.0f);
+      }
     }
   } else {
-    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(row) + p);
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       if constexpr (F == WeightFormat::kBF16) {
@@ -292,50 +316,72 @@ __device__ __forceinline__ void LoadWeights16(const void* row, int64_t p,
   }
 }
 
+// Steps of a lane's 16-byte weight loads issued before the first of them is used: with one
+// step (what the compiler made of an unrolled loop) a bf16 row moved at 0.5 of the copy
+// bandwidth on an H200, the loads of a warp's short life too few to cover the memory's latency.
+constexpr int kVectorLinearSteps = 4;
+
 // LinearTile with 16-byte loads: a lane takes kWeightsPer16Bytes consecutive weights (and the
 // same x elements, as float4s) per step, so a warp moves 512 bytes of weights per load instead
 // of 32 × one element (64 bytes in bf16, 32 in int8), which left decode far below the memory
 // bandwidth. Needs k a multiple of kWeightsPer16Bytes and 16-byte aligned rows of x and of W
-// (checked by the launch). The per-row sums are fixed by k alone, as in LinearTile.
-template <WeightFormat F, int kCols>
+// (checked by the launch). The per-row sums are fixed by k alone, as in LinearTile: the loads
+// run ahead in groups of kVectorLinearSteps, the arithmetic is each step's in order, one fused
+// multiply-add per weight into the row's sum, spelled out so that every instantiation (kRows 1
+// for a decode step, kLinearRows otherwise: a row's registers bound the occupancy) gives a row
+// the same bits.
+template <WeightFormat F, int kCols, int kRows>
 __global__ void VectorLinearKernel(const float* x, int64_t ld_x, int64_t m, const void* w,
                                    const float* row_scales, int64_t n, int64_t k, const float* bias,
                                    float* y, int64_t ld_y) {
   constexpr int kPer = kWeightsPer16Bytes<F>;
-  using Elem = std::conditional_t<F == WeightFormat::kF32, float,
-                                  std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
+  constexpr int64_t kStride = int64_t{kWarp} * kPer;  // weights a warp's step covers
   const int lane = threadIdx.x % kWarp;
   const int64_t j0 = (int64_t{blockIdx.x} * kLinearWarps + threadIdx.x / kWarp) * kCols;
-  const int64_t r0 = int64_t{blockIdx.y} * kLinearRows;
+  const int64_t r0 = int64_t{blockIdx.y} * kRows;
   if (j0 >= n) return;
-  const int rows = m - r0 < kLinearRows ? static_cast<int>(m - r0) : kLinearRows;
+  const int rows = m - r0 < kRows ? static_cast<int>(m - r0) : kRows;
   // A warp's last columns past n re-read column j0 (their sums are not written).
   const void* wrow[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    wrow[c] = static_cast<const Elem*>(w) + (j0 + c < n ? j0 + c : j0) * k;
+    wrow[c] = static_cast<const WeightElement<F>*>(w) + (j0 + c < n ? j0 + c : j0) * k;
   }
   const float* xb = x + r0 * ld_x;
-  float acc[kCols][kLinearRows] = {};
-#pragma unroll 4
-  for (int64_t p = int64_t{lane} * kPer; p < k; p += int64_t{kWarp} * kPer) {
-    float wv[kCols][kPer];
+  float acc[kCols][kRows] = {};
+  for (int64_t base = int64_t{lane} * kPer; base < k; base += kVectorLinearSteps * kStride) {
+    uint4 raw[kVectorLinearSteps][kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) LoadWeights16<F>(wrow[c], p, wv[c]);
+    for (int step = 0; step < kVectorLinearSteps; ++step) {
+      const int64_t p = base + step * kStride;
 #pragma unroll
-    for (int r = 0; r < kLinearRows; ++r) {
-      if (r < rows) {
-        const float4* xr = reinterpret_cast<const float4*>(xb + r * ld_x + p);
+      for (int c = 0; c < kCols; ++c) {
+        raw[step][c] = p < k ? LoadRaw16<F>(wrow[c], p) : make_uint4(0, 0, 0, 0);
+      }
+    }
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          float s = 0.0f;
+    for (int step = 0; step < kVectorLinearSteps; ++step) {
+      const int64_t p = base + step * kStride;
+      if (p >= k) break;
+      float wv[kCols][kPer];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) Widen16<F>(raw[step][c], wv[c]);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < rows) {
+          const float4* xr = reinterpret_cast<const float4*>(xb + r * ld_x + p);
 #pragma unroll
           for (int q = 0; q < kPer / 4; ++q) {
             const float4 xv = xr[q];
-            s += xv.x * wv[c][4 * q] + xv.y * wv[c][4 * q + 1] + xv.z * wv[c][4 * q + 2] +
-                 xv.w * wv[c][4 * q + 3];
+#pragma unroll
+            for (int c = 0; c < kCols; ++c) {
+              float& a = acc[c][r];
+              a = __fmaf_rn(xv.x, wv[c][4 * q], a);
+              a = __fmaf_rn(xv.y, wv[c][4 * q + 1], a);
+              a = __fmaf_rn(xv.z, wv[c][4 * q + 2], a);
+              a = __fmaf_rn(xv.w, wv[c][4 * q + 3], a);
+            }
           }
-          acc[c][r] += s;
         }
       }
     }
@@ -344,15 +390,12 @@ __global__ void VectorLinearKernel(const float* x, int64_t ld_x, int64_t m, cons
   for (int c = 0; c < kCols; ++c) {
     const int64_t j = j0 + c;
 #pragma unroll
-    for (int r = 0; r < kLinearRows; ++r) {
-      // The tile's missing rows have no sums to add up: a batch-1 decode step skips 7 of 8 (each
-      // five shuffles), which were the tail of every warp's work.
+    for (int r = 0; r < kRows; ++r) {
+      // The tile's missing rows have no sums to add up (each five shuffles, the tail of every
+      // warp's work).
       if (r >= rows) break;
       const float s = WarpSum(acc[c][r]);
-      if (lane == 0 && j < n) {
-        const float scaled = F == WeightFormat::kI8 ? s * row_scales[j] : s;
-        y[(r0 + r) * ld_y + j] = scaled + (bias != nullptr ? bias[j] : 0.0f);
-      }
+      if (lane == 0 && j < n) y[(r0 + r) * ld_y + j] = LinearOutput<F>(s, row_scales, bias, j);
     }
   }
 }
@@ -425,9 +468,7 @@ __device__ void TiledLinearTile(const float* x, int64_t ld_x, int64_t m, const v
     for (int j = 0; j < 4; ++j) {
       const int64_t c = col0 + tx + 16 * j;
       if (c >= n) continue;
-      float s = acc[i][j];
-      if constexpr (F == WeightFormat::kI8) s *= row_scales[c];
-      y[r * ld_y + c] = s + (bias != nullptr ? bias[c] : 0.0f);
+      y[r * ld_y + c] = LinearOutput<F>(acc[i][j], row_scales, bias, c);
     }
   }
 }
@@ -483,11 +524,16 @@ cudaError_t LaunchLinear(cudaStream_t stream, const float* x, int64_t ld_x, int6
     // 16-bit rows are short (8 KB at k = 4096): two columns per warp keep twice the bytes in
     // flight over a warp's short life.
     constexpr int kCols = F == WeightFormat::kBF16 || F == WeightFormat::kF16 ? 2 : 1;
-    const dim3 vector_grid(
-        static_cast<unsigned>((w.rows + kLinearWarps * kCols - 1) / (kLinearWarps * kCols)),
-        grid.y);
-    VectorLinearKernel<F, kCols><<<vector_grid, kLinearWarps * kWarp, 0, stream>>>(
-        x, ld_x, m, w.data, w.row_scales, w.rows, w.cols, bias, y, ld_y);
+    const unsigned column_blocks =
+        static_cast<unsigned>((w.rows + kLinearWarps * kCols - 1) / (kLinearWarps * kCols));
+    if (m == 1) {
+      VectorLinearKernel<F, kCols, 1><<<column_blocks, kLinearWarps * kWarp, 0, stream>>>(
+          x, ld_x, m, w.data, w.row_scales, w.rows, w.cols, bias, y, ld_y);
+    } else {
+      VectorLinearKernel<F, kCols, kLinearRows>
+          <<<dim3(column_blocks, grid.y), kLinearWarps * kWarp, 0, stream>>>(
+              x, ld_x, m, w.data, w.row_scales, w.rows, w.cols, bias, y, ld_y);
+    }
   } else {
     LinearKernel<F><<<grid, kLinearWarps * kWarp, 0, stream>>>(x, ld_x, m, w.data, w.row_scales,
                                                                w.rows, w.cols, bias, y, ld_y);

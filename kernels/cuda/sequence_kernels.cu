@@ -138,8 +138,8 @@ __global__ void ConvKernel(CausalConvArgs a, Snapshots snaps) {
       if (k >= count) break;
       float s = bias;
 #pragma unroll
-      for (int i = 0; i + 1 < K; ++i) s += w[i] * window[i];
-      s += w[K - 1] * u[k];
+      for (int i = 0; i + 1 < K; ++i) s = __fmaf_rn(w[i], window[i], s);
+      s = __fmaf_rn(w[K - 1], u[k], s);
       a.out[(t0 + k) * a.ld_out + c] = a.silu ? Silu(s) : s;
 #pragma unroll
       for (int i = 0; i + 2 < K; ++i) window[i] = window[i + 1];
@@ -166,7 +166,9 @@ ConvKernelFn ConvKernelOfWidth(int k, std::integer_sequence<int, kWidths...>) {
 // not one per lane), every lane loads its states' B and C for the whole tile, then the warp runs
 // the tile's recurrence from registers, broadcasting token k's scalars from lane k. The
 // arithmetic per token is the one-token call's, in the same order: a scan of T tokens gives the
-// bits of T decode steps.
+// bits of T decode steps. The order is spelled out in intrinsics (__fmaf_rn, __fmul_rn): left to
+// nvcc, a multiply-add is contracted per instantiation, and the Mamba-1 step contracted
+// differently in the tiled kernel and the one-token one (1 ulp apart, seen on an H200).
 
 constexpr int kMaxStatesPerLane = 8;  // N ≤ 256
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -296,8 +298,9 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
 #pragma unroll
         for (int i = 0; i < kStates; ++i) {
           if (lane + kWarp * i < N) {
-            h[i] = expf(dt * A[i]) * h[i] + dt * b[k][i] * u;
-            acc[k] += h[i] * c[k][i];
+            const float decay = expf(__fmul_rn(dt, A[i]));
+            h[i] = __fmaf_rn(decay, h[i], __fmul_rn(__fmul_rn(dt, b[k][i]), u));
+            acc[k] = __fmaf_rn(h[i], c[k][i], acc[k]);
           }
         }
         emit(t0 + k - rows.first + 1);
@@ -307,7 +310,7 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
     const float u = __shfl_sync(kFullMask, lane_u, sum.token);
     const float z = __shfl_sync(kFullMask, lane_z, sum.token);
     if (sum.stores && sum.token < count) {
-      float y = sum.total + D * u;
+      float y = __fmaf_rn(D, u, sum.total);
       if (a.z != nullptr) y *= Silu(z);
       a.y[(t0 + sum.token) * a.ld_y + d] = y;
     }
@@ -353,8 +356,8 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
       const int64_t t = t0 + lane;
       lane_x = a.x[t * a.ld_x + row];
       const float dt = SsdDt(a.dt[t * a.ld_dt + hd], dt_bias, a.dt_min, a.dt_max);
-      lane_decay = expf(dt * A);
-      lane_dtx = dt * lane_x;
+      lane_decay = expf(__fmul_rn(dt, A));
+      lane_dtx = __fmul_rn(dt, lane_x);
     }
     float b[kTokens][kStates], c[kTokens][kStates];
     LoadTile<kStates, kTokens>(a.b + g * N, a.ld_b, t0, count, N, b);
@@ -374,8 +377,8 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
 #pragma unroll
         for (int i = 0; i < kStates; ++i) {
           if (lane + kWarp * i < N) {
-            s[i] = decay * s[i] + dtx * b[k][i];
-            acc[k] += s[i] * c[k][i];
+            s[i] = __fmaf_rn(decay, s[i], __fmul_rn(dtx, b[k][i]));
+            acc[k] = __fmaf_rn(s[i], c[k][i], acc[k]);
           }
         }
         emit(t0 + k - rows.first + 1);
@@ -384,7 +387,7 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
     const TileSum sum = TileSums(acc);
     const float x = __shfl_sync(kFullMask, lane_x, sum.token);
     if (sum.stores && sum.token < count) {
-      a.y[(t0 + sum.token) * a.ld_y + row] = sum.total + D * x;
+      a.y[(t0 + sum.token) * a.ld_y + row] = __fmaf_rn(D, x, sum.total);
     }
     t0 += kTokens;
   } while (t0 < end);

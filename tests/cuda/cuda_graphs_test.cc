@@ -132,6 +132,39 @@ TEST(CudaGraphsTest, ARefusedCallInARecordedPassIsReportedAndSkipsWhatFollows) {
   EXPECT_EQ(ToHost(x)[0], 3.0f);
 }
 
+// A graph's uploads are copies bound to the allocation they wrote when it was captured. After
+// that workspace is freed, a new one may come back at the same address, and the same pass then
+// signs alike; replaying the old graph failed (or crashed in the driver) on an H200. So freeing
+// activation memory drops the graphs: the next pass runs eagerly, is captured again, replays.
+TEST(CudaGraphsTest, AGraphIsNeverReplayedAfterTheMemoryItUploadsIntoIsFreed) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  auto ops = NewGraphOps();
+  ASSERT_NE(ops, nullptr);
+  const std::vector<int32_t> ids = {3, 1, 4, 1};
+  const std::vector<int64_t> positions = {5, 9, 2, 6};
+  std::string error;
+  {
+    // A backend's first pass allocates its staging and id buffers, which stops that pass's
+    // recording: warmed up here, every round below starts alike.
+    MiniPass warm_up(*ops);
+    warm_up.Run(ids, positions, &error);
+    ASSERT_EQ(error, "");
+  }
+  for (int round = 0; round < 3; ++round) {  // each round a workspace of its own, freed after
+    SCOPED_TRACE(::testing::Message() << "round " << round);
+    MiniPass pass(*ops);
+    const int64_t replays = ops->graph_replays(), captures = ops->graph_captures();
+    for (int step = 0; step < 3; ++step) {  // eager, captured, replayed
+      EXPECT_TRUE(
+          AllClose(pass.Run(ids, positions, &error), pass.Want(ids, positions), 1e-6f, 1e-5f))
+          << "step " << step;
+      ASSERT_EQ(error, "") << "step " << step;
+    }
+    EXPECT_EQ(ops->graph_captures(), captures + 1);
+    EXPECT_EQ(ops->graph_replays(), replays + 1);
+  }
+}
+
 // A workspace block freed while a pass is recorded (Rewind drops a block a layer added; Reset
 // merges them) must not go while recorded calls still name it: they reach the stream first.
 TEST(CudaGraphsTest, AWorkspaceBlockFreedMidPassOutlivesTheCallsThatUseIt) {
