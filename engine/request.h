@@ -16,6 +16,14 @@ namespace tandem::engine {
 
 using RequestId = uint64_t;
 
+// A reasoning block's markers as the ids of the single tokens they are (-1: the marker is not
+// one token), and whether the prompt opened the block (it ends with the start marker).
+struct ReasoningBlock {
+  int32_t start_token = -1;
+  int32_t end_token = -1;
+  bool opened = false;
+};
+
 struct Request {
   std::vector<int32_t> prompt;  // token ids, already tokenized (chat template applied)
   SamplingParams sampling;
@@ -29,6 +37,10 @@ struct Request {
   // Special tokens written in the text even with skip_special_tokens: markup the client parses
   // out of it, such as a tool-call format's markers.
   std::vector<int32_t> shown_special_tokens;
+  // A reasoning model's answer: its reasoning block's markers as token ids, to count the block's
+  // tokens (Usage::reasoning_tokens; reasoning_tokens.h says how). The server sets it for a
+  // chat whose answer it splits into reasoning and content.
+  std::optional<ReasoningBlock> reasoning_block;
   // Structured output: when set, every token is chosen among those that keep the output text a
   // prefix of a sentence of this grammar (engine/json_schema_grammar.h builds it from a JSON
   // Schema), and the end-of-sequence ids are allowed only where the text is a whole sentence.
@@ -84,6 +96,10 @@ struct Usage {
   // completion_tokens) and those it did not (computed, then dropped).
   int64_t accepted_draft_tokens = 0;
   int64_t rejected_draft_tokens = 0;
+  // Of completion_tokens, those of the answer's reasoning block (Request::reasoning_block): 0
+  // without one; nullopt where its markers are not single tokens, so the block's tokens are not
+  // known.
+  std::optional<int64_t> reasoning_tokens = 0;
 };
 
 // Seconds, measured from Submit().

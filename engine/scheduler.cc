@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/checkpoint_hints.h"
+#include "engine/reasoning_tokens.h"
 
 namespace tandem::engine {
 Scheduler::Scheduler(const models::Model& model, const models::Tokenizer* tokenizer,
@@ -262,6 +263,11 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   event.usage = seq.usage;
   event.usage.prompt_tokens = static_cast<int64_t>(seq.prompt_tokens);
   event.usage.completion_tokens = seq.generated();
+  if (seq.request.reasoning_block) {
+    event.usage.reasoning_tokens =
+        CountReasoningTokens(*seq.request.reasoning_block,
+                             std::span<const int32_t>(seq.tokens).subspan(seq.prompt_tokens));
+  }
   if (seq.ever_admitted) event.timings.queued = seconds(seq.first_admitted);
   if (seq.generated() > 0) {
     event.timings.first_token = seconds(seq.first_token);

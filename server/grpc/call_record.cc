@@ -97,6 +97,9 @@ void RecordServedCall(ServiceState& state, const char* rpc, const std::string& c
       .Field("queued_s", first.timings.queued)
       .Field("ttft_s", first.timings.first_token)
       .Field("e2e_s", first.timings.finished);
+  if (all.reasoning_tokens && *all.reasoning_tokens > 0) {
+    line.Field("reasoning_tokens", *all.reasoning_tokens);
+  }
   if (finished.size() > 1) line.Field("choices", static_cast<int64_t>(finished.size()));
 }
 

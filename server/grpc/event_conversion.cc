@@ -44,6 +44,12 @@ engine::Usage ChoicesUsage(std::span<const engine::Event> finished, size_t choic
   }
   for (const engine::Event& event : finished) {
     usage.completion_tokens += event.usage.completion_tokens;
+    // Unknown for one choice (its markers are not single tokens), unknown for all.
+    if (usage.reasoning_tokens && event.usage.reasoning_tokens) {
+      *usage.reasoning_tokens += *event.usage.reasoning_tokens;
+    } else {
+      usage.reasoning_tokens = std::nullopt;
+    }
     usage.preemptions += event.usage.preemptions;
     usage.accepted_draft_tokens += event.usage.accepted_draft_tokens;
     usage.rejected_draft_tokens += event.usage.rejected_draft_tokens;
@@ -85,6 +91,7 @@ absl::Status FinishedResponse(const engine::Event& event, int32_t last_token,
   v1::Usage* usage = complete->mutable_usage();
   usage->set_prompt_tokens(event.usage.prompt_tokens);
   usage->set_cached_tokens(event.usage.cached_tokens);
+  if (event.usage.reasoning_tokens) usage->set_reasoning_tokens(*event.usage.reasoning_tokens);
   usage->set_completion_tokens(event.usage.completion_tokens);
   usage->set_preemptions(event.usage.preemptions);
   usage->set_accepted_draft_tokens(event.usage.accepted_draft_tokens);

@@ -30,14 +30,19 @@ json ToolCallsJson(const std::vector<ToolCall>& calls, int first_index, bool ind
 }
 
 json UsageJson(const engine::Usage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}},
-          // Drafts from the request's prediction (or, with --prompt-lookup, its own text).
-          {"completion_tokens_details",
-           {{"accepted_prediction_tokens", usage.accepted_draft_tokens},
-            {"rejected_prediction_tokens", usage.rejected_draft_tokens}}}};
+  json out = {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}},
+              // Drafts from the request's prediction (or, with --prompt-lookup, its own text).
+              {"completion_tokens_details",
+               {{"accepted_prediction_tokens", usage.accepted_draft_tokens},
+                {"rejected_prediction_tokens", usage.rejected_draft_tokens}}}};
+  // Left out where the model's reasoning markers are not single tokens (not countable).
+  if (usage.reasoning_tokens) {
+    out["completion_tokens_details"]["reasoning_tokens"] = *usage.reasoning_tokens;
+  }
+  return out;
 }
 
 }  // namespace

@@ -17,6 +17,14 @@ bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+// The id of the one token `marker` is (an added token, special or not), or -1 when it encodes
+// to several or none.
+int32_t SingleTokenId(const models::Tokenizer& tokenizer, std::string_view marker) {
+  if (marker.empty()) return -1;
+  absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(marker, /*add_special_tokens=*/false);
+  return ids.ok() && ids->size() == 1 ? ids->front() : -1;
+}
+
 }  // namespace
 
 ReasoningSupport::ReasoningSupport(const models::Tokenizer* tokenizer,
@@ -29,6 +37,8 @@ ReasoningSupport::ReasoningSupport(const models::Tokenizer* tokenizer,
   if (tokenizer == nullptr) return;
   const ReasoningMarkers markers = ReasoningMarkersOf(format_);
   special_markers_ = models::SpecialTokenIds(*tokenizer, {markers.start, markers.end});
+  marker_tokens_.start_token = SingleTokenId(*tokenizer, markers.start);
+  marker_tokens_.end_token = SingleTokenId(*tokenizer, markers.end);
 }
 
 std::optional<ReasoningUse> ReasoningSupport::Apply(engine::Request* request) const {
@@ -46,7 +56,11 @@ std::optional<ReasoningUse> ReasoningSupport::Apply(engine::Request* request) co
   std::string text = tokenizer_->Decode(absl::MakeConstSpan(prompt).subspan(prompt.size() - tail),
                                         /*skip_special_tokens=*/false);
   while (!text.empty() && IsSpace(text.back())) text.pop_back();
-  return ReasoningUse{format_, std::string_view(text).ends_with(ReasoningMarkersOf(format_).start)};
+  const bool opened = std::string_view(text).ends_with(ReasoningMarkersOf(format_).start);
+  engine::ReasoningBlock block = marker_tokens_;
+  block.opened = opened;
+  request->reasoning_block = block;  // its tokens are counted (Usage::reasoning_tokens)
+  return ReasoningUse{format_, opened};
 }
 
 }  // namespace tandem::server

@@ -33,7 +33,8 @@ class ReasoningSupport {
   // How the answer of `request`, a chat's (its prompt rendered), is split: nullopt when it is
   // not, without a format or a tokenizer, or when a grammar constrains the output (structured
   // output, forced tool calls: the answer is the constrained text whole). Otherwise the markers
-  // that are special tokens are added to the request's shown ones.
+  // that are special tokens are added to the request's shown ones, and the request carries the
+  // block's markers as token ids, for the engine to count its tokens (Usage::reasoning_tokens).
   std::optional<ReasoningUse> Apply(engine::Request* request) const;
 
  private:
@@ -42,6 +43,8 @@ class ReasoningSupport {
   const ReasoningFormat format_;
   // The markers that are special tokens: skip_special_tokens would drop them from the text.
   std::vector<int32_t> special_markers_;
+  // The markers as the single tokens they are, if they are (not `opened`: that is per request).
+  engine::ReasoningBlock marker_tokens_;
 };
 
 }  // namespace tandem::server

@@ -220,5 +220,32 @@ TEST_F(ReasoningAnswerTest, TheOpenAiApiReturnsReasoningContentWholeAndStreamed)
   EXPECT_FALSE(Parse(plain.body)["choices"][0]["message"].contains("reasoning_content"));
 }
 
+// usage.reasoning_tokens (engine/reasoning_tokens.h) is counted on token ids: this fixture spells
+// "<think>" and "</think>" in several tokens, so the thinking server leaves the count out rather
+// than guess it; a server without a format reports 0.
+TEST_F(ReasoningAnswerTest, ReasoningTokensAreReportedWhereTheyCanBeCounted) {
+  const v1::ChatRequest request = AskChat("Why is the sky blue?", 6);
+  StreamResult uncounted = Client(thinking_->port()).Chat(request);
+  StreamResult plain = Client(plain_->port()).Chat(request);
+  ASSERT_TRUE(uncounted.status.ok()) << uncounted.status.error_message();
+  ASSERT_TRUE(plain.status.ok()) << plain.status.error_message();
+  EXPECT_FALSE(uncounted.reasoning.empty());
+  EXPECT_FALSE(uncounted.complete.usage().has_reasoning_tokens());
+  ASSERT_TRUE(plain.complete.usage().has_reasoning_tokens());
+  EXPECT_EQ(plain.complete.usage().reasoning_tokens(), 0);
+
+  const std::string body = AskBody("Why is the sky blue?", 6).dump();
+  const testing::HttpResponse thinking_answer =
+      testing::HttpPost(endpoint_->port(), "/v1/chat/completions", body);
+  const testing::HttpResponse plain_answer =
+      testing::HttpPost(plain_endpoint_->port(), "/v1/chat/completions", body);
+  ASSERT_EQ(thinking_answer.status, 200) << thinking_answer.body;
+  ASSERT_EQ(plain_answer.status, 200) << plain_answer.body;
+  const json thinking_details = Parse(thinking_answer.body)["usage"]["completion_tokens_details"];
+  const json plain_details = Parse(plain_answer.body)["usage"]["completion_tokens_details"];
+  EXPECT_FALSE(thinking_details.contains("reasoning_tokens")) << thinking_details;
+  EXPECT_EQ(plain_details["reasoning_tokens"], 0) << plain_details;
+}
+
 }  // namespace
 }  // namespace tandem::server

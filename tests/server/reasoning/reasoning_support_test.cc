@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "engine/json_schema_grammar.h"
 #include "gtest/gtest.h"
@@ -31,8 +32,8 @@ std::unique_ptr<models::Tokenizer> Load(const std::string& dir) {
 
 // The fixture's tokenizer with its padding token renamed "<think>" (a special token, as in some
 // reasoning models' vocabularies) and a template that ends the prompt with it, loaded from files
-// written for it and removed.
-std::unique_ptr<models::Tokenizer> LoadSpecialMarkerTokenizer() {
+// written for it and removed. `end_too`: its unknown token renamed "</think>" as well.
+std::unique_ptr<models::Tokenizer> LoadSpecialMarkerTokenizer(bool end_too = false) {
   namespace fs = std::filesystem;
   const fs::path dir =
       fs::path(::testing::TempDir()) / ("special_think_" + std::to_string(::getpid()));
@@ -40,15 +41,26 @@ std::unique_ptr<models::Tokenizer> LoadSpecialMarkerTokenizer() {
   fs::create_directories(dir);
   json tokenizer = json::parse(std::ifstream(kFixture + "/tokenizer.json"));
   json& vocab = tokenizer["model"]["vocab"];
-  vocab["<think>"] = vocab["<|pad|>"];
-  vocab.erase("<|pad|>");
-  for (json& added : tokenizer["added_tokens"]) {
-    if (added["content"] == "<|pad|>") added["content"] = "<think>";
+  const std::vector<std::pair<std::string, std::string>> renamed =
+      end_too ? std::vector<std::pair<std::string, std::string>>{{"<|pad|>", "<think>"},
+                                                                 {"<|unk|>", "</think>"}}
+              : std::vector<std::pair<std::string, std::string>>{{"<|pad|>", "<think>"}};
+  for (const auto& [from, to] : renamed) {
+    vocab[to] = vocab[from];
+    vocab.erase(from);
+    for (json& added : tokenizer["added_tokens"]) {
+      if (added["content"] == from) added["content"] = to;
+    }
   }
+  if (end_too) tokenizer["model"]["unk_token"] = "<|endoftext|>";
   std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
   json config = json::parse(std::ifstream(kFixture + "/tokenizer_config.json"));
   config["added_tokens_decoder"]["0"]["content"] = "<think>";
   config["pad_token"] = "<|endoftext|>";
+  if (end_too) {
+    config["added_tokens_decoder"]["3"]["content"] = "</think>";
+    config["unk_token"] = "<|endoftext|>";
+  }
   config["chat_template"] =
       "{% for m in messages %}{{ m['content'].split('</think>')[-1] }}{% endfor %}"
       "{{ '<|im_start|>assistant\\n<think>\\n' }}";
@@ -145,6 +157,43 @@ TEST(ReasoningSupportTest, SpecialMarkersStayInTheText) {
   EXPECT_EQ(
       std::count(request.shown_special_tokens.begin(), request.shown_special_tokens.end(), think),
       1);
+}
+
+// Usage::reasoning_tokens is counted on token ids (engine/reasoning_tokens.h): a split answer's
+// request carries its markers' ids where each is a single token, and -1 where it is not.
+TEST(ReasoningSupportTest, ASplitAnswerCarriesItsMarkersTokenIds) {
+  std::unique_ptr<models::Tokenizer> both = LoadSpecialMarkerTokenizer(/*end_too=*/true);
+  ASSERT_NE(both, nullptr);
+  const int32_t think = both->PieceToId("<think>"), end = both->PieceToId("</think>");
+  ASSERT_GE(think, 0);
+  ASSERT_GE(end, 0);
+  const ReasoningSupport counted(both.get(), std::nullopt);
+  engine::Request opened = Prompt(*both, "<|im_start|>assistant\n<think>\n");
+  ASSERT_TRUE(counted.Apply(&opened).has_value());
+  ASSERT_TRUE(opened.reasoning_block.has_value());
+  EXPECT_EQ(opened.reasoning_block->start_token, think);
+  EXPECT_EQ(opened.reasoning_block->end_token, end);
+  EXPECT_TRUE(opened.reasoning_block->opened);
+  engine::Request closed = Prompt(*both, "<|im_start|>assistant\n");
+  ASSERT_TRUE(counted.Apply(&closed).has_value());
+  ASSERT_TRUE(closed.reasoning_block.has_value());
+  EXPECT_FALSE(closed.reasoning_block->opened);
+
+  // The plain fixture spells the markers in several tokens: not countable.
+  std::unique_ptr<models::Tokenizer> chatml = Load(kFixture);
+  ASSERT_NE(chatml, nullptr);
+  const ReasoningSupport uncounted(chatml.get(), ReasoningFormat::kThink);
+  engine::Request plain = Prompt(*chatml, "<|im_start|>assistant\n<think>\n");
+  ASSERT_TRUE(uncounted.Apply(&plain).has_value());
+  ASSERT_TRUE(plain.reasoning_block.has_value());
+  EXPECT_EQ(plain.reasoning_block->start_token, -1);
+  EXPECT_EQ(plain.reasoning_block->end_token, -1);
+
+  // Not split (a grammar constrains it): nothing to count.
+  engine::Request constrained = Prompt(*both, "<|im_start|>assistant\n<think>\n");
+  constrained.grammar = std::make_shared<const engine::Grammar>(engine::JsonObjectGrammar());
+  EXPECT_FALSE(counted.Apply(&constrained).has_value());
+  EXPECT_FALSE(constrained.reasoning_block.has_value());
 }
 
 }  // namespace
