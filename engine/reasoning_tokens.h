@@ -7,8 +7,9 @@
 //    marker first);
 //  - the block runs through the first end marker, which counts as reasoning;
 //  - an output cut off inside the block is all reasoning.
-// Unknown (nullopt) when a marker is not a single token: the block's end then falls inside a
-// token, or across several.
+// Unknown (nullopt) when a marker the output needs is not a single token (-1): the end marker
+// wherever a block runs, the start marker where the prompt did not open one. Its place then falls
+// inside a token, or across several.
 #ifndef TANDEM_ENGINE_REASONING_TOKENS_H_
 #define TANDEM_ENGINE_REASONING_TOKENS_H_
 

@@ -17,12 +17,17 @@ bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-// The id of the one token `marker` is (an added token, special or not), or -1 when it encodes
-// to several or none.
+// The id of the one token `marker` is, or -1. A vocabulary entry spelled so (an added token,
+// special or not) first: encoded alone, a marker may gain a prefix space (SentencePiece's dummy
+// "▁", a Prepend normaliser) that the model does not write before it. Otherwise what encoding
+// it gives, if that is one id. (An ordinary merged token so spelled is taken too, though a model
+// may also write the marker in pieces; reasoning models add their markers as tokens.)
 int32_t SingleTokenId(const models::Tokenizer& tokenizer, std::string_view marker) {
   if (marker.empty()) return -1;
+  const int32_t piece = tokenizer.PieceToId(marker);
+  if (piece >= 0 && piece != tokenizer.unk_id()) return piece;
   absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(marker, /*add_special_tokens=*/false);
-  return ids.ok() && ids->size() == 1 ? ids->front() : -1;
+  return ids.ok() && ids->size() == 1 && ids->front() != tokenizer.unk_id() ? ids->front() : -1;
 }
 
 }  // namespace

@@ -45,10 +45,14 @@ TEST(ReasoningTokensTest, AnOutputCutOffInsideTheBlockIsAllReasoning) {
   EXPECT_EQ(Count(false, {kStart}), 1);
 }
 
-TEST(ReasoningTokensTest, MarkersThatAreNotSingleTokensAreNotCounted) {
-  const std::vector<int32_t> output = {kStart, 1, kEnd};
-  EXPECT_EQ(CountReasoningTokens(ReasoningBlock{-1, kEnd, true}, output), std::nullopt);
-  EXPECT_EQ(CountReasoningTokens(ReasoningBlock{kStart, -1, false}, output), std::nullopt);
+// -1: a marker that is not a single token. Unknown only where the output needs that marker.
+TEST(ReasoningTokensTest, AMarkerThatIsNotOneTokenLeavesTheCountUnknownWhereItIsNeeded) {
+  const std::vector<int32_t> started = {kStart, 1, kEnd, 2}, plain = {1, kEnd, 2};
+  EXPECT_EQ(CountReasoningTokens(ReasoningBlock{-1, kEnd, true}, plain), 2);  // start unused
+  EXPECT_EQ(CountReasoningTokens(ReasoningBlock{-1, kEnd, false}, plain), std::nullopt);
+  EXPECT_EQ(CountReasoningTokens(ReasoningBlock{kStart, -1, true}, plain), std::nullopt);
+  EXPECT_EQ(CountReasoningTokens(ReasoningBlock{kStart, -1, false}, started), std::nullopt);
+  EXPECT_EQ(CountReasoningTokens(ReasoningBlock{kStart, -1, false}, plain), 0);  // no block
 }
 
 // The scheduler counts over the tokens a request generated: markers picked from a greedy run's
@@ -80,7 +84,7 @@ TEST(ReasoningTokensTest, AFinishedRequestReportsItsReasoningTokens) {
 
   const int32_t not_first = out[0] == kStart ? kEnd : kStart;
   EXPECT_EQ(run(ReasoningBlock{not_first, out[5], false}).finished.usage.reasoning_tokens, 0);
-  EXPECT_EQ(run(ReasoningBlock{-1, out[5], true}).finished.usage.reasoning_tokens, std::nullopt);
+  EXPECT_EQ(run(ReasoningBlock{kStart, -1, true}).finished.usage.reasoning_tokens, std::nullopt);
 }
 
 }  // namespace
