@@ -74,14 +74,15 @@ class TandemClient:
         return self._read(self.stub.Generate(request, metadata=self.metadata, timeout=timeout),
                           on_text)
 
-    def chat(self, messages, sampling, on_text=None, timeout=600):
+    def chat(self, messages, sampling, on_text=None, timeout=600, on_reasoning=None):
         """Streams a Chat of `messages`, a list of (role, content); returns (text, chunks,
-        Complete)."""
+        Complete). A reasoning model's reasoning (ModelInfo.reasoning_format) comes apart from
+        the answer: to `on_reasoning` as it streams, never in `text`."""
         request = self.pb.ChatRequest(
             messages=[self.pb.ChatMessage(role=r, content=c) for r, c in messages],
             sampling=sampling)
         return self._read(self.stub.Chat(request, metadata=self.metadata, timeout=timeout),
-                          on_text)
+                          on_text, on_reasoning)
 
     def choices(self, prompt, sampling, n, timeout=600):
         """Generates `n` continuations of `prompt` (text) in one call (SamplingParams.n): the
@@ -100,18 +101,21 @@ class TandemClient:
         return list(zip(texts, completes))
 
     @staticmethod
-    def _read(stream, on_text):
+    def _read(stream, on_text, on_reasoning=None):
         text, chunks, complete = "", 0, None
         for response in stream:  # raises grpc.RpcError when the call fails
             kind = response.WhichOneof("response")
             if kind == "chunk":
                 chunks += 1
-                piece = response.chunk.text
+                piece, reasoning = response.chunk.text, response.chunk.reasoning
             elif kind == "complete":
                 complete = response.complete
-                piece = complete.text  # text held back until the end, if any
+                # What was held back until the end, if any.
+                piece, reasoning = complete.text, complete.reasoning
             else:
                 continue
+            if on_reasoning and reasoning:
+                on_reasoning(reasoning)
             text += piece
             if on_text and piece:
                 on_text(piece)
@@ -120,8 +124,11 @@ class TandemClient:
 
 def describe_usage(pb, complete):
     usage = complete.usage
+    # Reported where the model's reasoning markers are single tokens (docs/OPENAI_API.md).
+    reasoning = (f" ({usage.reasoning_tokens} reasoning)"
+                 if usage.HasField("reasoning_tokens") and usage.reasoning_tokens else "")
     return (f"usage: prompt {usage.prompt_tokens} tokens, {usage.cached_tokens} cached, "
-            f"{usage.completion_tokens} generated; finish "
+            f"{usage.completion_tokens} generated{reasoning}; finish "
             f"{pb.FinishReason.Name(complete.finish_reason)}; first token after "
             f"{complete.timings.first_token_seconds:.3f} s (server)")
 
@@ -153,6 +160,9 @@ def main():
     def show(piece):
         print(piece, end="", flush=True)
 
+    def show_reasoning(piece):  # on stderr, so that stdout holds the answers alone
+        print(piece, end="", flush=True, file=sys.stderr)
+
     try:
         info = client.model_info()
         print(f"model: {info.model_path} ({info.architecture}) on {info.device}, "
@@ -167,7 +177,8 @@ def main():
 
         if info.has_chat_template:
             print(f"chat> {args.message}")
-            _, _, complete = client.chat([("user", args.message)], sampling, on_text=show)
+            _, _, complete = client.chat([("user", args.message)], sampling, on_text=show,
+                                         on_reasoning=show_reasoning)
             print()
             print(describe_usage(pb, complete))
         else:

@@ -10,6 +10,7 @@ A missing python3-grpcio is a failure, not a skip: scripts/setup.sh installs it.
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +35,13 @@ TLS_KEY = os.path.join(REPO, "tests", "data", "tls", "server.key")
 OPTIONS = None  # the command line, set in main()
 STUBS = None    # the folder of generated modules
 SERVER = None   # the plaintext server every test shares
+
+# A template that opens a reasoning block at the end of the prompt, as Qwen3's and
+# DeepSeek-R1's do (tests/server/thinking_model.h holds the same).
+THINKING_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{{ message['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}{% endif %}")
 
 
 def start_server(*extra):
@@ -116,6 +124,47 @@ class ExampleClientTest(unittest.TestCase):
         self.assertEqual(len(usage_lines), 2, result.stdout)  # Generate and Chat
         for line in usage_lines:
             self.assertIn("8 generated; finish LENGTH", line)
+
+    def test_a_reasoning_models_reasoning_streams_apart_from_its_answer(self):
+        # The test model with a template that opens a <think> block, served split (think) and
+        # whole (none): the split answer is the whole one cut at its first </think>.
+        with tempfile.TemporaryDirectory(prefix="tandem_thinking_") as model:
+            for name in os.listdir(OPTIONS.model):
+                if name != "tokenizer_config.json":
+                    os.symlink(os.path.join(OPTIONS.model, name), os.path.join(model, name))
+            with open(os.path.join(OPTIONS.model, "tokenizer_config.json"),
+                      encoding="utf-8") as f:
+                config = json.load(f)
+            config["chat_template"] = THINKING_TEMPLATE
+            with open(os.path.join(model, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                json.dump(config, f)
+            module = example_module()
+            answers = {}
+            for format_name in ("think", "none"):
+                server = ServeProcess(OPTIONS.tandem, model, "--reasoning-format", format_name)
+                client = module.TandemClient(server.address, self.stubs)
+                try:
+                    self.assertEqual(client.model_info().reasoning_format, format_name)
+                    sampling = client.sampling(12, temperature=0, ignore_eos=True)
+                    pieces = []
+                    text, _, complete = client.chat([("user", "Why is the sky blue?")], sampling,
+                                                    on_reasoning=pieces.append)
+                    answers[format_name] = ("".join(pieces), text, complete.usage)
+                finally:
+                    client.close()
+                    server.stop()
+        reasoning, answer, usage = answers["think"]
+        _, whole, plain_usage = answers["none"]
+        self.assertNotEqual(reasoning, "")
+        if "</think>" in whole:
+            before, after = whole.split("</think>", 1)
+            self.assertEqual((reasoning, answer), (before, after.lstrip()))
+        else:  # cut off inside the block: all reasoning
+            self.assertEqual((reasoning, answer), (whole, ""))
+        # The fixture spells the markers in several tokens: not counted, so left out.
+        self.assertFalse(usage.HasField("reasoning_tokens"))
+        self.assertTrue(plain_usage.HasField("reasoning_tokens"))
+        self.assertEqual(plain_usage.reasoning_tokens, 0)
 
     def test_generate_streams_chunks_then_usage(self):
         pieces = []
