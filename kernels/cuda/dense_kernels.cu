@@ -143,6 +143,12 @@ __global__ void ActivateKernel(Activation act, float* x, int64_t ld_x, int64_t r
   }
 }
 
+// The weight element type of a format: what one weight occupies in a row.
+template <WeightFormat F>
+using WeightElement =
+    std::conditional_t<F == WeightFormat::kF32, float,
+                       std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
+
 // One weight element widened to fp32 (int8 unscaled: the row scale is applied to the sum).
 template <WeightFormat F>
 __device__ float LoadWeight(const void* row, int64_t p) {
@@ -162,9 +168,7 @@ template <WeightFormat F>
 __global__ void GatherRowsKernel(const void* table, const float* row_scales, int64_t cols,
                                  const int32_t* ids, float* out, int64_t ld_out) {
   const int64_t row = ids[blockIdx.x];
-  using Elem = std::conditional_t<F == WeightFormat::kF32, float,
-                                  std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
-  const void* src = static_cast<const Elem*>(table) + row * cols;
+  const void* src = static_cast<const WeightElement<F>*>(table) + row * cols;
   const float scale = F == WeightFormat::kI8 ? row_scales[row] : 1.0f;
   float* o = out + blockIdx.x * ld_out;
   for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) o[c] = scale * LoadWeight<F>(src, c);
@@ -236,9 +240,7 @@ __device__ void LinearTile(const float* x, int64_t ld_x, int64_t m, const void* 
   const int64_t r0 = tile * kLinearRows;
   if (j >= n) return;
   const int rows = m - r0 < kLinearRows ? static_cast<int>(m - r0) : kLinearRows;
-  using Elem = std::conditional_t<F == WeightFormat::kF32, float,
-                                  std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
-  const void* wrow = static_cast<const Elem*>(w) + j * k;
+  const void* wrow = static_cast<const WeightElement<F>*>(w) + j * k;
   float acc[kLinearRows] = {};
   const float* xb = x + r0 * ld_x;
   for (int64_t p = lane; p < k; p += kWarp) {
@@ -268,12 +270,6 @@ template <WeightFormat F>
 constexpr int kWeightsPer16Bytes = F == WeightFormat::kF32  ? 4
                                    : F == WeightFormat::kI8 ? 16
                                                             : 8;
-
-// The weight element type of a format: what one weight occupies in a row.
-template <WeightFormat F>
-using WeightElement =
-    std::conditional_t<F == WeightFormat::kF32, float,
-                       std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
 
 // 16 bytes of a weight row from element p (a multiple of kWeightsPer16Bytes), as loaded.
 template <WeightFormat F>
@@ -428,8 +424,6 @@ __device__ void TiledLinearTile(const float* x, int64_t ld_x, int64_t m, const v
   // Stored k-major so that the inner loop reads a row of each; +4 staggers the banks.
   __shared__ float xs[kTileDepth][kTileRows + 4];
   __shared__ float ws[kTileDepth][kTileCols + 4];
-  using Elem = std::conditional_t<F == WeightFormat::kF32, float,
-                                  std::conditional_t<F == WeightFormat::kI8, int8_t, uint16_t>>;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const int64_t row0 = tile * kTileRows, col0 = int64_t{blockIdx.x} * kTileCols;
   float acc[4][4] = {};
@@ -442,7 +436,9 @@ __device__ void TiledLinearTile(const float* x, int64_t ld_x, int64_t m, const v
     for (int i = threadIdx.x; i < kTileCols * kTileDepth; i += kTileThreads) {
       const int c = i / kTileDepth, p = i % kTileDepth;
       const int64_t gc = col0 + c, gp = p0 + p;
-      ws[p][c] = gc < n && gp < k ? LoadWeight<F>(static_cast<const Elem*>(w) + gc * k, gp) : 0.0f;
+      ws[p][c] = gc < n && gp < k
+                     ? LoadWeight<F>(static_cast<const WeightElement<F>*>(w) + gc * k, gp)
+                     : 0.0f;
     }
     __syncthreads();
 #pragma unroll

@@ -41,10 +41,8 @@ std::unique_ptr<models::Tokenizer> LoadSpecialMarkerTokenizer(bool end_too = fal
   fs::create_directories(dir);
   json tokenizer = json::parse(std::ifstream(kFixture + "/tokenizer.json"));
   json& vocab = tokenizer["model"]["vocab"];
-  const std::vector<std::pair<std::string, std::string>> renamed =
-      end_too ? std::vector<std::pair<std::string, std::string>>{{"<|pad|>", "<think>"},
-                                                                 {"<|unk|>", "</think>"}}
-              : std::vector<std::pair<std::string, std::string>>{{"<|pad|>", "<think>"}};
+  std::vector<std::pair<std::string, std::string>> renamed = {{"<|pad|>", "<think>"}};
+  if (end_too) renamed.emplace_back("<|unk|>", "</think>");
   for (const auto& [from, to] : renamed) {
     vocab[to] = vocab[from];
     vocab.erase(from);
