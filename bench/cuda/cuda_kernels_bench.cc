@@ -343,10 +343,16 @@ int Main(int argc, char** argv) {
     ssd.state = state.get();
     ssd.y = y.get();
     ssd.ld_y = width;
-    const double ssd_seconds = Time(iterations, [&] { return SsdScan(nullptr, ssd); });
-    rows.push_back({"SSD scan, 2,048-token prefill × 80 heads × 64 × N 128", ssd_seconds,
-                    (tokens * (2.0 * width + 2 * n + heads) + 2.0 * width * n) * 4,
-                    4.0 * tokens * width * n});
+    // Each count of rows per warp (4 is the default here): the rows of a warp share its loads of
+    // B and C.
+    for (int rows_per_warp : {1, 2, 4}) {
+      const double ssd_seconds =
+          Time(iterations, [&] { return SsdScanWithRowsPerWarp(nullptr, ssd, rows_per_warp); });
+      rows.push_back({"SSD scan, 2,048-token prefill × 80 heads × 64 × N 128, " +
+                          std::to_string(rows_per_warp) + " rows per warp",
+                      ssd_seconds, (tokens * (2.0 * width + 2 * n + heads) + 2.0 * width * n) * 4,
+                      4.0 * tokens * width * n});
+    }
 
     const int32_t inner = 8192, jamba_n = 16;
     DeviceBuffer<float> u = Random(tokens * inner, 19), delta = Random(tokens * inner, 20),
@@ -372,10 +378,15 @@ int Main(int argc, char** argv) {
     scan.ld_b = scan.ld_c = 2 * jamba_n;
     scan.d = d_inner.get();
     scan.state = jamba_state.get();
-    const double scan_seconds = Time(iterations, [&] { return SelectiveScan(nullptr, scan); });
-    rows.push_back({"Selective scan, 2,048-token prefill × 8,192 channels × N 16", scan_seconds,
-                    (tokens * (4.0 * inner + 2 * jamba_n) + 2.0 * inner * jamba_n) * 4,
-                    4.0 * tokens * inner * jamba_n});
+    for (int rows_per_warp : {1, 2, 4}) {  // 4: the default
+      const double scan_seconds = Time(
+          iterations, [&] { return SelectiveScanWithRowsPerWarp(nullptr, scan, rows_per_warp); });
+      rows.push_back({"Selective scan, 2,048-token prefill × 8,192 channels × N 16, " +
+                          std::to_string(rows_per_warp) + " rows per warp",
+                      scan_seconds,
+                      (tokens * (4.0 * inner + 2 * jamba_n) + 2.0 * inner * jamba_n) * 4,
+                      4.0 * tokens * inner * jamba_n});
+    }
   }
 
   // Mamba-2 decode step of a 2.7B-sized layer: 80 heads × 64 × N 128 of state, read and written.

@@ -159,7 +159,7 @@ ConvKernelFn ConvKernelOfWidth(int k, std::integer_sequence<int, kWidths...>) {
   return kernels[k - 1];
 }
 
-// ---- scans: one warp per recurrence row (a channel d, or a head's (h, p)), lanes over N ------
+// ---- scans: one warp per kRows recurrence rows (channels d, or a head's (h, p)), lanes over N --
 //
 // A row's state is kStates floats per lane (state n = lane + 32·i). Per tile, lane k computes
 // token k's scalars (its step size, and for the SSD its decay: one softplus and exp per token,
@@ -169,6 +169,12 @@ ConvKernelFn ConvKernelOfWidth(int k, std::integer_sequence<int, kWidths...>) {
 // bits of T decode steps. The order is spelled out in intrinsics (__fmaf_rn, __fmul_rn): left to
 // nvcc, a multiply-add is contracted per instantiation, and the Mamba-1 step contracted
 // differently in the tiled kernel and the one-token one (1 ulp apart, seen on an H200).
+//
+// A warp runs kRows rows that read the same B and C (the rows of one SSD head; any Mamba-1
+// channels), so B and C are loaded once for them all. With one row per warp, every row loaded
+// its own copy: 2·N floats per token and row from L2, which bounded the prefill scans (the SSD
+// scan of an 80-head layer read 10 GB for a 2,048-token prefill). Each row's arithmetic is the
+// same whatever kRows is, so every kRows gives the same bits.
 
 constexpr int kMaxStatesPerLane = 8;  // N ≤ 256
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -250,22 +256,34 @@ __device__ TileSum TileSums(const float (&acc)[kTokens]) {
   return {v[0], token, lane % (kWarp / kTokens) == 0};
 }
 
-template <int kStates, int kTokens>
+template <int kStates, int kTokens, int kRows>
 __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
-  const int64_t d = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (d >= a.inner) return;
+  const int64_t first = (int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp) * kRows;
+  if (first >= a.inner) return;
   const Rows rows = RowsOf(a);
   const int lane = threadIdx.x % kWarp;
   const int32_t N = a.state_size;
-  const int64_t row_offset = d * N;
-  float A[kStates];
-  LoadRow<kStates>(a.a + row_offset, N, A);
-  const float D = a.d[d], delta_bias = a.delta_bias[d];
-  float h[kStates];
+  // Rows past the last channel run on zeros and store nothing, so that the warp's shuffles
+  // still have every lane.
+  bool live[kRows];
+  float A[kRows][kStates], D[kRows], delta_bias[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    live[r] = first + r < a.inner;
+    const int64_t d = live[r] ? first + r : first;
+    LoadRow<kStates>(a.a + d * N, N, A[r]);
+    D[r] = a.d[d];
+    delta_bias[r] = a.delta_bias[d];
+  }
+  float h[kRows][kStates];
   SnapshotCursor next;
   auto emit = [&](int64_t done) {
     while (next.after == done) {
-      StoreRow<kStates>(h, N, SnapshotDst(rows, snaps, next.index) + row_offset);
+      float* dst = SnapshotDst(rows, snaps, next.index);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (live[r]) StoreRow<kStates>(h[r], N, dst + (first + r) * N);
+      }
       next = CursorAt(rows, snaps, next.index + 1);
     }
   };
@@ -273,50 +291,72 @@ __global__ void SelectiveScanKernel(SelectiveScanArgs a, Snapshots snaps) {
   int64_t t0 = rows.first;
   do {
     const int count = static_cast<int>(min(int64_t{kTokens}, end - t0));
-    float lane_dt = 0.0f, lane_u = 0.0f, lane_z = 0.0f;
-    if (lane < count) {
-      const int64_t t = t0 + lane;
-      lane_u = a.u[t * a.ld_u + d];
-      lane_dt = Softplus(a.delta[t * a.ld_delta + d] + delta_bias);
-      if (a.z != nullptr) lane_z = a.z[t * a.ld_z + d];
+    float lane_dt[kRows], lane_u[kRows], lane_z[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      lane_dt[r] = lane_u[r] = lane_z[r] = 0.0f;
+      if (lane < count && live[r]) {
+        const int64_t t = t0 + lane, d = first + r;
+        lane_u[r] = a.u[t * a.ld_u + d];
+        lane_dt[r] = Softplus(a.delta[t * a.ld_delta + d] + delta_bias[r]);
+        if (a.z != nullptr) lane_z[r] = a.z[t * a.ld_z + d];
+      }
     }
     float b[kTokens][kStates], c[kTokens][kStates];
     LoadTile<kStates, kTokens>(a.b, a.ld_b, t0, count, N, b);
     LoadTile<kStates, kTokens>(a.c, a.ld_c, t0, count, N, c);
     if (t0 == rows.first) {  // after the first tile's loads, so that they overlap the state's
-      LoadRow<kStates>(rows.state + row_offset, N, h);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (live[r]) {
+          LoadRow<kStates>(rows.state + (first + r) * N, N, h[r]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < kStates; ++i) h[r][i] = 0.0f;
+        }
+      }
       next = CursorAt(rows, snaps, 0);
       emit(0);
     }
-    float acc[kTokens];
+    float acc[kRows][kTokens];
 #pragma unroll
     for (int k = 0; k < kTokens; ++k) {
-      acc[k] = 0.0f;
-      if (k < count) {
-        const float dt = __shfl_sync(kFullMask, lane_dt, k);
-        const float u = __shfl_sync(kFullMask, lane_u, k);
 #pragma unroll
-        for (int i = 0; i < kStates; ++i) {
-          if (lane + kWarp * i < N) {
-            const float decay = expf(__fmul_rn(dt, A[i]));
-            h[i] = __fmaf_rn(decay, h[i], __fmul_rn(__fmul_rn(dt, b[k][i]), u));
-            acc[k] = __fmaf_rn(h[i], c[k][i], acc[k]);
+      for (int r = 0; r < kRows; ++r) acc[r][k] = 0.0f;
+      if (k < count) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const float dt = __shfl_sync(kFullMask, lane_dt[r], k);
+          const float u = __shfl_sync(kFullMask, lane_u[r], k);
+#pragma unroll
+          for (int i = 0; i < kStates; ++i) {
+            if (lane + kWarp * i < N) {
+              const float decay = expf(__fmul_rn(dt, A[r][i]));
+              h[r][i] = __fmaf_rn(decay, h[r][i], __fmul_rn(__fmul_rn(dt, b[k][i]), u));
+              acc[r][k] = __fmaf_rn(h[r][i], c[k][i], acc[r][k]);
+            }
           }
         }
         emit(t0 + k - rows.first + 1);
       }
     }
-    const TileSum sum = TileSums(acc);
-    const float u = __shfl_sync(kFullMask, lane_u, sum.token);
-    const float z = __shfl_sync(kFullMask, lane_z, sum.token);
-    if (sum.stores && sum.token < count) {
-      float y = __fmaf_rn(D, u, sum.total);
-      if (a.z != nullptr) y *= Silu(z);
-      a.y[(t0 + sum.token) * a.ld_y + d] = y;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const TileSum sum = TileSums(acc[r]);
+      const float u = __shfl_sync(kFullMask, lane_u[r], sum.token);
+      const float z = __shfl_sync(kFullMask, lane_z[r], sum.token);
+      if (live[r] && sum.stores && sum.token < count) {
+        float y = __fmaf_rn(D[r], u, sum.total);
+        if (a.z != nullptr) y *= Silu(z);
+        a.y[(t0 + sum.token) * a.ld_y + first + r] = y;
+      }
     }
     t0 += kTokens;
   } while (t0 < end);
-  StoreRow<kStates>(h, N, rows.state + row_offset);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (live[r]) StoreRow<kStates>(h[r], N, rows.state + (first + r) * N);
+  }
 }
 
 __device__ float SsdDt(float raw, float bias, float dt_min, float dt_max) {
@@ -326,22 +366,27 @@ __device__ float SsdDt(float raw, float bias, float dt_min, float dt_max) {
   return dt;
 }
 
-template <int kStates, int kTokens>
+// kRows divides the head dimension P (the launch checks), so a warp's rows are one head's: they
+// share its step size and decay as well as its group's B and C.
+template <int kStates, int kTokens, int kRows>
 __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
-  const int64_t row = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;  // h·P + p
+  // The warp's first row, h·P + p.
+  const int64_t first = (int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp) * kRows;
   const int64_t H = a.heads, P = a.head_dim;
-  if (row >= H * P) return;
+  if (first >= H * P) return;
   const Rows rows = RowsOf(a);
   const int lane = threadIdx.x % kWarp;
-  const int64_t hd = row / P;
+  const int64_t hd = first / P;
   const int64_t g = hd / (H / a.groups);
   const int32_t N = a.state_size;
   const float A = a.a[hd], D = a.d[hd], dt_bias = a.dt_bias[hd];
-  float s[kStates];
+  float s[kRows][kStates];
   SnapshotCursor next;
   auto emit = [&](int64_t done) {
     while (next.after == done) {
-      StoreRow<kStates>(s, N, SnapshotDst(rows, snaps, next.index) + row * N);
+      float* dst = SnapshotDst(rows, snaps, next.index);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) StoreRow<kStates>(s[r], N, dst + (first + r) * N);
       next = CursorAt(rows, snaps, next.index + 1);
     }
   };
@@ -350,76 +395,103 @@ __global__ void SsdScanKernel(SsdScanArgs a, Snapshots snaps) {
   do {
     const int count = static_cast<int>(min(int64_t{kTokens}, end - t0));
     // dt·x is the recurrence's first product (dt · x · B associates as (dt · x) · B), so lane k
-    // forms it once and hands it over with the decay: two broadcasts per token.
-    float lane_dtx = 0.0f, lane_decay = 0.0f, lane_x = 0.0f;
+    // forms it once and hands it over with the decay: two broadcasts per token and row.
+    float lane_decay = 0.0f, lane_dtx[kRows], lane_x[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) lane_dtx[r] = lane_x[r] = 0.0f;
     if (lane < count) {
       const int64_t t = t0 + lane;
-      lane_x = a.x[t * a.ld_x + row];
       const float dt = SsdDt(a.dt[t * a.ld_dt + hd], dt_bias, a.dt_min, a.dt_max);
       lane_decay = expf(__fmul_rn(dt, A));
-      lane_dtx = __fmul_rn(dt, lane_x);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        lane_x[r] = a.x[t * a.ld_x + first + r];
+        lane_dtx[r] = __fmul_rn(dt, lane_x[r]);
+      }
     }
     float b[kTokens][kStates], c[kTokens][kStates];
     LoadTile<kStates, kTokens>(a.b + g * N, a.ld_b, t0, count, N, b);
     LoadTile<kStates, kTokens>(a.c + g * N, a.ld_c, t0, count, N, c);
     if (t0 == rows.first) {  // after the first tile's loads, so that they overlap the state's
-      LoadRow<kStates>(rows.state + row * N, N, s);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) LoadRow<kStates>(rows.state + (first + r) * N, N, s[r]);
       next = CursorAt(rows, snaps, 0);
       emit(0);
     }
-    float acc[kTokens];
+    float acc[kRows][kTokens];
 #pragma unroll
     for (int k = 0; k < kTokens; ++k) {
-      acc[k] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r][k] = 0.0f;
       if (k < count) {
         const float decay = __shfl_sync(kFullMask, lane_decay, k);
-        const float dtx = __shfl_sync(kFullMask, lane_dtx, k);
 #pragma unroll
-        for (int i = 0; i < kStates; ++i) {
-          if (lane + kWarp * i < N) {
-            s[i] = __fmaf_rn(decay, s[i], __fmul_rn(dtx, b[k][i]));
-            acc[k] = __fmaf_rn(s[i], c[k][i], acc[k]);
+        for (int r = 0; r < kRows; ++r) {
+          const float dtx = __shfl_sync(kFullMask, lane_dtx[r], k);
+#pragma unroll
+          for (int i = 0; i < kStates; ++i) {
+            if (lane + kWarp * i < N) {
+              s[r][i] = __fmaf_rn(decay, s[r][i], __fmul_rn(dtx, b[k][i]));
+              acc[r][k] = __fmaf_rn(s[r][i], c[k][i], acc[r][k]);
+            }
           }
         }
         emit(t0 + k - rows.first + 1);
       }
     }
-    const TileSum sum = TileSums(acc);
-    const float x = __shfl_sync(kFullMask, lane_x, sum.token);
-    if (sum.stores && sum.token < count) {
-      a.y[(t0 + sum.token) * a.ld_y + row] = __fmaf_rn(D, x, sum.total);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const TileSum sum = TileSums(acc[r]);
+      const float x = __shfl_sync(kFullMask, lane_x[r], sum.token);
+      if (sum.stores && sum.token < count) {
+        a.y[(t0 + sum.token) * a.ld_y + first + r] = __fmaf_rn(D, x, sum.total);
+      }
     }
     t0 += kTokens;
   } while (t0 < end);
-  StoreRow<kStates>(s, N, rows.state + row * N);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) StoreRow<kStates>(s[r], N, rows.state + (first + r) * N);
 }
 
-// The scan kernel for a state of n floats per row: the fewest states per lane that hold it, with
-// tiles of kTile tokens (half that at 8 states per lane, so that B and C stay in registers), or
-// of one token where each row has one (decode): a tile costs registers, and a decode step, bound
-// by the state's bandwidth, wants the occupancy instead. A token's arithmetic is the same in all.
+// The scan kernel for a state of n floats per row and kRows rows per warp: the fewest states per
+// lane that hold it, with tiles of kTile tokens (half that at 8 states per lane, so that B and C
+// stay in registers), or of one token where each row has one (decode): a tile costs registers,
+// and a decode step, bound by the state's bandwidth, wants the occupancy instead. A token's
+// arithmetic is the same in all.
 template <typename Args>
 using ScanKernel = void (*)(Args, Snapshots);
-template <typename Args, template <int, int> class Pick, int kTokens>
+template <typename Args, template <int, int, int> class Pick, int kTokens, int kRows>
 ScanKernel<Args> KernelWithTile(int32_t n) {
-  if (n <= kWarp) return Pick<1, kTokens>::kernel;
-  if (n <= 2 * kWarp) return Pick<2, kTokens>::kernel;
-  if (n <= 4 * kWarp) return Pick<4, kTokens>::kernel;
-  return Pick<kMaxStatesPerLane, (kTokens + 1) / 2>::kernel;
+  if (n <= kWarp) return Pick<1, kTokens, kRows>::kernel;
+  if (n <= 2 * kWarp) return Pick<2, kTokens, kRows>::kernel;
+  if (n <= 4 * kWarp) return Pick<4, kTokens, kRows>::kernel;
+  return Pick<kMaxStatesPerLane, (kTokens + 1) / 2, kRows>::kernel;
 }
-template <typename Args, template <int, int> class Pick>
-ScanKernel<Args> KernelFor(const Args& a) {
-  const bool one_token_per_row = a.state_table != nullptr ? a.sequences.count == 0 : a.tokens <= 1;
-  return one_token_per_row ? KernelWithTile<Args, Pick, 1>(a.state_size)
-                           : KernelWithTile<Args, Pick, kTile>(a.state_size);
+bool OneTokenPerRow(const auto& a) {
+  return a.state_table != nullptr ? a.sequences.count == 0 : a.tokens <= 1;
 }
-template <int kStates, int kTokens>
+// A prefill's kernel with `rows_per_warp` rows per warp (1, 2 or 4), or a decode step's (one
+// row per warp: the state's bandwidth bounds it, not B's and C's).
+template <typename Args, template <int, int, int> class Pick>
+ScanKernel<Args> KernelFor(const Args& a, int rows_per_warp) {
+  if (OneTokenPerRow(a)) return KernelWithTile<Args, Pick, 1, 1>(a.state_size);
+  switch (rows_per_warp) {
+    case 1:
+      return KernelWithTile<Args, Pick, kTile, 1>(a.state_size);
+    case 2:
+      return KernelWithTile<Args, Pick, kTile, 2>(a.state_size);
+    default:
+      return KernelWithTile<Args, Pick, kTile, 4>(a.state_size);
+  }
+}
+template <int kStates, int kTokens, int kRows>
 struct SelectiveScanPick {
-  static constexpr ScanKernel<SelectiveScanArgs> kernel = SelectiveScanKernel<kStates, kTokens>;
+  static constexpr ScanKernel<SelectiveScanArgs> kernel =
+      SelectiveScanKernel<kStates, kTokens, kRows>;
 };
-template <int kStates, int kTokens>
+template <int kStates, int kTokens, int kRows>
 struct SsdScanPick {
-  static constexpr ScanKernel<SsdScanArgs> kernel = SsdScanKernel<kStates, kTokens>;
+  static constexpr ScanKernel<SsdScanArgs> kernel = SsdScanKernel<kStates, kTokens, kRows>;
 };
 
 // The grid of a recurrent op: `blocks` per sequence, one sequence per y index in a decode
@@ -443,6 +515,14 @@ bool Grid(const Args& a, unsigned blocks, dim3* grid, std::span<const StateSnaps
   return true;
 }
 
+// The rows per warp of a prefill, unless the caller names it: 4 (2 at 8 states per lane, whose B
+// and C tiles already take 64 registers). A decode step takes 1 (KernelFor).
+int DefaultRowsPerWarp(int32_t state_size) { return state_size <= 4 * kWarp ? 4 : 2; }
+
+bool ValidRowsPerWarp(int rows_per_warp) {
+  return rows_per_warp == 1 || rows_per_warp == 2 || rows_per_warp == 4;
+}
+
 }  // namespace
 
 cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& a) {
@@ -462,33 +542,56 @@ cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& a) {
   return cudaGetLastError();
 }
 
-cudaError_t SelectiveScan(cudaStream_t stream, const SelectiveScanArgs& a) {
+cudaError_t SelectiveScan(cudaStream_t stream, const SelectiveScanArgs& args) {
+  return SelectiveScanWithRowsPerWarp(stream, args, 0);
+}
+
+cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& args) {
+  return SsdScanWithRowsPerWarp(stream, args, 0);
+}
+
+cudaError_t SelectiveScanWithRowsPerWarp(cudaStream_t stream, const SelectiveScanArgs& a,
+                                         int rows_per_warp) {
   if (a.inner <= 0) return cudaSuccess;
+  // Channels all share B and C: any count of them may share a warp (a partial last warp's
+  // missing rows are skipped).
+  if (rows_per_warp == 0) rows_per_warp = DefaultRowsPerWarp(a.state_size);
+  if (OneTokenPerRow(a)) rows_per_warp = 1;
   Snapshots snaps;
   dim3 grid;
   std::span<const StateSnapshot> snapshots;
   if (a.state_size < 1 || a.state_size > kWarp * kMaxStatesPerLane ||
-      !Grid(a, Blocks(a.inner, kWarpsPerBlock), &grid, &snapshots) ||
+      !ValidRowsPerWarp(rows_per_warp) ||
+      !Grid(a, Blocks(Blocks(a.inner, rows_per_warp), kWarpsPerBlock), &grid, &snapshots) ||
       !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  const ScanKernel<SelectiveScanArgs> kernel = KernelFor<SelectiveScanArgs, SelectiveScanPick>(a);
+  const ScanKernel<SelectiveScanArgs> kernel =
+      KernelFor<SelectiveScanArgs, SelectiveScanPick>(a, rows_per_warp);
   kernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }
 
-cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& a) {
+cudaError_t SsdScanWithRowsPerWarp(cudaStream_t stream, const SsdScanArgs& a, int rows_per_warp) {
   const int64_t rows = int64_t{a.heads} * a.head_dim;
   if (rows <= 0) return cudaSuccess;
+  // A warp's rows are one head's: the count must divide the head dimension.
+  if (rows_per_warp == 0) {
+    rows_per_warp = DefaultRowsPerWarp(a.state_size);
+    while (a.head_dim % rows_per_warp != 0) rows_per_warp /= 2;
+  }
+  if (OneTokenPerRow(a)) rows_per_warp = 1;
   Snapshots snaps;
   dim3 grid;
   std::span<const StateSnapshot> snapshots;
   if (a.state_size < 1 || a.state_size > kWarp * kMaxStatesPerLane || a.groups < 1 ||
-      a.heads % a.groups != 0 || !Grid(a, Blocks(rows, kWarpsPerBlock), &grid, &snapshots) ||
+      a.heads % a.groups != 0 || !ValidRowsPerWarp(rows_per_warp) ||
+      a.head_dim % rows_per_warp != 0 ||
+      !Grid(a, Blocks(rows / rows_per_warp, kWarpsPerBlock), &grid, &snapshots) ||
       !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;
   }
-  const ScanKernel<SsdScanArgs> kernel = KernelFor<SsdScanArgs, SsdScanPick>(a);
+  const ScanKernel<SsdScanArgs> kernel = KernelFor<SsdScanArgs, SsdScanPick>(a, rows_per_warp);
   kernel<<<grid, kWarpsPerBlock * kWarp, 0, stream>>>(a, snaps);
   return cudaGetLastError();
 }

@@ -11,8 +11,10 @@
 // for arguments the kernels cannot take. The scans run the recurrence token by token with a
 // row's state spread over a warp's lanes, in tiles of tokens whose inputs are loaded together
 // before the tile is computed (one memory round trip per tile, not per token). Each token's
-// arithmetic is the one-token call's, so a prefill gives the bits of its decode steps. The
-// chunked SSD algorithm (token-parallel, on the tensor cores) is not used.
+// arithmetic is the one-token call's, so a prefill gives the bits of its decode steps. A
+// prefill's warp runs up to 4 rows that share B and C, loading them once for all its rows, which
+// changes no row's bits. The chunked SSD algorithm (token-parallel, on the tensor cores) is not
+// used.
 #ifndef TANDEM_KERNELS_CUDA_SEQUENCE_KERNELS_H_
 #define TANDEM_KERNELS_CUDA_SEQUENCE_KERNELS_H_
 
@@ -34,6 +36,13 @@ cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& args);
 cudaError_t SelectiveScan(cudaStream_t stream, const SelectiveScanArgs& args);
 // Also serves SsdStateUpdate (one token). args.chunk_size is not used (see above).
 cudaError_t SsdScan(cudaStream_t stream, const SsdScanArgs& args);
+
+// The scans with a prefill's rows per warp named (1, 2 or 4; 0 picks as the calls above do), for
+// tests and benchmarks that compare them. The SSD's must divide args.head_dim (a warp's rows are
+// one head's).
+cudaError_t SelectiveScanWithRowsPerWarp(cudaStream_t stream, const SelectiveScanArgs& args,
+                                         int rows_per_warp);
+cudaError_t SsdScanWithRowsPerWarp(cudaStream_t stream, const SsdScanArgs& args, int rows_per_warp);
 
 }  // namespace tandem::kernels::cuda
 

@@ -4,7 +4,8 @@
 // keeps a token's result independent of the tile it fell in, and the recurrent layers of a
 // prefix-cache hit (resumed from a snapshot, its tiles starting elsewhere) equal to a cold
 // prefill's. Outputs, the final state and a snapshot taken inside a tile are compared with the
-// steps' bit for bit. Skips without a CUDA device.
+// steps' bit for bit. The scans' prefills run with each count of rows per warp (one row's
+// arithmetic does not depend on it). Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -115,18 +116,24 @@ TEST(CudaPrefillEqualsDecodeStepsTest, SelectiveScan) {
     a.c = c.get();
     a.d = d.get();
     a.z = z.get();
-    ExpectPrefillEqualsSteps(
-        a, rng.Uniform(state_floats), kTokens * ld, &SelectiveScanArgs::y,
-        [](const SelectiveScanArgs& args) { return SelectiveScan(nullptr, args); },
-        [](SelectiveScanArgs one, int64_t t) {
-          one.u += t * one.ld_u;
-          one.delta += t * one.ld_delta;
-          one.b += t * one.ld_b;
-          one.c += t * one.ld_c;
-          one.z += t * one.ld_z;
-          one.y += t * one.ld_y;
-          return one;
-        });
+    const std::vector<float> state0 = rng.Uniform(state_floats);
+    for (int rows_per_warp : {1, 2, 4}) {  // 4: a warp of 4 channels and one of 2 live ones
+      SCOPED_TRACE(::testing::Message() << rows_per_warp << " rows per warp");
+      ExpectPrefillEqualsSteps(
+          a, state0, kTokens * ld, &SelectiveScanArgs::y,
+          [&](const SelectiveScanArgs& args) {
+            return SelectiveScanWithRowsPerWarp(nullptr, args, rows_per_warp);
+          },
+          [](SelectiveScanArgs one, int64_t t) {
+            one.u += t * one.ld_u;
+            one.delta += t * one.ld_delta;
+            one.b += t * one.ld_b;
+            one.c += t * one.ld_c;
+            one.z += t * one.ld_z;
+            one.y += t * one.ld_y;
+            return one;
+          });
+    }
   }
 }
 
@@ -159,17 +166,23 @@ TEST(CudaPrefillEqualsDecodeStepsTest, SsdScan) {
     a.b = b.get();
     a.c = c.get();
     a.d = d.get();
-    ExpectPrefillEqualsSteps(
-        a, rng.Uniform(width * n_state), kTokens * width, &SsdScanArgs::y,
-        [](const SsdScanArgs& args) { return SsdScan(nullptr, args); },
-        [](SsdScanArgs one, int64_t t) {
-          one.x += t * one.ld_x;
-          one.dt += t * one.ld_dt;
-          one.b += t * one.ld_b;
-          one.c += t * one.ld_c;
-          one.y += t * one.ld_y;
-          return one;
-        });
+    const std::vector<float> state0 = rng.Uniform(width * n_state);
+    for (int rows_per_warp : {1, 2, 4}) {
+      SCOPED_TRACE(::testing::Message() << rows_per_warp << " rows per warp");
+      ExpectPrefillEqualsSteps(
+          a, state0, kTokens * width, &SsdScanArgs::y,
+          [&](const SsdScanArgs& args) {
+            return SsdScanWithRowsPerWarp(nullptr, args, rows_per_warp);
+          },
+          [](SsdScanArgs one, int64_t t) {
+            one.x += t * one.ld_x;
+            one.dt += t * one.ld_dt;
+            one.b += t * one.ld_b;
+            one.c += t * one.ld_c;
+            one.y += t * one.ld_y;
+            return one;
+          });
+    }
   }
 }
 

@@ -172,7 +172,7 @@ TEST(CudaSequenceKernelsTest, SsdScanMatchesReferenceWithSnapshots) {
   TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
   Rng rng(3);
   for (int32_t heads : {2, 4}) {
-    for (int32_t head_dim : {1, 8}) {
+    for (int32_t head_dim : {1, 6, 8}) {  // 1, 2 and 4 rows per warp
       for (int32_t groups : {1, 2}) {
         for (int32_t n_state : {16, 64, 128, 130}) {  // 1, 2, 4 and 8 states per lane
           for (int64_t tokens : {1, 11, 37}) {
@@ -233,6 +233,58 @@ TEST(CudaSequenceKernelsTest, SsdScanMatchesReferenceWithSnapshots) {
       }
     }
   }
+}
+
+// A prefill's rows per warp: 1, 2 or 4, and for the SSD a divisor of the head dimension (a
+// warp's rows are one head's). Others are refused before anything runs.
+TEST(CudaSequenceKernelsTest, ScansRefuseRowsPerWarpTheyCannotTake) {
+  TANDEM_SKIP_WITHOUT_CUDA_DEVICE();
+  Rng rng(4);
+  const int64_t tokens = 5;
+  const int32_t heads = 2, head_dim = 6, n_state = 16;
+  const int64_t width = int64_t{heads} * head_dim;
+  auto x = ToDevice(rng.Uniform(tokens * width)), dt = ToDevice(rng.Uniform(tokens * heads)),
+       per_head = ToDevice(rng.Uniform(heads, -1, -0.1f)),
+       bc = ToDevice(rng.Uniform(tokens * n_state)), state = ToDevice(rng.Uniform(width * n_state)),
+       y = ToDevice(std::vector<float>(tokens * width, 0.0f));
+  SsdScanArgs a;
+  a.tokens = tokens;
+  a.heads = heads;
+  a.head_dim = head_dim;
+  a.groups = 1;
+  a.state_size = n_state;
+  a.ld_x = a.ld_y = width;
+  a.ld_dt = heads;
+  a.ld_b = a.ld_c = n_state;
+  a.x = x.get();
+  a.dt = dt.get();
+  a.dt_bias = a.a = a.d = per_head.get();
+  a.b = a.c = bc.get();
+  a.state = state.get();
+  a.y = y.get();
+  const std::vector<float> before = ToHost(state);
+  EXPECT_EQ(SsdScanWithRowsPerWarp(nullptr, a, 4), cudaErrorInvalidValue);  // 4 ∤ 6
+  EXPECT_EQ(SsdScanWithRowsPerWarp(nullptr, a, 3), cudaErrorInvalidValue);
+  EXPECT_TRUE(AllClose(ToHost(state), before, 0.0f, 0.0f)) << "a refused call ran";
+  EXPECT_EQ(SsdScanWithRowsPerWarp(nullptr, a, 2), cudaSuccess);
+
+  SelectiveScanArgs s;
+  s.tokens = tokens;
+  s.inner = static_cast<int32_t>(width);
+  s.state_size = n_state;
+  s.ld_u = s.ld_delta = s.ld_y = width;
+  s.ld_b = s.ld_c = n_state;
+  auto a_mat = ToDevice(rng.Uniform(width * n_state, -2, -0.1f)),
+       per_channel = ToDevice(rng.Uniform(width));
+  s.u = s.delta = x.get();
+  s.delta_bias = s.d = per_channel.get();
+  s.a = a_mat.get();
+  s.b = s.c = bc.get();
+  s.state = state.get();
+  s.y = y.get();
+  EXPECT_EQ(SelectiveScanWithRowsPerWarp(nullptr, s, 8), cudaErrorInvalidValue);
+  EXPECT_EQ(SelectiveScanWithRowsPerWarp(nullptr, s, -1), cudaErrorInvalidValue);
+  EXPECT_EQ(SelectiveScanWithRowsPerWarp(nullptr, s, 4), cudaSuccess);
 }
 
 // A paged KV cache of `pages` pages, laid out as on the CPU, twice: in host memory for the
