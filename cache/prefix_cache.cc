@@ -48,6 +48,8 @@ PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s = stats_;
   s.nodes = nodes_.size() - free_nodes_.size() - 1;
   s.bytes = bytes();
+  s.pinned_prefixes = pinned_prefixes_.size();
+  s.pinned_bytes = pinned_bytes();
   return s;
 }
 
@@ -784,6 +786,12 @@ absl::Status PrefixCache::CheckInvariants() const {
     if (lease.pinned == kRoot) continue;  // an empty prefix pins nothing
     for (NodeId cur = lease.pinned; cur != kNone; cur = nodes_[cur].parent) ++expected_pins[cur];
   }
+  for (const auto& [pin, node] : pinned_prefixes_) {
+    if (node >= nodes_.size() || !nodes_[node].live || node == kRoot) {
+      return absl::InternalError(absl::StrCat("pinned prefix ", pin, ": node ", node, " is gone"));
+    }
+    for (NodeId cur = node; cur != kNone; cur = nodes_[cur].parent) ++expected_pins[cur];
+  }
   absl::flat_hash_set<uint32_t> handles;
   size_t pages = 0, checkpoints = 0, candidates = 0;
   const Node& root = nodes_[kRoot];
@@ -794,7 +802,8 @@ absl::Status PrefixCache::CheckInvariants() const {
     const Node& n = nodes_[id];
     if (!n.live) continue;
     if (n.pins != expected_pins[id]) {
-      return fail(id, absl::StrCat("pins ", n.pins, " != leases' ", expected_pins[id]));
+      return fail(id, absl::StrCat("pins ", n.pins, " != leases' and pinned prefixes' ",
+                                   expected_pins[id]));
     }
     uint32_t kids = 0;
     for (NodeId c = n.first_child; c != kNone; c = nodes_[c].next_sibling) {

@@ -83,6 +83,8 @@ struct PrefixCacheStats {
   size_t kv_pages = 0;                  // held by the tree
   size_t checkpoints = 0;               // held by the tree
   size_t bytes = 0;                     // kv_pages × page bytes + checkpoints × state bytes
+  size_t pinned_prefixes = 0;           // PinPrefix pins held
+  size_t pinned_bytes = 0;              // of `bytes`, held on pinned prefixes' paths
 };
 
 class PrefixCache {
@@ -140,6 +142,20 @@ class PrefixCache {
   // Releases a lease without inserting anything.
   void Abort(LeaseId lease);
 
+  // Pinned prefixes (Prompt Cache's reusable prompt modules, in the form a hybrid model can
+  // reuse: prefixes of the prompt, each with the SSM state at its end). A pinned prefix's path
+  // is never evicted, so every later prompt that starts with its tokens restores it, however
+  // full the cache gets, until UnpinPrefix. The tree must already hold `tokens` whole, ending
+  // at a node with a checkpoint when the model has SSM layers (the engine prefills and inserts
+  // it first): FAILED_PRECONDITION otherwise; RESOURCE_EXHAUSTED when an attention-only
+  // model's edge must be split and no page can be had for it.
+  using PinId = uint64_t;
+  absl::StatusOr<PinId> PinPrefix(absl::Span<const TokenId> tokens);
+  // NOT_FOUND for an id that is not pinned. The prefix becomes evictable like any other.
+  absl::Status UnpinPrefix(PinId id);
+  // Bytes of KV pages and checkpoints on pinned prefixes' paths, each node counted once.
+  size_t pinned_bytes() const;
+
   // Evicts until `units` units of `pool` have been returned to the allocator or nothing more
   // can be evicted; returns the units freed. The engine calls this when an allocation fails.
   size_t Evict(Pool pool, size_t units);
@@ -163,9 +179,9 @@ class PrefixCache {
   uint64_t clock() const { return clock_; }
 
   // A deep copy for replays (α tuning): same tree, clock and statistics, with fresh handles
-  // from `allocator` in place of the pages and checkpoints (no data is copied). Leases are not
-  // copied and the copy has no pins. `allocator` must outlive the copy. RESOURCE_EXHAUSTED if
-  // `allocator` cannot hold the tree (nothing it gave is kept).
+  // from `allocator` in place of the pages and checkpoints (no data is copied). Leases and
+  // pinned prefixes are not copied and the copy has no pins. `allocator` must outlive the copy.
+  // RESOURCE_EXHAUSTED if `allocator` cannot hold the tree (nothing it gave is kept).
   absl::StatusOr<std::unique_ptr<PrefixCache>> Clone(BlockAllocator* allocator) const;
 
   // Checks every structural invariant; returns the first violation (for tests).
@@ -278,6 +294,10 @@ class PrefixCache {
   std::set<std::pair<double, NodeId>> by_efficiency_;
   absl::flat_hash_map<LeaseId, Lease> leases_;
   LeaseId next_lease_ = 1;
+  // PinPrefix's pins: each holds a pin on its node's path, as a lease does. Split keeps a
+  // node's id on its lower half, the half that ends where the prefix does.
+  absl::flat_hash_map<PinId, NodeId> pinned_prefixes_;
+  PinId next_pin_ = 1;
   uint64_t clock_ = 0;
   PrefixCacheStats stats_;
   // Evict() counts the units it frees of this pool.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -518,6 +519,76 @@ TEST(PrefixCacheTest, EveryBlockAdmissionCheckpointsEachBlock) {
   e.cache().Abort(h.lease);
 }
 
+TEST(PrefixCacheTest, APinnedPrefixSurvivesEvictionUntilUnpinned) {
+  FakeEngine e(TinyHybrid());
+  const auto system = Range(1, 101);
+  e.Serve(system);
+  absl::StatusOr<PrefixCache::PinId> pin = e.cache().PinPrefix(system);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  for (TokenId r = 0; r < 5; ++r) e.Serve(Cat(system, Range(1000 + 100 * r, 1050 + 100 * r)));
+  e.Serve(Range(5000, 5100));
+  const size_t path_bytes =
+      7 * e.alloc().unit_bytes(Pool::kKvPage) + e.alloc().unit_bytes(Pool::kSsmBlock);
+  EXPECT_EQ(e.cache().stats().pinned_bytes, path_bytes);  // pages 0..6 and the state at 100
+  e.cache().EvictToBytes(0);
+  EXPECT_EQ(e.cache().bytes(), path_bytes);
+  EXPECT_EQ(e.cache().stats().pinned_prefixes, 1u);
+  auto hit = e.cache().Lookup(Cat(system, {7, 8}));
+  EXPECT_EQ(hit.usable_tokens, 100u);
+  e.ExpectBlockTable(hit, system);
+  e.cache().Abort(hit.lease);
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+
+  ASSERT_TRUE(e.cache().UnpinPrefix(*pin).ok());
+  EXPECT_EQ(e.cache().stats().pinned_prefixes, 0u);
+  EXPECT_EQ(e.cache().stats().pinned_bytes, 0u);
+  EXPECT_TRUE(absl::IsNotFound(e.cache().UnpinPrefix(*pin)));  // once only
+  e.cache().EvictToBytes(0);
+  EXPECT_EQ(e.cache().bytes(), 0u);
+  EXPECT_EQ(e.used(Pool::kKvPage), 0u);
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
+TEST(PrefixCacheTest, PinningNeedsTheWholePrefixAndAStateAtItsEnd) {
+  FakeEngine e(TinyHybrid());
+  const auto a = Range(1, 101);
+  e.Serve(a);
+  const PrefixCacheStats before = e.cache().stats();
+  EXPECT_TRUE(absl::IsInvalidArgument(e.cache().PinPrefix({}).status()));
+  // Not in the tree, or only partly.
+  EXPECT_TRUE(absl::IsFailedPrecondition(e.cache().PinPrefix(Range(500, 510)).status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(e.cache().PinPrefix(Range(1, 120)).status()));
+  // Inside the edge: no state there, and no split to make one.
+  EXPECT_TRUE(absl::IsFailedPrecondition(e.cache().PinPrefix(Range(1, 51)).status()));
+  EXPECT_EQ(e.cache().stats().nodes, before.nodes);
+  EXPECT_EQ(e.cache().stats().pinned_prefixes, 0u);
+  EXPECT_TRUE(absl::IsNotFound(e.cache().UnpinPrefix(12345)));
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
+TEST(PrefixCacheTest, PureAttentionPinsAnyCachedPrefixAndSharedPathsCountOnce) {
+  FakeEngine e(TinyAttention());
+  const auto a = Range(1, 101);
+  e.Serve(a);
+  absl::StatusOr<PrefixCache::PinId> inner = e.cache().PinPrefix(Range(1, 38));  // splits
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  absl::StatusOr<PrefixCache::PinId> whole = e.cache().PinPrefix(a);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const size_t page = e.alloc().unit_bytes(Pool::kKvPage);
+  // Pages 0..2 on the upper edge, 2..6 on the lower one (page 2 copied by the split).
+  EXPECT_EQ(e.cache().stats().pinned_bytes, 8 * page);
+  e.cache().EvictToBytes(0);
+  EXPECT_EQ(e.cache().bytes(), 8 * page);
+  ASSERT_TRUE(e.cache().UnpinPrefix(*whole).ok());
+  e.cache().EvictToBytes(0);
+  EXPECT_EQ(e.cache().stats().pinned_bytes, 3 * page);
+  auto hit = e.cache().Lookup(Cat(Range(1, 38), {500}));
+  EXPECT_EQ(hit.usable_tokens, 37u);
+  e.ExpectBlockTable(hit, a);
+  e.cache().Abort(hit.lease);
+  EXPECT_TRUE(e.cache().CheckInvariants().ok());
+}
+
 TEST(PrefixCacheTest, BadInsertIsRejectedAndFreesItsHandles) {
   FakeEngine e(TinyHybrid());
   e.Serve(Range(1, 101));
@@ -535,6 +606,7 @@ TEST(PrefixCacheTest, BadInsertIsRejectedAndFreesItsHandles) {
 struct PropertyResult {
   PrefixCacheStats stats;
   size_t steps = 0;
+  int pins_made = 0;
 };
 
 PropertyResult RunProperty(ModelSpec spec, EvictionPolicy policy, AdmissionPolicy admission,
@@ -549,9 +621,31 @@ PropertyResult RunProperty(ModelSpec spec, EvictionPolicy policy, AdmissionPolic
   std::mt19937_64 rng(seed);
   std::vector<std::vector<TokenId>> history = {{}};
   std::vector<FakeEngine::InFlight> flying;
+  std::vector<std::pair<PrefixCache::PinId, std::vector<TokenId>>> pins;
   for (int step = 0; step < steps; ++step) {
-    const int op = rng() % 10;
-    if (op < 4 && flying.size() < 6) {
+    const int op = rng() % 11;
+    if (op == 10) {
+      // Pin a prefix of an earlier sequence (refused where the tree holds no state at its end),
+      // or unpin one.
+      if (pins.size() < 2) {
+        const auto& base = history[rng() % history.size()];
+        if (base.empty()) continue;
+        // A whole earlier sequence ends where its last state was kept (unless evicted since).
+        const size_t length = rng() % 2 == 0 ? base.size() : 1 + rng() % base.size();
+        std::vector<TokenId> prefix(base.begin(), base.begin() + length);
+        absl::StatusOr<PrefixCache::PinId> pin = e.cache().PinPrefix(prefix);
+        if (pin.ok()) {
+          ++out.pins_made;
+          pins.push_back({*pin, prefix});
+        } else {
+          EXPECT_TRUE(absl::IsFailedPrecondition(pin.status())) << pin.status();
+        }
+      } else {
+        const size_t i = rng() % pins.size();
+        EXPECT_TRUE(e.cache().UnpinPrefix(pins[i].first).ok());
+        pins.erase(pins.begin() + i);
+      }
+    } else if (op < 4 && flying.size() < 6) {
       // A prompt that shares a random prefix with an earlier sequence.
       const auto& base = history[rng() % history.size()];
       const size_t keep = base.empty() ? 0 : rng() % (base.size() + 1);
@@ -586,7 +680,14 @@ PropertyResult RunProperty(ModelSpec spec, EvictionPolicy policy, AdmissionPolic
     const absl::Status inv = e.cache().CheckInvariants();
     EXPECT_TRUE(inv.ok()) << "step " << step << ": " << inv;
     if (!inv.ok()) return out;
-    // Pinned prefixes are intact.
+    // Every pinned prefix is restored whole (no test token is 99, so the match ends there).
+    for (const auto& [pin, prefix] : pins) {
+      PrefixCache::Hit hit = e.cache().Lookup(Cat(prefix, {99}));
+      EXPECT_EQ(hit.usable_tokens, prefix.size()) << "step " << step << ", pin " << pin;
+      e.ExpectBlockTable(hit, prefix);
+      e.cache().Abort(hit.lease);
+    }
+    // In-flight sequences' restored prefixes are intact.
     size_t engine_pages = 0, engine_states = 0;
     for (const auto& f : flying) {
       e.ExpectBlockTable(f.hit, f.prompt);
@@ -598,8 +699,12 @@ PropertyResult RunProperty(ModelSpec spec, EvictionPolicy policy, AdmissionPolic
     EXPECT_EQ(e.used(Pool::kSsmBlock), s.checkpoints + engine_states);
     EXPECT_EQ(s.bytes, s.kv_pages * e.alloc().unit_bytes(Pool::kKvPage) +
                            s.checkpoints * e.alloc().unit_bytes(Pool::kSsmBlock));
+    EXPECT_EQ(s.pinned_prefixes, pins.size());
+    EXPECT_LE(s.pinned_bytes, s.bytes);
     if (flying.empty()) {
-      EXPECT_LE(s.bytes, c.capacity_bytes);
+      // What is over capacity is pinned: an unpinned node left would have an evictable leaf
+      // below it, since a pinned node's ancestors are pinned.
+      EXPECT_LE(s.bytes, std::max(c.capacity_bytes, s.pinned_bytes));
     }
     if (::testing::Test::HasFailure()) return out;
   }
@@ -623,6 +728,7 @@ TEST_P(PrefixCachePropertyTest, RandomOperations) {
   const auto [model, policy, admission] = GetParam();
   const ModelSpec spec = model == 0 ? TinyHybrid() : model == 1 ? TinyAttention() : TinySsm();
   PrefixCacheStats total;
+  int pins_made = 0;
   for (uint64_t seed = 1; seed <= 4; ++seed) {
     PropertyResult r = RunProperty(spec, policy, admission, seed, 3000);
     if (HasFailure()) return;
@@ -630,7 +736,9 @@ TEST_P(PrefixCachePropertyTest, RandomOperations) {
     total.intermediate_evictions += r.stats.intermediate_evictions;
     total.hit_tokens += r.stats.hit_tokens;
     total.checkpoints_rejected += r.stats.checkpoints_rejected;
+    pins_made += r.pins_made;
   }
+  EXPECT_GT(pins_made, 5);
   // The sequences exercise every path: evictions, hits and rejected offers.
   EXPECT_GT(total.evictions, 100u);
   EXPECT_GT(total.hit_tokens, 0u);
@@ -640,9 +748,9 @@ TEST_P(PrefixCachePropertyTest, RandomOperations) {
   if (spec.has_ssm() && policy == EvictionPolicy::kFlopAware) {
     EXPECT_GT(total.intermediate_evictions, 0u);
   }
-  std::printf("evictions %llu intermediate %llu hit_tokens %llu\n",
+  std::printf("evictions %llu intermediate %llu hit_tokens %llu pins %d\n",
               (unsigned long long)total.evictions, (unsigned long long)total.intermediate_evictions,
-              (unsigned long long)total.hit_tokens);
+              (unsigned long long)total.hit_tokens, pins_made);
 }
 
 INSTANTIATE_TEST_SUITE_P(
