@@ -612,7 +612,8 @@ void PrefixCache::Abort(LeaseId lease) {
   if (pinned != kRoot) Unpin(pinned, /*tidy=*/true);
 }
 
-absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
+absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done, absl::StatusOr<PinId>* pin) {
+  if (pin != nullptr) *pin = absl::FailedPreconditionError("the completion was refused");
   auto free_all = [&](size_t first_page) {
     for (size_t i = first_page; i < done.kv_pages.size(); ++i) FreeHandle(done.kv_pages[i]);
     for (auto& [pos, h] : done.checkpoints) {
@@ -662,6 +663,9 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
       ++stats_.insert_failures;
       free_all(0);
       if (lease.pinned != kRoot) Unpin(lease.pinned, /*tidy=*/true);
+      if (pin != nullptr) {
+        *pin = absl::ResourceExhaustedError("no KV page for the split that would keep the prefix");
+      }
       return absl::OkStatus();
     }
     leaf = NewNode();
@@ -718,10 +722,12 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done) {
     h = Handle();
   }
 
-  // 3. Refresh, release the pins, drop what is useless, and make room.
+  // 3. Refresh, pin what was asked to be, release the insertion's pins, drop what is useless,
+  // and make room (never at the new pinned prefix's expense).
   if (config_.eviction == EvictionPolicy::kLruLeaves && leaf != kNone) {
     for (NodeId cur = leaf; cur != kRoot; cur = nodes_[cur].parent) SetAccess(cur, clock_);
   }
+  if (pin != nullptr) *pin = PinPrefix(tokens);
   if (leaf != kNone) Unpin(leaf, /*tidy=*/true);
   if (lease.pinned != kRoot) Unpin(lease.pinned, /*tidy=*/true);
   if (config_.capacity_bytes > 0) EvictToBytes(config_.capacity_bytes);

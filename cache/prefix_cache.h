@@ -138,7 +138,10 @@ class PrefixCache {
   // Inserts a finished sequence, releases its lease and evicts down to capacity. Always takes
   // ownership of every handle in `done`, even on error. INVALID_ARGUMENT for an unknown lease,
   // tokens that do not extend the looked-up prompt's usable prefix, or a wrong page count.
-  absl::Status Insert(LeaseId lease, Completion done);
+  // With `pin`, also pins done.tokens (PinPrefix) before evicting, so that the eviction cannot
+  // take what was just inserted, and sets `*pin` to the pin's id or to why there is none.
+  using PinId = uint64_t;
+  absl::Status Insert(LeaseId lease, Completion done, absl::StatusOr<PinId>* pin = nullptr);
   // Releases a lease without inserting anything.
   void Abort(LeaseId lease);
 
@@ -149,7 +152,6 @@ class PrefixCache {
   // at a node with a checkpoint when the model has SSM layers (the engine prefills and inserts
   // it first): FAILED_PRECONDITION otherwise; RESOURCE_EXHAUSTED when an attention-only
   // model's edge must be split and no page can be had for it.
-  using PinId = uint64_t;
   absl::StatusOr<PinId> PinPrefix(absl::Span<const TokenId> tokens);
   // NOT_FOUND for an id that is not pinned. The prefix becomes evictable like any other.
   absl::Status UnpinPrefix(PinId id);

@@ -76,7 +76,8 @@ void CacheBinding::Abort(cache::PrefixCache::LeaseId lease) { cache_->Abort(leas
 
 absl::Status CacheBinding::Insert(cache::PrefixCache::LeaseId lease,
                                   std::span<const int32_t> tokens, SequenceMemory& memory,
-                                  std::vector<std::pair<size_t, SsmCheckpoint>>& saved) {
+                                  std::vector<std::pair<size_t, SsmCheckpoint>>& saved,
+                                  absl::StatusOr<cache::PrefixCache::PinId>* pin) {
   const size_t computed = static_cast<size_t>(memory.state().tokens);
   cache::PrefixCache::Completion done;
   done.tokens = absl::MakeConstSpan(tokens.data(), computed);
@@ -92,7 +93,7 @@ absl::Status CacheBinding::Insert(cache::PrefixCache::LeaseId lease,
     allocator_->Free(released.ssm_block);
   }
   // Insert takes ownership of every handle even when it refuses the completion.
-  return cache_->Insert(lease, std::move(done));
+  return cache_->Insert(lease, std::move(done), pin);
 }
 
 void CacheBinding::ReportFinished(std::span<const int32_t> prompt, std::span<const int32_t> output,

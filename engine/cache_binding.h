@@ -65,10 +65,15 @@ class CacheBinding {
   void Abort(cache::PrefixCache::LeaseId lease);
   // Inserts the first memory.state().tokens of `tokens` with the sequence's pages, its live SSM
   // state and the states it saved. Takes everything `memory` and `saved` own, even when the
-  // tree refuses them (INVALID_ARGUMENT from PrefixCache::Insert: a broken invariant).
+  // tree refuses them (INVALID_ARGUMENT from PrefixCache::Insert: a broken invariant). With
+  // `pin`, pins the inserted tokens as a prefix (PrefixCache::Insert says how).
   [[nodiscard]] absl::Status Insert(cache::PrefixCache::LeaseId lease,
                                     std::span<const int32_t> tokens, SequenceMemory& memory,
-                                    std::vector<std::pair<size_t, SsmCheckpoint>>& saved);
+                                    std::vector<std::pair<size_t, SsmCheckpoint>>& saved,
+                                    absl::StatusOr<cache::PrefixCache::PinId>* pin = nullptr);
+  // PrefixCache::UnpinPrefix.
+  absl::Status UnpinPrefix(cache::PrefixCache::PinId id) { return cache_->UnpinPrefix(id); }
+  size_t pinned_bytes() const { return cache_->pinned_bytes(); }
   // Tells the α tuner about a finished request (once per request, after its last Insert).
   void ReportFinished(std::span<const int32_t> prompt, std::span<const int32_t> output,
                       size_t hit_tokens);

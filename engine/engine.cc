@@ -141,6 +141,14 @@ bool Engine::Cancel(RequestId id) {
   return true;
 }
 
+void Engine::UnpinPrefix(uint64_t pin) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unpins_.push_back(pin);
+  }
+  wake_.notify_one();
+}
+
 void Engine::Drain() {
   std::unique_lock<std::mutex> lock(mu_);
   accepting_ = false;
@@ -166,13 +174,17 @@ void Engine::Loop() {
   runner_->ops().BindCallingThread();
   std::vector<Submission> inbox;
   std::vector<RequestId> cancels;
+  std::vector<uint64_t> unpins;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (scheduler_->idle() && inbox_.empty() && cancels_.empty() && !stopping_) {
+      if (scheduler_->idle() && inbox_.empty() && cancels_.empty() && unpins_.empty() &&
+          !stopping_) {
         loop_idle_ = true;
         idle_.notify_all();
-        auto woken = [&] { return !inbox_.empty() || !cancels_.empty() || stopping_; };
+        auto woken = [&] {
+          return !inbox_.empty() || !cancels_.empty() || !unpins_.empty() || stopping_;
+        };
         if (trim_pending_ && config_.idle_trim_seconds > 0 &&
             !wake_.wait_for(lock, std::chrono::duration<double>(config_.idle_trim_seconds),
                             woken)) {
@@ -189,6 +201,7 @@ void Engine::Loop() {
       if (stopping_) break;
       inbox.swap(inbox_);
       cancels.swap(cancels_);
+      unpins.swap(unpins_);
       loop_idle_ = false;
     }
     for (Submission& s : inbox) {
@@ -197,6 +210,9 @@ void Engine::Loop() {
     inbox.clear();
     for (RequestId id : cancels) scheduler_->Cancel(id);
     cancels.clear();
+    // An id already released (or never pinned) has nothing left to release.
+    for (uint64_t pin : unpins) scheduler_->UnpinPrefix(pin).IgnoreError();
+    unpins.clear();
 
     scheduler_->Step();
     trim_pending_ = true;

@@ -81,6 +81,9 @@ class Engine {
   // Cancels a queued or running request; its stream ends with FinishReason::kCancelled. False
   // if the id is unknown or the request has already finished.
   bool Cancel(RequestId id);
+  // Releases a prefix pinned by a Request::pin_prefix request (its Event::pinned_prefix) before
+  // the next step: the cache may evict it from then on. An id not pinned is ignored.
+  void UnpinPrefix(uint64_t pin);
   // Refuses new requests, cancels every queued and running one, and stops the loop thread.
   void Shutdown();
   // Refuses new requests and waits for the queued and running ones to finish.
@@ -116,6 +119,7 @@ class Engine {
   };
   std::vector<Submission> inbox_;
   std::vector<RequestId> cancels_;
+  std::vector<uint64_t> unpins_;
   absl::flat_hash_map<RequestId, std::weak_ptr<RequestStream>> live_;
   RequestId next_id_ = 1;
   bool accepting_ = true;

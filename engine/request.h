@@ -70,6 +70,13 @@ struct Request {
   // prompt for this request (it still keeps the request's state for later ones), and prefill
   // chunks of such requests share a step's SchedulerConfig::prompt_logprob_rows.
   std::optional<int32_t> prompt_logprobs;
+  // Pins the prompt in the prefix cache (Prompt Cache's reusable prompt modules, as prefixes):
+  // the request prefills it, generates nothing (max_new_tokens must be 0), and keeps its KV and
+  // final SSM state in the cache, where eviction never takes them until Engine::UnpinPrefix, so
+  // every later prompt that starts with these tokens restores them. Needs a prefix cache; the
+  // pinned prefixes together may hold at most SchedulerConfig::max_pinned_bytes. The finished
+  // event names the pin (Event::pinned_prefix), or says why there is none (kError).
+  bool pin_prefix = false;
 };
 
 inline constexpr size_t kMaxPredictionTokens = 32768;
@@ -132,6 +139,8 @@ struct Event {
   absl::Status error;  // kError: why
   Usage usage;
   Timings timings;
+  // A Request::pin_prefix request's pin, for Engine::UnpinPrefix.
+  std::optional<uint64_t> pinned_prefix;
 };
 
 }  // namespace tandem::engine

@@ -42,12 +42,26 @@ absl::Status Scheduler::Validate(const Request& r) const {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt_logprobs: must be in [0, ", SampleResult::kMaxTop, "], got ", *r.prompt_logprobs));
   }
-  // A request that only scores its prompt may generate nothing.
-  const int32_t min_new_tokens = r.prompt_logprobs ? 0 : 1;
+  if (r.pin_prefix) {
+    if (cache_ == nullptr) {
+      return absl::FailedPreconditionError("pin_prefix: the engine has no prefix cache");
+    }
+    if (config_.max_pinned_bytes == 0) {
+      return absl::FailedPreconditionError("pin_prefix: pinning is off (no bytes allowed for it)");
+    }
+    if (r.max_new_tokens != 0 || r.prompt_logprobs) {
+      return absl::InvalidArgumentError(
+          "pin_prefix: a pinning request generates nothing and scores nothing (max_new_tokens 0, "
+          "no prompt_logprobs)");
+    }
+  }
+  // A request that only scores or pins its prompt may generate nothing.
+  const int32_t min_new_tokens = r.prompt_logprobs || r.pin_prefix ? 0 : 1;
   if (r.max_new_tokens < min_new_tokens || r.max_new_tokens > config_.max_new_tokens_limit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_new_tokens: must be in [", min_new_tokens, ", ", config_.max_new_tokens_limit,
-        "], got ", r.max_new_tokens, min_new_tokens == 1 ? " (0 only with prompt logprobs)" : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_new_tokens: must be in [", min_new_tokens, ", ",
+                     config_.max_new_tokens_limit, "], got ", r.max_new_tokens,
+                     min_new_tokens == 1 ? " (0 only with prompt logprobs or pin_prefix)" : ""));
   }
   if (absl::Status s = ValidateSamplingParams(r.sampling); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: ", s.message()));
@@ -184,13 +198,15 @@ bool Scheduler::EvictFor(cache::Pool pool, size_t units) {
   return cache_ != nullptr && cache_->Evict(pool, units) > 0;
 }
 
-absl::Status Scheduler::ReleaseState(Sequence& seq, bool insert) {
+absl::Status Scheduler::ReleaseState(Sequence& seq, bool insert,
+                                     absl::StatusOr<cache::PrefixCache::PinId>* pin) {
+  if (pin != nullptr) *pin = absl::InternalError("the sequence had no state to pin");
   // A sequence that finishes inside a draft's verification has run tokens it did not keep.
   if (!SettleDraft(seq).ok()) insert = false;  // its state cannot be trusted
   absl::Status inserted;
   if (seq.lease.has_value()) {
     if (insert && seq.memory) {
-      inserted = cache_->Insert(*seq.lease, seq.tokens, *seq.memory, seq.saved);
+      inserted = cache_->Insert(*seq.lease, seq.tokens, *seq.memory, seq.saved, pin);
       if (!inserted.ok()) ++stats_.cache_insert_errors;
     } else {
       cache_->Abort(*seq.lease);
@@ -219,13 +235,23 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
       stop_string = seq.text->matched_stop();
     }
   }
-  if (absl::Status inserted = ReleaseState(seq, /*insert=*/completed); !inserted.ok()) {
+  const bool pins = completed && seq.request.pin_prefix;
+  absl::StatusOr<cache::PrefixCache::PinId> pin;
+  if (absl::Status inserted = ReleaseState(seq, /*insert=*/completed, pins ? &pin : nullptr);
+      !inserted.ok()) {
     // The output is complete, but the cache refused the state it produced: a broken invariant
     // between the scheduler and the tree. Say so on this request rather than hide it; the tree
     // freed what it was given, so nothing leaks and no other request is affected.
     reason = FinishReason::kError;
     error = absl::InternalError(absl::StrCat(
         "prefix cache: the finished sequence's state was refused: ", inserted.message()));
+  } else if (pins) {
+    pin = CheckPinnedBytes(std::move(pin));
+    if (!pin.ok()) {
+      reason = FinishReason::kError;
+      error =
+          absl::Status(pin.status().code(), absl::StrCat("pin_prefix: ", pin.status().message()));
+    }
   }
   seq.status = SequenceStatus::kFinished;
   // Choices still waiting for this one to prefill their prompt run on their own; one that ends
@@ -279,7 +305,24 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   }
   event.timings.finished = seconds(now);
   event.seconds = event.timings.finished;
+  if (pins && pin.ok()) event.pinned_prefix = *pin;
   seq.stream->Push(std::move(event));
+}
+
+absl::StatusOr<cache::PrefixCache::PinId> Scheduler::CheckPinnedBytes(
+    absl::StatusOr<cache::PrefixCache::PinId> pin) {
+  if (!pin.ok()) return pin;
+  const size_t pinned = cache_->pinned_bytes();
+  if (pinned <= config_.max_pinned_bytes) return pin;
+  cache_->UnpinPrefix(*pin).IgnoreError();  // it was just made
+  return absl::ResourceExhaustedError(absl::StrCat("the pinned prefixes would hold ", pinned,
+                                                   " bytes, over the ", config_.max_pinned_bytes,
+                                                   " allowed for them"));
+}
+
+absl::Status Scheduler::UnpinPrefix(uint64_t pin) {
+  if (cache_ == nullptr) return absl::NotFoundError("the engine has no prefix cache");
+  return cache_->UnpinPrefix(pin);
 }
 
 void Scheduler::RemoveFinished() {

@@ -68,6 +68,9 @@ struct SchedulerConfig {
   int64_t prompt_logprob_rows = 256;
   CacheBindingConfig cache;
   SpeculationConfig speculation;
+  // Bytes the prefix cache's pinned prefixes (Request::pin_prefix) may hold together; a pin
+  // that would go over is refused. 0: no pins.
+  size_t max_pinned_bytes = 0;
 };
 
 struct SchedulerStats {
@@ -141,6 +144,8 @@ class Scheduler {
   // it is unknown or already finished.
   bool Cancel(RequestId id);
   void CancelAll();
+  // Releases a pinned prefix (Event::pinned_prefix); NOT_FOUND if it is not pinned.
+  absl::Status UnpinPrefix(uint64_t pin);
 
   bool idle() const { return running_.empty() && waiting_.empty(); }
   // Where a queued or running request stands; nullopt once it has finished (or if unknown).
@@ -173,7 +178,14 @@ class Scheduler {
               std::string stop_string = {});
   // Returns the sequence's state to the cache (insert) or the allocator. The cache's refusal of
   // an insertion (a broken invariant; it still frees what it was given) is returned and counted.
-  [[nodiscard]] absl::Status ReleaseState(Sequence& seq, bool insert);
+  // With `pin` (a pin_prefix request's completion), the insertion also pins the sequence's
+  // tokens and says how that went.
+  [[nodiscard]] absl::Status ReleaseState(Sequence& seq, bool insert,
+                                          absl::StatusOr<cache::PrefixCache::PinId>* pin = nullptr);
+  // A pin just made, or refused (and released) when the pinned prefixes now hold more than
+  // config_.max_pinned_bytes.
+  absl::StatusOr<cache::PrefixCache::PinId> CheckPinnedBytes(
+      absl::StatusOr<cache::PrefixCache::PinId> pin);
   // ReleaseState without insertion, which cannot fail.
   void DropState(Sequence& seq);
   // The sampler of rows drawn on the host (structured output, logit_bias).
