@@ -548,10 +548,13 @@ void Scheduler::Step() {
       if (running_.empty()) {
         std::unique_ptr<Sequence> doomed = std::move(*it);
         waiting_.erase(it);
+        const size_t pinned = cache_ != nullptr ? cache_->pinned_bytes() : 0;
         Finish(*doomed, FinishReason::kError,
                absl::ResourceExhaustedError(absl::StrCat(
                    "prompt: ", doomed->tokens.size(),
-                   " tokens do not fit in the engine's memory even with nothing else running")));
+                   " tokens do not fit in the engine's memory even with nothing else running",
+                   pinned > 0 ? absl::StrCat(" (pinned prefixes hold ", pinned, " bytes of it)")
+                              : "")));
         continue;
       }
       break;

@@ -104,16 +104,18 @@ struct SchedulerStats {
   }
   // The fraction of the pools' capacity that sequences hold, the prefix cache's pages counted
   // as free because it gives them back on demand (a page a sequence shares with the cache
-  // counts as the cache's). It is the "KV cache utilisation" load balancers compare replicas
-  // by: counting the cache would make every warm replica look full.
+  // counts as the cache's), except what pinned prefixes hold, which it never gives back. It is
+  // the "KV cache utilisation" load balancers compare replicas by: counting the cache would make
+  // every warm replica look full.
   double memory_usage_ratio() const {
     size_t used = 0, capacity = 0;
     for (const cache::PoolStats& pool : memory.pools) {
       used += pool.used_units * pool.unit_bytes;
       capacity += pool.capacity_units * pool.unit_bytes;
     }
-    if (capacity == 0 || used <= cache.bytes) return 0.0;
-    return std::min(1.0, static_cast<double>(used - cache.bytes) / capacity);
+    const size_t evictable = cache.bytes - std::min(cache.bytes, cache.pinned_bytes);
+    if (capacity == 0 || used <= evictable) return 0.0;
+    return std::min(1.0, static_cast<double>(used - evictable) / capacity);
   }
   std::string cache_policy;
   double alpha = 0;

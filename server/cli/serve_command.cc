@@ -74,6 +74,10 @@ const std::vector<FlagSpec>& ServeFlags() {
        "calls a connection's client may cancel within 10 s before the connection's new calls "
        "are refused for 30 s: the HTTP/2 rapid-reset defence (default 500; 0 disables)"},
       {"max-prompt-tokens", true, "tokens of one prompt (default 8192)"},
+      {"max-pinned-fraction", true,
+       "share of --memory-gib that prefixes pinned with PinPrefix may hold together, never "
+       "evicted (default 0.5; 0 turns pinning off)"},
+      {"max-pinned-prefixes", true, "prefixes one caller may have pinned at once (default 64)"},
       {"max-new-tokens", true, "largest max_new_tokens a request may ask for (default 4096)"},
       {"max-request-bytes", true, "bytes of prompt text in one request (default 1048576)"},
       {"grace-seconds", true, "on SIGTERM/SIGINT, time for in-flight requests to finish (30)"},
@@ -285,6 +289,14 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   e.max_waiting = static_cast<size_t>(queue);
   TANDEM_ASSIGN_OR_RETURN(int64_t max_new, args.IntIn("max-new-tokens", 1, 1 << 20, 4096));
   e.scheduler.max_new_tokens_limit = static_cast<int32_t>(max_new);
+  TANDEM_ASSIGN_OR_RETURN(std::optional<double> pinned, args.Double("max-pinned-fraction"));
+  if (pinned && !(*pinned >= 0 && *pinned <= 0.9)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.Source("max-pinned-fraction"),
+                     " must be in [0, 0.9] (requests need the rest of the memory), got ", *pinned));
+  }
+  e.scheduler.max_pinned_bytes =
+      static_cast<size_t>(pinned.value_or(0.5) * static_cast<double>(e.memory_bytes));
 
   server::RequestLimits& limits = s.server.limits;
   TANDEM_ASSIGN_OR_RETURN(int64_t streams, args.IntIn("max-streams", 1, 1 << 20, 256));
@@ -304,6 +316,8 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   limits.reset_flood.max_resets = static_cast<int32_t>(resets);
   TANDEM_ASSIGN_OR_RETURN(int64_t prompt, args.IntIn("max-prompt-tokens", 1, 1 << 24, 8192));
   limits.max_prompt_tokens = static_cast<int32_t>(prompt);
+  TANDEM_ASSIGN_OR_RETURN(int64_t pins, args.IntIn("max-pinned-prefixes", 1, 1 << 16, 64));
+  limits.max_pinned_prefixes = static_cast<int32_t>(pins);
   TANDEM_ASSIGN_OR_RETURN(limits.max_request_bytes,
                           args.IntIn("max-request-bytes", 1, int64_t{1} << 30, 1 << 20));
 

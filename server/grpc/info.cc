@@ -96,6 +96,8 @@ void FillServerInfo(ServiceState& state, v1::ServerInfo* info) {
   info->set_preemptions(static_cast<int64_t>(s.preemptions));
   info->set_draft_tokens(static_cast<int64_t>(s.draft_tokens));
   info->set_accepted_draft_tokens(static_cast<int64_t>(s.accepted_draft_tokens));
+  info->set_pinned_prefixes(static_cast<int64_t>(s.cache.pinned_prefixes));
+  info->set_pinned_bytes(static_cast<int64_t>(s.cache.pinned_bytes));
   info->set_prompt_tokens(static_cast<int64_t>(s.prompt_tokens));
   info->set_cached_tokens(static_cast<int64_t>(s.cached_tokens));
   info->set_generated_tokens(static_cast<int64_t>(s.generated_tokens));

@@ -34,6 +34,9 @@ struct RequestLimits {
   // Connections whose client resets calls in floods are refused for a while
   // (reset_flood_guard.h).
   ResetFloodLimits reset_flood;
+  // Prefixes one caller may have pinned (PinPrefix) at once. The bytes they all hold are
+  // capped by engine.scheduler.max_pinned_bytes.
+  int32_t max_pinned_prefixes = 64;
 };
 
 // Transport security and authentication. Health and reflection stay open to anyone who can

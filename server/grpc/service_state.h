@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "engine/engine.h"
+#include "server/grpc/pinned_prefixes.h"
 #include "server/grpc/request_validation.h"
 #include "server/grpc/reset_flood_guard.h"
 #include "server/grpc/served_model.h"
@@ -32,7 +33,8 @@ class ServiceState {
         config_(config),
         tool_calls_(model.tokenizer.get(), config.tool_call_format),
         reasoning_(model.tokenizer.get(), config.reasoning_format),
-        reset_guard_(config.limits.reset_flood, [this] { metrics_.CountConnectionBlocked(); }) {
+        reset_guard_(config.limits.reset_flood, [this] { metrics_.CountConnectionBlocked(); }),
+        pins_(engine, config.limits.max_pinned_prefixes) {
     validation_.model = &model_;
     validation_.limits = config.limits;
     validation_.max_new_tokens_limit = config.engine.scheduler.max_new_tokens_limit;
@@ -51,6 +53,8 @@ class ServiceState {
   const ToolCallSupport& tool_calls() const { return tool_calls_; }
   // The reasoning format and what a chat whose answer is split needs of it.
   const ReasoningSupport& reasoning() const { return reasoning_; }
+  // The callers' pinned prefixes (PinPrefix).
+  PinnedPrefixes& pins() { return pins_; }
   double uptime_seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   }
@@ -114,6 +118,7 @@ class ServiceState {
   const ToolCallSupport tool_calls_;
   const ReasoningSupport reasoning_;
   ResetFloodGuard reset_guard_;
+  PinnedPrefixes pins_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> active_streams_{0};

@@ -2,6 +2,8 @@
 
 #include <string>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/grpc/admission.h"
@@ -10,6 +12,7 @@
 #include "server/grpc/generate_stream.h"
 #include "server/grpc/grpc_status.h"
 #include "server/grpc/info.h"
+#include "server/grpc/pinned_prefix_request.h"
 #include "server/grpc/request_validation.h"
 #include "server/grpc/wire_messages.h"
 #include "server/logging/structured_log.h"
@@ -41,22 +44,30 @@ grpc::Status TandemService::CheckResetFlood(const grpc::CallbackServerContext& c
   return grpc::Status::OK;
 }
 
-template <class Request, class Response, class AnswerFn>
-grpc::ServerUnaryReactor* TandemService::Unary(grpc::CallbackServerContext* context,
-                                               const grpc::ByteBuffer* wire_request,
-                                               grpc::ByteBuffer* wire_response, AnswerFn answer) {
+template <class Request>
+std::variant<std::string, grpc::ServerUnaryReactor*> TandemService::AcceptUnary(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request, Request* request) {
   if (grpc::Status flood = CheckResetFlood(*context, wire_request->Valid()); !flood.ok()) {
     context->DefaultReactor()->Finish(flood);
     return context->DefaultReactor();
   }
   absl::StatusOr<std::string> caller = IdentifyCaller(*context, state_.config().security.tokens);
   if (!caller.ok()) return Answer(context, caller.status());
-  Request request;
-  if (absl::Status s = ParseWireMessage(*wire_request, &request); !s.ok()) {
+  if (absl::Status s = ParseWireMessage(*wire_request, request); !s.ok()) {
     return Answer(context, s);
   }
+  return *std::move(caller);
+}
+
+template <class Request, class Response, class AnswerFn>
+grpc::ServerUnaryReactor* TandemService::Unary(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* wire_request,
+                                               grpc::ByteBuffer* wire_response, AnswerFn answer) {
+  Request request;
+  auto accepted = AcceptUnary(context, wire_request, &request);
+  if (auto* ended = std::get_if<grpc::ServerUnaryReactor*>(&accepted)) return *ended;
   Response response;
-  absl::Status status = answer(*caller, request, &response);
+  absl::Status status = answer(std::get<std::string>(accepted), request, &response);
   if (status.ok()) status = SerializeWireMessage(response, wire_response);
   return Answer(context, status);
 }
@@ -188,6 +199,74 @@ grpc::ServerUnaryReactor* TandemService::Abort(grpc::CallbackServerContext* cont
           aborted = state_.engine().Cancel(id) || aborted;
         }
         out->set_aborted(aborted);
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* TandemService::PinPrefix(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* wire_request,
+                                                   grpc::ByteBuffer* wire_response) {
+  v1::PinPrefixRequest request;
+  auto accepted = AcceptUnary(context, wire_request, &request);
+  if (auto* ended = std::get_if<grpc::ServerUnaryReactor*>(&accepted)) return *ended;
+  const std::string& caller = std::get<std::string>(accepted);
+  if (state_.draining()) {
+    return Answer(context, absl::UnavailableError("the server is shutting down"));
+  }
+  absl::StatusOr<std::vector<int32_t>> tokens = PrefixTokens(request, state_.validation());
+  if (!tokens.ok()) return Answer(context, tokens.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const int64_t length = static_cast<int64_t>(tokens->size());
+  absl::Status started = state_.pins().Pin(
+      caller, request.name(), *std::move(tokens),
+      [reactor, wire_response, caller, length](absl::StatusOr<PinnedPrefixes::Prefix> pinned) {
+        absl::Status status = pinned.status();
+        if (pinned.ok()) {
+          v1::PinnedPrefix out;
+          out.set_name(pinned->name);
+          out.set_tokens(pinned->tokens);
+          status = SerializeWireMessage(out, wire_response);
+          LogLine(LogLevel::kInfo, "prefix pinned")
+              .Field("name", pinned->name)
+              .Field("tokens", length)
+              .Field("caller", caller);
+        }
+        reactor->Finish(ToGrpcStatus(status));
+      });
+  if (!started.ok()) return Answer(context, started);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TandemService::UnpinPrefix(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return Unary<v1::UnpinPrefixRequest, v1::UnpinPrefixResponse>(
+      context, request, response,
+      [this](const std::string& caller, const v1::UnpinPrefixRequest& in,
+             v1::UnpinPrefixResponse*) {
+        if (absl::Status s = ValidatePrefixName(in.name()); !s.ok()) return s;
+        absl::Status unpinned = state_.pins().Unpin(caller, in.name());
+        if (unpinned.ok()) {
+          LogLine(LogLevel::kInfo, "prefix unpinned")
+              .Field("name", in.name())
+              .Field("caller", caller);
+        }
+        return unpinned;
+      });
+}
+
+grpc::ServerUnaryReactor* TandemService::ListPinnedPrefixes(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return Unary<v1::ListPinnedPrefixesRequest, v1::ListPinnedPrefixesResponse>(
+      context, request, response,
+      [this](const std::string& caller, const v1::ListPinnedPrefixesRequest&,
+             v1::ListPinnedPrefixesResponse* out) {
+        for (const PinnedPrefixes::Prefix& p : state_.pins().List(caller)) {
+          v1::PinnedPrefix* entry = out->add_prefixes();
+          entry->set_name(p.name);
+          entry->set_tokens(p.tokens);
+        }
         return absl::OkStatus();
       });
 }

@@ -9,6 +9,7 @@
 #define TANDEM_SERVER_GRPC_TANDEM_SERVICE_H_
 
 #include <string>
+#include <variant>
 
 #include "absl/status/statusor.h"
 #include "server/grpc/service_state.h"
@@ -21,7 +22,10 @@ using RawTandemService = v1::Tandem::WithRawCallbackMethod_Generate<
     v1::Tandem::WithRawCallbackMethod_Chat<v1::Tandem::WithRawCallbackMethod_Tokenize<
         v1::Tandem::WithRawCallbackMethod_Detokenize<v1::Tandem::WithRawCallbackMethod_GetModelInfo<
             v1::Tandem::WithRawCallbackMethod_GetServerInfo<
-                v1::Tandem::WithRawCallbackMethod_Abort<v1::Tandem::Service>>>>>>>;
+                v1::Tandem::WithRawCallbackMethod_Abort<v1::Tandem::WithRawCallbackMethod_PinPrefix<
+                    v1::Tandem::WithRawCallbackMethod_UnpinPrefix<
+                        v1::Tandem::WithRawCallbackMethod_ListPinnedPrefixes<
+                            v1::Tandem::Service>>>>>>>>>>;
 
 class TandemService final : public RawTandemService {
  public:
@@ -46,6 +50,17 @@ class TandemService final : public RawTandemService {
   grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override;
+  // Answers when the engine has pinned the prefix (server/grpc/pinned_prefixes.h), without
+  // holding a gRPC thread meanwhile.
+  grpc::ServerUnaryReactor* PinPrefix(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnpinPrefix(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListPinnedPrefixes(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) override;
 
  private:
   // Calls of a connection the reset-flood guard blocks, and calls their client already reset,
@@ -58,6 +73,11 @@ class TandemService final : public RawTandemService {
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* wire_request,
                                   grpc::ByteBuffer* wire_response, Answer answer);
+  // Unary's checks (the reset flood, the caller, the request's parse): the caller, or the
+  // reactor the call already ended with.
+  template <class Request>
+  std::variant<std::string, grpc::ServerUnaryReactor*> AcceptUnary(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire_request, Request* request);
   // Generate and Chat: identify the caller, refuse while draining, parse, build the engine
   // request with `build(request, &answer)` (which sets `answer` for a Chat whose reasoning or
   // calls are read), and admit it.

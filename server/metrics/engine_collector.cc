@@ -120,6 +120,11 @@ std::vector<prometheus::MetricFamily> EngineCollector::Collect() const {
           static_cast<double>(s.cache.nodes));
   f.Gauge("tandem_cache_bytes", "Bytes of KV pages and SSM checkpoints held by the prefix cache.",
           static_cast<double>(s.cache.bytes));
+  f.Gauge("tandem_cache_pinned_prefixes", "Prefixes pinned in the prefix cache (PinPrefix).",
+          static_cast<double>(s.cache.pinned_prefixes));
+  f.Gauge("tandem_cache_pinned_bytes",
+          "Bytes of the prefix cache held by pinned prefixes, which eviction never takes.",
+          static_cast<double>(s.cache.pinned_bytes));
   f.Counter("tandem_cache_hinted_checkpoints_total",
             "SSM states saved where a request said later ones will branch (a chat's message "
             "boundaries) and the cache had none.",

@@ -126,8 +126,10 @@ TEST_F(CallerScopeTest, OneCallerCannotUseAnIdTwiceAtOnce) {
 
 TEST_F(CallerScopeTest, MalformedRequestsAreUnauthenticatedWithoutATokenAndInvalidWithOne) {
   const std::string garbage("\xff\xff\xff\xff\x0f", 5);  // a truncated varint key: not protobuf
-  for (const std::string method : {"/tandem.v1.Tandem/Tokenize", "/tandem.v1.Tandem/Generate",
-                                   "/tandem.v1.Tandem/Chat", "/tandem.v1.Tandem/Abort"}) {
+  for (const std::string method :
+       {"/tandem.v1.Tandem/Tokenize", "/tandem.v1.Tandem/Generate", "/tandem.v1.Tandem/Chat",
+        "/tandem.v1.Tandem/Abort", "/tandem.v1.Tandem/PinPrefix",
+        "/tandem.v1.Tandem/UnpinPrefix"}) {
     grpc::Status anonymous = RawCall(method, garbage, "");
     EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED)
         << method << ": " << anonymous.error_message();

@@ -183,6 +183,8 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
            {"serve", "--model", model, "--tool-call-format", "qwen"},
            {"serve", "--model", model, "--reasoning-format", "deepseek_r1"},
            {"serve", "--model", model, "--config", "/nonexistent/serve.conf"},
+           {"serve", "--model", model, "--max-pinned-fraction", "0.95"},
+           {"serve", "--model", model, "--max-pinned-prefixes", "0"},
        }) {
     TandemProcess bad(args);
     ASSERT_TRUE(bad.started());
@@ -212,6 +214,8 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
                            "--served-model-name",
                            "--tool-call-format",
                            "--reasoning-format",
+                           "--max-pinned-fraction",
+                           "--max-pinned-prefixes",
                            "TANDEM_"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
   }
