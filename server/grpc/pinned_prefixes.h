@@ -1,6 +1,7 @@
 // The Tandem service's pinned prefixes (PinPrefix, UnpinPrefix, ListPinnedPrefixes): each is an
-// engine::Request::pin_prefix the engine ran, known by its caller and a name, as request ids
-// are (caller_identity.h): a caller sees and unpins only its own.
+// engine::Request::pin_prefix the engine ran, known by its owner and a name: an owner sees and
+// unpins only its own. The service makes the owner the caller when the server has bearer
+// tokens, and one shared owner without them (TandemService::PinOwner).
 //
 // A pin takes a prefill, so PinPrefix answers when the engine is done with it. Its call must
 // not hold one of gRPC's callback threads while it waits: this object's own thread waits for the

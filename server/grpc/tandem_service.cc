@@ -203,13 +203,20 @@ grpc::ServerUnaryReactor* TandemService::Abort(grpc::CallbackServerContext* cont
       });
 }
 
+std::string TandemService::PinOwner(const std::string& caller) const {
+  // Without tokens a caller is its address, which a client restarted elsewhere (a new pod) no
+  // longer has: its pins could then never be unpinned. Pins outlive connections, so without
+  // tokens they are the server's, shared by every client.
+  return state_.config().security.tokens.enabled() ? caller : std::string();
+}
+
 grpc::ServerUnaryReactor* TandemService::PinPrefix(grpc::CallbackServerContext* context,
                                                    const grpc::ByteBuffer* wire_request,
                                                    grpc::ByteBuffer* wire_response) {
   v1::PinPrefixRequest request;
   auto accepted = AcceptUnary(context, wire_request, &request);
   if (auto* ended = std::get_if<grpc::ServerUnaryReactor*>(&accepted)) return *ended;
-  const std::string& caller = std::get<std::string>(accepted);
+  const std::string caller = PinOwner(std::get<std::string>(accepted));
   if (state_.draining()) {
     return Answer(context, absl::UnavailableError("the server is shutting down"));
   }
@@ -245,7 +252,7 @@ grpc::ServerUnaryReactor* TandemService::UnpinPrefix(grpc::CallbackServerContext
       [this](const std::string& caller, const v1::UnpinPrefixRequest& in,
              v1::UnpinPrefixResponse*) {
         if (absl::Status s = ValidatePrefixName(in.name()); !s.ok()) return s;
-        absl::Status unpinned = state_.pins().Unpin(caller, in.name());
+        absl::Status unpinned = state_.pins().Unpin(PinOwner(caller), in.name());
         if (unpinned.ok()) {
           LogLine(LogLevel::kInfo, "prefix unpinned")
               .Field("name", in.name())
@@ -262,7 +269,7 @@ grpc::ServerUnaryReactor* TandemService::ListPinnedPrefixes(grpc::CallbackServer
       context, request, response,
       [this](const std::string& caller, const v1::ListPinnedPrefixesRequest&,
              v1::ListPinnedPrefixesResponse* out) {
-        for (const PinnedPrefixes::Prefix& p : state_.pins().List(caller)) {
+        for (const PinnedPrefixes::Prefix& p : state_.pins().List(PinOwner(caller))) {
           v1::PinnedPrefix* entry = out->add_prefixes();
           entry->set_name(p.name);
           entry->set_tokens(p.tokens);

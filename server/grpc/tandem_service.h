@@ -93,6 +93,9 @@ class TandemService final : public RawTandemService {
       std::string request_id, absl::StatusOr<engine::Request> request, int32_t choices,
       std::unique_ptr<ChatAnswer> answer);
 
+  // Whose pinned prefixes a call sees: its caller's with bearer tokens, everyone's without.
+  std::string PinOwner(const std::string& caller) const;
+
   ServiceState& state_;
   StreamPump& pump_;
 };

@@ -233,7 +233,35 @@ TEST_F(PinnedPrefixTest, PinsPastTheByteCapOrWithoutACacheAreRefused) {
   EXPECT_TRUE(again.status.ok()) << again.status.error_message();
 }
 
-TEST_F(PinnedPrefixTest, PinsBelongToTheirCaller) {
+TEST_F(PinnedPrefixTest, WithoutTokensPinsAreSharedByEveryClient) {
+  // Listening on every address, so that clients can come from two (127.0.0.1 and ::1), as a
+  // client restarted in another pod would.
+  ServerConfig config = Config();
+  config.host = "::";
+  std::unique_ptr<GrpcServer> server = Start(config);
+  ASSERT_NE(server, nullptr);
+  Client first(server->port());
+  ASSERT_TRUE(
+      Pin(first, IdsPin("shared", testing::Tokens(30, 1, model_->model->config().vocab_size)))
+          .status.ok());
+  auto second = v1::Tandem::NewStub(grpc::CreateChannel(absl::StrCat("[::1]:", server->port()),
+                                                        grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext context;
+    v1::ListPinnedPrefixesResponse listed;
+    ASSERT_TRUE(second->ListPinnedPrefixes(&context, {}, &listed).ok());
+    ASSERT_EQ(listed.prefixes_size(), 1);
+    EXPECT_EQ(listed.prefixes(0).name(), "shared");
+  }
+  grpc::ClientContext context;
+  v1::UnpinPrefixRequest unpin;
+  unpin.set_name("shared");
+  v1::UnpinPrefixResponse unpinned;
+  EXPECT_TRUE(second->UnpinPrefix(&context, unpin, &unpinned).ok());
+  EXPECT_TRUE(List(first).empty());
+}
+
+TEST_F(PinnedPrefixTest, WithTokensPinsBelongToTheirCaller) {
   ServerConfig config = Config();
   absl::StatusOr<BearerTokens> tokens =
       BearerTokens::Parse("alice:alice-secret\nbob:bob-secret\n", "tokens.txt");
