@@ -62,9 +62,10 @@ absl::StatusOr<std::unique_ptr<PrefixCache>> PrefixCache::Clone(BlockAllocator* 
   copy->clock_ = clock_;
   copy->stats_ = stats_;
   copy->next_lease_ = next_lease_;
+  copy->next_pin_ = next_pin_;
   for (size_t i = 0; i < copy->nodes_.size(); ++i) {
     Node& n = copy->nodes_[i];
-    n.pins = 0;
+    n.pins = 0;  // the leases' go; the pinned prefixes' are taken again below
     n.candidate = false;
     if (!n.live) continue;
     for (size_t p = 0; p < n.pages.size(); ++p) {
@@ -78,6 +79,9 @@ absl::StatusOr<std::unique_ptr<PrefixCache>> PrefixCache::Clone(BlockAllocator* 
       n.checkpoint = *h;
     }
   }
+  // Replays must not evict what the cache itself never can.
+  copy->pinned_prefixes_ = pinned_prefixes_;
+  for (const auto& [pin, node] : pinned_prefixes_) copy->Pin(node);
   for (NodeId id = 0; id < copy->nodes_.size(); ++id) {
     if (copy->nodes_[id].live) copy->Reindex(id);
   }
@@ -107,7 +111,7 @@ PrefixCache::NodeId PrefixCache::NewNode() {
   }
   Node& n = nodes_[id];
   n.parent = n.first_child = n.next_sibling = n.prev_sibling = kNone;
-  n.num_children = n.pins = 0;
+  n.num_children = n.pins = n.prefix_pins = 0;
   n.start = 0;
   n.tokens.clear();
   n.pages.clear();
@@ -181,6 +185,8 @@ void PrefixCache::Unpin(NodeId id, bool tidy) {
     if (--nodes_[cur].pins == 0) {
       Reindex(cur);
       released.push_back(cur);
+    } else if (nodes_[cur].pins == nodes_[cur].prefix_pins) {
+      released.push_back(cur);  // only pinned prefixes pass through now: Tidy may merge it
     }
   }
   if (tidy) {
@@ -255,6 +261,7 @@ PrefixCache::NodeId PrefixCache::Split(NodeId id, size_t pos) {
   }
   x.start = pos;
   up.pins = x.pins;
+  up.prefix_pins = x.prefix_pins;
   up.last_access = x.last_access;
   LinkChild(parent, u);
   LinkChild(u, id);
@@ -291,7 +298,8 @@ PrefixCache::NodeId PrefixCache::NodeEndingAt(absl::Span<const TokenId> tokens, 
 
 void PrefixCache::MergeIntoChild(NodeId id) {
   Node& x = nodes_[id];
-  CACHE_DCHECK(x.num_children == 1 && x.pins == 0 && id != kRoot);
+  // No pin ends here: every pin of x is its child's too, and stays with it.
+  CACHE_DCHECK(x.num_children == 1 && x.pins == nodes_[x.first_child].pins && id != kRoot);
   const NodeId cid = x.first_child;
   const NodeId parent = x.parent;
   if (x.checkpoint.valid()) {
@@ -341,11 +349,16 @@ void PrefixCache::RemoveLeaf(NodeId id) {
 void PrefixCache::Tidy(NodeId id) {
   if (id == kRoot || id == kNone || !nodes_[id].live) return;
   const Node& n = nodes_[id];
-  if (n.pins > 0 || n.checkpoint.valid()) return;
-  if (n.num_children == 0 && has_ssm_) {
+  if (n.checkpoint.valid()) return;
+  if (n.num_children == 0 && n.pins == 0 && has_ssm_) {
     RemoveLeaf(id);  // KV without a state to resume from is useless to a hybrid model
-  } else if (n.num_children == 1) {
-    MergeIntoChild(id);  // no checkpoint to keep: just path compression
+  } else if (n.num_children == 1 && n.pins == nodes_[n.first_child].pins &&
+             n.pins == n.prefix_pins) {
+    // No checkpoint to keep: just path compression. Pinned prefixes' pins may pass through (a
+    // split inside one, made for a branch since evicted, goes back this way), but no lease's:
+    // its block table may hold the page a merge frees (Split leaves the original page with the
+    // upper half).
+    MergeIntoChild(id);
   }
 }
 
@@ -700,10 +713,12 @@ absl::Status PrefixCache::Insert(LeaseId lease_id, Completion done, absl::Status
   NodeId hint = kRoot;
   for (auto& [pos, h] : done.checkpoints) {
     if (!h.valid()) continue;
+    // A state inside a pinned prefix would be pinned with it: only the one a pin asks for.
     const bool wanted =
-        pos == n ||
-        std::find(lease.wanted.begin(), lease.wanted.end(), pos) != lease.wanted.end() ||
-        (config_.admission == AdmissionPolicy::kEveryBlock && pos % config_.block_tokens == 0);
+        (pos == n ||
+         std::find(lease.wanted.begin(), lease.wanted.end(), pos) != lease.wanted.end() ||
+         (config_.admission == AdmissionPolicy::kEveryBlock && pos % config_.block_tokens == 0)) &&
+        ((pin != nullptr && pos == n) || !InsidePinnedPrefix(tokens, pos));
     NodeId node = has_ssm_ && wanted && pos > 0 && pos <= n
                       ? NodeEndingAt(tokens, pos, leaf != kNone ? hint : kRoot)
                       : kNone;
@@ -792,11 +807,18 @@ absl::Status PrefixCache::CheckInvariants() const {
     if (lease.pinned == kRoot) continue;  // an empty prefix pins nothing
     for (NodeId cur = lease.pinned; cur != kNone; cur = nodes_[cur].parent) ++expected_pins[cur];
   }
+  std::vector<uint32_t> expected_prefix_pins(nodes_.size(), 0);
   for (const auto& [pin, node] : pinned_prefixes_) {
     if (node >= nodes_.size() || !nodes_[node].live || node == kRoot) {
       return absl::InternalError(absl::StrCat("pinned prefix ", pin, ": node ", node, " is gone"));
     }
-    for (NodeId cur = node; cur != kNone; cur = nodes_[cur].parent) ++expected_pins[cur];
+    if (has_ssm_ && !nodes_[node].checkpoint.valid()) {
+      return absl::InternalError(absl::StrCat("pinned prefix ", pin, " has no state"));
+    }
+    for (NodeId cur = node; cur != kNone; cur = nodes_[cur].parent) {
+      ++expected_pins[cur];
+      ++expected_prefix_pins[cur];
+    }
   }
   absl::flat_hash_set<uint32_t> handles;
   size_t pages = 0, checkpoints = 0, candidates = 0;
@@ -807,6 +829,10 @@ absl::Status PrefixCache::CheckInvariants() const {
   for (NodeId id = 0; id < nodes_.size(); ++id) {
     const Node& n = nodes_[id];
     if (!n.live) continue;
+    if (n.prefix_pins != expected_prefix_pins[id]) {
+      return fail(id, absl::StrCat("prefix pins ", n.prefix_pins, " != pinned prefixes' ",
+                                   expected_prefix_pins[id]));
+    }
     if (n.pins != expected_pins[id]) {
       return fail(id, absl::StrCat("pins ", n.pins, " != leases' and pinned prefixes' ",
                                    expected_pins[id]));
@@ -842,6 +868,10 @@ absl::Status PrefixCache::CheckInvariants() const {
         return fail(id, "bad or shared checkpoint handle");
       }
       ++checkpoints;
+    }
+    if (!n.checkpoint.valid() && n.num_children == 1 && n.prefix_pins > 0 &&
+        n.pins == n.prefix_pins && n.pins == nodes_[n.first_child].pins) {
+      return fail(id, "a split inside a pinned prefix that nothing ends at or branches from");
     }
     if (n.pins == 0 && !n.checkpoint.valid()) {
       if (n.num_children == 1) return fail(id, "unpinned single-child node without a state");

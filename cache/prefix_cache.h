@@ -201,6 +201,9 @@ class PrefixCache {
     NodeId first_child = kNone, next_sibling = kNone, prev_sibling = kNone;
     uint32_t num_children = 0;
     uint32_t pins = 0;
+    // Of `pins`, those of pinned prefixes (PinPrefix) whose path runs through this node, the
+    // ones that end here included.
+    uint32_t prefix_pins = 0;
     size_t start = 0;  // absolute position of the edge's first token
     std::vector<TokenId> tokens;
     std::vector<Handle> pages;  // page indices floor(start/P) .. ceil(end/P) − 1
@@ -259,8 +262,16 @@ class PrefixCache {
   // Drops `id`'s checkpoint (if any) and merges its edge into its only child.
   void MergeIntoChild(NodeId id);
   void RemoveLeaf(NodeId id);
-  // Removes or merges a node that no longer earns its place (no checkpoint and ≤ 1 child).
+  // Removes or merges a node that no longer earns its place (no checkpoint and ≤ 1 child), as
+  // long as no lease pins it and no pinned prefix ends at it (pinned prefixes that only pass
+  // through go on to its child, which a merge keeps).
   void Tidy(NodeId id);
+  // Whether absolute position `pos` of `tokens` lies on a pinned prefix's path short of where
+  // any pinned prefix ends: a checkpoint there could never be evicted (the path is pinned), so
+  // it is not admitted, and the pinned bytes stay what the pins took.
+  bool InsidePinnedPrefix(absl::Span<const TokenId> tokens, size_t pos) const;
+  // Whether a pinned prefix ends at node `id`.
+  bool PinnedPrefixEndsAt(NodeId id) const;
   bool Usable(const Node& n) const;
 
   // Candidate index maintenance.

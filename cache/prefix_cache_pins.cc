@@ -34,6 +34,7 @@ absl::StatusOr<PrefixCache::PinId> PrefixCache::PinPrefix(absl::Span<const Token
         absl::StrCat("the cache holds no state after the prefix's ", tokens.size(), " tokens"));
   }
   Pin(node);
+  for (NodeId cur = node; cur != kNone; cur = nodes_[cur].parent) ++nodes_[cur].prefix_pins;
   const PinId id = next_pin_++;
   pinned_prefixes_.emplace(id, node);
   return id;
@@ -46,10 +47,33 @@ absl::Status PrefixCache::UnpinPrefix(PinId id) {
   }
   const NodeId node = it->second;
   pinned_prefixes_.erase(it);
+  for (NodeId cur = node; cur != kNone; cur = nodes_[cur].parent) --nodes_[cur].prefix_pins;
   Unpin(node, /*tidy=*/true);
+  // Pins that pass through the node (leases, longer pinned prefixes) keep it pinned, so Unpin
+  // did not look at it; without the pin that ended here it may now be only path compression.
+  if (nodes_[node].live) Tidy(node);
   // What the pin held back may now be needed to get under capacity.
   if (config_.capacity_bytes > 0) EvictToBytes(config_.capacity_bytes);
   return absl::OkStatus();
+}
+
+bool PrefixCache::PinnedPrefixEndsAt(NodeId id) const {
+  uint32_t through_children = 0;
+  for (NodeId c = nodes_[id].first_child; c != kNone; c = nodes_[c].next_sibling) {
+    through_children += nodes_[c].prefix_pins;
+  }
+  return nodes_[id].prefix_pins > through_children;
+}
+
+bool PrefixCache::InsidePinnedPrefix(absl::Span<const TokenId> tokens, size_t pos) const {
+  if (pinned_prefixes_.empty() || pos == 0 || pos > tokens.size()) return false;
+  const Walk w = WalkPrefix(tokens.first(pos));
+  if (w.matched < pos || w.node == kRoot) return false;  // not in the tree: no pin on it
+  const Node& n = nodes_[w.node];
+  if (n.prefix_pins == 0) return false;
+  // Inside the edge, the pinned path runs on past `pos`; at its end, it does unless a pinned
+  // prefix ends right here.
+  return w.in_edge < n.tokens.size() || !PinnedPrefixEndsAt(w.node);
 }
 
 size_t PrefixCache::pinned_bytes() const {

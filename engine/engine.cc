@@ -101,6 +101,10 @@ absl::StatusOr<std::vector<std::shared_ptr<RequestStream>>> Engine::SubmitChoice
     return absl::InvalidArgumentError(
         absl::StrCat("n: the number of choices must be in [1, ", kMaxChoices, "], got ", n));
   }
+  if (request.pin_prefix && n != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("n: a request that pins its prompt has one choice, got ", n));
+  }
   TANDEM_RETURN_IF_ERROR(scheduler_->Validate(request));
   std::vector<std::shared_ptr<RequestStream>> streams;
   {

@@ -43,25 +43,41 @@ absl::Status Scheduler::Validate(const Request& r) const {
         "prompt_logprobs: must be in [0, ", SampleResult::kMaxTop, "], got ", *r.prompt_logprobs));
   }
   if (r.pin_prefix) {
+    // The messages speak of pinning, not of the field: the server's PinPrefix call, which sets
+    // it, has no field of that name.
     if (cache_ == nullptr) {
-      return absl::FailedPreconditionError("pin_prefix: the engine has no prefix cache");
+      return absl::FailedPreconditionError(
+          "pinning a prefix needs a prefix cache, and this engine has none");
     }
     if (config_.max_pinned_bytes == 0) {
-      return absl::FailedPreconditionError("pin_prefix: pinning is off (no bytes allowed for it)");
+      return absl::FailedPreconditionError("pinning prefixes is off (no memory is allowed for it)");
     }
-    if (r.max_new_tokens != 0 || r.prompt_logprobs) {
+    if (r.max_new_tokens != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_new_tokens: must be 0 for a request that pins its prompt, got ", r.max_new_tokens));
+    }
+    if (r.prompt_logprobs) {
       return absl::InvalidArgumentError(
-          "pin_prefix: a pinning request generates nothing and scores nothing (max_new_tokens 0, "
-          "no prompt_logprobs)");
+          "prompt_logprobs: not allowed for a request that pins its prompt");
+    }
+    // What the prefix alone will hold, so that one that can never fit costs no prefill.
+    const size_t pages =
+        static_cast<size_t>(model_.layout().PagesFor(static_cast<int64_t>(r.prompt.size())));
+    const size_t held =
+        (model_.config().num_attention_layers > 0 ? pages * model_.layout().kv_page_bytes() : 0) +
+        (model_.config().num_ssm_layers > 0 ? model_.layout().ssm_block_bytes() : 0);
+    if (held > config_.max_pinned_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "prompt: ", r.prompt.size(), " tokens would hold ", held, " bytes pinned, more than the ",
+          config_.max_pinned_bytes, " allowed for pinned prefixes"));
     }
   }
   // A request that only scores or pins its prompt may generate nothing.
   const int32_t min_new_tokens = r.prompt_logprobs || r.pin_prefix ? 0 : 1;
   if (r.max_new_tokens < min_new_tokens || r.max_new_tokens > config_.max_new_tokens_limit) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_new_tokens: must be in [", min_new_tokens, ", ",
-                     config_.max_new_tokens_limit, "], got ", r.max_new_tokens,
-                     min_new_tokens == 1 ? " (0 only with prompt logprobs or pin_prefix)" : ""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_new_tokens: must be in [", min_new_tokens, ", ", config_.max_new_tokens_limit,
+        "], got ", r.max_new_tokens, min_new_tokens == 1 ? " (0 only with prompt logprobs)" : ""));
   }
   if (absl::Status s = ValidateSamplingParams(r.sampling); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("sampling: ", s.message()));
@@ -249,8 +265,8 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
     pin = CheckPinnedBytes(std::move(pin));
     if (!pin.ok()) {
       reason = FinishReason::kError;
-      error =
-          absl::Status(pin.status().code(), absl::StrCat("pin_prefix: ", pin.status().message()));
+      error = absl::Status(pin.status().code(),
+                           absl::StrCat("the prefix was not pinned: ", pin.status().message()));
     }
   }
   seq.status = SequenceStatus::kFinished;
@@ -259,8 +275,8 @@ void Scheduler::Finish(Sequence& seq, FinishReason reason, absl::Status error,
   if (seq.waiting_choices > 0) ReleaseChoices(seq);
   if (seq.waits_for != 0) UnlinkChoice(seq);
   // The α tuner learns what hits the cache gives; a request that scored its prompt could take
-  // none of it, so it would only mislead the tuner.
-  if (completed && cache_ != nullptr && !seq.request.prompt_logprobs) {
+  // none of it, so it would only mislead the tuner, and a pin is no traffic.
+  if (completed && cache_ != nullptr && !seq.request.prompt_logprobs && !seq.request.pin_prefix) {
     std::span<const int32_t> all(seq.tokens);
     cache_->ReportFinished(all.first(seq.prompt_tokens), all.subspan(seq.prompt_tokens),
                            seq.usage.cached_tokens);

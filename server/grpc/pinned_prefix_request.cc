@@ -42,7 +42,11 @@ absl::StatusOr<std::vector<int32_t>> ChatPrefixTokens(const v1::ChatRequest& cha
   next->set_role(after_user ? "assistant" : "user");
   next->set_content("Hello.");
   later.set_add_generation_prompt(!after_user);
-  absl::StatusOr<engine::Request> continued = BuildChatRequest(later, context);
+  // Its length is no concern of the pin's: a prefix near the prompt cap still pins.
+  ValidationContext roomy = context;
+  roomy.limits.max_prompt_tokens += 256;
+  roomy.limits.max_request_bytes += 1024;
+  absl::StatusOr<engine::Request> continued = BuildChatRequest(later, roomy);
   const std::vector<int32_t>& ids = pinned->prompt;
   if (!continued.ok() || continued->prompt.size() <= ids.size() ||
       !std::equal(ids.begin(), ids.end(), continued->prompt.begin())) {
@@ -78,7 +82,11 @@ absl::StatusOr<std::vector<int32_t>> PrefixTokens(const v1::PinPrefixRequest& re
   }
   std::vector<int32_t> tokens;
   if (absl::Status s = ConvertPrompt(as_generate, context, &tokens); !s.ok()) return s;
-  if (tokens.empty()) return absl::InvalidArgumentError("token_ids.ids: no tokens");
+  if (tokens.empty()) {
+    return absl::InvalidArgumentError(request.prefix_case() == v1::PinPrefixRequest::kText
+                                          ? "text: tokenizes to no tokens"
+                                          : "token_ids.ids: no tokens");
+  }
   return tokens;
 }
 

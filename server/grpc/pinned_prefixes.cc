@@ -47,8 +47,9 @@ absl::Status PinnedPrefixes::Pin(const std::string& caller, const std::string& n
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("the server is shutting down");
-    if (entries_.contains(key)) {
-      return absl::AlreadyExistsError(absl::StrCat("name: \"", name, "\" is already pinned"));
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "name: \"", name, it->second.pinned ? "\" is already pinned" : "\" is being pinned"));
     }
     int32_t& held = per_caller_[caller];
     if (held >= max_per_caller_) {
@@ -58,6 +59,7 @@ absl::Status PinnedPrefixes::Pin(const std::string& caller, const std::string& n
     }
     ++held;
     entries_[key] = Entry{.tokens = length, .order = next_order_++};
+    ++submitting_;  // Run may not end before this pin is queued or dropped
   }
   engine::Request request;
   request.prompt = std::move(tokens);
@@ -67,13 +69,14 @@ absl::Status PinnedPrefixes::Pin(const std::string& caller, const std::string& n
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
       engine_.Submit(std::move(request));
   std::lock_guard<std::mutex> lock(mu_);
+  --submitting_;
+  wake_.notify_all();
   if (!stream.ok()) {
     entries_.erase(key);
-    --per_caller_[caller];
+    Release(caller);
     return stream.status();
   }
   waiting_.push_back({caller, name, *std::move(stream), std::move(done)});
-  wake_.notify_all();
   return absl::OkStatus();
 }
 
@@ -91,7 +94,7 @@ absl::Status PinnedPrefixes::Unpin(const std::string& caller, const std::string&
     }
     pin = it->second.pin;
     entries_.erase(it);
-    --per_caller_[caller];
+    Release(caller);
   }
   engine_.UnpinPrefix(pin);
   return absl::OkStatus();
@@ -114,12 +117,17 @@ std::vector<PinnedPrefixes::Prefix> PinnedPrefixes::List(const std::string& call
   return out;
 }
 
+void PinnedPrefixes::Release(const std::string& caller) {
+  auto it = per_caller_.find(caller);
+  if (it != per_caller_.end() && --it->second <= 0) per_caller_.erase(it);
+}
+
 void PinnedPrefixes::Run() {
   for (;;) {
     Waiting w;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !waiting_.empty(); });
+      wake_.wait(lock, [&] { return !waiting_.empty() || (stopping_ && submitting_ == 0); });
       if (waiting_.empty()) return;  // stopping, and nothing left to answer
       w = std::move(waiting_.front());
       waiting_.pop_front();
@@ -145,7 +153,7 @@ absl::StatusOr<PinnedPrefixes::Prefix> PinnedPrefixes::Settle(Waiting& w) {
   }
   if (it != entries_.end()) {
     entries_.erase(it);
-    --per_caller_[w.caller];
+    Release(w.caller);
   }
   if (finished.pinned_prefix.has_value()) engine_.UnpinPrefix(*finished.pinned_prefix);
   if (finished.finish_reason == engine::FinishReason::kCancelled) {

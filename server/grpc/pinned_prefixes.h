@@ -75,6 +75,8 @@ class PinnedPrefixes {
   using Key = std::pair<std::string, std::string>;  // caller, name
 
   void Run();
+  // One pin (or pin in progress) fewer for `caller`. Under mu_.
+  void Release(const std::string& caller);
   // The engine's answer to `w`, recorded; what `w.done` is told.
   absl::StatusOr<Prefix> Settle(Waiting& w);
 
@@ -86,6 +88,7 @@ class PinnedPrefixes {
   absl::flat_hash_map<std::string, int32_t> per_caller_;
   std::deque<Waiting> waiting_;
   uint64_t next_order_ = 0;
+  int submitting_ = 0;  // Pin calls between reserving a name and queueing the engine's answer
   bool stopping_ = false;
   std::thread thread_;
 };

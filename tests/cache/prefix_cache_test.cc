@@ -549,6 +549,41 @@ TEST(PrefixCacheTest, APinnedPrefixSurvivesEvictionUntilUnpinned) {
   EXPECT_TRUE(e.cache().CheckInvariants().ok());
 }
 
+// Prompts that share only part of a pinned prefix split its path where they branch. Those splits
+// must not grow what the pin holds for good: no state is admitted inside the prefix (it could
+// never be evicted), and once the branches are evicted the splits merge back.
+TEST(PrefixCacheTest, BranchesInsideAPinnedPrefixLeaveNothingPinnedBehind) {
+  FakeEngine e(TinyHybrid());
+  const auto system = Range(1, 101);
+  e.Serve(system);
+  ASSERT_TRUE(e.cache().PinPrefix(system).ok());
+  const PrefixCacheStats pinned = e.cache().stats();
+  const size_t page = e.alloc().unit_bytes(Pool::kKvPage);
+  const std::vector<size_t> branch_points = {21, 37, 60, 83};  // none on a page boundary
+  // The second round branches at the same points again, each prompt running on past the
+  // first round's.
+  for (TokenId tail : {20, 25}) {
+    for (size_t k : branch_points) {
+      const auto branch = static_cast<TokenId>(900 + k);
+      e.Serve(Cat(Range(1, static_cast<TokenId>(k + 1)), Range(branch, branch + tail)));
+      // Each split copied one page into the pinned lower half; no state joined the path.
+      EXPECT_LE(e.cache().stats().pinned_bytes, pinned.pinned_bytes + branch_points.size() * page);
+      ASSERT_TRUE(e.cache().CheckInvariants().ok()) << e.cache().CheckInvariants();
+    }
+  }
+  e.cache().EvictToBytes(0);
+  const PrefixCacheStats after = e.cache().stats();
+  EXPECT_EQ(after.pinned_bytes, pinned.pinned_bytes);
+  EXPECT_EQ(after.bytes, pinned.pinned_bytes);
+  EXPECT_EQ(after.nodes, pinned.nodes);  // the splits merged back
+  EXPECT_TRUE(e.cache().CheckInvariants().ok()) << e.cache().CheckInvariants();
+  // The prefix is still whole.
+  auto hit = e.cache().Lookup(Cat(system, {7}));
+  EXPECT_EQ(hit.usable_tokens, 100u);
+  e.ExpectBlockTable(hit, system);
+  e.cache().Abort(hit.lease);
+}
+
 TEST(PrefixCacheTest, PinningNeedsTheWholePrefixAndAStateAtItsEnd) {
   FakeEngine e(TinyHybrid());
   const auto a = Range(1, 101);

@@ -2,9 +2,12 @@
 // everything else, every later prompt that starts with it restores it (bit-identical to a cold
 // run on the batch-invariant CPU backend), and once unpinned it is evictable again. Pins the
 // engine cannot keep are refused with a precise error and leave nothing behind.
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/fixture_families.h"
@@ -97,7 +100,7 @@ TEST(PinnedPrefixTest, RequestsThatCannotPinAreRefusedByName) {
     SchedulerHarness no_cache(*model, CachePolicy::kNone, 64 * kMiB, Pinning());
     const absl::Status s = no_cache.scheduler().Validate(Pin(prompt));
     EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
-    EXPECT_NE(s.message().find("no prefix cache"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("needs a prefix cache"), std::string::npos) << s;
   }
   SchedulerHarness off(*model, CachePolicy::kMarconi, 64 * kMiB, Pinning(0));
   EXPECT_TRUE(absl::IsFailedPrecondition(off.scheduler().Validate(Pin(prompt))));
@@ -105,10 +108,17 @@ TEST(PinnedPrefixTest, RequestsThatCannotPinAreRefusedByName) {
   SchedulerHarness h(*model, CachePolicy::kMarconi, 64 * kMiB, Pinning());
   Request generates = Pin(prompt);
   generates.max_new_tokens = 3;
-  EXPECT_TRUE(absl::IsInvalidArgument(h.scheduler().Validate(generates)));
+  EXPECT_EQ(h.scheduler().Validate(generates).message(),
+            "max_new_tokens: must be 0 for a request that pins its prompt, got 3");
   Request scores = Pin(prompt);
   scores.prompt_logprobs = 1;
-  EXPECT_TRUE(absl::IsInvalidArgument(h.scheduler().Validate(scores)));
+  EXPECT_EQ(h.scheduler().Validate(scores).message(),
+            "prompt_logprobs: not allowed for a request that pins its prompt");
+  // A prefix that alone holds more than pins may is refused before it costs a prefill.
+  SchedulerHarness tight(*model, CachePolicy::kMarconi, 64 * kMiB, Pinning(1024));
+  const absl::Status too_big = tight.scheduler().Validate(Pin(prompt));
+  EXPECT_TRUE(absl::IsResourceExhausted(too_big)) << too_big;
+  EXPECT_NE(too_big.message().find("allowed for pinned prefixes"), std::string::npos) << too_big;
   // Without pin_prefix, generating nothing is still refused.
   Request nothing = GreedyWithLogprobs(prompt, 0);
   EXPECT_TRUE(absl::IsInvalidArgument(h.scheduler().Validate(nothing)));
@@ -132,7 +142,8 @@ TEST(PinnedPrefixTest, APinOverTheByteLimitIsRefusedAndTheOthersStay) {
   const Outcome second = h.Run(Pin(Tokens(37, 400, vocab)));
   EXPECT_EQ(second.finished.finish_reason, FinishReason::kError);
   EXPECT_TRUE(absl::IsResourceExhausted(second.finished.error)) << second.finished.error;
-  EXPECT_NE(second.finished.error.message().find("pin_prefix: the pinned prefixes would hold"),
+  EXPECT_NE(second.finished.error.message().find(
+                "the prefix was not pinned: the pinned prefixes would hold"),
             std::string::npos)
       << second.finished.error;
   EXPECT_FALSE(second.finished.pinned_prefix.has_value());
@@ -141,6 +152,38 @@ TEST(PinnedPrefixTest, APinOverTheByteLimitIsRefusedAndTheOthersStay) {
   // The refused prefix is cached like any request's prompt, but evictable.
   h.scheduler().cache()->EvictAll();
   EXPECT_EQ(h.scheduler().stats().cache.bytes, one);
+}
+
+// Through the Engine: one choice only, and UnpinPrefix (queued to the engine's thread) releases
+// the pin before a later step.
+TEST(PinnedPrefixTest, TheEnginePinsWithOneChoiceAndUnpinsOnItsThread) {
+  auto model = LoadFixtureModel("zamba2-tiny");
+  ASSERT_NE(model, nullptr);
+  EngineConfig config;
+  config.memory_bytes = 64 * kMiB;
+  config.threads = 2;
+  config.scheduler = Pinning();
+  auto engine = Engine::Create(*model, nullptr, config);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  const Request pin = Pin(Tokens(37, 1, model->config().vocab_size));
+  auto two = (*engine)->SubmitChoices(pin, 2);
+  EXPECT_TRUE(absl::IsInvalidArgument(two.status())) << two.status();
+  auto stream = (*engine)->Submit(pin);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const Outcome pinned = testing::Drain(**stream);
+  ASSERT_TRUE(pinned.finished.pinned_prefix.has_value()) << pinned.finished.error;
+  EXPECT_EQ((*engine)->stats().cache.pinned_prefixes, 1u);
+  (*engine)->UnpinPrefix(*pinned.finished.pinned_prefix);
+  (*engine)->UnpinPrefix(12345);  // unknown: ignored
+  // The loop runs the unpins, then a step, then publishes its stats (after the step's events:
+  // poll; the bound only keeps a broken engine from hanging the suite).
+  auto after = (*engine)->Submit(GreedyWithLogprobs(Tokens(10, 2, model->config().vocab_size), 2));
+  ASSERT_TRUE(after.ok());
+  testing::Drain(**after);
+  for (int i = 0; i < 5000 && (*engine)->stats().cache.pinned_prefixes != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ((*engine)->stats().cache.pinned_prefixes, 0u);
 }
 
 }  // namespace
