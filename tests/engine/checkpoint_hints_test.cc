@@ -16,6 +16,8 @@
 namespace tandem::engine {
 namespace {
 
+using testing::Concat;
+using testing::ForEachFamily;
 using testing::GreedyWithLogprobs;
 using testing::LoadFixtureModel;
 using testing::Outcome;
@@ -24,11 +26,6 @@ using testing::SchedulerHarness;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 Request Hinted(std::vector<int32_t> prompt, int32_t max_new_tokens, std::vector<size_t> hints) {
   Request r = GreedyWithLogprobs(std::move(prompt), max_new_tokens);
@@ -58,17 +55,6 @@ Outcome SecondAfterFirst(const models::Model& model, const Request& first, const
   EXPECT_EQ(out.tokens, cold.tokens);
   EXPECT_TRUE(SameLogprobs(out.logprobs, cold.logprobs)) << "restored state differs";
   return out;
-}
-
-// Calls `test` with each fixture family's model.
-template <typename Test>
-void ForEachFamily(Test test) {
-  for (const std::string& name : tandem::testing::kFamilyFixtures) {
-    SCOPED_TRACE(name);
-    auto model = LoadFixtureModel(name);
-    ASSERT_NE(model, nullptr);
-    test(*model, model->config().vocab_size);
-  }
 }
 
 // A chat's shape: a shared system prompt (37 tokens: inside a page, off the SSD chunk boundary),

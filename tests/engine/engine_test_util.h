@@ -17,6 +17,7 @@
 #include "kernels/backends.h"
 #include "models/hydragen_config.h"
 #include "models/model.h"
+#include "tests/fixture_families.h"
 #include "tests/test_tokens.h"
 
 namespace tandem::engine::testing {
@@ -249,6 +250,23 @@ std::vector<Outcome> TwoTurns(EngineT& engine, int32_t vocab, int32_t new_tokens
     prompt.insert(prompt.end(), message.begin(), message.end());
   }
   return outcomes;
+}
+
+// `a` followed by `b`.
+inline std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Calls test(model, vocab_size) with each fixture family's model.
+template <typename Test>
+void ForEachFamily(Test test) {
+  for (const std::string& name : ::tandem::testing::kFamilyFixtures) {
+    SCOPED_TRACE(name);
+    auto model = LoadFixtureModel(name);
+    ASSERT_NE(model, nullptr);
+    test(*model, model->config().vocab_size);
+  }
 }
 
 }  // namespace tandem::engine::testing

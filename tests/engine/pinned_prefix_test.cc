@@ -15,6 +15,8 @@
 namespace tandem::engine {
 namespace {
 
+using testing::Concat;
+using testing::ForEachFamily;
 using testing::GreedyWithLogprobs;
 using testing::LoadFixtureModel;
 using testing::Outcome;
@@ -23,11 +25,6 @@ using testing::SchedulerHarness;
 using testing::Tokens;
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 Request Pin(std::vector<int32_t> prompt) {
   Request r;
@@ -42,16 +39,6 @@ SchedulerConfig Pinning(size_t max_pinned_bytes = 64 * kMiB) {
   config.prefill_chunk = 16;
   config.max_pinned_bytes = max_pinned_bytes;
   return config;
-}
-
-template <typename Test>
-void ForEachFamily(Test test) {
-  for (const std::string& name : tandem::testing::kFamilyFixtures) {
-    SCOPED_TRACE(name);
-    auto model = LoadFixtureModel(name);
-    ASSERT_NE(model, nullptr);
-    test(*model, model->config().vocab_size);
-  }
 }
 
 TEST(PinnedPrefixTest, APinnedPrefixOutlivesEvictionAndIsRestoredExactly) {

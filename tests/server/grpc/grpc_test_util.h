@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -208,6 +209,26 @@ inline bool Eventually(const std::function<bool()>& done) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return done();
+}
+
+// A library assistant's system prompt, long enough to span several KV pages.
+inline constexpr char kLibrarySystemPrompt[] =
+    "You are a careful assistant for a lending library. Answer in one short paragraph, name the "
+    "shelf where each book is kept, and never invent titles that are not in the catalogue.";
+
+// A greedy Chat of (role, content) messages generating exactly `max_new_tokens` tokens.
+inline v1::ChatRequest GreedyConversation(
+    const std::vector<std::pair<std::string, std::string>>& turns, int32_t max_new_tokens) {
+  v1::ChatRequest request;
+  for (const auto& [role, content] : turns) {
+    v1::ChatMessage* message = request.add_messages();
+    message->set_role(role);
+    message->set_content(content);
+  }
+  request.mutable_sampling()->set_temperature(0);
+  request.mutable_sampling()->set_max_new_tokens(max_new_tokens);
+  request.mutable_sampling()->set_ignore_eos(true);
+  return request;
 }
 
 }  // namespace tandem::server::testing

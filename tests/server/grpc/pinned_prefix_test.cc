@@ -14,22 +14,10 @@ namespace {
 
 using testing::Client;
 using testing::StreamResult;
-
-constexpr char kSystem[] =
-    "You are a careful assistant for a lending library. Answer in one short paragraph, name the "
-    "shelf where each book is kept, and never invent titles that are not in the catalogue.";
+constexpr const char* kSystem = testing::kLibrarySystemPrompt;
 
 v1::ChatRequest Conversation(const std::vector<std::pair<std::string, std::string>>& turns) {
-  v1::ChatRequest request;
-  for (const auto& [role, content] : turns) {
-    v1::ChatMessage* message = request.add_messages();
-    message->set_role(role);
-    message->set_content(content);
-  }
-  request.mutable_sampling()->set_temperature(0);
-  request.mutable_sampling()->set_max_new_tokens(8);
-  request.mutable_sampling()->set_ignore_eos(true);
-  return request;
+  return testing::GreedyConversation(turns, 8);
 }
 
 struct PinOutcome {
