@@ -523,6 +523,20 @@ bool ValidRowsPerWarp(int rows_per_warp) {
   return rows_per_warp == 1 || rows_per_warp == 2 || rows_per_warp == 4;
 }
 
+// The rows per warp a call runs: a named count checked (1, 2 or 4, and a divisor of
+// `must_divide`), or the default; one for a decode step whatever was named. 0 when the named
+// count is refused.
+template <typename Args>
+int RowsPerWarpFor(const Args& a, int named, int64_t must_divide) {
+  if (named != 0 && (!ValidRowsPerWarp(named) || must_divide % named != 0)) return 0;
+  int rows = named;
+  if (rows == 0) {
+    rows = DefaultRowsPerWarp(a.state_size);
+    while (must_divide % rows != 0) rows /= 2;
+  }
+  return OneTokenPerRow(a) ? 1 : rows;
+}
+
 }  // namespace
 
 cudaError_t CausalConv1d(cudaStream_t stream, const CausalConvArgs& a) {
@@ -555,13 +569,11 @@ cudaError_t SelectiveScanWithRowsPerWarp(cudaStream_t stream, const SelectiveSca
   if (a.inner <= 0) return cudaSuccess;
   // Channels all share B and C: any count of them may share a warp (a partial last warp's
   // missing rows are skipped).
-  if (rows_per_warp == 0) rows_per_warp = DefaultRowsPerWarp(a.state_size);
-  if (OneTokenPerRow(a)) rows_per_warp = 1;
+  rows_per_warp = RowsPerWarpFor(a, rows_per_warp, /*must_divide=*/4);
   Snapshots snaps;
   dim3 grid;
   std::span<const StateSnapshot> snapshots;
-  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatesPerLane ||
-      !ValidRowsPerWarp(rows_per_warp) ||
+  if (a.state_size < 1 || a.state_size > kWarp * kMaxStatesPerLane || rows_per_warp == 0 ||
       !Grid(a, Blocks(Blocks(a.inner, rows_per_warp), kWarpsPerBlock), &grid, &snapshots) ||
       !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;
@@ -576,17 +588,12 @@ cudaError_t SsdScanWithRowsPerWarp(cudaStream_t stream, const SsdScanArgs& a, in
   const int64_t rows = int64_t{a.heads} * a.head_dim;
   if (rows <= 0) return cudaSuccess;
   // A warp's rows are one head's: the count must divide the head dimension.
-  if (rows_per_warp == 0) {
-    rows_per_warp = DefaultRowsPerWarp(a.state_size);
-    while (a.head_dim % rows_per_warp != 0) rows_per_warp /= 2;
-  }
-  if (OneTokenPerRow(a)) rows_per_warp = 1;
+  rows_per_warp = RowsPerWarpFor(a, rows_per_warp, a.head_dim);
   Snapshots snaps;
   dim3 grid;
   std::span<const StateSnapshot> snapshots;
   if (a.state_size < 1 || a.state_size > kWarp * kMaxStatesPerLane || a.groups < 1 ||
-      a.heads % a.groups != 0 || !ValidRowsPerWarp(rows_per_warp) ||
-      a.head_dim % rows_per_warp != 0 ||
+      a.heads % a.groups != 0 || rows_per_warp == 0 ||
       !Grid(a, Blocks(rows / rows_per_warp, kWarpsPerBlock), &grid, &snapshots) ||
       !ToSnapshots(snapshots, a.tokens, false, &snaps)) {
     return cudaErrorInvalidValue;

@@ -265,6 +265,9 @@ TEST(CudaSequenceKernelsTest, ScansRefuseRowsPerWarpTheyCannotTake) {
   const std::vector<float> before = ToHost(state);
   EXPECT_EQ(SsdScanWithRowsPerWarp(nullptr, a, 4), cudaErrorInvalidValue);  // 4 ∤ 6
   EXPECT_EQ(SsdScanWithRowsPerWarp(nullptr, a, 3), cudaErrorInvalidValue);
+  SsdScanArgs one_token = a;  // a decode step runs one row per warp, but a bad count is bad
+  one_token.tokens = 1;
+  EXPECT_EQ(SsdScanWithRowsPerWarp(nullptr, one_token, 4), cudaErrorInvalidValue);
   EXPECT_TRUE(AllClose(ToHost(state), before, 0.0f, 0.0f)) << "a refused call ran";
   EXPECT_EQ(SsdScanWithRowsPerWarp(nullptr, a, 2), cudaSuccess);
 
@@ -284,6 +287,9 @@ TEST(CudaSequenceKernelsTest, ScansRefuseRowsPerWarpTheyCannotTake) {
   s.y = y.get();
   EXPECT_EQ(SelectiveScanWithRowsPerWarp(nullptr, s, 8), cudaErrorInvalidValue);
   EXPECT_EQ(SelectiveScanWithRowsPerWarp(nullptr, s, -1), cudaErrorInvalidValue);
+  SelectiveScanArgs one_token_scan = s;
+  one_token_scan.tokens = 1;
+  EXPECT_EQ(SelectiveScanWithRowsPerWarp(nullptr, one_token_scan, 8), cudaErrorInvalidValue);
   EXPECT_EQ(SelectiveScanWithRowsPerWarp(nullptr, s, 4), cudaSuccess);
 }
 
