@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "models/status_macros.h"
 #include "server/cli/args.h"
 #include "server/cli/bundled_model.h"
@@ -24,6 +25,7 @@
 #include "server/cli/model_flags.h"
 #include "server/cli/speculation_flags.h"
 #include "server/grpc/grpc_server.h"
+#include "server/grpc/pinned_prefixes.h"
 #include "server/grpc/served_model.h"
 #include "server/grpc/service_state.h"
 #include "server/http/tls_context.h"
@@ -78,6 +80,9 @@ const std::vector<FlagSpec>& ServeFlags() {
        "share of --memory-gib that prefixes pinned with PinPrefix may hold together, never "
        "evicted (default 0.5; 0 turns pinning off)"},
       {"max-pinned-prefixes", true, "prefixes one caller may have pinned at once (default 64)"},
+      {"pin-system-prompt", true,
+       "NAME=FILE[,NAME=FILE...]: pin each file's text, as a chat's system message, before "
+       "serving (the system prompts of a deployment, e.g. from a ConfigMap)"},
       {"max-new-tokens", true, "largest max_new_tokens a request may ask for (default 4096)"},
       {"max-request-bytes", true, "bytes of prompt text in one request (default 1048576)"},
       {"grace-seconds", true, "on SIGTERM/SIGINT, time for in-flight requests to finish (30)"},
@@ -191,6 +196,42 @@ absl::Status ReadFormatFlag(const Args& args, const std::string& flag,
         absl::StrCat(args.Source(flag), ": ", parsed.status().message(), " (or auto)"));
   }
   *out = *parsed;
+  return absl::OkStatus();
+}
+
+// --pin-system-prompt NAME=FILE[,NAME=FILE...]: names checked as PinPrefix checks them, files
+// read here so that a bad path fails the command before the model loads.
+absl::Status ReadStartupPins(const Args& args, std::vector<server::StartupPin>* pins) {
+  const std::optional<std::string> value = args.String("pin-system-prompt");
+  if (!value) return absl::OkStatus();
+  for (absl::string_view entry : absl::StrSplit(*value, ',')) {
+    const size_t eq = entry.find('=');
+    if (eq == absl::string_view::npos || eq + 1 == entry.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(args.Source("pin-system-prompt"),
+                                                     ": expected NAME=FILE, got '", entry, "'"));
+    }
+    server::StartupPin pin;
+    pin.name = std::string(entry.substr(0, eq));
+    if (absl::Status s = server::ValidatePrefixName(pin.name); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(args.Source("pin-system-prompt"), ": ", s.message()));
+    }
+    for (const server::StartupPin& earlier : *pins) {
+      if (earlier.name == pin.name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(args.Source("pin-system-prompt"), ": the name '", pin.name, "' twice"));
+      }
+    }
+    constexpr size_t kMaxPromptFile = size_t{4} << 20;
+    absl::StatusOr<std::string> text =
+        server::ReadSmallFile(std::string(entry.substr(eq + 1)), kMaxPromptFile);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(args.Source("pin-system-prompt"), ": ", text.status().message()));
+    }
+    pin.system_prompt = *std::move(text);
+    pins->push_back(std::move(pin));
+  }
   return absl::OkStatus();
 }
 
@@ -321,6 +362,7 @@ absl::StatusOr<Settings> ReadSettings(const Args& args) {
   TANDEM_ASSIGN_OR_RETURN(limits.max_request_bytes,
                           args.IntIn("max-request-bytes", 1, int64_t{1} << 30, 1 << 20));
 
+  TANDEM_RETURN_IF_ERROR(ReadStartupPins(args, &s.server.startup_pins));
   TANDEM_RETURN_IF_ERROR(ReadHttp(args, s, &s.http));
   TANDEM_RETURN_IF_ERROR(ReadFormatFlag(args, "tool-call-format", &server::ParseToolCallFormat,
                                         &s.server.tool_call_format));

@@ -9,10 +9,12 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/grpc/pinned_prefix_request.h"
 #include "server/grpc/service_state.h"
 #include "server/grpc/stream_pump.h"
 #include "server/grpc/tandem_service.h"
 #include "server/http/tls_context.h"
+#include "server/logging/structured_log.h"
 #include "server/metrics/engine_collector.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/util/small_file.h"
@@ -65,6 +67,42 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Secur
   return grpc::SslServerCredentials(options);
 }
 
+// Pins each startup pin as the server's own (TandemService::PinOwner's owner without tokens),
+// waiting for the engine: the server reports SERVING with them in place.
+absl::Status PinAtStart(ServiceState& state, const std::vector<StartupPin>& pins) {
+  for (const StartupPin& pin : pins) {
+    v1::PinPrefixRequest request;
+    request.set_name(pin.name);
+    v1::ChatMessage* system = request.mutable_chat()->add_messages();
+    system->set_role("system");
+    system->set_content(pin.system_prompt);
+    absl::Status status;
+    absl::StatusOr<std::vector<int32_t>> tokens = PrefixTokens(request, state.validation());
+    if (tokens.ok()) {
+      const int64_t length = static_cast<int64_t>(tokens->size());
+      std::promise<absl::Status> done;
+      std::future<absl::Status> pinned = done.get_future();
+      status = state.pins().Pin("", pin.name, *std::move(tokens),
+                                [&done](absl::StatusOr<PinnedPrefixes::Prefix> result) {
+                                  done.set_value(result.status());
+                                });
+      if (status.ok()) status = pinned.get();
+      if (status.ok()) {
+        LogLine(LogLevel::kInfo, "system prompt pinned")
+            .Field("name", pin.name)
+            .Field("tokens", length);
+      }
+    } else {
+      status = tokens.status();
+    }
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("--pin-system-prompt ", pin.name, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string Address(const std::string& host, int port) {
   // An IPv6 literal needs brackets before the port.
   if (host.find(':') != std::string::npos && host.front() != '[') {
@@ -114,6 +152,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServedModel&
   server->state_ = std::make_unique<ServiceState>(model, *server->engine_, config);
   server->pump_ = std::make_unique<StreamPump>();
   server->service_ = std::make_unique<TandemService>(*server->state_, *server->pump_);
+  if (absl::Status pinned = PinAtStart(*server->state_, config.startup_pins); !pinned.ok()) {
+    server->pump_->Stop();
+    return pinned;
+  }
   if (config.metrics.enabled) {
     ServiceState* state = server->state_.get();
     server->engine_collector_ = std::make_shared<EngineCollector>([s = server.get(), state] {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/grpc/reset_flood_guard.h"
@@ -62,6 +63,14 @@ struct MetricsConfig {
   BearerTokens tokens;
 };
 
+// A system prompt pinned as the server starts (`tandem serve --pin-system-prompt`), before it
+// reports SERVING: pinned as PinPrefix pins a chat of that one system message. The server owns
+// it: callers list it only on a server without bearer tokens, and it lasts until shutdown.
+struct StartupPin {
+  std::string name;
+  std::string system_prompt;
+};
+
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 50051;  // 0 picks a free port (GrpcServer::port() tells which)
@@ -77,6 +86,7 @@ struct ServerConfig {
   // How the model sets its reasoning apart, which Chat and the OpenAI API split off answers;
   // unset: the format its chat template shows (kNone if it shows none).
   std::optional<ReasoningFormat> reasoning_format;
+  std::vector<StartupPin> startup_pins;
 };
 
 }  // namespace tandem::server

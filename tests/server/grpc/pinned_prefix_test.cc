@@ -222,6 +222,28 @@ TEST_F(PinnedPrefixTest, PinsPastTheByteCapOrWithoutACacheAreRefused) {
   EXPECT_TRUE(again.status.ok()) << again.status.error_message();
 }
 
+// `tandem serve --pin-system-prompt`: pinned before the server is up, the server's own.
+TEST_F(PinnedPrefixTest, SystemPromptsPinnedAtStartAreInPlaceWhenTheServerIsUp) {
+  ServerConfig config = Config();
+  config.startup_pins.push_back({"library", kSystem});
+  std::unique_ptr<GrpcServer> server = Start(config);
+  ASSERT_NE(server, nullptr);
+  Client client(server->port());
+  EXPECT_EQ(List(client), std::vector<std::string>{"library"});
+  StreamResult answer =
+      client.Chat(Conversation({{"system", kSystem}, {"user", "Where is Emma?"}}));
+  ASSERT_TRUE(answer.status.ok()) << answer.status.error_message();
+  EXPECT_GT(answer.complete.usage().cached_tokens(), 30);  // kSystem alone is more than this
+
+  // A start pin the server cannot make fails the start, naming it.
+  ServerConfig off = Config(engine::CachePolicy::kNone);
+  off.startup_pins.push_back({"library", kSystem});
+  absl::StatusOr<std::unique_ptr<GrpcServer>> refused = GrpcServer::Start(*model_, off);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--pin-system-prompt library: "), std::string::npos)
+      << refused.status();
+}
+
 TEST_F(PinnedPrefixTest, WithoutTokensPinsAreSharedByEveryClient) {
   // Listening on every address, so that clients can come from two (127.0.0.1 and ::1), as a
   // client restarted in another pod would.

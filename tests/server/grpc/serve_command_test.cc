@@ -185,6 +185,8 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
            {"serve", "--model", model, "--config", "/nonexistent/serve.conf"},
            {"serve", "--model", model, "--max-pinned-fraction", "0.95"},
            {"serve", "--model", model, "--max-pinned-prefixes", "0"},
+           {"serve", "--model", model, "--pin-system-prompt", "a=/nonexistent/prompt.txt"},
+           {"serve", "--model", model, "--pin-system-prompt", "bad name=/etc/hostname"},
        }) {
     TandemProcess bad(args);
     ASSERT_TRUE(bad.started());
@@ -216,6 +218,7 @@ TEST(ServeCommandTest, BadFlagsAreUsageErrors) {
                            "--reasoning-format",
                            "--max-pinned-fraction",
                            "--max-pinned-prefixes",
+                           "--pin-system-prompt",
                            "TANDEM_"}) {
     EXPECT_NE(text.find(flag), std::string::npos) << flag;
   }
