@@ -61,11 +61,7 @@ absl::Status Scheduler::Validate(const Request& r) const {
           "prompt_logprobs: not allowed for a request that pins its prompt");
     }
     // What the prefix alone will hold, so that one that can never fit costs no prefill.
-    const size_t pages =
-        static_cast<size_t>(model_.layout().PagesFor(static_cast<int64_t>(r.prompt.size())));
-    const size_t held =
-        (model_.config().num_attention_layers > 0 ? pages * model_.layout().kv_page_bytes() : 0) +
-        (model_.config().num_ssm_layers > 0 ? model_.layout().ssm_block_bytes() : 0);
+    const size_t held = StateBytes(static_cast<int64_t>(r.prompt.size()));
     if (held > config_.max_pinned_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "prompt: ", r.prompt.size(), " tokens would hold ", held, " bytes pinned, more than the ",
@@ -131,17 +127,23 @@ absl::Status Scheduler::Validate(const Request& r) const {
   }
   // A sequence must fit alone: its KV pages plus its own SSM block (checkpoints are optional).
   if (model_.config().num_attention_layers > 0) {
-    const size_t pages = static_cast<size_t>(
-        model_.layout().PagesFor(static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens));
-    const size_t ssm = model_.config().num_ssm_layers > 0 ? model_.layout().ssm_block_bytes() : 0;
-    if (pages * model_.layout().kv_page_bytes() + ssm > memory_budget_) {
+    const int64_t tokens = static_cast<int64_t>(r.prompt.size()) + r.max_new_tokens;
+    if (StateBytes(tokens) > memory_budget_) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "prompt: ", r.prompt.size(), " tokens plus max_new_tokens ", r.max_new_tokens, " need ",
-          pages, " KV pages, more than the engine's memory (", memory_budget_,
-          " bytes) can ever hold"));
+          model_.layout().PagesFor(tokens), " KV pages, more than the engine's memory (",
+          memory_budget_, " bytes) can ever hold"));
     }
   }
   return absl::OkStatus();
+}
+
+size_t Scheduler::StateBytes(int64_t tokens) const {
+  const size_t kv =
+      model_.config().num_attention_layers > 0
+          ? static_cast<size_t>(model_.layout().PagesFor(tokens)) * model_.layout().kv_page_bytes()
+          : 0;
+  return kv + (model_.config().num_ssm_layers > 0 ? model_.layout().ssm_block_bytes() : 0);
 }
 
 void Scheduler::Add(RequestId id, Request request, std::shared_ptr<RequestStream> stream,

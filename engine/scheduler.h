@@ -137,6 +137,8 @@ class Scheduler {
   // for a prompt that can never fit in memory. Reads only immutable state: any thread may call
   // it.
   absl::Status Validate(const Request& request) const;
+  // The memory one sequence of `tokens` holds: its KV pages and its SSM block.
+  size_t StateBytes(int64_t tokens) const;
   // Queues a validated request. `first_choice`: the id of the first of several choices of the
   // same request (Engine::SubmitChoices), queued just before; this one then waits for it to
   // prefill the prompt for both (Sequence::waiting_choices).

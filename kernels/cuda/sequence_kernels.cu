@@ -569,7 +569,7 @@ cudaError_t SelectiveScanWithRowsPerWarp(cudaStream_t stream, const SelectiveSca
   if (a.inner <= 0) return cudaSuccess;
   // Channels all share B and C: any count of them may share a warp (a partial last warp's
   // missing rows are skipped).
-  rows_per_warp = RowsPerWarpFor(a, rows_per_warp, /*must_divide=*/4);
+  rows_per_warp = RowsPerWarpFor(a, rows_per_warp, /*must_divide=*/4);  // 1, 2 and 4 divide 4
   Snapshots snaps;
   dim3 grid;
   std::span<const StateSnapshot> snapshots;

@@ -79,18 +79,20 @@ absl::Status PinAtStart(ServiceState& state, const std::vector<StartupPin>& pins
     absl::Status status;
     absl::StatusOr<std::vector<int32_t>> tokens = PrefixTokens(request, state.validation());
     if (tokens.ok()) {
-      const int64_t length = static_cast<int64_t>(tokens->size());
-      std::promise<absl::Status> done;
-      std::future<absl::Status> pinned = done.get_future();
+      std::promise<absl::StatusOr<PinnedPrefixes::Prefix>> done;
+      std::future<absl::StatusOr<PinnedPrefixes::Prefix>> pinned = done.get_future();
       status = state.pins().Pin("", pin.name, *std::move(tokens),
                                 [&done](absl::StatusOr<PinnedPrefixes::Prefix> result) {
-                                  done.set_value(result.status());
+                                  done.set_value(std::move(result));
                                 });
-      if (status.ok()) status = pinned.get();
       if (status.ok()) {
-        LogLine(LogLevel::kInfo, "system prompt pinned")
-            .Field("name", pin.name)
-            .Field("tokens", length);
+        const absl::StatusOr<PinnedPrefixes::Prefix> result = pinned.get();
+        status = result.status();
+        if (result.ok()) {
+          LogLine(LogLevel::kInfo, "system prompt pinned")
+              .Field("name", result->name)
+              .Field("tokens", result->tokens);
+        }
       }
     } else {
       status = tokens.status();

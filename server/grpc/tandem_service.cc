@@ -223,10 +223,9 @@ grpc::ServerUnaryReactor* TandemService::PinPrefix(grpc::CallbackServerContext* 
   absl::StatusOr<std::vector<int32_t>> tokens = PrefixTokens(request, state_.validation());
   if (!tokens.ok()) return Answer(context, tokens.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const int64_t length = static_cast<int64_t>(tokens->size());
   absl::Status started = state_.pins().Pin(
       caller, request.name(), *std::move(tokens),
-      [reactor, wire_response, caller, length](absl::StatusOr<PinnedPrefixes::Prefix> pinned) {
+      [reactor, wire_response, caller](absl::StatusOr<PinnedPrefixes::Prefix> pinned) {
         absl::Status status = pinned.status();
         if (pinned.ok()) {
           v1::PinnedPrefix out;
@@ -235,7 +234,7 @@ grpc::ServerUnaryReactor* TandemService::PinPrefix(grpc::CallbackServerContext* 
           status = SerializeWireMessage(out, wire_response);
           LogLine(LogLevel::kInfo, "prefix pinned")
               .Field("name", pinned->name)
-              .Field("tokens", length)
+              .Field("tokens", pinned->tokens)
               .Field("caller", caller);
         }
         reactor->Finish(ToGrpcStatus(status));
